@@ -1,0 +1,1 @@
+"""bertcorpus: Beam jobs and the CLI."""

@@ -1,0 +1,70 @@
+"""The `bertcorpus` command line: one subcommand per job, Beam options passed through unchanged."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from pipeline.cli_util import UserError, user_message
+
+DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
+
+Beam pipeline options (--runner, --direct_running_mode, --direct_num_workers, --project, --region,
+--temp_location, --dry_run, ...) are passed through to Beam unchanged, as Beam's own examples do.
+Without --runner, jobs run locally on Beam's direct runner."""
+
+
+def _commands() -> dict:
+    """name → (module, one-line help). Modules are imported only when their command runs."""
+    return {
+        "create": ("pipeline.create", "documents → NSP pairs + masked-LM instances → sharded TFRecords"),
+        "inspect": ("pipeline.inspect", "print decoded examples from a TFRecord file"),
+        "run": ("pipeline.jobs", "run a named job from beam_jobs.yaml with a runner profile"),
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
+    parser = argparse.ArgumentParser(prog="bertcorpus", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="show Beam's own log messages")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, summary) in _commands().items():
+        p = sub.add_parser(name, help=summary, description=summary,
+                           epilog="Beam pipeline options may follow, e.g. --runner DataflowRunner --dry_run=True."
+                           if name not in ("inspect",) else None)
+        importlib.import_module(module).add_arguments(p)
+        p.set_defaults(module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    import importlib
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    verbose = bool({"-v", "--verbose"} & set(argv if argv is not None else sys.argv[1:]))
+    # Set before Beam is imported: it warns about optional cloud libraries on import, which is noise here.
+    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR,
+                        format="%(levelname)s %(name)s: %(message)s")
+    parser = build_parser()
+    args, beam_args = parser.parse_known_args(argv)
+    module = importlib.import_module(args.module)
+    if beam_args and not getattr(module, "ACCEPTS_BEAM_OPTIONS", True):
+        parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
+    try:
+        return module.run(args, beam_args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # noqa: BLE001 — the one place that turns errors into exit codes
+        message = user_message(e)
+        if message is None:
+            raise
+        print(f"bertcorpus {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def entry_point() -> None:
+    sys.exit(main())

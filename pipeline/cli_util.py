@@ -1,0 +1,55 @@
+"""What every command shares: user errors without tracebacks, running a pipeline, the closing summary."""
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import time
+
+BooleanFlag = argparse.BooleanOptionalAction
+
+
+class UserError(Exception):
+    """Something the user must fix; printed as one line, exit status 2."""
+
+
+# Errors raised inside workers reach the launcher wrapped in runner-specific exceptions; these are the ones
+# that carry a message meant for the user.
+_USER_ERROR_NAMES = ("UserError", "InputError", "VocabError", "NoDocumentsError", "OutputExistsError")
+_WRAPPED = re.compile(r"(?:%s): (.+)" % "|".join(_USER_ERROR_NAMES))
+
+
+def user_message(error: BaseException) -> str | None:
+    """The user-facing message inside a (possibly wrapped) exception, or None for a genuine bug."""
+    if type(error).__name__ in _USER_ERROR_NAMES or isinstance(error, (UserError, ValueError, FileNotFoundError)):
+        return str(error)
+    found = _WRAPPED.findall(str(error))
+    return found[-1].strip() if found else None
+
+
+def run_pipeline(pipeline, options, what: str):
+    """Run and wait; None for a dry run or a job handed to a remote runner without waiting."""
+    from pipeline import runners
+
+    started = time.time()
+    dry_run = runners.is_dry_run(options)
+    result = pipeline.run()
+    if dry_run:
+        print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
+        return None
+    if not runners.is_local(options) and not options.get_all_options().get("wait_until_finish", True):
+        print(f"{what}: submitted.")
+        return None
+    state = result.wait_until_finish()
+    logging.getLogger(__name__).info("%s finished in %.1f s", what, time.time() - started)
+    print(f"{what}: finished in {time.time() - started:.1f} s ({state})")
+    return state
+
+
+def print_summary(what: str, manifest: dict, rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows) if rows else 0
+    print(f"\n{what} summary")
+    for key, value in rows:
+        print(f"  {key.ljust(width)}  {value}")
+    sys.stdout.flush()

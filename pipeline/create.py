@@ -1,0 +1,465 @@
+"""`bertcorpus create`: documents → NSP pairs → masked-LM instances → globally shuffled TFRecord shards.
+
+    input files ─ read documents ─ tokenize ─┬─ (bucket, document) ─ GroupByKey ─ build instances
+                                             │      per seq config × dupe pass: NSP pairs, masking, records
+                                             │   ─ ((config, split, shard), records with random sort keys)
+                                             │   ─ GroupByKey ─ write shards (sorted by key) ─┐
+                                             └─ counts ──────────────────────────────────────┴─ publish + manifest
+
+Documents are tokenised once; every dupe pass and every seq config reuses the ids. A bucket (documents grouped
+by a stable hash of their id) is the unit of memory and of randomness: it has its own seeded generators, and
+its NSP negatives come from its own documents. Records get random 63-bit keys, and each shard is written sorted
+by key, which shuffles the output globally without holding it in one place.
+"""
+from __future__ import annotations
+
+import math
+import typing
+from dataclasses import asdict, dataclass, field
+
+import apache_beam as beam
+import numpy as np
+
+from pipeline import output, tally
+from pipeline.sources import ReadStats, read_documents
+from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
+from transforms.masking import SpecialIds, assemble, mask_tokens
+from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
+from transforms.sentences import document_sentences
+from transforms.tfrecord import serialize_framed
+from wordpiece.tokenizer import WordPieceTokenizer
+from wordpiece.vocab import CLS, MASK, SEP, Vocab
+
+RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord"]
+
+
+@dataclass
+class CreateConfig:
+    inputs: list[str]
+    output: str
+    vocab: str
+    input_format: str = "auto"
+    seq_configs: list[SeqConfig] = field(default_factory=lambda: [SeqConfig(128, 20)])
+    dupe_factor: int = 10
+    masked_lm_prob: float = 0.15
+    short_seq_prob: float = 0.1
+    seed: int = 12345
+    do_lower_case: bool = True
+    whole_word_mask: bool = False
+    num_shards: int = 0          # train shards per seq config; 0 = sized from the input
+    eval_fraction: float = 0.01
+    num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
+    bucket_mb: float = 4.0
+    input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
+
+    def resolved(self) -> "CreateConfig":
+        """A copy with the automatic sizes decided, so the manifest records what actually ran."""
+        mb = max(self.input_bytes, 1) / 2**20
+        buckets = self.num_buckets or (max(1, math.ceil(mb / self.bucket_mb)) if self.input_bytes else 256)
+        # Records take ~2 bytes per input byte per dupe pass; aim at ~256 MB shards, and at least 4
+        # files so that the reference trainer's 4-way interleave has something to interleave.
+        shards = self.num_shards or max(4, math.ceil(2 * mb * self.dupe_factor / 256))
+        return CreateConfig(**{**asdict(self), "seq_configs": list(self.seq_configs),
+                               "num_buckets": buckets, "num_shards": shards})
+
+    @property
+    def eval_buckets(self) -> int:
+        return max(1, round(self.num_buckets * self.eval_fraction))
+
+    @property
+    def eval_shards(self) -> int:
+        return max(1, math.ceil(self.num_shards * self.eval_fraction)) if self.eval_fraction > 0 else 0
+
+    def shards(self, split: str) -> int:
+        return self.num_shards if split == "train" else self.eval_shards
+
+    def describe(self) -> dict:
+        d = asdict(self)
+        d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
+        d.pop("input_bytes")
+        return d
+
+
+def split_of(doc_id: str, config: CreateConfig) -> str:
+    return "eval" if unit_interval(config.seed, "eval-split", doc_id) < config.eval_fraction else "train"
+
+
+def bucket_key(doc_id: str, split: str, config: CreateConfig) -> str:
+    count = config.num_buckets if split == "train" else config.eval_buckets
+    return f"{split}/{stable_hash(config.seed, 'bucket', doc_id) % count:06d}"
+
+
+def shard_name(seq: SeqConfig, split: str, shard: int, count: int) -> str:
+    return f"{seq.name}/{split}-{shard:05d}-of-{count:05d}.tfrecord"
+
+
+class ReadFiles(beam.DoFn):
+    """file path → SourceDocument; a tagged 'files' output carries each file's fingerprint and counts."""
+
+    def __init__(self, input_format: str):
+        self.input_format = input_format
+
+    def process(self, path: str):
+        stats = ReadStats(path)
+        for doc in read_documents(path, self.input_format, stats):
+            yield doc
+        yield beam.pvalue.TaggedOutput("files", asdict(stats))
+        yield tally.emit("create", {"documents_read": stats.documents, "replaced_chars": stats.replaced_chars,
+                                    **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()}})
+
+
+class TokenizeDocuments(beam.DoFn):
+    """SourceDocument → (bucket key, (doc id, int32 ids bytes, int32 tokens-per-sentence bytes))."""
+
+    def __init__(self, config: CreateConfig):
+        self.config = config
+
+    def setup(self):
+        self.tokenizer = WordPieceTokenizer(Vocab.load(self.config.vocab), self.config.do_lower_case)
+
+    def process(self, doc):
+        sentences = doc.sentences if doc.sentences is not None else document_sentences(doc.text or "")
+        ids, lengths = self.tokenizer.encode_sentences(sentences)
+        lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
+        if not len(ids):
+            yield tally.emit("create", {"documents_skipped:empty": 1})
+            return
+        split = split_of(doc.id, self.config)
+        yield bucket_key(doc.id, split, self.config), (doc.id, ids.tobytes(), lengths.tobytes())
+        yield tally.emit("create", {"documents_kept": 1, "sentences": len(lengths), "tokens": len(ids),
+                                    "single_sentence_documents": int(len(lengths) == 1)})
+
+
+class BuildInstances(beam.DoFn):
+    """(bucket key, documents) → ((seq config, split, shard), (sort keys, tie-breaks, framed records))."""
+
+    def __init__(self, config: CreateConfig):
+        self.config = config
+
+    def setup(self):
+        vocab = Vocab.load(self.config.vocab)
+        ids = vocab.ids
+        self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
+                                  is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
+
+    def process(self, element):
+        key, docs = element
+        split = key.split("/")[0]
+        # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
+        docs = sorted(docs)
+        bucket = Bucket.from_documents([(d, np.frombuffer(t, np.int32), np.frombuffer(s, np.int32))
+                                        for d, t, s in docs])
+        tiebreak = stable_hash(key)
+        for seq in self.config.seq_configs:
+            yield from self._instances_for(bucket, key, split, seq, tiebreak)
+
+    def _instances_for(self, bucket: Bucket, key: str, split: str, seq: SeqConfig, tiebreak: int):
+        cfg = self.config
+        num_shards = cfg.shards(split)
+        records: list[bytes] = []
+        sort_keys: list[np.ndarray] = []
+        counts = {"instances": 0, "random_next": 0, "real_tokens": 0, "predictions": 0}
+        skipped: dict[str, int] = {}
+        for dupe in range(cfg.dupe_factor):
+            batch = InstanceBatch()
+            rng = python_rng(cfg.seed, "instances", key, seq.name, dupe)
+            for doc in range(len(bucket)):
+                create_instances_from_document(bucket, doc, seq.max_seq_length - 3, cfg.short_seq_prob, rng, batch)
+            for reason, n in batch.skipped.items():
+                skipped[reason] = skipped.get(reason, 0) + n
+            if not len(batch):
+                continue
+            nrng = numpy_rng(cfg.seed, "masking", key, seq.name, dupe)
+            rows = assemble(bucket.tokens, batch, seq.max_seq_length, self.special, nrng)
+            masked = mask_tokens(rows, cfg.masked_lm_prob, seq.max_predictions_per_seq, self.special, nrng,
+                                 whole_word=cfg.whole_word_mask)
+            labels = np.asarray(batch.is_random_next, np.int64)
+            records += serialize_framed({
+                "input_ids": masked.input_ids,
+                "input_mask": np.arange(seq.max_seq_length)[None, :] < rows.length[:, None],
+                "segment_ids": rows.segment_ids,
+                "masked_lm_positions": masked.positions,
+                "masked_lm_ids": masked.label_ids,
+                "masked_lm_weights": masked.weights,
+                "next_sentence_labels": labels[:, None],
+            })
+            sort_keys.append(nrng.integers(0, 2**63, len(labels), dtype=np.int64))
+            counts["instances"] += len(labels)
+            counts["random_next"] += int(labels.sum())
+            counts["real_tokens"] += int(rows.length.sum())
+            counts["predictions"] += int(masked.weights.sum())
+        prefix = f"{seq.name}:{split}"
+        yield tally.emit("create", {**{f"{prefix}:{k}": v for k, v in counts.items()},
+                                    **{f"{prefix}:nsp_skipped:{k}": v for k, v in skipped.items()}})
+        if not records:
+            return
+        keys = np.concatenate(sort_keys)
+        shard_of = keys % num_shards
+        order = np.argsort(shard_of, kind="stable")
+        bounds = np.searchsorted(shard_of[order], np.arange(num_shards + 1))
+        for shard in range(num_shards):
+            rows_in = order[bounds[shard]:bounds[shard + 1]]
+            if len(rows_in):
+                yield (seq.name, split, shard), (keys[rows_in].tobytes(), tiebreak, rows_in.tobytes(),
+                                                  [records[i] for i in rows_in])
+
+
+class WriteShards(beam.DoFn):
+    """((seq config, split, shard), pieces) → one staged TFRecord file, records sorted by their random keys."""
+
+    def __init__(self, config: CreateConfig):
+        self.config = config
+
+    def process(self, element):
+        (seq_name, split, shard), pieces = element
+        pieces = [p for p in pieces if p is not None]
+        keys = np.concatenate([np.frombuffer(p[0], np.int64) for p in pieces]) if pieces else np.zeros(0)
+        ties = np.concatenate([np.full(len(p[3]), p[1], np.uint64) for p in pieces]) if pieces else np.zeros(0)
+        local = np.concatenate([np.frombuffer(p[2], np.int64) for p in pieces]) if pieces else np.zeros(0)
+        records = [r for p in pieces for r in p[3]]
+        order = np.lexsort((local, ties, keys))
+        seq = next(s for s in self.config.seq_configs if s.name == seq_name)
+        rel = shard_name(seq, split, shard, self.config.shards(split))
+        size, sha = output.write_bytes(output.staging_path(self.config.output, rel),
+                                       _in_chunks([records[i] for i in order]))
+        yield {"path": rel, "records": len(records), "bytes": size, "sha256": sha}
+
+
+def _in_chunks(records: list[bytes], chunk: int = 4096):
+    for i in range(0, len(records), chunk):
+        yield b"".join(records[i:i + chunk])
+
+
+class Publish(beam.DoFn):
+    """The single last step: check, move shards into place, write the manifest."""
+
+    def __init__(self, config: CreateConfig, vocab_sha256: str):
+        self.config = config
+        self.vocab_sha256 = vocab_sha256
+
+    def process(self, shard_infos, counts, files):
+        cfg = self.config
+        if counts.get("documents_kept", 0) == 0:
+            output.discard_staging(cfg.output)
+            raise NoDocumentsError(f"no documents with any tokens were read from {', '.join(cfg.inputs)}; "
+                                   "nothing was written")
+        shard_infos = sorted(shard_infos, key=lambda s: s["path"])
+        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files)
+        output.publish(cfg.output, [s["path"] for s in shard_infos], manifest, RECORD_GLOBS)
+        yield manifest
+
+
+class NoDocumentsError(RuntimeError):
+    pass
+
+
+def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], counts: dict, files: list) -> dict:
+    outputs: dict = {}
+    for seq in cfg.seq_configs:
+        per_split = {}
+        for split in ("train", "eval"):
+            if not cfg.shards(split):
+                continue
+            prefix = f"{seq.name}:{split}"
+            n = counts.get(f"{prefix}:instances", 0)
+            per_split[split] = {
+                "instances": n,
+                "shards": [s for s in shards if s["path"].startswith(f"{seq.name}/{split}-")],
+                "random_next_share": round(counts.get(f"{prefix}:random_next", 0) / n, 6) if n else None,
+                "mean_real_tokens": round(counts.get(f"{prefix}:real_tokens", 0) / n, 3) if n else None,
+                "mean_predictions": round(counts.get(f"{prefix}:predictions", 0) / n, 3) if n else None,
+                "nsp_draws_skipped": {k.rsplit(":", 1)[1]: v for k, v in counts.items()
+                                      if k.startswith(f"{prefix}:nsp_skipped:")},
+            }
+        outputs[seq.name] = {"max_seq_length": seq.max_seq_length,
+                             "max_predictions_per_seq": seq.max_predictions_per_seq, **per_split}
+    skipped = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("documents_skipped:")}
+    return {
+        "tool": "bertcorpus", "version": output.TOOL_VERSION, "job": "create",
+        "config": cfg.describe(),
+        "vocab": {"path": cfg.vocab, "sha256": vocab_sha256},
+        "inputs": sorted(({k: f[k] for k in ("path", "size", "sha256", "documents")} for f in files),
+                         key=lambda f: f["path"]),
+        "documents": {"read": counts.get("documents_read", 0), "kept": counts.get("documents_kept", 0),
+                      "skipped": skipped, "errors": 0},
+        "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "replaced_chars",
+                                                  "single_sentence_documents")},
+        "outputs": outputs,
+    }
+
+
+class CreatePretrainingData(beam.PTransform):
+    """The whole job on a pipeline; returns the PCollection holding the manifest."""
+
+    def __init__(self, config: CreateConfig, vocab_sha256: str, input_files: list[str]):
+        super().__init__()
+        self.config = config
+        self.vocab_sha256 = vocab_sha256
+        self.input_files = input_files
+
+    def expand(self, pbegin):
+        cfg = self.config
+        # file paths and remote patterns → matched file paths
+        paths = (pbegin
+                 | "list inputs" >> beam.Create(self.input_files)
+                 | "match inputs" >> beam.FlatMap(_match)
+                 | "spread files" >> beam.Reshuffle())
+        read = paths | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
+            "files", tally.TALLY, main="docs")
+        # SourceDocument → (bucket key, tokenised document)
+        tokenized = read.docs | "tokenize" >> beam.ParDo(TokenizeDocuments(cfg)).with_output_types(
+            tuple[str, tuple[str, bytes, bytes]]).with_outputs(tally.TALLY, main="docs")
+        # (bucket key, [documents]) → ((config, split, shard), records piece)
+        built = (tokenized.docs
+                 | "group into buckets" >> beam.GroupByKey()
+                 | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
+                     tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
+        # Every shard gets written, even one that drew no records.
+        every_shard = [((s.name, split, i), None) for s in cfg.seq_configs for split in ("train", "eval")
+                       for i in range(cfg.shards(split))]
+        shard_infos = ((built.pieces, pbegin | "list shards" >> beam.Create(every_shard))
+                       | "merge shard lists" >> beam.Flatten()
+                       | "group into shards" >> beam.GroupByKey()
+                       | "write shards" >> beam.ParDo(WriteShards(cfg)))
+        counts = ((read[tally.TALLY], tokenized[tally.TALLY], built[tally.TALLY])
+                  | "merge counts" >> beam.Flatten()
+                  | "sum counts" >> beam.CombineGlobally(tally.SumCounts()))
+        files = read.files | "list file stats" >> beam.combiners.ToList()
+        return (shard_infos
+                | "collect shards" >> beam.combiners.ToList()
+                | "publish" >> beam.ParDo(Publish(cfg, self.vocab_sha256),
+                                          beam.pvalue.AsSingleton(counts), beam.pvalue.AsSingleton(files)))
+
+
+def _match(pattern: str):
+    from apache_beam.io.filesystems import FileSystems
+
+    if "://" not in pattern:
+        yield pattern
+        return
+    for m in FileSystems.match([pattern])[0].metadata_list:
+        yield m.path
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+def parse_seq_configs(text: str) -> list[SeqConfig]:
+    """'128:20,512:80' → [SeqConfig(128, 20), SeqConfig(512, 80)]."""
+    configs = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        try:
+            length, predictions = (int(x) for x in part.split(":"))
+        except ValueError:
+            raise ValueError(f"--seq-configs wants LENGTH:PREDICTIONS pairs such as 128:20,512:80, got {part!r}")
+        if length < 8 or predictions < 1 or predictions > length:
+            raise ValueError(f"--seq-configs {part!r}: need LENGTH >= 8 and 1 <= PREDICTIONS <= LENGTH")
+        configs.append(SeqConfig(length, predictions))
+    if not configs:
+        raise ValueError("--seq-configs is empty")
+    if len({c.max_seq_length for c in configs}) != len(configs):
+        raise ValueError("--seq-configs names the same sequence length twice")
+    return configs
+
+
+def add_arguments(parser) -> None:
+    from pipeline.cli_util import BooleanFlag
+
+    io = parser.add_argument_group("input and output")
+    io.add_argument("--input", nargs="+", required=True, metavar="GLOB",
+                    help="input files, globs or directories (local or any Beam filesystem, e.g. gs://)")
+    io.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
+                    help="documents = Parquet from extract-wiki/extract-books; text = one sentence per line, "
+                         "blank line between documents; jsonl = {\"id\",\"text\"} per line (.jsonl, .jsonl.zst); "
+                         "auto = by file name (default)")
+    io.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
+    io.add_argument("--output", required=True, help="output directory; seq{L}/train-*.tfrecord, seq{L}/eval-*, "
+                                                    "manifest.json")
+    io.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    shape = parser.add_argument_group("instances")
+    shape.add_argument("--max-seq-length", type=int, default=128)
+    shape.add_argument("--max-predictions-per-seq", type=int, default=20)
+    shape.add_argument("--seq-configs", metavar="L:P,...",
+                       help="several configs from one tokenisation pass, e.g. 128:20,512:80 "
+                            "(overrides --max-seq-length/--max-predictions-per-seq)")
+    shape.add_argument("--dupe-factor", type=int, default=10, help="passes over the data, each masked anew")
+    shape.add_argument("--masked-lm-prob", type=float, default=0.15)
+    shape.add_argument("--short-seq-prob", type=float, default=0.1)
+    shape.add_argument("--seed", type=int, default=12345)
+    shape.add_argument("--do-lower-case", action=BooleanFlag, default=True,
+                       help="lower-case and strip accents (uncased vocab); --no-do-lower-case for cased")
+    shape.add_argument("--whole-word-mask", action=BooleanFlag, default=False)
+    layout = parser.add_argument_group("layout and scale")
+    layout.add_argument("--num-shards", type=int, default=0,
+                        help="train shards per seq config (default: ~256 MB each, at least 4)")
+    layout.add_argument("--eval-fraction", type=float, default=0.01,
+                        help="share of documents held out for eval shards (0 disables the eval split)")
+    layout.add_argument("--num-buckets", type=int, default=0,
+                        help="document buckets; each is one worker's unit of memory and NSP negatives "
+                             "(default: one per --bucket-mb of input)")
+    layout.add_argument("--bucket-mb", type=float, default=4.0, help="input MB per bucket for the default")
+
+
+def config_from_args(args) -> CreateConfig:
+    seq_configs = (parse_seq_configs(args.seq_configs) if args.seq_configs else
+                   parse_seq_configs(f"{args.max_seq_length}:{args.max_predictions_per_seq}"))
+    checks = [(args.dupe_factor >= 1, "--dupe-factor must be at least 1"),
+              (0 < args.masked_lm_prob < 1, "--masked-lm-prob must be between 0 and 1"),
+              (0 <= args.short_seq_prob <= 1, "--short-seq-prob must be between 0 and 1"),
+              (0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
+              (args.num_shards >= 0 and args.num_buckets >= 0, "--num-shards/--num-buckets must be >= 0"),
+              (args.bucket_mb > 0, "--bucket-mb must be positive")]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+    return CreateConfig(inputs=list(args.input), output=args.output, vocab=args.vocab,
+                        input_format=args.input_format, seq_configs=seq_configs, dupe_factor=args.dupe_factor,
+                        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob, seed=args.seed,
+                        do_lower_case=args.do_lower_case, whole_word_mask=args.whole_word_mask,
+                        num_shards=args.num_shards, eval_fraction=args.eval_fraction,
+                        num_buckets=args.num_buckets, bucket_mb=args.bucket_mb)
+
+
+def run(args, beam_args: list[str]) -> int:
+    from pipeline import runners
+    from pipeline.cli_util import UserError, print_summary, run_pipeline
+    from pipeline.sources import match_inputs
+
+    options = runners.pipeline_options(beam_args)
+    config = config_from_args(args)
+    files = match_inputs(config.inputs)
+    config.input_bytes = sum(size for _, size in files)
+    remote_inputs = [p for p in config.inputs if output.is_remote(p)]
+    if not files and not remote_inputs:
+        raise UserError("no input files given")
+    if files and not remote_inputs and config.input_bytes == 0:
+        raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
+    vocab_sha = "unverified (remote vocab, not read at launch)"
+    if not output.is_remote(config.vocab) or not runners.is_dry_run(options):
+        vocab_sha = Vocab.load(config.vocab).sha256  # validates the specials before anything is written
+    config = config.resolved()
+    dry_run = runners.is_dry_run(options)
+    if not dry_run:
+        output.prepare_output_dir(config.output, args.overwrite)
+    pipeline = runners.make_pipeline(options)
+    _ = pipeline | "create pretraining data" >> CreatePretrainingData(
+        config, vocab_sha, [p for p, _ in files] + remote_inputs)
+    state = run_pipeline(pipeline, options, what="create")
+    if state is None:
+        return 0
+    manifest = output.read_manifest(config.output)
+    print_summary("create", manifest, _summary_rows(manifest))
+    return 0
+
+
+def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
+    docs = manifest["documents"]
+    rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
+    rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
+    rows += [(k.replace("_", " "), f"{v:,}") for k, v in manifest["counts"].items()]
+    for name, out in manifest["outputs"].items():
+        for split in ("train", "eval"):
+            if split in out:
+                o = out[split]
+                rows.append((f"{name} {split} instances", f"{o['instances']:,} in {len(o['shards'])} shards"
+                             + (f", random-next {o['random_next_share']:.4f}" if o["instances"] else "")))
+    return rows

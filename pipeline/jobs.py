@@ -1,0 +1,90 @@
+"""`bertcorpus run JOB --profile P --set key=value`: named jobs and runner profiles from beam_jobs.yaml."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+
+from pipeline.cli_util import UserError
+
+ACCEPTS_BEAM_OPTIONS = True
+DEFAULT_FILE = "beam_jobs.yaml"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("job", nargs="?", help="job name (omit, or use --list, to list the jobs)")
+    parser.add_argument("--profile", default="local", help="runner profile from the file (default: local)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a job flag or a profile option (repeatable); flags written after "
+                             "the job name override everything")
+    parser.add_argument("--jobs-file", default=None,
+                        help=f"the YAML file (default: ./{DEFAULT_FILE}, else the copy shipped with bertcorpus)")
+    parser.add_argument("--list", action="store_true", help="list jobs and profiles and exit")
+    parser.add_argument("--print-command", action="store_true", help="print the command line instead of running")
+
+
+def load_jobs_file(path: str | None) -> dict:
+    candidates = [path] if path else [DEFAULT_FILE, str(Path(__file__).resolve().parent.parent / DEFAULT_FILE)]
+    for candidate in candidates:
+        if candidate and os.path.exists(candidate):
+            with open(candidate) as f:
+                data = yaml.safe_load(f) or {}
+            if not isinstance(data.get("jobs"), dict) or not isinstance(data.get("profiles"), dict):
+                raise UserError(f"{candidate} needs top-level 'jobs' and 'profiles' mappings")
+            return data
+    raise UserError(f"no jobs file found (looked for {', '.join(c for c in candidates if c)})")
+
+
+def _flag(key: str, value) -> list[str]:
+    """A YAML entry → command-line words. Lists repeat the value; booleans become --x / --no-x."""
+    if isinstance(value, bool):
+        return [f"--{key}" if value else f"--no-{key}"]
+    if isinstance(value, list):
+        return [f"--{key}", *map(str, value)]
+    return [f"--{key}", str(value)]
+
+
+def command_line(spec: dict, job: str, profile: str, overrides: list[str], extra: list[str]) -> list[str]:
+    jobs, profiles = spec["jobs"], spec["profiles"]
+    if job not in jobs:
+        raise UserError(f"unknown job {job!r}; jobs: {', '.join(sorted(jobs))}")
+    if profile not in profiles:
+        raise UserError(f"unknown profile {profile!r}; profiles: {', '.join(sorted(profiles))}")
+    job_args = dict(jobs[job].get("args") or {})
+    beam_opts = {k: v for k, v in (profiles[profile] or {}).items()}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise UserError(f"--set wants KEY=VALUE, got {item!r}")
+        parsed = yaml.safe_load(value) if value else ""
+        if key in beam_opts or "_" in key:
+            beam_opts[key] = parsed
+        else:
+            job_args[key] = parsed
+    words = [jobs[job]["command"]]
+    for key, value in job_args.items():
+        words += _flag(key, value)
+    for key, value in beam_opts.items():
+        if isinstance(value, str) and value.startswith("<"):
+            raise UserError(f"profile {profile!r} still has the placeholder {key}: {value}; "
+                            f"set it in the jobs file or with --set {key}=...")
+        words.append(f"--{key}={value}")
+    return words + extra
+
+
+def run(args, beam_args: list[str]) -> int:
+    from pipeline import cli
+
+    spec = load_jobs_file(args.jobs_file)
+    if args.list or not args.job:
+        print("jobs:")
+        for name, job in spec["jobs"].items():
+            print(f"  {name:20} {job.get('command', '?'):8} {job.get('help', '')}")
+        print("profiles: " + ", ".join(spec["profiles"]))
+        return 0
+    words = command_line(spec, args.job, args.profile, args.set, beam_args)
+    if args.print_command:
+        print("bertcorpus " + " ".join(words))
+        return 0
+    return cli.main(words)

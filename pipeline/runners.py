@@ -1,0 +1,40 @@
+"""Pipeline options and runner choice shared by every job.
+
+Beam's DirectRunner first tries the Prism runner, a Go binary it downloads on first use. These machines may
+have no network, and a job must never depend on a download, so "DirectRunner" (or no --runner at all) runs
+on Beam's FnApiRunner directly — the same engine DirectRunner falls back to — honouring
+--direct_running_mode (in_memory, multi_threading, multi_processing) and --direct_num_workers.
+"""
+from __future__ import annotations
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
+
+
+def pipeline_options(beam_args: list[str]) -> PipelineOptions:
+    options = PipelineOptions(beam_args)
+    # Jobs pickle DoFns that refer to module-level functions; keep the main session out of it.
+    options.view_as(beam.options.pipeline_options.SetupOptions).save_main_session = False
+    return options
+
+
+def is_local(options: PipelineOptions) -> bool:
+    return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
+
+
+def is_dry_run(options: PipelineOptions) -> bool:
+    return bool(options.get_all_options().get("dry_run"))
+
+
+def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
+    if not is_local(options):
+        return beam.Pipeline(options=options)
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=provision), options=options)

@@ -1,0 +1,1 @@
+"""Compact BERT pretraining module."""

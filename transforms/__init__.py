@@ -1,0 +1,1 @@
+"""Processing steps: pure functions on plain data, each followed by its thin Beam wrapper."""

@@ -1,0 +1,167 @@
+"""NSP instance construction: tokenised documents → (segment A, segment B, is_random_next) descriptors.
+
+This follows the reference's create_instances_from_document (target length with short_seq_prob, chunks of whole
+sentences, a random A/B split, a random next from another document with the unused sentences put back, and
+truncate_seq_pair), with three deliberate fixes:
+
+1. The NSP label is drawn first, with probability 1/2, whatever the chunk looks like. The reference forces a
+   random next on every single-sentence chunk, which makes ~54% of its labels "random". Here a one-sentence
+   chunk that drew IsNext takes the following sentence(s) as B, or, at the end of a document, pairs with the
+   sentence before it. Only a one-sentence document cannot form IsNext; such draws are counted and skipped.
+2. A random next always comes from another document of the same bucket (the reference gives up after 10 tries
+   and silently uses the same document). A bucket with one document has no negatives; such draws become
+   IsNext and are counted.
+3. File boundaries are document boundaries (the readers guarantee it; nothing here joins documents).
+
+Segments are kept as token ranges into one flat array per bucket, so the Python loop only moves integers;
+gathering, truncation and masking happen in numpy over the whole batch (transforms/masking.py).
+"""
+from __future__ import annotations
+
+import random
+from bisect import bisect_left
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SeqConfig:
+    max_seq_length: int = 128
+    max_predictions_per_seq: int = 20
+
+    @property
+    def name(self) -> str:
+        return f"seq{self.max_seq_length}"
+
+
+@dataclass
+class Bucket:
+    """The documents of one bucket, tokenised: one flat id array and sentence boundaries into it."""
+
+    doc_ids: list[str]
+    tokens: np.ndarray          # int32, every sentence of every document, in order
+    sentence_starts: np.ndarray  # int64, len = sentences + 1; sentence k is tokens[starts[k]:starts[k+1]]
+    doc_first_sentence: np.ndarray  # int64, len = documents + 1; document d has sentences [first[d], first[d+1])
+
+    @classmethod
+    def from_documents(cls, docs: list[tuple[str, np.ndarray, np.ndarray]]) -> "Bucket":
+        """docs: (doc_id, token ids, tokens per sentence), in a fixed order."""
+        tokens = np.concatenate([d[1] for d in docs]) if docs else np.zeros(0, np.int32)
+        lengths = np.concatenate([d[2] for d in docs]) if docs else np.zeros(0, np.int32)
+        starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+        per_doc = np.fromiter((len(d[2]) for d in docs), dtype=np.int64, count=len(docs))
+        first = np.concatenate(([0], np.cumsum(per_doc)))
+        return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first)
+
+    def __len__(self) -> int:
+        return len(self.doc_ids)
+
+    def __post_init__(self) -> None:
+        # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.
+        self.starts_list: list[int] = self.sentence_starts.tolist()
+        self.first_list: list[int] = self.doc_first_sentence.tolist()
+
+
+@dataclass
+class InstanceBatch:
+    """Instances as token ranges: A = tokens[a_start:a_end], B = tokens[b_start:b_end], before truncation."""
+
+    a_start: list[int] = field(default_factory=list)
+    a_end: list[int] = field(default_factory=list)
+    b_start: list[int] = field(default_factory=list)
+    b_end: list[int] = field(default_factory=list)
+    is_random_next: list[bool] = field(default_factory=list)
+    # Draws that could not be honoured, by reason (see the module docstring).
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.a_start)
+
+    def add(self, a_start: int, a_end: int, b_start: int, b_end: int, is_random: bool) -> None:
+        self.a_start.append(a_start)
+        self.a_end.append(a_end)
+        self.b_start.append(b_start)
+        self.b_end.append(b_end)
+        self.is_random_next.append(is_random)
+
+    def count(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Random) -> int:
+    """The reference's one draw per (document, pass): usually the maximum, sometimes uniform in [2, max]."""
+    if rng.random() < short_seq_prob:
+        return 2 + int(rng.random() * (max_num_tokens - 1))
+    return max_num_tokens
+
+
+def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float,
+                                   rng: random.Random, out: InstanceBatch) -> None:
+    """Append the instances of one pass over document `doc` of `bucket` to `out`."""
+    starts = bucket.starts_list
+    first = bucket.first_list[doc]
+    end = bucket.first_list[doc + 1]
+    if end == first:
+        return
+    num_docs = len(bucket)
+    target = target_seq_length(max_num_tokens, short_seq_prob, rng)
+    rand = rng.random
+
+    chunk_start = first
+    while chunk_start < end:
+        # The chunk is sentences [chunk_start, i]: the shortest run that reaches the target, or the rest.
+        i = min(bisect_left(starts, starts[chunk_start] + target, chunk_start + 1) - 1, end - 1)
+        k = i + 1 - chunk_start
+        is_random = rand() < 0.5
+        if is_random and num_docs < 2:
+            out.count("random_next_without_other_document")
+            is_random = False
+        if is_random:
+            a_end = chunk_start + (1 if k < 2 else 1 + int(rand() * (k - 1)))
+            other = int(rand() * (num_docs - 1))
+            other += other >= doc
+            o_first = bucket.first_list[other]
+            o_end = bucket.first_list[other + 1]
+            b_first = o_first + int(rand() * (o_end - o_first))
+            b_last = _extend_to_length(starts, b_first, o_end, target - (starts[a_end] - starts[chunk_start]))
+            out.add(starts[chunk_start], starts[a_end], starts[b_first], starts[b_last + 1], True)
+            chunk_start = a_end  # put the unused sentences back
+        elif k >= 2:
+            a_end = chunk_start + 1 + int(rand() * (k - 1))
+            out.add(starts[chunk_start], starts[a_end], starts[a_end], starts[i + 1], False)
+            chunk_start = i + 1
+        elif i + 1 < end:
+            # One long sentence: B is what follows it in the document.
+            b_last = _extend_to_length(starts, i + 1, end, target - (starts[i + 1] - starts[i]))
+            out.add(starts[i], starts[i + 1], starts[i + 1], starts[b_last + 1], False)
+            chunk_start = b_last + 1
+        elif i > first:
+            # The document's last sentence alone: it is the true next of the sentence before it.
+            out.add(starts[i - 1], starts[i], starts[i], starts[i + 1], False)
+            chunk_start = i + 1
+        else:
+            out.count("isnext_in_single_sentence_document")
+            chunk_start = i + 1
+
+
+def _extend_to_length(starts: list[int], first: int, end: int, length: int) -> int:
+    """Index of the last sentence of the run from `first` that reaches `length` tokens (at most `end` - 1)."""
+    last = bisect_left(starts, starts[first] + max(length, 1), first + 1) - 1
+    return min(last, end - 1)
+
+
+def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Final lengths after the reference's truncate_seq_pair, in closed form.
+
+    The reference removes one token at a time from the longer segment (B on a tie) until the pair fits, so a
+    much longer segment absorbs all the excess, and otherwise both end at half the budget (A gets the odd one).
+    """
+    excess = np.maximum(len_a + len_b - max_num_tokens, 0)
+    balanced_a = (max_num_tokens + 1) // 2
+    balanced_b = max_num_tokens // 2
+    only_a = len_a - len_b >= excess
+    only_b = ~only_a & (len_b - len_a >= excess)
+    new_a = np.where(only_a, len_a - excess, np.where(only_b, len_a, balanced_a))
+    new_b = np.where(only_a, len_b, np.where(only_b, len_b - excess, balanced_b))
+    return new_a, new_b

@@ -1,0 +1,150 @@
+"""Instance assembly and masked-LM predictions, vectorised over a batch of instances.
+
+Rows are [CLS] A [SEP] B [SEP] + padding. Masking follows the reference's create_masked_lm_predictions:
+num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob))) with Python-3 rounding,
+[CLS]/[SEP] never masked, and each chosen position becomes [MASK] (80%), stays (10%) or becomes a random token
+(10%). Two deliberate fixes: random tokens are drawn from regular vocabulary entries only (never [PAD],
+[unusedN], [CLS], [SEP], [MASK] or [UNK]), and whole-word masking makes the 80/10/10 choice once per word.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from transforms.instances import InstanceBatch, truncated_lengths
+
+
+@dataclass(frozen=True)
+class SpecialIds:
+    cls: int
+    sep: int
+    mask: int
+    regular: np.ndarray          # ids a random replacement may take
+    is_continuation: np.ndarray  # bool per vocab id: the token starts with "##"
+
+
+@dataclass
+class Assembled:
+    input_ids: np.ndarray    # (N, L) int32, padded with 0
+    segment_ids: np.ndarray  # (N, L) int8
+    length: np.ndarray       # (N,) real tokens, [CLS] and both [SEP] included
+    len_a: np.ndarray        # (N,) tokens of A after truncation
+
+
+@dataclass
+class Masked:
+    input_ids: np.ndarray    # (N, L) int32 with the replacements applied
+    positions: np.ndarray    # (N, P) int32, sorted, padded with 0
+    label_ids: np.ndarray    # (N, P) int32, original ids, padded with 0
+    weights: np.ndarray      # (N, P) float32, 1.0 per real prediction
+
+
+def assemble(tokens: np.ndarray, batch: InstanceBatch, max_seq_length: int, special: SpecialIds,
+             rng: np.random.Generator) -> Assembled:
+    """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows."""
+    a_start = np.asarray(batch.a_start, np.int64)
+    b_start = np.asarray(batch.b_start, np.int64)
+    len_a = np.asarray(batch.a_end, np.int64) - a_start
+    len_b = np.asarray(batch.b_end, np.int64) - b_start
+    new_a, new_b = truncated_lengths(len_a, len_b, max_seq_length - 3)
+    # Each removed token came off the front with probability 1/2: the front share is binomial.
+    a_start += rng.binomial(len_a - new_a, 0.5)
+    b_start += rng.binomial(len_b - new_b, 0.5)
+
+    n = len(a_start)
+    col = np.arange(max_seq_length, dtype=np.int64)[None, :]
+    na, nb = new_a[:, None], new_b[:, None]
+    in_a = (col >= 1) & (col <= na)
+    in_b = (col >= na + 2) & (col <= na + nb + 1)
+    src = np.where(in_a, a_start[:, None] + col - 1, np.where(in_b, b_start[:, None] + col - na - 2, 0))
+    ids = np.where(in_a | in_b, tokens[src], 0).astype(np.int32)
+    ids[:, 0] = special.cls
+    rows = np.arange(n)
+    ids[rows, new_a + 1] = special.sep
+    length = new_a + new_b + 3
+    ids[rows, length - 1] = special.sep
+    segment = ((col >= na + 2) & (col < length[:, None])).astype(np.int8)
+    return Assembled(ids, segment, length, new_a)
+
+
+def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
+    # np.round rounds half to even, exactly like Python 3's round() in the reference.
+    return np.minimum(max_predictions, np.maximum(1, np.round(length * masked_lm_prob))).astype(np.int64)
+
+
+def _candidates(rows: Assembled) -> np.ndarray:
+    """(N, L) bool: positions that may be masked — real tokens other than [CLS] and the two [SEP]."""
+    col = np.arange(rows.input_ids.shape[1])[None, :]
+    return (col >= 1) & (col < rows.length[:, None] - 1) & (col != rows.len_a[:, None] + 1)
+
+
+def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, special: SpecialIds,
+                rng: np.random.Generator, whole_word: bool = False) -> Masked:
+    n, width = rows.input_ids.shape
+    k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
+    candidates = _candidates(rows)
+    if whole_word:
+        chosen, word_of = _choose_whole_words(rows, candidates, k, special, rng)
+    else:
+        # A uniformly random subset of k candidates: the k smallest of independent uniform keys.
+        keys = np.where(candidates, rng.random((n, width)), 2.0)
+        order = np.argsort(keys, axis=1, kind="stable")[:, :max_predictions]
+        chosen = np.zeros((n, width), bool)
+        take = np.arange(max_predictions)[None, :] < k[:, None]
+        np.put_along_axis(chosen, order, take, axis=1)
+        word_of = None
+
+    # Positions sorted ascending: the first k columns of a stable argsort of "not chosen".
+    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions].astype(np.int32)
+    real = np.arange(max_predictions)[None, :] < chosen.sum(axis=1)[:, None]
+    positions = np.where(real, positions, 0)
+    rowix = np.arange(n)[:, None]
+    labels = np.where(real, rows.input_ids[rowix, positions], 0).astype(np.int32)
+
+    # One 80/10/10 draw per prediction, or per word with whole-word masking.
+    if word_of is None:
+        u = rng.random((n, max_predictions))
+    else:
+        u = rng.random((n, width))[rowix, word_of[rowix, positions]]
+    replacement = special.regular[rng.integers(0, len(special.regular), (n, max_predictions))]
+    new_ids = np.where(u < 0.8, special.mask, np.where(u < 0.9, labels, replacement))
+    out = rows.input_ids.copy()
+    r, c = np.nonzero(real)
+    out[r, positions[r, c]] = new_ids[r, c]
+    return Masked(out, positions, labels, real.astype(np.float32))
+
+
+def _choose_whole_words(rows: Assembled, candidates: np.ndarray, k: np.ndarray, special: SpecialIds,
+                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-word selection: words in random order, each taken whole if it still fits in k predictions.
+
+    A word is a candidate token plus the `##` pieces after it; words never span a [SEP]. Returns the chosen
+    mask and, per position, the index of its word's first position (for the one 80/10/10 draw per word).
+    """
+    n, width = rows.input_ids.shape
+    continuation = special.is_continuation[rows.input_ids] & candidates
+    continuation[:, 1:] &= candidates[:, :-1]
+    starts = candidates & ~continuation
+    word_start = np.where(starts, np.arange(width)[None, :], 0)
+    word_of = np.maximum.accumulate(word_start, axis=1)
+    chosen = np.zeros((n, width), bool)
+    keys = rng.random((n, width))
+    for i in range(n):
+        first = np.flatnonzero(starts[i])
+        ends = np.append(first[1:], 0)
+        ends[-1:] = rows.length[i] - 1
+        # A word ends where the next word starts, or at the [SEP] that follows it.
+        sep = rows.len_a[i] + 1
+        ends = np.where((first < sep) & (ends > sep), sep, ends)
+        sizes = ends - first
+        budget = int(k[i])
+        taken = 0
+        for w in np.argsort(keys[i, first], kind="stable"):
+            if taken >= budget:
+                break
+            if taken + sizes[w] > budget:
+                continue
+            chosen[i, first[w]:ends[w]] = True
+            taken += int(sizes[w])
+    return chosen, word_of

@@ -1,0 +1,1 @@
+"""WordPiece vocabulary files, training and the shared tokenizer configuration."""

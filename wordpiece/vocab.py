@@ -1,0 +1,65 @@
+"""vocab.txt files: one token per line, line number = id, `##` marks a continuation piece."""
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
+REQUIRED_TOKENS = (UNK, CLS, SEP, MASK)
+# Bracketed entries such as [unused17] are placeholders, never real text.
+_BRACKETED = re.compile(r"^\[[^\]]+\]$")
+
+
+class VocabError(ValueError):
+    """A vocab file that cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Vocab:
+    tokens: tuple[str, ...]
+    sha256: str
+
+    @classmethod
+    def load(cls, path: str) -> "Vocab":
+        from apache_beam.io.filesystems import FileSystems
+
+        try:
+            with FileSystems.open(path) as f:
+                raw = f.read()
+        except Exception as e:  # FileNotFoundError locally, various on remote filesystems
+            raise VocabError(f"cannot read vocab file {path}: {e}") from None
+        return cls.from_bytes(raw, path)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, name: str = "vocab") -> "Vocab":
+        text = raw.decode("utf-8", errors="replace")
+        # The reference strips each line; keep the same ids (line numbers).
+        tokens = tuple(line.strip() for line in text.splitlines())
+        if not tokens:
+            raise VocabError(f"vocab file {name} is empty")
+        missing = [t for t in REQUIRED_TOKENS if t not in set(tokens)]
+        if missing:
+            raise VocabError(f"vocab file {name} lacks {', '.join(missing)}; a BERT vocab needs "
+                             f"{', '.join(REQUIRED_TOKENS)}")
+        return cls(tokens, hashlib.sha256(raw).hexdigest())
+
+    @property
+    def ids(self) -> dict[str, int]:
+        # Later duplicates win, as in the reference's OrderedDict.
+        return {tok: i for i, tok in enumerate(self.tokens)}
+
+    def id_of(self, token: str) -> int:
+        return self.ids[token]
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def regular_token_ids(self) -> np.ndarray:
+        """Ids that a random replacement may draw: everything but [PAD], [unusedN], [CLS], [SEP], [MASK], [UNK]."""
+        keep = [i for i, t in enumerate(self.tokens) if t and not _BRACKETED.match(t)]
+        return np.asarray(keep, dtype=np.int32)
