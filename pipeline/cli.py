@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     verbose = bool({"-v", "--verbose"} & set(argv if argv is not None else sys.argv[1:]))
     # Set before Beam is imported: it warns about optional cloud libraries on import, which is noise here.
-    logging.basicConfig(level=logging.INFO if verbose else logging.ERROR,
+    logging.basicConfig(level=logging.INFO if verbose else logging.CRITICAL,
                         format="%(levelname)s %(name)s: %(message)s")
     parser = build_parser()
     args, beam_args = parser.parse_known_args(argv)

@@ -1,0 +1,66 @@
+"""Shared fixtures: real sample data, and records made once per test session by the real `create` job."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+TESTS = Path(__file__).resolve().parent
+DATA = TESTS / "data"
+VOCAB = DATA / "reference" / "bert-base-uncased-vocab.txt"
+SAMPLE_TEXT = DATA / "reference" / "sample_text.txt"
+BOOKS = sorted((DATA / "create").glob("*.txt"))
+SHARED = TESTS.parent.parent / "shared"
+sys.path.insert(0, str(TESTS))
+
+
+def run_cli(*argv: str) -> int:
+    from pipeline.cli import main
+
+    return main([str(a) for a in argv])
+
+
+@pytest.fixture(scope="session")
+def vocab_path() -> Path:
+    return VOCAB
+
+
+def book_sections(max_chars: int = 8000) -> list[tuple[str, str]]:
+    """The real books cut at paragraph boundaries into ~8 KB documents: (id, text)."""
+    docs = []
+    for book in BOOKS:
+        paragraphs = book.read_text(encoding="utf-8").split("\n\n")
+        part, size = [], 0
+        for paragraph in paragraphs:
+            part.append(paragraph)
+            size += len(paragraph)
+            if size >= max_chars:
+                docs.append((f"{book.stem}:{len(docs)}", "\n\n".join(part)))
+                part, size = [], 0
+        if part:
+            docs.append((f"{book.stem}:{len(docs)}", "\n\n".join(part)))
+    return docs
+
+
+@pytest.fixture(scope="session")
+def books_jsonl(tmp_path_factory) -> Path:
+    """The real books as JSONL documents of ~8 KB each."""
+    import json
+
+    path = tmp_path_factory.mktemp("books") / "books.jsonl"
+    with open(path, "w") as f:
+        for doc_id, text in book_sections():
+            f.write(json.dumps({"id": doc_id, "text": text}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def records_dir(tmp_path_factory, books_jsonl) -> Path:
+    """seq128 train/eval records from real text with the original uncased vocab (128/20, dupe 5)."""
+    out = tmp_path_factory.mktemp("records")
+    assert run_cli("create", "--input", books_jsonl, SAMPLE_TEXT, "--vocab", VOCAB, "--output", out,
+                   "--dupe-factor", "5", "--eval-fraction", "0.1", "--num-buckets", "2", "--overwrite") == 0
+    return out

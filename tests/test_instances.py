@@ -1,0 +1,129 @@
+"""NSP instance construction: target lengths, truncation, label balance and the documented fixes."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from conftest import VOCAB, book_sections
+
+from transforms.instances import (Bucket, InstanceBatch, create_instances_from_document, target_seq_length,
+                                  truncated_lengths)
+from transforms.sentences import document_sentences
+from wordpiece.tokenizer import WordPieceTokenizer
+from wordpiece.vocab import Vocab
+
+
+def reference_truncation(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
+    """The reference's loop, one token at a time, longer side first (B on a tie)."""
+    while len_a + len_b > max_num_tokens:
+        if len_a > len_b:
+            len_a -= 1
+        else:
+            len_b -= 1
+    return len_a, len_b
+
+
+def synthetic_bucket(sentence_lengths: list[list[int]]) -> Bucket:
+    docs = []
+    for d, lengths in enumerate(sentence_lengths):
+        lengths = np.asarray(lengths, np.int32)
+        docs.append((f"doc{d}", np.full(int(lengths.sum()), 1000 + d, np.int32), lengths))
+    return Bucket.from_documents(docs)
+
+
+def build(bucket: Bucket, passes: int = 1, max_num_tokens: int = 125, short_seq_prob: float = 0.1, seed: int = 0):
+    batch = InstanceBatch()
+    rng = random.Random(seed)
+    for _ in range(passes):
+        for d in range(len(bucket)):
+            create_instances_from_document(bucket, d, max_num_tokens, short_seq_prob, rng, batch)
+    return batch
+
+
+@pytest.fixture(scope="module")
+def real_bucket() -> Bucket:
+    tok = WordPieceTokenizer(Vocab.load(str(VOCAB)), True)
+    docs = []
+    for doc_id, text in book_sections():
+        ids, lengths = tok.encode_sentences(document_sentences(text))
+        docs.append((doc_id, ids, lengths[lengths > 0]))
+    return Bucket.from_documents(docs)
+
+
+def test_truncation_matches_the_reference_loop():
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 400, 5000)
+    b = rng.integers(0, 400, 5000)
+    for m in (125, 509, 7):
+        new_a, new_b = truncated_lengths(a, b, m)
+        expected = np.array([reference_truncation(x, y, m) for x, y in zip(a, b)])
+        assert np.array_equal(np.stack([new_a, new_b], 1), expected)
+
+
+def test_target_length_distribution():
+    rng = random.Random(1)
+    draws = np.array([target_seq_length(125, 0.1, rng) for _ in range(100_000)])
+    short = draws[draws < 125]
+    assert abs((draws < 125).mean() - 0.1 * 123 / 124) < 0.004  # a short draw can also land on 125
+    assert short.min() == 2 and short.max() == 124
+    assert abs(short.mean() - (2 + 124) / 2) < 1.5
+
+
+def test_nsp_balance_on_real_text(real_bucket):
+    batch = build(real_bucket, passes=30)
+    labels = np.asarray(batch.is_random_next)
+    assert len(labels) > 35_000  # the standard error is then below 0.0027
+    assert abs(labels.mean() - 0.5) < 0.01
+
+
+def test_random_next_never_comes_from_the_same_document(real_bucket):
+    batch = build(real_bucket, passes=3)
+    token_doc = np.repeat(np.arange(len(real_bucket)),
+                          np.diff(real_bucket.sentence_starts[real_bucket.doc_first_sentence]))
+    a_doc = token_doc[np.asarray(batch.a_start)]
+    b_doc = token_doc[np.asarray(batch.b_start)]
+    random_next = np.asarray(batch.is_random_next)
+    assert np.all(a_doc[random_next] != b_doc[random_next])
+    assert np.all(a_doc[~random_next] == b_doc[~random_next])
+
+
+def test_segments_are_whole_sentences_and_isnext_is_contiguous(real_bucket):
+    batch = build(real_bucket, passes=2)
+    starts = set(real_bucket.sentence_starts.tolist())
+    for a0, a1, b0, b1, r in zip(batch.a_start, batch.a_end, batch.b_start, batch.b_end, batch.is_random_next):
+        assert {a0, a1, b0, b1} <= starts and a0 < a1 and b0 < b1
+        if not r:
+            assert a1 == b0
+
+
+def test_single_sentence_documents_are_used_without_biasing_labels():
+    bucket = synthetic_bucket([[30]] * 50)
+    batch = build(bucket, passes=40)
+    assert all(batch.is_random_next)  # a lone sentence has no true next
+    draws = len(batch) + batch.skipped["isnext_in_single_sentence_document"]
+    assert abs(len(batch) / draws - 0.5) < 0.03
+
+
+def test_one_document_corpus_makes_only_isnext_and_counts_it():
+    bucket = synthetic_bucket([[20, 30, 25, 40, 10, 50, 60, 5]])
+    batch = build(bucket, passes=20)
+    assert len(batch) > 0 and not any(batch.is_random_next)
+    assert batch.skipped["random_next_without_other_document"] > 0
+
+
+def test_one_huge_sentence_pairs_with_what_follows():
+    bucket = synthetic_bucket([[10_000, 12, 8], [15, 15, 15]])
+    batch = build(bucket, passes=50, seed=3)
+    nexts = [(a0, a1, b0) for a0, a1, b0, r in zip(batch.a_start, batch.a_end, batch.b_start,
+                                                     batch.is_random_next) if not r and a0 == 0]
+    assert nexts and all(a1 == 10_000 and b0 == 10_000 for _, a1, b0 in nexts)
+    new_a, new_b = truncated_lengths(np.array([10_000]), np.array([12]), 125)
+    assert (new_a[0], new_b[0]) == (113, 12)
+
+
+def test_empty_document_yields_nothing():
+    bucket = synthetic_bucket([[], [10, 10]])
+    batch = InstanceBatch()
+    create_instances_from_document(bucket, 0, 125, 0.1, random.Random(0), batch)
+    assert len(batch) == 0

@@ -1,0 +1,95 @@
+"""The fast tokenizer gives exactly the reference FullTokenizer's tokens, on real text and on edge cases."""
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB
+from full_tokenizer import FullTokenizerEquivalent
+
+from wordpiece.tokenizer import REMOVED_RANGES, WordPieceTokenizer
+from wordpiece.vocab import Vocab, VocabError
+
+EDGE_CASES = [
+    "ΟΔΟΣ ΣΑΣ",                       # final sigma when lower-casing
+    "foo\u2028bar\u2029baz",           # line/paragraph separators split like whitespace
+    "x\ue000y z\U000f0000",            # private-use characters stay inside the word
+    "İstanbul Ærø Ångström naïve café",
+    "soft\u00adhyphen zero\u200bwidth",  # Cf characters vanish
+    "tab\tnew\nline\r\x01ctrl\x1fsep",
+    "東京大学 and 한국어 and ｆｕｌｌｗｉｄｔｈ",
+    "x" * 201 + " " + "y" * 200,      # over 200 characters is [UNK]
+    "[MASK] [CLS] <s> e.g. U.S.A. $3.50 — “quoted” 'single'",
+    "\ufffdreplacement\x00nul",
+    "",
+    "   \n\t  ",
+]
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocab:
+    return Vocab.load(str(VOCAB))
+
+
+def test_removed_ranges_match_unicodedata():
+    expected = [c for c in range(0x110000)
+                if c in (0, 0xFFFD) or (unicodedata.category(chr(c)) in ("Cc", "Cf") and chr(c) not in "\t\n\r")]
+    listed = [c for a, b in REMOVED_RANGES for c in range(a, b + 1)]
+    assert listed == expected
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_identical_tokens_on_real_text(vocab, lowercase):
+    ours = WordPieceTokenizer(vocab, lowercase)
+    reference = FullTokenizerEquivalent(list(vocab.tokens), lowercase)
+    texts = [SAMPLE_TEXT.read_text(encoding="utf-8")] + [b.read_text(encoding="utf-8") for b in BOOKS]
+    for text in texts:
+        assert ours.tokenize(text) == reference.tokenize(text)
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("text", EDGE_CASES)
+def test_identical_tokens_on_edge_cases(vocab, lowercase, text):
+    ours = WordPieceTokenizer(vocab, lowercase)
+    assert ours.tokenize(text) == FullTokenizerEquivalent(list(vocab.tokens), lowercase).tokenize(text)
+
+
+def test_known_tokens(vocab):
+    tok = WordPieceTokenizer(vocab, True)
+    assert tok.tokenize("The unaffable Ångström, [MASK]!") == [
+        "the", "una", "##ffa", "##ble", "ang", "##strom", ",", "[", "mask", "]", "!"]
+    assert tok.tokenize("a" * 201) == ["[UNK]"]
+
+
+def test_cache_does_not_change_results(vocab):
+    tok = WordPieceTokenizer(vocab, True)
+    text = BOOKS[0].read_text(encoding="utf-8")[:20000]
+    first = list(tok.encode(text))
+    assert list(tok.encode(text)) == first  # second call served from the cache
+    assert list(WordPieceTokenizer(vocab, True).encode(text)) == first
+
+
+def test_encode_sentences_counts_tokens_per_sentence(vocab):
+    tok = WordPieceTokenizer(vocab, True)
+    ids, lengths = tok.encode_sentences(["Hello there.", "", "\x01", "How are you?"])
+    assert lengths.tolist() == [3, 0, 0, 4]
+    assert [vocab.tokens[i] for i in ids] == ["hello", "there", ".", "how", "are", "you", "?"]
+
+
+def test_vocab_without_specials_is_rejected(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_text("[PAD]\n[UNK]\nhello\n")
+    with pytest.raises(VocabError, match=r"lacks \[CLS\], \[SEP\], \[MASK\]"):
+        Vocab.load(str(path))
+
+
+def test_missing_vocab_is_a_clear_error(tmp_path):
+    with pytest.raises(VocabError, match="cannot read vocab file"):
+        Vocab.load(str(tmp_path / "nope.txt"))
+
+
+def test_regular_ids_exclude_bracketed_tokens(vocab):
+    regular = {vocab.tokens[i] for i in vocab.regular_token_ids()}
+    assert not any(t.startswith("[") and t.endswith("]") for t in regular)
+    assert {"the", "##s", "[", "]"} <= regular
+    assert len(vocab.regular_token_ids()) == 30522 - 999  # 994 unused + 5 specials

@@ -1,0 +1,266 @@
+"""The streaming pages-articles reader, on the real dump samples in tests/data/wiki."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import io
+import re
+import tracemalloc
+from functools import cache
+
+import pytest
+from wiki_fixtures import (
+    BGWIKI_UTF16,
+    ENWIKI_2014,
+    ENWIKI_SMALL,
+    ENWIKI_TABLES,
+    VIWIKI,
+    flip_bytes,
+    read_xml,
+    split_dump,
+)
+
+from transforms import wiki_pages
+from transforms.wiki_pages import Page, PageError, iter_pages, open_dump, read_siteinfo
+
+
+def read_all(source) -> list[Page | PageError]:
+    with open_dump(source) as stream:
+        return list(iter_pages(stream))
+
+
+@cache
+def enwiki_2014_items() -> tuple[Page | PageError, ...]:
+    return tuple(read_all(ENWIKI_2014))
+
+
+def pages_and_errors(items) -> tuple[list[Page], list[PageError]]:
+    pages = [item for item in items if isinstance(item, Page)]
+    errors = [item for item in items if isinstance(item, PageError)]
+    return pages, errors
+
+
+def test_enwiki_2014_truncated_sample_yields_every_page_then_one_error():
+    items = enwiki_2014_items()
+    pages, errors = pages_and_errors(items)
+    assert len(pages) == 361
+    assert sum(p.ns == 0 for p in pages) == 360
+    assert [p.title for p in pages if p.ns != 0] == ["Wikipedia:Adding Wikipedia articles to Nupedia"]
+    assert sum(p.redirect for p in pages) == 146
+    assert len({p.page_id for p in pages}) == 361
+    # The file ends after a </page>: the damage is reported once, last, after the last good page.
+    assert len(errors) == 1 and items[-1] is errors[0]
+    assert errors[0].reason == "truncated"
+    assert errors[0].where == f"byte {len(read_xml(ENWIKI_2014))}"
+    assert "after page 1010" in errors[0].detail
+
+
+def test_enwiki_2014_page_fields():
+    pages, _ = pages_and_errors(enwiki_2014_items())
+    first = pages[0]
+    assert first == Page(
+        page_id=10,
+        ns=0,
+        title="AccessibleComputing",
+        revision_id=631144794,
+        timestamp="2014-10-26T04:50:23Z",
+        redirect=True,
+        text="#REDIRECT [[Computer accessibility]]\n\n{{Redr|move|from CamelCase|up}}",
+    )
+    anarchism = pages[1]
+    assert (anarchism.page_id, anarchism.title, anarchism.redirect) == (12, "Anarchism", False)
+    assert anarchism.text.startswith("{{Redirect2|Anarchist|")
+    # Entities of the XML layer are decoded once; wikitext's own entities stay for the cleaner.
+    assert "&lt;ref" not in anarchism.text and "<ref>" in anarchism.text
+
+
+def test_table_markup_sample_without_siteinfo():
+    pages, errors = pages_and_errors(read_all(ENWIKI_TABLES))
+    assert errors == []
+    assert [p.title for p in pages] == [
+        "Constructive vote of no confidence",
+        "List of Prison Break characters",
+        "Academy Award for Best Production Design",
+        "Economy of Estonia",
+        "Brahui language",
+    ]
+    assert all(p.ns == 0 and not p.redirect for p in pages)
+    assert all("{|" in p.text for p in pages[1:4])
+
+
+def test_small_sample_is_complete():
+    pages, errors = pages_and_errors(read_all(ENWIKI_SMALL))
+    assert errors == []
+    assert [(p.page_id, p.redirect) for p in pages] == [(10, True), (411964, False), (302109, False)]
+
+
+def test_utf16_bulgarian_sample_is_decoded():
+    raw = BGWIKI_UTF16.read_bytes()
+    assert bz2.decompress(raw)[:2] == b"\xff\xfe"  # really UTF-16LE with a BOM
+    pages, errors = pages_and_errors(read_all(BGWIKI_UTF16))
+    assert errors == []
+    assert pages[0].title == "Григориански календар"
+    assert [p.ns for p in pages] == [0, 4, 4]
+    assert "Григорианският календар" in pages[0].text
+
+
+def test_truncated_vietnamese_sample():
+    items = read_all(VIWIKI)
+    pages, errors = pages_and_errors(items)
+    assert len(pages) == 10
+    assert sum(p.redirect for p in pages) == 3
+    assert "Thụy Điển" in [p.title for p in pages]
+    assert len(errors) == 1 and items[-1] == errors[0] and errors[0].reason == "truncated"
+
+
+def test_cut_mid_page_yields_pages_before_the_cut_then_one_error():
+    xml = read_xml(ENWIKI_SMALL)
+    second_page = xml.index(b"<page>", xml.index(b"</page>"))
+    cut = xml[: second_page + 5000]
+    items = list(iter_pages(io.BytesIO(cut)))
+    assert [type(i) for i in items] == [Page, PageError]
+    assert items[0].page_id == 10
+    assert items[1].reason == "truncated" and "inside a page" in items[1].detail
+
+
+def test_corrupt_xml_tail_yields_pages_before_it_then_one_error():
+    xml = read_xml(ENWIKI_SMALL)
+    end_of_first = xml.index(b"</page>") + len(b"</page>")
+    broken = xml[:end_of_first] + b"\n  <page><title>x</titel></page>" + xml[end_of_first:]
+    items = list(iter_pages(io.BytesIO(broken)))
+    assert [type(i) for i in items] == [Page, PageError]
+    assert items[1].reason == "xml_error"
+    assert items[1].where.startswith("line ")
+    assert "mismatched tag" in items[1].detail and "after page 10" in items[1].detail
+
+
+def test_corrupt_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
+    good_pages, _ = pages_and_errors(enwiki_2014_items())
+    data = ENWIKI_2014.read_bytes()
+    damaged = tmp_path / "damaged.xml.bz2"
+    damaged.write_bytes(flip_bytes(data, len(data) // 2))
+    items = read_all(damaged)
+    pages, errors = pages_and_errors(items)
+    assert len(errors) == 1 and items[-1] is errors[0]
+    assert errors[0].reason in ("read_error", "xml_error")
+    assert 0 < len(pages) < len(good_pages)
+    assert pages == good_pages[: len(pages)]
+
+
+def test_cut_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
+    good_pages, _ = pages_and_errors(enwiki_2014_items())
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(ENWIKI_2014.read_bytes()[:1_000_000])
+    items = read_all(cut)
+    pages, errors = pages_and_errors(items)
+    assert len(errors) == 1 and items[-1] is errors[0]
+    assert errors[0].reason == "read_error" and "EOFError" in errors[0].detail
+    assert 0 < len(pages) < len(good_pages)
+    assert pages == good_pages[: len(pages)]
+
+
+def test_page_without_text_is_an_error_and_reading_goes_on():
+    xml = read_xml(ENWIKI_SMALL)
+    second = xml.index(b"<page>", xml.index(b"</page>"))
+    text_start = xml.index(b"<text", second)
+    text_end = xml.index(b"</text>", text_start) + len(b"</text>")
+    items = list(iter_pages(io.BytesIO(xml[:text_start] + xml[text_end:])))
+    assert [type(i) for i in items] == [Page, PageError, Page]
+    assert items[1].reason == "no_text"
+    assert items[1].where == "page 411964 'Computer accessibility'"
+
+
+def test_deleted_revision_text_gives_a_page_without_text():
+    xml = read_xml(ENWIKI_SMALL)
+    second = xml.index(b"<page>", xml.index(b"</page>"))
+    text_start = xml.index(b"<text", second)
+    text_end = xml.index(b"</text>", text_start) + len(b"</text>")
+    xml = xml[:text_start] + b'<text deleted="deleted" />' + xml[text_end:]
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(xml)))
+    assert errors == [] and pages[1].text is None and pages[2].text
+
+
+def test_open_dump_reads_plain_gzip_and_bz2_alike(tmp_path):
+    xml = read_xml(ENWIKI_SMALL)
+    (tmp_path / "plain.xml").write_bytes(xml)
+    (tmp_path / "dump.gz").write_bytes(gzip.compress(xml))
+    expected = read_all(ENWIKI_SMALL)
+    assert len(expected) == 3
+    assert read_all(tmp_path / "plain.xml") == expected
+    assert read_all(tmp_path / "dump.gz") == expected
+    assert read_all(io.BytesIO(bz2.compress(xml))) == expected  # a file object without peek()
+
+
+def test_fragment_of_pages_reads_like_the_whole_document():
+    xml = read_xml(ENWIKI_SMALL)
+    _, pages, footer = split_dump(xml)
+    expected = list(iter_pages(io.BytesIO(xml)))
+    assert list(iter_pages(io.BytesIO(b"".join(pages)), fragment=True)) == expected
+    # The last stream of a multistream dump carries the closing tag.
+    assert list(iter_pages(io.BytesIO(b"".join(pages) + footer), fragment=True)) == expected
+
+
+def test_utf16_fragment_reads_like_the_whole_document():
+    text = read_xml(BGWIKI_UTF16).decode("utf-16")
+    fragment = "".join(re.findall(r"[ \t]*<page>.*?</page>\r?\n", text, re.S))
+    expected = read_all(BGWIKI_UTF16)
+    assert len(expected) == 3
+    assert list(iter_pages(io.BytesIO(fragment.encode("utf-16")), fragment=True)) == expected
+
+
+def test_memory_stays_bounded_by_one_page(monkeypatch):
+    monkeypatch.setattr(wiki_pages, "CHUNK_BYTES", 1 << 16)
+    xml = read_xml(ENWIKI_2014)
+    stream = io.BytesIO(xml)
+    tracemalloc.start()
+    try:
+        baseline = tracemalloc.get_traced_memory()[0]
+        count = sum(1 for _ in iter_pages(stream))
+        peak = tracemalloc.get_traced_memory()[1] - baseline
+    finally:
+        tracemalloc.stop()
+    assert count == 362
+    # The largest page holds 0.2 MB of wikitext; keeping parsed pages in the tree would cost over 10 MB.
+    assert peak < 3_000_000, peak
+
+
+def test_read_siteinfo():
+    with open_dump(ENWIKI_2014) as stream:
+        site = read_siteinfo(stream)
+    assert site is not None
+    assert site.dbname == "enwiki"
+    assert site.namespaces[6] == "File" and site.namespaces[14] == "Category"
+    assert site.page_url("Abraham Lincoln") == "http://en.wikipedia.org/wiki/Abraham_Lincoln"
+    with open_dump(BGWIKI_UTF16) as stream:
+        bg = read_siteinfo(stream)
+    assert bg is not None and bg.dbname == "bgwiki" and bg.namespaces[14] == "Категория"
+    assert bg.page_url("Григориански календар") == (
+        "https://bg.wikipedia.org/wiki/%D0%93%D1%80%D0%B8%D0%B3%D0%BE%D1%80%D0%B8%D0%B0%D0%BD%D1%81%D0%BA%D0%B8_"
+        "%D0%BA%D0%B0%D0%BB%D0%B5%D0%BD%D0%B4%D0%B0%D1%80"
+    )
+    with open_dump(ENWIKI_TABLES) as stream:
+        assert read_siteinfo(stream) is None
+
+
+@pytest.mark.parametrize(
+    ("head", "encoding"),
+    [
+        (b"\xef\xbb\xbf<mediawiki>", "utf-8-sig"),
+        (b"\xff\xfe<\x00m\x00", "utf-16-le-bom"),
+        (b"\xfe\xff\x00<\x00m", "utf-16-be-bom"),
+        (b'<?xml version="1.0" encoding="ISO-8859-1"?><mediawiki>', "iso8859-1"),
+        (b"<mediawiki>", "utf-8"),
+    ],
+)
+def test_detect_encoding(head, encoding):
+    assert wiki_pages.detect_encoding(head) == encoding
+
+
+def test_latin1_declared_document_is_decoded():
+    xml = read_xml(ENWIKI_SMALL).decode()
+    page = re.search(r"[ \t]*<page>.*?</page>\n", xml, re.S).group()
+    latin = f'<?xml version="1.0" encoding="ISO-8859-1"?>\n<mediawiki>\n{page}</mediawiki>\n'
+    latin = latin.replace("AccessibleComputing", "Accessible Café")
+    (item,) = iter_pages(io.BytesIO(latin.encode("latin-1")))
+    assert item.title == "Accessible Café"

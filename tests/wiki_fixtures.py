@@ -1,0 +1,85 @@
+"""Builders for Wikipedia test inputs made from the real samples in tests/data/wiki (see DATA.md there)."""
+
+from __future__ import annotations
+
+import bz2
+import html
+import re
+from pathlib import Path
+
+WIKI_DATA = Path(__file__).parent / "data" / "wiki"
+ENWIKI_2014 = WIKI_DATA / "enwiki-2014-sample-truncated.xml.bz2"
+ENWIKI_TABLES = WIKI_DATA / "enwiki-table-markup.xml.bz2"
+ENWIKI_SMALL = WIKI_DATA / "enwiki-small-sample.xml.bz2"
+BGWIKI_UTF16 = WIKI_DATA / "bgwiki-shortened-utf16.xml.bz2"
+VIWIKI = WIKI_DATA / "viwiki-sample-truncated.xml"
+SZLWIKI_INDEX = WIKI_DATA / "szlwiki-20260201-pages-articles-multistream-index.txt.bz2"
+GOLDEN = WIKI_DATA / "golden"
+
+ALL_DUMPS = (ENWIKI_2014, ENWIKI_TABLES, ENWIKI_SMALL, BGWIKI_UTF16, VIWIKI)
+
+_PAGE = re.compile(rb"[ \t]*<page>.*?</page>\n?", re.S)
+_PAGE_ID = re.compile(rb"<id>(\d+)</id>")
+_TITLE = re.compile(rb"<title>(.*?)</title>", re.S)
+
+
+def read_xml(path: Path) -> bytes:
+    """The XML bytes of a sample, decompressed when it is a .bz2 file."""
+    data = path.read_bytes()
+    return bz2.decompress(data) if path.suffix == ".bz2" else data
+
+
+def split_dump(xml: bytes) -> tuple[bytes, list[bytes], bytes]:
+    """Cut a UTF-8 dump into its header (root start tag and siteinfo), its <page> elements and the closing tag.
+
+    A truncated dump has no closing tag; the footer is then the one a complete dump would have.
+    """
+    pages = [m.group() for m in _PAGE.finditer(xml)]
+    if not pages:
+        raise ValueError("no <page> element found")
+    first = xml.index(pages[0])
+    last_end = xml.rindex(pages[-1]) + len(pages[-1])
+    footer = xml[last_end:] if b"</mediawiki>" in xml[last_end:] else b"</mediawiki>\n"
+    return xml[:first], pages, footer
+
+
+def build_multistream(
+    pages_xml_path_or_bytes: Path | str | bytes, out_dir: Path | str, pages_per_stream: int = 100
+) -> tuple[Path, Path]:
+    """Write a multistream dump and its bz2 index the way Wikimedia lays them out.
+
+    Stream 1 is the header (<mediawiki ...><siteinfo>...</siteinfo>), then every `pages_per_stream` pages form one
+    bz2 stream, and a last stream holds </mediawiki>. The index has one `offset:page_id:title` line per page, the
+    offset being where that page's stream starts. Returns (dump_path, index_path).
+    """
+    if isinstance(pages_xml_path_or_bytes, bytes):
+        xml = pages_xml_path_or_bytes
+        stem = "sample"
+    else:
+        source = Path(pages_xml_path_or_bytes)
+        xml = read_xml(source)
+        stem = source.name.split(".")[0]
+    header, pages, footer = split_dump(xml)
+    out = Path(out_dir)
+    dump_path = out / f"{stem}-multistream.xml.bz2"
+    index_path = out / f"{stem}-multistream-index.txt.bz2"
+    index_lines: list[bytes] = []
+    with open(dump_path, "wb") as dump:
+        dump.write(bz2.compress(header))
+        for first in range(0, len(pages), pages_per_stream):
+            offset = dump.tell()
+            group = pages[first : first + pages_per_stream]
+            for page in group:
+                page_id = _PAGE_ID.search(page).group(1)  # type: ignore[union-attr]
+                title = html.unescape(_TITLE.search(page).group(1).decode())  # type: ignore[union-attr]
+                index_lines.append(b"%d:%s:%s\n" % (offset, page_id, title.encode()))
+            dump.write(bz2.compress(b"".join(group)))
+        dump.write(bz2.compress(footer))
+    index_path.write_bytes(bz2.compress(b"".join(index_lines)))
+    return dump_path, index_path
+
+
+def flip_bytes(data: bytes, at: int, count: int = 16) -> bytes:
+    """A copy of data with `count` bytes inverted from offset `at`: corruption that a checksum must catch."""
+    damaged = bytes(b ^ 0xFF for b in data[at : at + count])
+    return data[:at] + damaged + data[at + count :]
