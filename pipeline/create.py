@@ -241,7 +241,10 @@ class Publish(beam.DoFn):
         cfg = self.config
         if counts.get("documents_kept", 0) == 0:
             output.discard_staging(cfg.output)
-            raise NoDocumentsError(f"no documents with any tokens were read from {', '.join(cfg.inputs)}; "
+            why = ", ".join(f"{k.split(':', 1)[1]}: {v}" for k, v in counts.items() if ":" in k and v and
+                            k.startswith(("documents_skipped:", "lines_skipped:")))
+            raise NoDocumentsError(f"no documents with any tokens were read from {', '.join(cfg.inputs)} "
+                                   f"({counts.get('documents_read', 0)} read{'; ' + why if why else ''}); "
                                    "nothing was written")
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
         manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files)
