@@ -170,10 +170,11 @@ class BuildInstances(beam.DoFn):
             if not len(batch):
                 continue
             nrng = numpy_rng(cfg.seed, "masking", key, seq.name, dupe)
-            rows = assemble(bucket.tokens, batch, seq.max_seq_length, self.special, nrng)
+            columns = batch.columns()
+            rows = assemble(bucket.tokens, columns, seq.max_seq_length, self.special, nrng)
             masked = mask_tokens(rows, cfg.masked_lm_prob, seq.max_predictions_per_seq, self.special, nrng,
                                  whole_word=cfg.whole_word_mask)
-            labels = np.asarray(batch.is_random_next, np.int64)
+            labels = columns[4]
             records += serialize_framed({
                 "input_ids": masked.input_ids,
                 "input_mask": np.arange(seq.max_seq_length)[None, :] < rows.length[:, None],
@@ -200,8 +201,11 @@ class BuildInstances(beam.DoFn):
         for shard in range(num_shards):
             rows_in = order[bounds[shard]:bounds[shard + 1]]
             if len(rows_in):
+                chosen = [records[i] for i in rows_in]
+                lengths = np.fromiter(map(len, chosen), np.int64, len(chosen))
+                # One blob per piece: the shuffle moves a few large values instead of many small ones.
                 yield (seq.name, split, shard), (keys[rows_in].tobytes(), tiebreak, rows_in.tobytes(),
-                                                  [records[i] for i in rows_in])
+                                                  lengths.tobytes(), b"".join(chosen))
 
 
 class WriteShards(beam.DoFn):
@@ -212,22 +216,32 @@ class WriteShards(beam.DoFn):
 
     def process(self, element):
         (seq_name, split, shard), pieces = element
+        # piece: (sort keys, bucket tie-break, row numbers, record lengths, records blob); None marks the shard
         pieces = [p for p in pieces if p is not None]
-        keys = np.concatenate([np.frombuffer(p[0], np.int64) for p in pieces]) if pieces else np.zeros(0)
-        ties = np.concatenate([np.full(len(p[3]), p[1], np.uint64) for p in pieces]) if pieces else np.zeros(0)
-        local = np.concatenate([np.frombuffer(p[2], np.int64) for p in pieces]) if pieces else np.zeros(0)
-        records = [r for p in pieces for r in p[3]]
-        order = np.lexsort((local, ties, keys))
+
+        def column(make) -> np.ndarray:
+            return np.concatenate([np.zeros(0, np.int64)] + [make(p) for p in pieces])
+
+        keys = column(lambda p: np.frombuffer(p[0], np.int64))
+        rows = column(lambda p: np.frombuffer(p[2], np.int64))
+        lengths = column(lambda p: np.frombuffer(p[3], np.int64))
+        ties = column(lambda p: np.full(len(p[3]) // 8, p[1] >> 1, np.int64))
+        blob = b"".join(p[4] for p in pieces)
+        ends = np.cumsum(lengths)
+        starts = (ends - lengths).tolist()
+        ends = ends.tolist()
+        order = np.lexsort((rows, ties, keys)).tolist()
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)
         rel = shard_name(seq, split, shard, self.config.shards(split))
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel),
-                                       _in_chunks([records[i] for i in order]))
-        yield {"path": rel, "records": len(records), "bytes": size, "sha256": sha}
+                                       _in_chunks(blob, starts, ends, order))
+        yield {"path": rel, "records": len(order), "bytes": size, "sha256": sha}
 
 
-def _in_chunks(records: list[bytes], chunk: int = 4096):
-    for i in range(0, len(records), chunk):
-        yield b"".join(records[i:i + chunk])
+def _in_chunks(blob: bytes, starts: list[int], ends: list[int], order: list[int], chunk: int = 4096):
+    """The records of blob in the given order, joined a few thousand at a time."""
+    for i in range(0, len(order), chunk):
+        yield b"".join([blob[starts[j]:ends[j]] for j in order[i:i + chunk]])
 
 
 class Publish(beam.DoFn):

@@ -33,7 +33,7 @@ def random_rows(vocab: Vocab, special: SpecialIds, n: int, seed: int = 0, length
     for i in range(n):
         la, lb = rng.integers(1, lengths[0] * 2), rng.integers(1, lengths[1] * 2)
         batch.add(400 * i, 400 * i + la, 400 * i + 200, 400 * i + 200 + lb, bool(i % 2))
-    return tokens, batch, assemble(tokens, batch, L, special, rng)
+    return tokens, batch, assemble(tokens, batch.columns(), L, special, rng)
 
 
 def test_num_to_predict_uses_python3_rounding():
@@ -115,7 +115,7 @@ def test_whole_word_masking_masks_words_and_decides_once_per_word(vocab, special
     batch = InstanceBatch()
     for i in range(2000):
         batch.add(i * 40, i * 40 + 40, i * 40 + 40 + 0, i * 40 + 80, False)
-    rows = assemble(tokens, batch, L, special, np.random.default_rng(5))
+    rows = assemble(tokens, batch.columns(), L, special, np.random.default_rng(5))
     m = mask_tokens(rows, 0.15, P, special, np.random.default_rng(6), whole_word=True)
     consistent = 0
     mixed = 0

@@ -38,11 +38,13 @@ def random_features(n: int, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def test_varint_packing_matches_protobuf_rules():
-    values = np.array([[0, 1, 127, 128, 300, 16383, 16384, 2**21, 2**28 + 1]])
+    values = np.array([[0, 1, 127, 128, 300, 16383, 16384, 2**21 - 1, 2**21], [5, 4, 3, 2, 1, 0, 0, 0, 1]])
     buf, bounds = pack_varint_rows(values)
-    assert buf == b"".join(varint(int(v)) for v in values[0])
-    assert bounds == [0, len(buf)]
+    assert buf == b"".join(varint(int(v)) for v in values.ravel())
+    assert bounds == [0, len(buf) - 9, len(buf)]
     assert varint(300) == b"\xac\x02"
+    with pytest.raises(ValueError, match="too large"):
+        pack_varint_rows(np.array([[2**28]]))
 
 
 def test_tensorflow_parses_our_records_exactly():

@@ -67,26 +67,43 @@ class Bucket:
 class InstanceBatch:
     """Instances as token ranges: A = tokens[a_start:a_end], B = tokens[b_start:b_end], before truncation."""
 
-    a_start: list[int] = field(default_factory=list)
-    a_end: list[int] = field(default_factory=list)
-    b_start: list[int] = field(default_factory=list)
-    b_end: list[int] = field(default_factory=list)
-    is_random_next: list[bool] = field(default_factory=list)
+    # (a_start, a_end, b_start, b_end, is_random_next) per instance; one tuple keeps the hot loop to one append.
+    rows: list[tuple[int, int, int, int, bool]] = field(default_factory=list)
     # Draws that could not be honoured, by reason (see the module docstring).
     skipped: dict[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
-        return len(self.a_start)
+        return len(self.rows)
 
     def add(self, a_start: int, a_end: int, b_start: int, b_end: int, is_random: bool) -> None:
-        self.a_start.append(a_start)
-        self.a_end.append(a_end)
-        self.b_start.append(b_start)
-        self.b_end.append(b_end)
-        self.is_random_next.append(is_random)
+        self.rows.append((a_start, a_end, b_start, b_end, is_random))
 
     def count(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def columns(self) -> np.ndarray:
+        """(5, N) int64: a_start, a_end, b_start, b_end, is_random_next."""
+        return np.array(self.rows, dtype=np.int64).reshape(-1, 5).T
+
+    @property
+    def a_start(self) -> list[int]:
+        return [r[0] for r in self.rows]
+
+    @property
+    def a_end(self) -> list[int]:
+        return [r[1] for r in self.rows]
+
+    @property
+    def b_start(self) -> list[int]:
+        return [r[2] for r in self.rows]
+
+    @property
+    def b_end(self) -> list[int]:
+        return [r[3] for r in self.rows]
+
+    @property
+    def is_random_next(self) -> list[bool]:
+        return [r[4] for r in self.rows]
 
 
 def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Random) -> int:
@@ -107,6 +124,7 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
     num_docs = len(bucket)
     target = target_seq_length(max_num_tokens, short_seq_prob, rng)
     rand = rng.random
+    add = out.rows.append
 
     chunk_start = first
     while chunk_start < end:
@@ -125,20 +143,20 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
             o_end = bucket.first_list[other + 1]
             b_first = o_first + int(rand() * (o_end - o_first))
             b_last = _extend_to_length(starts, b_first, o_end, target - (starts[a_end] - starts[chunk_start]))
-            out.add(starts[chunk_start], starts[a_end], starts[b_first], starts[b_last + 1], True)
+            add((starts[chunk_start], starts[a_end], starts[b_first], starts[b_last + 1], True))
             chunk_start = a_end  # put the unused sentences back
         elif k >= 2:
             a_end = chunk_start + 1 + int(rand() * (k - 1))
-            out.add(starts[chunk_start], starts[a_end], starts[a_end], starts[i + 1], False)
+            add((starts[chunk_start], starts[a_end], starts[a_end], starts[i + 1], False))
             chunk_start = i + 1
         elif i + 1 < end:
             # One long sentence: B is what follows it in the document.
             b_last = _extend_to_length(starts, i + 1, end, target - (starts[i + 1] - starts[i]))
-            out.add(starts[i], starts[i + 1], starts[i + 1], starts[b_last + 1], False)
+            add((starts[i], starts[i + 1], starts[i + 1], starts[b_last + 1], False))
             chunk_start = b_last + 1
         elif i > first:
             # The document's last sentence alone: it is the true next of the sentence before it.
-            out.add(starts[i - 1], starts[i], starts[i], starts[i + 1], False)
+            add((starts[i - 1], starts[i], starts[i], starts[i + 1], False))
             chunk_start = i + 1
         else:
             out.count("isnext_in_single_sentence_document")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.instances import InstanceBatch, truncated_lengths
+from transforms.instances import truncated_lengths
 
 
 @dataclass(frozen=True)
@@ -40,13 +40,15 @@ class Masked:
     weights: np.ndarray      # (N, P) float32, 1.0 per real prediction
 
 
-def assemble(tokens: np.ndarray, batch: InstanceBatch, max_seq_length: int, special: SpecialIds,
+def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, special: SpecialIds,
              rng: np.random.Generator) -> Assembled:
-    """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows."""
-    a_start = np.asarray(batch.a_start, np.int64)
-    b_start = np.asarray(batch.b_start, np.int64)
-    len_a = np.asarray(batch.a_end, np.int64) - a_start
-    len_b = np.asarray(batch.b_end, np.int64) - b_start
+    """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows.
+
+    columns: InstanceBatch.columns() — the A and B token ranges of each instance.
+    """
+    a_start, a_end, b_start, b_end = columns[:4].copy()
+    len_a = a_end - a_start
+    len_b = b_end - b_start
     new_a, new_b = truncated_lengths(len_a, len_b, max_seq_length - 3)
     # Each removed token came off the front with probability 1/2: the front share is binomial.
     a_start += rng.binomial(len_a - new_a, 0.5)
@@ -86,19 +88,19 @@ def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, sp
     candidates = _candidates(rows)
     if whole_word:
         chosen, word_of = _choose_whole_words(rows, candidates, k, special, rng)
+        # Positions sorted ascending: the first k columns of a stable argsort of "not chosen".
+        positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions]
+        count = chosen.sum(axis=1)  # may fall short of k when no remaining word fits
     else:
-        # A uniformly random subset of k candidates: the k smallest of independent uniform keys.
-        keys = np.where(candidates, rng.random((n, width)), 2.0)
-        order = np.argsort(keys, axis=1, kind="stable")[:, :max_predictions]
-        chosen = np.zeros((n, width), bool)
-        take = np.arange(max_predictions)[None, :] < k[:, None]
-        np.put_along_axis(chosen, order, take, axis=1)
+        # A uniformly random k-subset of the candidates: the k smallest of independent uniform keys.
+        keys = np.where(candidates, rng.random((n, width), dtype=np.float32), 2.0)
+        smallest = np.argpartition(keys, max_predictions - 1, axis=1)[:, :max_predictions]
+        by_key = np.take_along_axis(smallest, np.argsort(np.take_along_axis(keys, smallest, 1), 1), 1)
+        positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], by_key, width), axis=1)
         word_of = None
-
-    # Positions sorted ascending: the first k columns of a stable argsort of "not chosen".
-    positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions].astype(np.int32)
-    real = np.arange(max_predictions)[None, :] < chosen.sum(axis=1)[:, None]
-    positions = np.where(real, positions, 0)
+        count = k
+    real = np.arange(max_predictions)[None, :] < count[:, None]
+    positions = np.where(real, positions, 0).astype(np.int32)
     rowix = np.arange(n)[:, None]
     labels = np.where(real, rows.input_ids[rowix, positions], 0).astype(np.int32)
 

@@ -42,6 +42,33 @@ def _vint(n: int) -> bytes:
     return _VARINTS[n] if n < (1 << 14) else varint(n)
 
 
+class _VarintTable:
+    """Varint bytes of every value below a bound, so that a batch is encoded by lookups, not arithmetic."""
+
+    def __init__(self, bound: int):
+        values = np.arange(bound, dtype=np.uint64)
+        self.width = max(1, (int(bound - 1).bit_length() + 6) // 7)
+        shifts = np.arange(self.width, dtype=np.uint64) * np.uint64(7)
+        self.lengths = np.ones(bound, np.int64)
+        for shift in shifts[1:]:
+            self.lengths += values >= (np.uint64(1) << shift)
+        more = np.arange(self.width)[None, :] < (self.lengths - 1)[:, None]
+        self.bytes = (((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)) | (more.astype(np.uint64) << 7)
+                      ).astype(np.uint8)
+        self.used = np.arange(self.width)[None, :] < self.lengths[:, None]
+        self.bound = bound
+
+
+_TABLES: dict[int, _VarintTable] = {}
+
+
+def _table_for(top: int) -> _VarintTable:
+    bound = 1 << max(14, top.bit_length())  # tables of 16K, 32K, ... entries, built once each
+    if bound not in _TABLES:
+        _TABLES[bound] = _VarintTable(bound)
+    return _TABLES[bound]
+
+
 def pack_varint_rows(values: np.ndarray) -> tuple[bytes, list[int]]:
     """Rows of a non-negative int matrix as packed varints: one buffer and the row boundaries into it."""
     values = np.asarray(values)
@@ -49,16 +76,14 @@ def pack_varint_rows(values: np.ndarray) -> tuple[bytes, list[int]]:
     top = int(values.max()) if values.size else 0
     if top < 0x80:  # every value is one byte: the matrix is its own encoding
         return values.astype(np.uint8).tobytes(), list(range(0, n * width + 1, width))
-    v = values.astype(np.uint64).reshape(-1)
-    size = (top.bit_length() + 6) // 7
-    shifts = np.arange(size, dtype=np.uint64) * np.uint64(7)
-    groups = (v[:, None] >> shifts[None, :]) & np.uint64(0x7F)          # (values, size) 7-bit groups
-    nbytes = 1 + (v[:, None] >= (np.uint64(1) << (shifts[1:] if size > 1 else shifts[:0]))[None, :]).sum(axis=1)
-    used = np.arange(size)[None, :] < nbytes[:, None]
-    more = np.arange(size)[None, :] < (nbytes - 1)[:, None]
-    encoded = (groups | (more.astype(np.uint64) << np.uint64(7))).astype(np.uint8)
-    row_bounds = np.concatenate(([0], np.cumsum(nbytes.reshape(n, width).sum(axis=1))))
-    return encoded[used].tobytes(), row_bounds.tolist()
+    if top >= 1 << 28:
+        raise ValueError(f"value {top} is too large for a feature of this job")
+    table = _table_for(top)
+    flat = values.reshape(-1)
+    # np.take is many times faster than fancy indexing for gathering whole table rows.
+    encoded = np.take(table.bytes, flat, axis=0)[np.take(table.used, flat, axis=0)]
+    row_bounds = np.concatenate(([0], np.cumsum(np.take(table.lengths, flat).reshape(n, width).sum(axis=1))))
+    return encoded.tobytes(), row_bounds.tolist()
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -79,42 +104,61 @@ def _entry_prefix(name: str, payload_len: int) -> bytes:
 
 
 class _Prefixes(dict):
-    """name, payload length → header bytes, computed once per distinct length."""
+    """(name, payload length) → header bytes, computed once per distinct length."""
 
     def __missing__(self, key: tuple[str, int]) -> bytes:
         value = self[key] = _entry_prefix(*key)
         return value
 
 
+class _Framing(dict):
+    """record length → TFRecord header (uint64 length + masked CRC32C of those 8 bytes)."""
+
+    def __missing__(self, length: int) -> bytes:
+        raw = struct.pack("<Q", length)
+        value = self[length] = raw + struct.pack("<I", masked_crc32c(raw))
+        return value
+
+
 _PREFIXES = _Prefixes()
+_FRAMING = _Framing()
 _U32 = struct.Struct("<I").pack
-_U64 = struct.Struct("<Q").pack
+# Fixed-width features go first as one block per record (map order does not matter to parsers).
+_FIXED = ("input_mask", "segment_ids", "masked_lm_weights", "next_sentence_labels")
+_VARIABLE = ("input_ids", "masked_lm_positions", "masked_lm_ids")
 
 
-def _packed_rows(name: str, values: np.ndarray) -> tuple[bytes, list[int]]:
-    if name in _FLOAT_FEATURES:
-        buf = np.ascontiguousarray(values, dtype="<f4")
-        width = buf.shape[1] * 4
-        return buf.tobytes(), list(range(0, len(buf) * width + 1, width))
-    return pack_varint_rows(values)
+def _fixed_block(features: dict[str, np.ndarray]) -> tuple[bytes, int]:
+    """Every fixed-width feature of every record, headers included, as one (records × width) byte matrix."""
+    n = len(features["input_ids"])
+    columns = []
+    for name in _FIXED:
+        values = np.asarray(features[name])
+        if name in _FLOAT_FEATURES:
+            payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
+        else:
+            if values.size and (values.min() < 0 or values.max() > 0x7F):
+                raise ValueError(f"{name} must hold values in [0, 127]")
+            payload = values.astype(np.uint8).reshape(n, -1)
+        prefix = np.frombuffer(_PREFIXES[name, payload.shape[1]], np.uint8)
+        columns += [np.broadcast_to(prefix, (n, len(prefix))), payload]
+    block = np.concatenate(columns, axis=1)
+    return block.tobytes(), block.shape[1]
 
 
 def serialize_framed(features: dict[str, np.ndarray]) -> list[bytes]:
     """One framed TFRecord (bytes) per row of the 2-D arrays keyed by FEATURE_NAMES."""
     n = len(features["input_ids"])
-    columns = [(name, *_packed_rows(name, features[name])) for name in FEATURE_NAMES]
-    prefixes = _PREFIXES
+    fixed, width = _fixed_block(features)
+    (ids, ids_at), (pos, pos_at), (lbl, lbl_at) = (pack_varint_rows(features[name]) for name in _VARIABLE)
+    prefixes, framing, crc = _PREFIXES, _FRAMING, masked_crc32c
     records = []
     for i in range(n):
-        parts = []
-        for name, buf, bounds in columns:
-            payload = buf[bounds[i]:bounds[i + 1]]
-            parts.append(prefixes[name, len(payload)])
-            parts.append(payload)
-        body = b"".join(parts)
-        example = b"".join((b"\x0a", _vint(len(body)), body))
-        length = _U64(len(example))
-        records.append(b"".join((length, _U32(masked_crc32c(length)), example, _U32(masked_crc32c(example)))))
+        a, b, c = ids[ids_at[i]:ids_at[i + 1]], pos[pos_at[i]:pos_at[i + 1]], lbl[lbl_at[i]:lbl_at[i + 1]]
+        body = b"".join((fixed[i * width:(i + 1) * width], prefixes["input_ids", len(a)], a,
+                         prefixes["masked_lm_positions", len(b)], b, prefixes["masked_lm_ids", len(c)], c))
+        example = b"\x0a" + _vint(len(body)) + body
+        records.append(b"".join((framing[len(example)], example, _U32(crc(example)))))
     return records
 
 

@@ -65,16 +65,10 @@ class WordPieceTokenizer:
         self._hf = build_hf_tokenizer(vocab, lowercase)
         self._ids: dict[str, tuple[int, ...]] = {}
 
-    def chunk_ids(self, chunks: list[str]) -> list[tuple[int, ...]]:
-        """Ids per whitespace chunk of prepared text."""
-        self._learn(chunks)
-        return list(map(self._lookup, chunks))
-
     def encode(self, text: str) -> array:
         """All ids of a text, in order."""
-        chunks = prepare_text(text, self.lowercase).split()
-        self._learn(chunks)
-        return array("i", chain.from_iterable(map(self._lookup, chunks)))
+        chunk_ids = self._chunk_ids(prepare_text(text, self.lowercase).split())
+        return array("i", chain.from_iterable(chunk_ids))
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self.vocab.tokens
@@ -82,28 +76,27 @@ class WordPieceTokenizer:
 
     def encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of several sentences as one flat int32 array plus the token count of each sentence."""
-        prepared = [prepare_text(s, self.lowercase).split() for s in sentences]
-        all_chunks = list(chain.from_iterable(prepared))
-        self._learn(all_chunks)
-        lookup = self._lookup
-        ids = np.fromiter(chain.from_iterable(map(lookup, all_chunks)), dtype=np.int32)
-        per_chunk = np.fromiter(map(len, map(lookup, all_chunks)), dtype=np.int64, count=len(all_chunks))
-        chunk_counts = np.fromiter(map(len, prepared), dtype=np.int64, count=len(prepared))
-        ends = np.cumsum(chunk_counts)
-        chunk_cum = np.concatenate(([0], np.cumsum(per_chunk)))
-        lengths = np.diff(np.concatenate(([0], chunk_cum[ends])))
-        return ids, lengths.astype(np.int32)
+        chunks_per_sentence = [prepare_text(s, self.lowercase).split() for s in sentences]
+        chunk_ids = self._chunk_ids(list(chain.from_iterable(chunks_per_sentence)))
+        ids = np.fromiter(chain.from_iterable(chunk_ids), dtype=np.int32)
+        ids_per_chunk = np.fromiter(map(len, chunk_ids), dtype=np.int64, count=len(chunk_ids))
+        last_chunk = np.cumsum(np.fromiter(map(len, chunks_per_sentence), dtype=np.int64, count=len(sentences)))
+        ends = np.concatenate(([0], np.cumsum(ids_per_chunk)))[last_chunk]
+        return ids, np.diff(np.concatenate(([0], ends))).astype(np.int32)
 
-    def _lookup(self, chunk: str) -> tuple[int, ...]:
-        got = self._ids.get(chunk)
-        return got if got is not None else self._transient[chunk]
+    def _chunk_ids(self, chunks: list[str]) -> list[tuple[int, ...]]:
+        """Ids per chunk; every lookup runs in C (no Python function per chunk)."""
+        extra = self._learn(chunks)
+        if extra:
+            cache = self._ids
+            return [got if (got := cache.get(c)) is not None else extra[c] for c in chunks]
+        return list(map(self._ids.__getitem__, chunks))
 
-    def _learn(self, chunks: list[str]) -> None:
-        """Tokenise unseen chunks in one HF call; keep them in the cache while it has room."""
-        self._transient: dict[str, tuple[int, ...]] = {}
+    def _learn(self, chunks: list[str]) -> dict[str, tuple[int, ...]]:
+        """Tokenise unseen chunks in one HF call and cache them; returns those that did not fit the cache."""
         missing = list(set(chunks).difference(self._ids))
         if not missing:
-            return
+            return {}
         missing.sort()  # a fixed order keeps the HF call, and so everything after it, reproducible
         joined = " ".join(missing)
         enc = self._hf.encode(joined, add_special_tokens=False)
@@ -111,8 +104,12 @@ class WordPieceTokenizer:
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(ids))
         chunk_starts = np.cumsum([0] + [len(c) + 1 for c in missing[:-1]])
         owner = np.searchsorted(chunk_starts, starts, side="right") - 1
-        bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left")
-        target = self._ids if len(self._ids) < _CACHE_LIMIT else self._transient
+        bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left").tolist()
         id_list = ids.tolist()
+        overflow: dict[str, tuple[int, ...]] = {}
+        target = self._ids
         for k, chunk in enumerate(missing):
+            if len(target) >= _CACHE_LIMIT:
+                target = overflow
             target[chunk] = tuple(id_list[bounds[k]:bounds[k + 1]])
+        return overflow
