@@ -54,20 +54,28 @@ def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, speci
     a_start += rng.binomial(len_a - new_a, 0.5)
     b_start += rng.binomial(len_b - new_b, 0.5)
 
+    # Flat layout of the real tokens, row after row: [CLS] A [SEP] B [SEP]; then scatter into padded rows.
     n = len(a_start)
-    col = np.arange(max_seq_length, dtype=np.int64)[None, :]
-    na, nb = new_a[:, None], new_b[:, None]
-    in_a = (col >= 1) & (col <= na)
-    in_b = (col >= na + 2) & (col <= na + nb + 1)
-    src = np.where(in_a, a_start[:, None] + col - 1, np.where(in_b, b_start[:, None] + col - na - 2, 0))
-    ids = np.where(in_a | in_b, tokens[src], 0).astype(np.int32)
-    ids[:, 0] = special.cls
-    rows = np.arange(n)
-    ids[rows, new_a + 1] = special.sep
     length = new_a + new_b + 3
-    ids[rows, length - 1] = special.sep
-    segment = ((col >= na + 2) & (col < length[:, None])).astype(np.int8)
+    row_start = np.arange(n, dtype=np.int64) * max_seq_length
+    flat = np.zeros(n * max_seq_length, np.int32)
+    a_src, b_src = _concat_ranges(a_start, new_a), _concat_ranges(b_start, new_b)
+    flat[np.repeat(row_start + 1 - a_start, new_a) + a_src] = tokens[a_src]
+    flat[np.repeat(row_start + new_a + 2 - b_start, new_b) + b_src] = tokens[b_src]
+    flat[row_start] = special.cls
+    flat[row_start + new_a + 1] = special.sep
+    flat[row_start + length - 1] = special.sep
+    ids = flat.reshape(n, max_seq_length)
+    col = np.arange(max_seq_length, dtype=np.int32)[None, :]
+    segment = ((col >= (new_a + 2)[:, None]) & (col < length[:, None])).astype(np.int8)
     return Assembled(ids, segment, length, new_a)
+
+
+def _concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """starts[0], starts[0]+1, ..., then starts[1], ... — each range of the given length, concatenated."""
+    total = int(lengths.sum())
+    offsets = np.repeat(np.cumsum(lengths) - lengths - starts, lengths)
+    return np.arange(total, dtype=np.int64) - offsets
 
 
 def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:

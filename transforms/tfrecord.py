@@ -103,29 +103,32 @@ def _entry_prefix(name: str, payload_len: int) -> bytes:
             + bytes([_LEN]) + _vint(payload_len))
 
 
-class _Prefixes(dict):
-    """(name, payload length) → header bytes, computed once per distinct length."""
+class _ByLength(list):
+    """length → bytes from `make(length)`, kept in a list that grows on demand (indexing beats hashing)."""
 
-    def __missing__(self, key: tuple[str, int]) -> bytes:
-        value = self[key] = _entry_prefix(*key)
-        return value
+    def __init__(self, make):
+        super().__init__()
+        self.make = make
 
-
-class _Framing(dict):
-    """record length → TFRecord header (uint64 length + masked CRC32C of those 8 bytes)."""
-
-    def __missing__(self, length: int) -> bytes:
-        raw = struct.pack("<Q", length)
-        value = self[length] = raw + struct.pack("<I", masked_crc32c(raw))
-        return value
+    def upto(self, length: int) -> "_ByLength":
+        while len(self) <= length:
+            self.append(self.make(len(self)))
+        return self
 
 
-_PREFIXES = _Prefixes()
-_FRAMING = _Framing()
+def _frame_header(length: int) -> bytes:
+    """TFRecord header: uint64 length and the masked CRC32C of those 8 bytes."""
+    raw = struct.pack("<Q", length)
+    return raw + struct.pack("<I", masked_crc32c(raw))
+
+
+_FRAME_HEADERS = _ByLength(_frame_header)
+_EXAMPLE_HEADS = _ByLength(lambda n: b"\x0a" + _vint(n))  # Example.features tag + length
 _U32 = struct.Struct("<I").pack
 # Fixed-width features go first as one block per record (map order does not matter to parsers).
 _FIXED = ("input_mask", "segment_ids", "masked_lm_weights", "next_sentence_labels")
 _VARIABLE = ("input_ids", "masked_lm_positions", "masked_lm_ids")
+_VARIABLE_PREFIXES = {name: _ByLength(lambda n, name=name: _entry_prefix(name, n)) for name in _VARIABLE}
 
 
 def _fixed_block(features: dict[str, np.ndarray]) -> tuple[bytes, int]:
@@ -140,7 +143,7 @@ def _fixed_block(features: dict[str, np.ndarray]) -> tuple[bytes, int]:
             if values.size and (values.min() < 0 or values.max() > 0x7F):
                 raise ValueError(f"{name} must hold values in [0, 127]")
             payload = values.astype(np.uint8).reshape(n, -1)
-        prefix = np.frombuffer(_PREFIXES[name, payload.shape[1]], np.uint8)
+        prefix = np.frombuffer(_entry_prefix(name, payload.shape[1]), np.uint8)
         columns += [np.broadcast_to(prefix, (n, len(prefix))), payload]
     block = np.concatenate(columns, axis=1)
     return block.tobytes(), block.shape[1]
@@ -151,14 +154,20 @@ def serialize_framed(features: dict[str, np.ndarray]) -> list[bytes]:
     n = len(features["input_ids"])
     fixed, width = _fixed_block(features)
     (ids, ids_at), (pos, pos_at), (lbl, lbl_at) = (pack_varint_rows(features[name]) for name in _VARIABLE)
-    prefixes, framing, crc = _PREFIXES, _FRAMING, masked_crc32c
+    longest = max(np.diff(ids_at).max(initial=0), np.diff(pos_at).max(initial=0), np.diff(lbl_at).max(initial=0))
+    pre_ids, pre_pos, pre_lbl = (_VARIABLE_PREFIXES[name].upto(int(longest)) for name in _VARIABLE)
+    heads = _EXAMPLE_HEADS.upto(width + 3 * (int(longest) + 16))
+    frames = _FRAME_HEADERS.upto(len(heads) + 8)
+    crc, extend, join = google_crc32c.value, google_crc32c.extend, b"".join
     records = []
+    append = records.append
     for i in range(n):
         a, b, c = ids[ids_at[i]:ids_at[i + 1]], pos[pos_at[i]:pos_at[i + 1]], lbl[lbl_at[i]:lbl_at[i + 1]]
-        body = b"".join((fixed[i * width:(i + 1) * width], prefixes["input_ids", len(a)], a,
-                         prefixes["masked_lm_positions", len(b)], b, prefixes["masked_lm_ids", len(c)], c))
-        example = b"\x0a" + _vint(len(body)) + body
-        records.append(b"".join((framing[len(example)], example, _U32(crc(example)))))
+        body = join((fixed[i * width:(i + 1) * width], pre_ids[len(a)], a, pre_pos[len(b)], b, pre_lbl[len(c)], c))
+        head = heads[len(body)]
+        check = extend(crc(head), body)
+        append(join((frames[len(head) + len(body)], head, body,
+                     _U32((((check >> 15) | (check << 17)) + 0xA282EAD8) & 0xFFFFFFFF))))
     return records
 
 

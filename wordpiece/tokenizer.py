@@ -39,8 +39,15 @@ _REMOVED = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in REMOVED
 
 def prepare_text(text: str, lowercase: bool) -> str:
     """The steps that must happen on the whole text before any chunk is tokenised on its own."""
-    text = _REMOVED.sub("", text)
+    if _may_need_cleaning(text):
+        text = _REMOVED.sub("", text)
     return text.lower() if lowercase else text
+
+
+def _may_need_cleaning(text: str) -> bool:
+    # Every removed character but U+FFFD is non-printable, and str.isprintable runs at memory speed, far
+    # faster than the regex; whitespace is non-printable too, so test the text without it.
+    return "\ufffd" in text or not "".join(text.split()).isprintable()
 
 
 def chunk_normalizer(lowercase: bool) -> normalizers.Normalizer:
@@ -76,8 +83,19 @@ class WordPieceTokenizer:
 
     def encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of several sentences as one flat int32 array plus the token count of each sentence."""
-        chunks_per_sentence = [prepare_text(s, self.lowercase).split() for s in sentences]
-        chunk_ids = self._chunk_ids(list(chain.from_iterable(chunks_per_sentence)))
+        # The whole document is prepared at once: every step is local to characters (and lower-casing's
+        # final-sigma context never crosses whitespace), so joining on newlines and splitting back is exact.
+        if any("\n" in s for s in sentences):
+            sentences = [" ".join(s.split("\n")) for s in sentences]
+        text = "\n".join(sentences)
+        chunks_per_sentence = [line.split() for line in (text.lower() if self.lowercase else text).split("\n")]
+        all_chunks = list(chain.from_iterable(chunks_per_sentence))
+        if "\ufffd" in text or not "".join(all_chunks).isprintable():
+            # Rare: characters to remove. Lower-casing must follow their removal (final sigma sees through
+            # nothing), so prepare the original text properly.
+            chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]
+            all_chunks = list(chain.from_iterable(chunks_per_sentence))
+        chunk_ids = self._chunk_ids(all_chunks)
         ids = np.fromiter(chain.from_iterable(chunk_ids), dtype=np.int32)
         ids_per_chunk = np.fromiter(map(len, chunk_ids), dtype=np.int64, count=len(chunk_ids))
         last_chunk = np.cumsum(np.fromiter(map(len, chunks_per_sentence), dtype=np.int64, count=len(sentences)))

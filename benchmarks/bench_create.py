@@ -1,0 +1,129 @@
+"""Speed and memory of `bertcorpus create` at 128/20, dupe factor 10.
+
+Figures (recorded in docs/benchmarks.md):
+  * marginal CPU-µs per instance = (CPU of the large run − CPU of the tiny run) ÷ (difference in instances),
+    user+sys of the command and every worker process it starts;
+  * start-up CPU = CPU of the run on the reference sample_text.txt;
+  * wall-clock speed-up from 1 to 2 worker processes on the large run; peak RSS of the largest process.
+
+The large input is real text: the Gutenberg books and the cleaned enwiki sample from ../shared/data, written as
+JSONL documents and repeated (with fresh ids) until it reaches --mb megabytes.
+
+    .venv/bin/python benchmarks/bench_create.py [--mb 20] [--modes multi_processing:1,multi_processing:2]
+"""
+from __future__ import annotations
+
+import argparse
+import bz2
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared" / "data"
+VOCAB = ROOT / "tests" / "data" / "reference" / "bert-base-uncased-vocab.txt"
+SAMPLE = ROOT / "tests" / "data" / "reference" / "sample_text.txt"
+
+_MEASURE = """
+import json, resource, subprocess, sys, time
+start = time.time()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": done.returncode, "cpu": usage.ru_utime + usage.ru_stime, "wall": time.time() - start,
+                  "maxrss_mb": usage.ru_maxrss / 1024, "err": done.stderr[-2000:]}))
+"""
+
+
+def measure(cmd: list[str]) -> dict:
+    """Run cmd in a fresh process; its CPU includes all of its descendants."""
+    out = subprocess.run([sys.executable, "-c", _MEASURE, *map(str, cmd)], capture_output=True, text=True)
+    result = json.loads(out.stdout)
+    if result["rc"] != 0:
+        raise SystemExit(f"command failed: {' '.join(map(str, cmd))}\n{result['err']}")
+    return result
+
+
+def real_documents() -> list[tuple[str, str]]:
+    sys.path.insert(0, str(ROOT))
+    docs = []
+    for path in sorted(glob.glob(str(SHARED / "books" / "gutenberg_utf8" / "*.txt"))):
+        docs.append((Path(path).stem, Path(path).read_text(encoding="utf-8")))
+    for path in sorted(glob.glob(str(SHARED / "books" / "gutenberg_cp1252_with_header" / "*.txt"))):
+        docs.append((Path(path).stem, Path(path).read_bytes().decode("cp1252").replace("\r\n", "\n")))
+    from transforms.wiki_pages import iter_pages, Page
+    from transforms.wikitext import clean_wikitext
+
+    with bz2.open(SHARED / "wiki" / "enwiki-2014-sample-truncated.xml.bz2") as f:
+        for page in iter_pages(f):
+            if isinstance(page, Page) and page.ns == 0 and not page.redirect and page.text:
+                text = clean_wikitext(page.text, title=page.title)
+                if len(text) > 500:
+                    docs.append((f"enwiki:{page.page_id}", text))
+    return docs
+
+
+def write_corpus(path: Path, megabytes: float) -> tuple[int, int]:
+    """Books cut into ~16 KB documents plus wiki articles, repeated with fresh ids to reach the size."""
+    pieces = []
+    for doc_id, text in real_documents():
+        paragraphs = text.split("\n\n")
+        for i in range(0, len(paragraphs), 60):
+            pieces.append((f"{doc_id}:{i}", "\n\n".join(paragraphs[i:i + 60])))
+    distinct = sum(len(t.encode()) for _, t in pieces)
+    size, rep = 0, 0
+    with open(path, "w") as f:
+        while size < megabytes * 1e6:
+            for doc_id, text in pieces:
+                f.write(json.dumps({"id": f"r{rep}:{doc_id}", "text": text}) + "\n")
+                size += len(text.encode())
+            rep += 1
+    return size, distinct
+
+
+def instances(output: Path) -> int:
+    manifest = json.loads((output / "manifest.json").read_text())
+    return sum(o[s]["instances"] for o in manifest["outputs"].values() for s in ("train", "eval") if s in o)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=20.0, help="size of the large input (MB of text)")
+    parser.add_argument("--modes", default="multi_processing:1,multi_processing:2",
+                        help="running_mode:workers pairs to measure")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest counts")
+    args = parser.parse_args()
+    exe = str(Path(sys.executable).parent / "bertcorpus")
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        corpus = tmp / "corpus.jsonl"
+        size, distinct = write_corpus(corpus, args.mb)
+        print(f"large input: {size / 1e6:.1f} MB of text ({distinct / 1e6:.1f} MB distinct, repeated)")
+        for mode in args.modes.split(","):
+            running_mode, workers = mode.split(":")
+            beam = [f"--direct_running_mode={running_mode}", f"--direct_num_workers={workers}"]
+            runs = {}
+            for name, inputs in (("tiny", [SAMPLE]), ("large", [corpus])):
+                best = None
+                for _ in range(args.repeat):
+                    out = tmp / f"out-{name}"
+                    r = measure([exe, "create", "--input", *inputs, "--vocab", VOCAB, "--output", out,
+                                 "--overwrite", "--dupe-factor", "10", *beam])
+                    r["instances"] = instances(out)
+                    best = r if best is None or r["cpu"] < best["cpu"] else best
+                runs[name] = best
+            tiny, large = runs["tiny"], runs["large"]
+            marginal = (large["cpu"] - tiny["cpu"]) / (large["instances"] - tiny["instances"]) * 1e6
+            print(json.dumps({"mode": mode, "startup_cpu_s": round(tiny["cpu"], 2),
+                              "large_cpu_s": round(large["cpu"], 2), "large_wall_s": round(large["wall"], 2),
+                              "instances": large["instances"], "marginal_cpu_us_per_instance": round(marginal, 2),
+                              "instances_per_cpu_s": round(1e6 / marginal),
+                              "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
+                              "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
