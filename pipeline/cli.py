@@ -16,27 +16,32 @@ Without --runner, jobs run locally on Beam's direct runner."""
 
 
 def _commands() -> dict:
-    """name → (module, one-line help). Modules are imported only when their command runs."""
+    """name → (module, one-line help)."""
     return {
+        "extract-wiki": ("pipeline.extract_wiki", "Wikipedia XML dumps → article prose as documents Parquet"),
         "create": ("pipeline.create", "documents → NSP pairs + masked-LM instances → sharded TFRecords"),
         "inspect": ("pipeline.inspect", "print decoded examples from a TFRecord file"),
         "run": ("pipeline.jobs", "run a named job from beam_jobs.yaml with a runner profile"),
+        "demo": ("pipeline.demo", "run the chain on the real samples bundled in the repository"),
     }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only the chosen command's module is imported (so `create` never loads the trainer)."""
     import importlib
 
     parser = argparse.ArgumentParser(prog="bertcorpus", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-v", "--verbose", action="store_true", help="show Beam's own log messages")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, summary) in _commands().items():
-        p = sub.add_parser(name, help=summary, description=summary,
-                           epilog="Beam pipeline options may follow, e.g. --runner DataflowRunner --dry_run=True."
-                           if name not in ("inspect",) else None)
-        importlib.import_module(module).add_arguments(p)
+        p = sub.add_parser(name, help=summary, description=summary)
+        p.add_argument("-v", "--verbose", action="store_true", help="show log messages from Beam and others")
         p.set_defaults(module=module)
+        if name == command:
+            loaded = importlib.import_module(module)
+            loaded.add_arguments(p)
+            if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
+                p.epilog = "Beam pipeline options may follow, e.g. --runner DataflowRunner --dry_run=True."
     return parser
 
 
@@ -48,7 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     # Set before Beam is imported: it warns about optional cloud libraries on import, which is noise here.
     logging.basicConfig(level=logging.INFO if verbose else logging.CRITICAL,
                         format="%(levelname)s %(name)s: %(message)s")
-    parser = build_parser()
+    words = argv if argv is not None else sys.argv[1:]
+    command = next((w for w in words if not w.startswith("-")), None)
+    parser = build_parser(command)
     args, beam_args = parser.parse_known_args(argv)
     module = importlib.import_module(args.module)
     if beam_args and not getattr(module, "ACCEPTS_BEAM_OPTIONS", True):
