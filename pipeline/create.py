@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
 import numpy as np
+import zstandard
 
 from pipeline import output, tally
 from pipeline.sources import ReadStats, read_documents
@@ -28,7 +29,7 @@ from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
 from transforms.sentences import document_sentences
 from transforms.tfrecord import serialize_framed
 from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import CLS, MASK, SEP, Vocab
+from wordpiece.vocab import CLS, MASK, SEP, Vocab, read_vocab_bytes
 
 RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord"]
 
@@ -51,6 +52,11 @@ class CreateConfig:
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 4.0
     input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
+    # The vocab file's bytes travel inside the job when it is local, so remote workers need no copy of it.
+    vocab_bytes: bytes | None = None
+
+    def load_vocab(self) -> Vocab:
+        return Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
 
     def resolved(self) -> "CreateConfig":
         """A copy with the automatic sizes decided, so the manifest records what actually ran."""
@@ -77,6 +83,7 @@ class CreateConfig:
         d = asdict(self)
         d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
         d.pop("input_bytes")
+        d.pop("vocab_bytes")
         return d
 
 
@@ -115,7 +122,7 @@ class TokenizeDocuments(beam.DoFn):
         self.config = config
 
     def setup(self):
-        self.tokenizer = WordPieceTokenizer(Vocab.load(self.config.vocab), self.config.do_lower_case)
+        self.tokenizer = WordPieceTokenizer(self.config.load_vocab(), self.config.do_lower_case)
 
     def process(self, doc):
         sentences = doc.sentences if doc.sentences is not None else document_sentences(doc.text or "")
@@ -137,10 +144,11 @@ class BuildInstances(beam.DoFn):
         self.config = config
 
     def setup(self):
-        vocab = Vocab.load(self.config.vocab)
+        vocab = self.config.load_vocab()
         ids = vocab.ids
         self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
                                   is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
+        self.compressor = zstandard.ZstdCompressor(level=1)
 
     def process(self, element):
         key, docs = element
@@ -203,9 +211,9 @@ class BuildInstances(beam.DoFn):
             if len(rows_in):
                 chosen = [records[i] for i in rows_in]
                 lengths = np.fromiter(map(len, chosen), np.int64, len(chosen))
-                # One blob per piece: the shuffle moves a few large values instead of many small ones.
+                # One compressed blob per piece: the shuffle moves a few large values, a third of the bytes.
                 yield (seq.name, split, shard), (keys[rows_in].tobytes(), tiebreak, rows_in.tobytes(),
-                                                  lengths.tobytes(), b"".join(chosen))
+                                                  lengths.tobytes(), self.compressor.compress(b"".join(chosen)))
 
 
 class WriteShards(beam.DoFn):
@@ -226,7 +234,8 @@ class WriteShards(beam.DoFn):
         rows = column(lambda p: np.frombuffer(p[2], np.int64))
         lengths = column(lambda p: np.frombuffer(p[3], np.int64))
         ties = column(lambda p: np.full(len(p[3]) // 8, p[1] >> 1, np.int64))
-        blob = b"".join(p[4] for p in pieces)
+        decompressor = zstandard.ZstdDecompressor()
+        blob = b"".join(decompressor.decompress(p[4]) for p in pieces)
         ends = np.cumsum(lengths)
         starts = (ends - lengths).tolist()
         ends = ends.tolist()
@@ -451,8 +460,11 @@ def run(args, beam_args: list[str]) -> int:
     if files and not remote_inputs and config.input_bytes == 0:
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
     vocab_sha = "unverified (remote vocab, not read at launch)"
-    if not output.is_remote(config.vocab) or not runners.is_dry_run(options):
-        vocab_sha = Vocab.load(config.vocab).sha256  # validates the specials before anything is written
+    if not output.is_remote(config.vocab):
+        config.vocab_bytes = read_vocab_bytes(config.vocab)
+        vocab_sha = Vocab.from_bytes(config.vocab_bytes, config.vocab).sha256  # validates before anything is written
+    elif not runners.is_dry_run(options):
+        vocab_sha = Vocab.load(config.vocab).sha256
     config = config.resolved()
     dry_run = runners.is_dry_run(options)
     if not dry_run:

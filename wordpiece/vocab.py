@@ -19,6 +19,17 @@ class VocabError(ValueError):
     """A vocab file that cannot be used; the message says why."""
 
 
+def read_vocab_bytes(path: str) -> bytes:
+    """The raw file, from any Beam filesystem."""
+    from apache_beam.io.filesystems import FileSystems
+
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            return f.read()
+    except Exception as e:  # FileNotFoundError locally, various errors on remote filesystems
+        raise VocabError(f"cannot read vocab file {path}: {e}") from None
+
+
 @dataclass(frozen=True)
 class Vocab:
     tokens: tuple[str, ...]
@@ -26,14 +37,7 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str) -> "Vocab":
-        from apache_beam.io.filesystems import FileSystems
-
-        try:
-            with FileSystems.open(path) as f:
-                raw = f.read()
-        except Exception as e:  # FileNotFoundError locally, various on remote filesystems
-            raise VocabError(f"cannot read vocab file {path}: {e}") from None
-        return cls.from_bytes(raw, path)
+        return cls.from_bytes(read_vocab_bytes(path), path)
 
     @classmethod
     def from_bytes(cls, raw: bytes, name: str = "vocab") -> "Vocab":
