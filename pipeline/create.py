@@ -50,7 +50,7 @@ class CreateConfig:
     num_shards: int = 0          # train shards per seq config; 0 = sized from the input
     eval_fraction: float = 0.01
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
-    bucket_mb: float = 4.0
+    bucket_mb: float = 1.0
     input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
     # The vocab file's bytes travel inside the job when it is local, so remote workers need no copy of it.
     vocab_bytes: bytes | None = None
@@ -332,9 +332,12 @@ class CreatePretrainingData(beam.PTransform):
                  | "spread files" >> beam.Reshuffle())
         read = paths | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
-        # SourceDocument → (bucket key, tokenised document)
-        tokenized = read.docs | "tokenize" >> beam.ParDo(TokenizeDocuments(cfg)).with_output_types(
-            tuple[str, tuple[str, bytes, bytes]]).with_outputs(tally.TALLY, main="docs")
+        # SourceDocument → (bucket key, tokenised document); the reshuffle spreads one big file's documents
+        # over all workers instead of tokenising them where the file was read.
+        tokenized = (read.docs
+                     | "spread documents" >> beam.Reshuffle()
+                     | "tokenize" >> beam.ParDo(TokenizeDocuments(cfg)).with_output_types(
+            tuple[str, tuple[str, bytes, bytes]]).with_outputs(tally.TALLY, main="docs"))
         # (bucket key, [documents]) → ((config, split, shard), records piece)
         built = (tokenized.docs
                  | "group into buckets" >> beam.GroupByKey()
@@ -422,7 +425,9 @@ def add_arguments(parser) -> None:
     layout.add_argument("--num-buckets", type=int, default=0,
                         help="document buckets; each is one worker's unit of memory and NSP negatives "
                              "(default: one per --bucket-mb of input)")
-    layout.add_argument("--bucket-mb", type=float, default=4.0, help="input MB per bucket for the default")
+    layout.add_argument("--bucket-mb", type=float, default=1.0,
+                        help="input MB per bucket for the default (1); raise it for corpora of few, long "
+                             "documents such as books only, so that each bucket holds many documents")
 
 
 def config_from_args(args) -> CreateConfig:
