@@ -35,6 +35,9 @@ def run_pipeline(pipeline, options, what: str):
     started = time.time()
     dry_run = runners.is_dry_run(options)
     result = pipeline.run()
+    if runners.is_rendering(options):
+        print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
+        return None
     if dry_run:
         print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
         return None

@@ -456,27 +456,29 @@ def run(args, beam_args: list[str]) -> int:
     from pipeline.sources import match_inputs
 
     options = runners.pipeline_options(beam_args)
+    dry_run = runners.is_dry_run(options)
     config = config_from_args(args)
-    files = match_inputs(config.inputs)
+    files = match_inputs(config.inputs, allow_missing=dry_run)
     config.input_bytes = sum(size for _, size in files)
     remote_inputs = [p for p in config.inputs if output.is_remote(p)]
-    if not files and not remote_inputs:
+    if not files and not remote_inputs and not dry_run:
         raise UserError("no input files given")
     if files and not remote_inputs and config.input_bytes == 0:
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
     vocab_sha = "unverified (remote vocab, not read at launch)"
-    if not output.is_remote(config.vocab):
+    if runners.is_rendering(options):
+        vocab_sha = "not read (drawing the graph)"
+    elif not output.is_remote(config.vocab):
         config.vocab_bytes = read_vocab_bytes(config.vocab)
         vocab_sha = Vocab.from_bytes(config.vocab_bytes, config.vocab).sha256  # validates before anything is written
-    elif not runners.is_dry_run(options):
+    elif not dry_run:
         vocab_sha = Vocab.load(config.vocab).sha256
     config = config.resolved()
-    dry_run = runners.is_dry_run(options)
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)
     _ = pipeline | "create pretraining data" >> CreatePretrainingData(
-        config, vocab_sha, [p for p, _ in files] + remote_inputs)
+        config, vocab_sha, [p for p, _ in files] + remote_inputs or list(config.inputs))
     state = run_pipeline(pipeline, options, what="create")
     if state is None:
         return 0

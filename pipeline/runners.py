@@ -24,8 +24,16 @@ def is_local(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
 
 
+RENDER_RUNNER = "apache_beam.runners.render.RenderRunner"
+
+
+def is_rendering(options: PipelineOptions) -> bool:
+    return (options.view_as(StandardOptions).runner or "").endswith("RenderRunner")
+
+
 def is_dry_run(options: PipelineOptions) -> bool:
-    return bool(options.get_all_options().get("dry_run"))
+    """True when the job graph is built but nothing runs: --dry_run=True, or drawing the graph."""
+    return bool(options.get_all_options().get("dry_run")) or is_rendering(options)
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

@@ -177,10 +177,11 @@ def read_documents(path: str, input_format: str, stats: ReadStats) -> Iterator[S
             hashed.close()
 
 
-def match_inputs(patterns: list[str]) -> list[tuple[str, int]]:
+def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:
     """(path, size) of every file the local patterns match; remote patterns are matched on the workers.
 
-    Raises InputError when a local pattern matches nothing, before any output is touched.
+    Raises InputError when a local pattern matches nothing, before any output is touched (unless
+    allow_missing: a dry run or a graph drawing only needs the job's shape).
     """
     found: list[tuple[str, int]] = []
     for pattern in patterns:
@@ -190,7 +191,7 @@ def match_inputs(patterns: list[str]) -> list[tuple[str, int]]:
             pattern = os.path.join(pattern, "*")
         metadata = FileSystems.match([pattern])[0].metadata_list
         files = [(m.path, m.size_in_bytes) for m in metadata if not os.path.isdir(m.path)]
-        if not files:
+        if not files and not allow_missing:
             raise InputError(f"no input files match {pattern!r}")
         found.extend(files)
     return sorted(set(found))
