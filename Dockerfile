@@ -1,0 +1,34 @@
+# Worker image for Dataflow (and other portable runners): Beam's Python 3.11 SDK image with bertcorpus's
+# pipeline dependencies preinstalled, so workers start without installing anything. TensorFlow is not
+# needed on workers (the jobs write TFRecords without it) and is not installed.
+#
+#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.1.0 .
+#   docker push REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.1.0
+#
+# then launch with --sdk_container_image=<that tag> --sdk_location=container (docs/dataflow.md).
+FROM apache/beam_python3.11_sdk:2.77.0
+
+WORKDIR /opt/bertcorpus
+# The same ranges as pyproject.toml's [project] dependencies; tests/test_dataflow_packaging.py checks this.
+RUN pip install --no-cache-dir \
+    "apache-beam[gcp]>=2.77,<2.78" \
+    "tokenizers>=0.22,<0.24" \
+    "pyarrow>=17,<26" \
+    "zstandard>=0.22,<1" \
+    "tqdm>=4.66,<5" \
+    "numpy>=1.26,<3" \
+    "PyYAML>=6,<7" \
+    "google-crc32c>=1.5,<2" \
+    "matplotlib>=3.8,<4" \
+    "setuptools>=77" \
+    "build>=1.2,<2"
+
+COPY pyproject.toml setup.py README.md ./
+COPY pipeline ./pipeline
+COPY transforms ./transforms
+COPY wordpiece ./wordpiece
+COPY trainer ./trainer
+COPY beam_jobs.yaml ./
+RUN pip install --no-cache-dir --no-deps . && python -c "import pipeline.create, transforms.tfrecord, wordpiece.tokenizer"
+
+# The SDK harness entry point of the base image stays as it is.

@@ -1,0 +1,47 @@
+"""Worker packaging: the Dockerfile matches pyproject.toml, and Beam's staging can build our sdist offline."""
+from __future__ import annotations
+
+import re
+import shlex
+import tarfile
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (ROOT / "Dockerfile").read_text()
+    text = re.sub(r"\\\n", " ", text)  # join continuation lines
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return [(line.split(None, 1)[0].upper(), line.split(None, 1)[1] if " " in line else "") for line in lines]
+
+
+def test_dockerfile_base_image_and_dependencies_match_pyproject():
+    instructions = dockerfile_instructions()
+    assert instructions[0] == ("FROM", "apache/beam_python3.11_sdk:2.77.0")
+    requirements = []
+    for kind, arg in instructions:
+        if kind == "RUN" and "pip install" in arg:
+            for command in arg.split("&&"):
+                words = shlex.split(command)
+                if words[:2] == ["pip", "install"]:
+                    requirements += [w for w in words[2:] if not w.startswith("-") and w != "."]
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(requirements) == sorted(declared)
+    assert not any(r.lower().startswith(("tensorflow", "keras")) for r in requirements)
+    copied = {arg.split()[0] for kind, arg in instructions if kind == "COPY"}
+    for package in ("pipeline", "transforms", "wordpiece"):
+        assert package in copied
+
+
+@pytest.mark.parametrize("setup_file", ["setup.py", "pyproject.toml"])
+def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
+    from apache_beam.runners.portability.stager import Stager
+
+    tarball = Stager._build_setup_package(str(ROOT / setup_file), str(tmp_path))
+    names = tarfile.open(tarball).getnames()
+    for module in ("pipeline/create.py", "pipeline/cli.py", "transforms/tfrecord.py", "wordpiece/tokenizer.py"):
+        assert any(n.endswith(module) for n in names), module
