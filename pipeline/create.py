@@ -82,8 +82,8 @@ class CreateConfig:
     def describe(self) -> dict:
         d = asdict(self)
         d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
-        d.pop("input_bytes")
-        d.pop("vocab_bytes")
+        for internal in ("input_bytes", "vocab_bytes", "output"):  # the manifest lives in the output itself
+            d.pop(internal)
         return d
 
 
