@@ -19,10 +19,15 @@ def _commands() -> dict:
     """name → (module, one-line help)."""
     return {
         "extract-wiki": ("pipeline.extract_wiki", "Wikipedia XML dumps → article prose as documents Parquet"),
+        "extract-books": ("pipeline.extract_books", "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet"),
+        "vocab": ("pipeline.vocab", "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)"),
         "create": ("pipeline.create", "documents → NSP pairs + masked-LM instances → sharded TFRecords"),
         "inspect": ("pipeline.inspect", "print decoded examples from a TFRecord file"),
+        "stats": ("pipeline.stats", "a data card for documents, records or a run: stats.json, report.html, plots"),
         "run": ("pipeline.jobs", "run a named job from beam_jobs.yaml with a runner profile"),
         "demo": ("pipeline.demo", "run the chain on the real samples bundled in the repository"),
+        "train": ("pipeline.train", "pretrain a BERT model on the TFRecords (Keras; TPU, GPUs or CPU)"),
+        "graph": ("pipeline.graph", "draw a named job's Beam graph offline (.dot, and .png with graphviz)"),
     }
 
 

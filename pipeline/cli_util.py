@@ -34,6 +34,11 @@ def run_pipeline(pipeline, options, what: str):
 
     started = time.time()
     dry_run = runners.is_dry_run(options)
+    if dry_run and runners.is_local(options):
+        # The local engine has no dry-run mode and would run the job: build and check the graph only.
+        pipeline.to_runner_api()
+        print(f"{what}: dry run — the job graph was built; nothing ran and nothing was written.")
+        return None
     result = pipeline.run()
     if runners.is_rendering(options):
         print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")

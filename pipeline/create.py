@@ -249,8 +249,9 @@ class WriteShards(beam.DoFn):
 
 def _in_chunks(blob: bytes, starts: list[int], ends: list[int], order: list[int], chunk: int = 4096):
     """The records of blob in the given order, joined a few thousand at a time."""
+    view = memoryview(blob)  # slices of a memoryview are not copied before the join
     for i in range(0, len(order), chunk):
-        yield b"".join([blob[starts[j]:ends[j]] for j in order[i:i + chunk]])
+        yield b"".join([view[starts[j]:ends[j]] for j in order[i:i + chunk]])
 
 
 class Publish(beam.DoFn):

@@ -1,4 +1,8 @@
-"""`bertcorpus demo`: the chain on the real samples bundled in the repository, with a closing summary table."""
+"""`bertcorpus demo`: the whole chain on the real samples bundled in the repository, then a summary table.
+
+extract-wiki and extract-books → vocab (small) → create at 128/20 and 512/80 from one tokenisation pass →
+stats (data card) → a short tiny-model training run.
+"""
 from __future__ import annotations
 
 import json
@@ -12,62 +16,67 @@ DATA = ROOT / "tests" / "data"
 
 def add_arguments(parser) -> None:
     parser.add_argument("--output", default="demo-out", help="where every stage writes (default: demo-out)")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="the demo vocab's size (default 8000)")
+    parser.add_argument("--train-steps", type=int, default=200, help="tiny-model training steps (default 200)")
+    parser.add_argument("--skip-train", action="store_true", help="stop after the data card")
 
 
-def _stage(rows: list, name: str, argv: list, outputs: str, describe) -> None:
-    from pipeline import cli
-
-    print(f"\n=== {name}: bertcorpus {' '.join(map(str, argv))}")
-    started = time.time()
-    code = cli.main([str(a) for a in argv])
-    if code != 0:
-        raise SystemExit(f"demo stage {name!r} failed with exit status {code}")
-    rows.append((name, describe(), f"{time.time() - started:.1f} s", outputs))
+def _manifest(path: Path) -> dict:
+    return json.loads((path / "manifest.json").read_text())
 
 
-def _books_as_jsonl(path: Path) -> Path:
-    """The bundled novels as JSONL documents, one per chapter-sized run of paragraphs (~8 KB)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        for book in sorted((DATA / "create").glob("*.txt")):
-            paragraphs = book.read_text(encoding="utf-8").split("\n\n")
-            part: list[str] = []
-            for paragraph in paragraphs + [None]:
-                if paragraph is not None:
-                    part.append(paragraph)
-                if part and (paragraph is None or sum(map(len, part)) >= 8000):
-                    f.write(json.dumps({"id": f"{book.stem}:{f.tell()}", "text": "\n\n".join(part)}) + "\n")
-                    part = []
-    return path
+def _documents_counts(path: Path) -> str:
+    docs = _manifest(path)["documents"]
+    skipped = sum(docs["skipped"].values()) if isinstance(docs["skipped"], dict) else docs["skipped"]
+    return f"read {docs['read']}, kept {docs['kept']}, skipped {skipped}, errors {docs['errors']}"
+
+
+def _records_counts(path: Path) -> str:
+    outputs = _manifest(path)["outputs"]
+    return "; ".join(f"{name}: {o['train']['instances']:,} train + {o.get('eval', {}).get('instances', 0):,} eval"
+                     for name, o in outputs.items())
 
 
 def run(args, beam_args: list[str]) -> int:
     from pipeline import cli
 
-    out = Path(args.output)
-    vocab = DATA / "reference" / "bert-base-uncased-vocab.txt"
+    out = Path(args.output).resolve()
+    wiki, books, vocab, records, train = (out / "wiki", out / "books", out / "vocab.txt", out / "records",
+                                          out / "train")
     rows: list[tuple[str, str, str, str]] = []
-    records = out / "records"
 
-    def describe_records() -> str:
-        m = json.loads((records / "manifest.json").read_text())
-        parts = [f"{m['documents']['kept']} docs"]
-        for name, o in m["outputs"].items():
-            parts.append(f"{name}: {o['train']['instances']:,} train + {o.get('eval', {}).get('instances', 0):,} eval")
-        return ", ".join(parts)
+    def stage(name: str, argv: list, output: Path, counts) -> None:
+        words = [str(a) for a in argv]
+        print(f"\n=== {name}: bertcorpus {' '.join(words)}", flush=True)
+        started = time.time()
+        code = cli.main(words)
+        if code != 0:
+            raise SystemExit(f"demo stage {name!r} failed with exit status {code}")
+        rows.append((name, counts(), f"{time.time() - started:.1f} s", str(output)))
 
-    books = _books_as_jsonl(out / "input" / "books.jsonl")
-    _stage(rows, "create", ["create", "--input", books, DATA / "reference" / "sample_text.txt", "--vocab", vocab,
-                            "--output", records, "--seq-configs", "128:20,512:80", "--dupe-factor", "5",
-                            "--eval-fraction", "0.2", "--overwrite", *beam_args],
-           f"{records}/seq128, {records}/seq512", describe_records)
+    stage("extract-wiki", ["extract-wiki", "--input", DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2",
+                           DATA / "wiki" / "enwiki-table-markup.xml.bz2", "--output", wiki, "--overwrite",
+                           *beam_args], wiki, lambda: _documents_counts(wiki))
+    stage("extract-books", ["extract-books", "--input", DATA / "books", "--output", books, "--overwrite",
+                            *beam_args], books, lambda: _documents_counts(books))
+    documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
+    stage("vocab", ["vocab", "--input", *documents, "--vocab-size", args.vocab_size, "--output", vocab,
+                    "--overwrite"], vocab, lambda: f"{sum(1 for _ in open(vocab, encoding='utf-8')):,} tokens")
+    stage("create", ["create", "--input", *documents, "--vocab", vocab, "--output", records,
+                     "--seq-configs", "128:20,512:80", "--dupe-factor", "5", "--eval-fraction", "0.05",
+                     "--overwrite", *beam_args], records, lambda: _records_counts(records))
+    stage("stats", ["stats", out], out / "report.html", lambda: "stats.json, report.html")
+    if not args.skip_train:
+        stage("train", ["train", "--data", f"{records}/seq128/train-*", "--eval-data", f"{records}/seq128/eval-*",
+                        "--config", "tiny", "--batch-size", "32", "--steps", args.train_steps,
+                        "--warmup-steps", "20", "--learning-rate", "1e-3", "--output", train], train,
+              lambda: ", ".join(f"{k} {v:.3f}" for k, v in json.loads((train / "eval_results.json").read_text())
+                                .items() if k in ("masked_lm_accuracy", "next_sentence_accuracy")))
 
-    first = sorted((records / "seq128").glob("train-*.tfrecord"))[0]
-    print(f"\n=== one decoded example from {first}")
-    cli.main(["inspect", str(first), "--vocab", str(vocab), "-n", "1"])
-
-    width = [max(len(r[i]) for r in rows + [("stage", "counts", "time", "output")]) for i in range(4)]
+    header = ("stage", "counts", "time", "output")
+    width = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
     print("\nbertcorpus demo summary")
-    for row in [("stage", "counts", "time", "output")] + rows:
+    for row in [header] + rows:
         print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, width)))
+    print(f"\ndata card: {out / 'report.html'}")
     return 0

@@ -7,6 +7,8 @@ on Beam's FnApiRunner directly â€” the same engine DirectRunner falls back to â€
 """
 from __future__ import annotations
 
+import re
+
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
@@ -36,8 +38,27 @@ def is_dry_run(options: PipelineOptions) -> bool:
     return bool(options.get_all_options().get("dry_run")) or is_rendering(options)
 
 
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
+
+
+def check_remote_locations(options: PipelineOptions) -> None:
+    """Reject malformed gs:// locations up front: Beam would otherwise try, over the network, to create a
+    default bucket instead, which hangs on a machine without network and fails with a traceback elsewhere."""
+    from pipeline.cli_util import UserError
+
+    all_options = options.get_all_options()
+    for name in ("temp_location", "staging_location"):
+        location = all_options.get(name)
+        if location and location.startswith("gs://"):
+            bucket = location[len("gs://"):].split("/", 1)[0]
+            if not _BUCKET.match(bucket):
+                raise UserError(f"--{name}={location}: {bucket!r} is not a valid Cloud Storage bucket name "
+                                "(3-63 characters: lower-case letters, digits, '-', '_' and '.')")
+
+
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if not is_local(options):
+        check_remote_locations(options)
         return beam.Pipeline(options=options)
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner

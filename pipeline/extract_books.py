@@ -1,0 +1,606 @@
+"""`bertcorpus extract-books`: book files → one document per book, as documents Parquet.
+
+    --input patterns ─ list book files ─ drop duplicate files ─ read books ─ decode books ─ clean books ─┐
+                     └ metadata.csv files (named, listed, or beside the books) ─ read metadata ─ (titles) ┘
+        books ─ drop duplicates ─ documents ─ WriteDocuments ──────────────────────────────────────────┐
+        unreadable, empty, binary and undecodable files ─ errors ─ WriteErrors ────────────────────────┼─ publish
+        counts, input fingerprints with each book's encoding and removed lines ────────────────────────┘
+
+A file is a book: plain text as epub-to-text converters and Project Gutenberg ship it (any encoding decode_book
+recognises), a PG-19 book whose title is in a metadata.csv, or an HF bookcorpus book with one sentence per line,
+as text or as a Parquet file with one row per line in its `text` column. Every file read is kept, skipped for a
+counted reason (too_short, duplicate, near_duplicate) or recorded in the dead letter with the reason it was
+rejected. Exact copies (the same dedup_key after cleaning) and, with --near-dup-threshold, near copies found by
+MinHash LSH keep the book with the smallest id.
+"""
+from __future__ import annotations
+
+import bz2
+import csv
+import gzip
+import hashlib
+import io
+import math
+import os
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import apache_beam as beam
+from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+from pipeline import documents, output, tally
+from pipeline.sources import InputError
+from transforms.book_text import (BookRejection, clean_book, decode_book, dedup_key, jaccard_estimate,
+                                  minhash_signature)
+
+JOB = "extract-books"
+SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
+REMOVED_KINDS = ("licence_lines", "credit_lines", "toc_lines", "heading_lines", "title_page_lines",
+                 "separator_lines", "art_lines", "illustration_lines")
+MIB = 2**20
+BOOK_EXTENSIONS = (".txt", ".text", ".parquet")  # what a directory is searched for; named files are read whatever
+COMPRESSIONS = (".gz", ".bz2", ".zst")
+METADATA_NAME = "metadata.csv"
+NUM_PERM = 64          # MinHash bins per signature
+LSH_RECALL = 0.99      # the least chance that two books exactly at the threshold share a band
+EMPTY_BIN = 2**64 - 1  # what minhash_signature leaves in a bin no shingle fell into
+# For the default shard count: English text compresses about 3x with gzip, bz2 or zstd.
+TEXT_PER_COMPRESSED_BYTE = 3.0
+
+
+@dataclass
+class BooksConfig:
+    inputs: list[str]                    # files, globs or directories; local ones made absolute
+    output: str
+    metadata: list[str] = field(default_factory=list)
+    num_shards: int = 1
+    min_chars: int = 1000
+    source: str = "books"
+    dedup: bool = True
+    near_dup_threshold: float = 0.9      # 0 turns near-duplicate detection off
+    max_book_mb: float = 64.0
+    strict: bool = False
+    max_error_rate: float = 0.01
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Book:
+    """A cleaned book on its way to dedup: the document, and what duplicates are recognised by."""
+
+    path: str
+    document: dict
+    key: str | None = None                      # dedup_key of the text
+    signature: tuple[int, ...] | None = None    # MinHash of the text
+
+
+# ---------------------------------------------------------------------------------------------- files
+
+def _strip_compression(name: str) -> str:
+    lower = name.lower()
+    return next((name[: -len(s)] for s in COMPRESSIONS if lower.endswith(s)), name)
+
+
+def book_id(path: str) -> str:
+    """`books:<stem>`: the file name without its compression suffix and its .txt/.text/.parquet extension."""
+    stem = _strip_compression(os.path.basename(path))
+    stem = next((stem[: -len(e)] for e in BOOK_EXTENSIONS if stem.lower().endswith(e)), stem)
+    return f"books:{stem}"
+
+
+def _is_book_name(path: str, base: str) -> bool:
+    """A book file found below base: a book extension, and no hidden file or directory on the way."""
+    parts = path[len(base):].split("/")
+    return not any(p.startswith(".") for p in parts) and _strip_compression(parts[-1]).lower().endswith(
+        BOOK_EXTENSIONS)
+
+
+def _is_metadata(path: str) -> bool:
+    return os.path.basename(path).lower() == METADATA_NAME
+
+
+def _glob_free_prefix(pattern: str) -> str:
+    """The directory part of a pattern before its first wildcard."""
+    cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=len(pattern))
+    return pattern[: pattern.rfind("/", 0, cut) + 1]
+
+
+def _match(pattern: str) -> list[tuple[str, int]]:
+    return [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list
+            if not m.path.endswith("/")]
+
+
+def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """A file, a glob, a directory or a glob of directories → ((path, size) of its book files, the metadata.csv
+    files among them).
+
+    A directory is searched at every depth for book files by name (*.txt, *.text, *.parquet, compressed or not;
+    hidden ones left out), so that notes and images beside the books are not read as books; a file that is named
+    or matched by a glob is read whatever its name. A pattern ending in '/' names directories (pg19/*/), and so
+    does a remote name that matches no object, since object stores have no directories.
+    """
+    directory = pattern.endswith("/") or (not output.is_remote(pattern) and os.path.isdir(pattern))
+    found = [] if directory else _match(pattern)
+    if not directory and not found and output.is_remote(pattern) and not _has_glob(pattern):
+        directory = True
+    if directory:
+        base = _glob_free_prefix(pattern.rstrip("/") + "/")
+        found = [(p, s) for p, s in _match(pattern.rstrip("/") + "/**")
+                 if _is_metadata(p) or _is_book_name(p, base)]
+    books = sorted({(p, s) for p, s in found if not _is_metadata(p)})
+    return books, sorted({p for p, _ in found if _is_metadata(p)})
+
+
+def _beside(path: str) -> list[str]:
+    """Where a metadata.csv for this book may lie: its directory, then the one above (pg19/train/x.txt has
+    pg19/metadata.csv)."""
+    directory = os.path.dirname(path)
+    parents = [d for d in dict.fromkeys((directory, os.path.dirname(directory)))
+               if d and ("://" in d or "://" not in path)]  # not above the bucket of gs://bucket/x.txt
+    return [FileSystems.join(d, METADATA_NAME) for d in parents]
+
+
+def read_metadata(data: bytes) -> dict[str, tuple[str | None, str | None]]:
+    """PG-19's metadata.csv (id, title, year, url; a header row is allowed) → {id: (title, url)}."""
+    table = {}
+    for row in csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"))):
+        if len(row) < 2 or row[0].strip().lower() in ("_id", "id", "book_id"):
+            continue
+        url = row[3].strip() if len(row) > 3 and "://" in row[3] else None
+        table[row[0].strip()] = (row[1].strip() or None, url)
+    return table
+
+
+def _read_limited(stream, limit: int) -> bytes:
+    """At most limit + 1 bytes, so that the caller can tell a file over the limit without reading all of it."""
+    chunks, size = [], 0
+    while size <= limit:
+        chunk = stream.read(min(MIB, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _decompress(raw: bytes, path: str, limit: int) -> bytes:
+    """The file's bytes, decompressed by the suffix of its name; at most limit + 1 bytes."""
+    name = path.lower()
+    if name.endswith(".gz"):
+        return _read_limited(gzip.GzipFile(fileobj=io.BytesIO(raw)), limit)
+    if name.endswith(".bz2"):
+        return _read_limited(bz2.BZ2File(io.BytesIO(raw)), limit)
+    if name.endswith(".zst"):
+        import zstandard
+
+        return _read_limited(zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True),
+                             limit)
+    return raw
+
+
+def _parquet_lines(raw: bytes) -> bytes | BookRejection:
+    """An HF bookcorpus Parquet file (one line or sentence per row, in a `text` column) → its lines, as UTF-8."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(io.BytesIO(raw))
+        schema = parquet.schema_arrow
+        if "text" not in schema.names:
+            return BookRejection("bad_parquet", f"no text column (has {', '.join(schema.names)})")
+        if not (pa.types.is_string(schema.field("text").type) or pa.types.is_large_string(schema.field("text").type)):
+            return BookRejection("bad_parquet", f"the text column holds {schema.field('text').type}, not strings")
+        lines = parquet.read(columns=["text"]).column("text").to_pylist()
+    except Exception as e:  # pyarrow raises several types for a damaged file
+        return BookRejection("bad_parquet", f"not a readable Parquet file: {e}")
+    return "\n".join(line for line in lines if line is not None).encode("utf-8")
+
+
+def load_book(path: str, size: int, max_bytes: int) -> tuple[dict, bytes | BookRejection]:
+    """A book file and its listed size → (its size and sha256 as stored, its bytes decompressed or why they cannot
+    be had).
+
+    Never raises: a file that cannot be opened, a damaged archive and a file over the size limit are rejections,
+    like the ones decode_book makes."""
+    source = {"path": path, "size": size}
+    too_large = BookRejection("too_large", f"over --max-book-mb ({max_bytes:,} bytes)")
+    if size > max_bytes:
+        return source, too_large
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            raw = _read_limited(f, max_bytes)
+    except Exception as e:  # each filesystem raises its own types
+        return source, BookRejection("read_error", f"cannot read the file: {type(e).__name__}: {e}")
+    if len(raw) > max_bytes:  # it grew since it was listed
+        return source, too_large
+    source.update(size=len(raw), sha256=hashlib.sha256(raw).hexdigest())
+    try:
+        data = _decompress(raw, path, max_bytes)
+    except Exception as e:  # gzip, bz2 and zstandard each raise their own types for damaged data
+        return source, BookRejection("read_error", f"cannot decompress: {type(e).__name__}: {e}")
+    if path.lower().endswith(".parquet"):
+        data = _parquet_lines(data)
+    if isinstance(data, bytes) and len(data) > max_bytes:
+        return source, too_large
+    return source, data
+
+
+# ---------------------------------------------------------------------------------------------- near duplicates
+
+def lsh_rows(threshold: float, num_perm: int = NUM_PERM) -> int:
+    """Signature bins per LSH band: the most (fewest false candidates) with which two books of similarity
+    `threshold` still share at least one band with probability LSH_RECALL."""
+    for rows in (32, 16, 8, 4, 2):
+        if num_perm % rows == 0 and 1 - (1 - threshold ** rows) ** (num_perm // rows) >= LSH_RECALL:
+            return rows
+    return 1
+
+
+def band_keys(signature: tuple[int, ...], rows: int) -> list[str]:
+    """One bucket key per band of the signature; bands holding only empty bins match anything and are left out."""
+    keys = []
+    for band, start in enumerate(range(0, len(signature), rows)):
+        values = signature[start:start + rows]
+        if any(v != EMPTY_BIN for v in values):
+            digest = hashlib.blake2b(b"".join(v.to_bytes(8, "little") for v in values), digest_size=12)
+            keys.append(f"{band}:{digest.hexdigest()}")
+    return keys
+
+
+def near_copies(members, threshold: float):
+    """(id, path, signature) of one band bucket → the paths of books with a near copy of a smaller (id, path).
+
+    A book is dropped when any book before it is similar enough, whether or not that one is kept itself: the
+    decision needs no order between buckets, so it is the same on every runner."""
+    members = sorted(set(members))
+    for j in range(1, len(members)):
+        if any(jaccard_estimate(members[i][2], members[j][2]) >= threshold for i in range(j)):
+            yield members[j][1]
+
+
+# ---------------------------------------------------------------------------------------------- DoFns
+
+def _reject(source: dict, rejection: BookRejection):
+    """The three outputs of a rejected file: its dead-letter record, its input description, its counts."""
+    yield beam.pvalue.TaggedOutput("errors", {"input": source["path"], "where": "file",
+                                              "reason": rejection.reason, "detail": rejection.detail})
+    yield beam.pvalue.TaggedOutput("inputs", {**source, "rejected": rejection.reason})
+    yield tally.emit(documents.METRICS, {"read": 1, f"errors:{rejection.reason}": 1})
+
+
+class ListBookFiles(beam.DoFn):
+    """pattern → (path, size) per book file; the metadata.csv files it matches go to 'metadata'."""
+
+    def process(self, pattern: str):
+        books, metadata = list_inputs(pattern)
+        if not books and not metadata:
+            raise InputError(f"no book files match {pattern!r}")
+        yield from books
+        for path in metadata:
+            yield beam.pvalue.TaggedOutput("metadata", path)
+
+
+class ReadMetadata(beam.DoFn):
+    """(metadata.csv path, whether it was named or listed) → (path, (that, {id: (title, url)})). A named or listed
+    file must exist; a path guessed beside the books that is not there gives nothing."""
+
+    def process(self, element):
+        path, named = element
+        if not FileSystems.exists(path):
+            if named:
+                raise InputError(f"metadata file {path} does not exist")
+            return
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            data = f.read()
+        try:
+            yield path, (named, read_metadata(data))
+        except csv.Error as e:
+            raise InputError(f"{path} is not a metadata CSV: {e}") from None
+
+
+class ReadBooks(beam.DoFn):
+    """(path, size) → ({path, size, sha256}, bytes); files that cannot be read go to 'errors'."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+
+    def process(self, element):
+        source, data = load_book(*element, self.max_bytes)
+        if isinstance(data, BookRejection):
+            yield from _reject(source, data)
+        else:
+            yield source, data
+
+
+class DecodeBooks(beam.DoFn):
+    """({path, size, sha256}, bytes) → (that, DecodedBook); empty, binary and undecodable files go to 'errors'."""
+
+    def process(self, element):
+        source, data = element
+        decoded = decode_book(data)
+        if isinstance(decoded, BookRejection):
+            yield from _reject(source, decoded)
+        else:
+            yield source, decoded
+
+
+class CleanBooks(beam.DoFn):
+    """({path, size, sha256}, DecodedBook) → Book, with its dedup key and MinHash signature when they are used;
+    the file's description, with its encoding and removed lines, goes to 'inputs'."""
+
+    def __init__(self, config: BooksConfig):
+        self.source, self.min_chars = config.source, config.min_chars
+        self.dedup, self.near = config.dedup, config.dedup and config.near_dup_threshold > 0
+
+    @staticmethod
+    def _metadata(path: str, tables: dict) -> tuple[str | None, str | None]:
+        """(title, url) from the nearest metadata.csv beside the book, else from the named and listed ones in the
+        order of their paths; a metadata.csv found beside other books is theirs only."""
+        stem = book_id(path).split(":", 1)[1]
+        beside = [tables[p][1] for p in _beside(path) if p in tables]
+        named = [table for _, (is_named, table) in sorted(tables.items()) if is_named]
+        for table in beside + named:
+            if stem in table:
+                return table[stem]
+        return None, None
+
+    def process(self, element, metadata: dict):
+        source, decoded = element
+        book = clean_book(decoded.text)
+        removed = {k: v for k, v in sorted(book.removed.items()) if v}
+        yield beam.pvalue.TaggedOutput("inputs", {**source, "encoding": decoded.encoding, "replaced": decoded.replaced,
+                                                  "mojibake_fixed": decoded.mojibake_fixed, "removed": removed})
+        counts = {"read": 1, f"encoding:{decoded.encoding}": 1, "replaced_chars": decoded.replaced,
+                  "mojibake_fixed": decoded.mojibake_fixed, **{f"removed:{k}": v for k, v in removed.items()}}
+        if len(book.text) < self.min_chars:
+            yield tally.emit(documents.METRICS, {**counts, "skipped:too_short": 1})
+            return
+        yield tally.emit(documents.METRICS, counts)
+        title, url = self._metadata(source["path"], metadata)
+        document = {"id": book_id(source["path"]), "source": self.source, "title": title or book.title,
+                    "text": book.text, "url": url}
+        yield Book(source["path"], document, dedup_key(book.text) if self.dedup else None,
+                   minhash_signature(book.text, NUM_PERM) if self.near else None)
+
+
+def _exact_copies(element):
+    """(dedup key, [(id, path)]) → (path, 'duplicate') for every copy but the one with the smallest (id, path)."""
+    _, members = element
+    for _, path in sorted(members)[1:]:
+        yield path, "duplicate"
+
+
+class KeepSurvivors(beam.DoFn):
+    """(path, {'book': [document], 'verdict': [reasons]}) → the document, or a count of why it was dropped."""
+
+    def process(self, element):
+        _, joined = element
+        verdicts = set(joined["verdict"])
+        for document in joined["book"]:
+            if not verdicts:
+                yield document
+            else:
+                reason = "duplicate" if "duplicate" in verdicts else "near_duplicate"
+                yield tally.emit(documents.METRICS, {f"skipped:{reason}": 1})
+
+
+class DropDuplicates(beam.PTransform):
+    """Books → the documents of the books that are not copies; counts of the copies to tally.TALLY.
+
+    Only keys and ids are grouped: exact copies by dedup key, near copies by LSH band of their MinHash signature
+    (a few hundred bytes per band). The verdicts then meet their documents in one join by path, where each
+    group holds one document, so no worker ever holds more than one book to decide."""
+
+    def __init__(self, near_dup_threshold: float):
+        super().__init__()
+        self.threshold = near_dup_threshold
+
+    def expand(self, books):
+        # Book → (dedup key, (id, path)) → (path, 'duplicate') for all copies but the first
+        exact = (books
+                 | "key exact copies" >> beam.Map(lambda b: (b.key, (b.document["id"], b.path)))
+                 | "group exact copies" >> beam.GroupByKey()
+                 | "mark exact copies" >> beam.FlatMap(_exact_copies))
+        verdicts = [exact]
+        if self.threshold > 0:
+            rows, threshold = lsh_rows(self.threshold), self.threshold
+            # Book → (band bucket, (id, path, signature)) → (path, 'near_duplicate') for books with an earlier
+            # near copy in any of their buckets
+            near = (books
+                    | "band signatures" >> beam.FlatMap(
+                        lambda b: [(k, (b.document["id"], b.path, b.signature)) for k in band_keys(b.signature, rows)])
+                    | "group bands" >> beam.GroupByKey()
+                    | "mark near copies" >> beam.FlatMap(
+                        lambda bucket: ((path, "near_duplicate") for path in near_copies(bucket[1], threshold))))
+            verdicts.append(near)
+        # (path, document) joined with (path, verdict) → documents of the books without a verdict
+        keyed = books | "key books by path" >> beam.Map(lambda b: (b.path, b.document))
+        merged = verdicts | "merge verdicts" >> beam.Flatten()
+        return ({"book": keyed, "verdict": merged}
+                | "join verdicts" >> beam.CoGroupByKey()
+                | "keep survivors" >> beam.ParDo(KeepSurvivors()).with_outputs(tally.TALLY, main="documents"))
+
+
+class ExtractBooks(beam.PTransform):
+    """The whole job on a pipeline; returns the PCollection holding the manifest."""
+
+    def __init__(self, config: BooksConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, pbegin):
+        cfg = self.config
+        # patterns → distinct (path, size) of book files; Distinct groups by path, which also spreads the files
+        listed = (pbegin
+                  | "list inputs" >> beam.Create(cfg.inputs)
+                  | "list book files" >> beam.ParDo(ListBookFiles()).with_outputs("metadata", main="books"))
+        files = listed.books | "drop duplicate files" >> beam.Distinct()
+        # metadata.csv paths, each with whether it was named or listed (it must exist, and it serves every book)
+        # or guessed beside the books (it may be missing, and it serves the books beside it) → (path, table).
+        # Guessed from the listing, not from `files`: then reading, decoding and cleaning stay one fused stage,
+        # spread over the workers by file, instead of waiting for this side input in a stage of their own.
+        named = pbegin | "list metadata" >> beam.Create([(p, True) for p in cfg.metadata])
+        listed_metadata = listed.metadata | "metadata listed" >> beam.Map(lambda p: (p, True))
+        guessed = listed.books | "metadata beside books" >> beam.FlatMap(
+            lambda f: [(p, False) for p in _beside(f[0])])
+        metadata = ((named, listed_metadata, guessed)
+                    | "merge metadata paths" >> beam.Flatten()
+                    | "one entry per metadata path" >> beam.CombinePerKey(any)
+                    | "read metadata" >> beam.ParDo(ReadMetadata()))
+        # (path, size) → ({path, size, sha256}, bytes) → (that, DecodedBook) → Book
+        read = files | "read books" >> beam.ParDo(ReadBooks(int(cfg.max_book_mb * MIB))).with_outputs(
+            "errors", "inputs", tally.TALLY, main="books")
+        decoded = read.books | "decode books" >> beam.ParDo(DecodeBooks()).with_outputs(
+            "errors", "inputs", tally.TALLY, main="books")
+        cleaned = decoded.books | "clean books" >> beam.ParDo(
+            CleanBooks(cfg), beam.pvalue.AsDict(metadata)).with_outputs("inputs", tally.TALLY, main="books")
+        counts = [read[tally.TALLY], decoded[tally.TALLY], cleaned[tally.TALLY]]
+        # Book → {id, source, title, text, url} of every book that is not a copy of another
+        if cfg.dedup:
+            kept = cleaned.books | "drop duplicates" >> DropDuplicates(cfg.near_dup_threshold)
+            docs = kept.documents
+            counts.append(kept[tally.TALLY])
+        else:
+            docs = cleaned.books | "take documents" >> beam.Map(lambda b: b.document)
+        written = docs | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
+        errors = ((read.errors, decoded.errors)
+                  | "merge errors" >> beam.Flatten()
+                  | "write errors" >> documents.WriteErrors(cfg.output))
+        inputs = (read.inputs, decoded.inputs, cleaned.inputs) | "merge input descriptions" >> beam.Flatten()
+        # Every skip reason appears in the manifest, also with a count of 0.
+        zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
+        counts = [zeros, *counts, written[tally.TALLY]] | "merge counts" >> beam.Flatten()
+        return ({"documents": written.files, "errors": errors.files, "counts": counts, "inputs": inputs}
+                | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+def add_arguments(parser) -> None:
+    from pipeline.cli_util import BooleanFlag
+
+    io_ = parser.add_argument_group("input and output")
+    io_.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                     help="book files, globs or directories (searched at every depth for *.txt, *.text and "
+                          "*.parquet; a pattern ending in / names directories), local or on any Beam filesystem "
+                          "(gs://...); .gz, .bz2 and .zst are "
+                          "decompressed by their suffix. One file is one book: plain text in any common encoding, "
+                          "or HF bookcorpus lines as text or as Parquet with a `text` column")
+    io_.add_argument("--metadata", nargs="+", default=[], metavar="CSV",
+                     help="PG-19 style metadata.csv files (id,title,year,url) giving titles and URLs by file stem; "
+                          "a metadata.csv beside the books or one directory up is used without being named")
+    io_.add_argument("--output", required=True,
+                     help="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
+    io_.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    books = parser.add_argument_group("books")
+    books.add_argument("--min-chars", type=int, default=1000,
+                       help="skip books with less clean text than this (default 1000: a stub or a failed "
+                            "conversion, not a book)")
+    books.add_argument("--source", default="books", help="the documents' source label (default: books)")
+    books.add_argument("--dedup", action=BooleanFlag, default=True,
+                       help="keep one copy of books whose cleaned text is the same, the one with the smallest id "
+                            "(default: on)")
+    books.add_argument("--near-dup-threshold", type=float, default=0.9,
+                       help="also drop books whose estimated word 5-shingle Jaccard similarity (MinHash) with a "
+                            "book of smaller id is at least this; 0 turns it off (default 0.9: other editions "
+                            "and corrected reprints)")
+    books.add_argument("--max-book-mb", type=float, default=64.0,
+                       help="reject files larger than this, stored or decompressed, so that a worker's memory "
+                            "stays bounded (default 64)")
+    layout = parser.add_argument_group("layout")
+    layout.add_argument("--num-shards", type=int, default=0,
+                        help="documents files (default: about 128 MB of text each, estimated from the input size)")
+    errors = parser.add_argument_group("errors")
+    errors.add_argument("--strict", action="store_true", help="exit non-zero on any error")
+    errors.add_argument("--max-error-rate", type=float, default=0.01,
+                        help="exit non-zero when errors / files read is above this (default 0.01); the output is "
+                             "written and complete either way")
+
+
+def _estimated_text_bytes(path: str, size: int) -> float:
+    return size * TEXT_PER_COMPRESSED_BYTE if path.lower().endswith(COMPRESSIONS) else size
+
+
+def _book_files(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
+    """(path, size) of the book files the patterns name. A local pattern that matches nothing fails here, before
+    any output is touched; remote ones are listed too (no file is read), except in a dry run, which must work
+    offline."""
+    found = []
+    for pattern in patterns:
+        if output.is_remote(pattern) and dry_run:
+            continue
+        books, metadata = list_inputs(pattern)
+        if not books and not metadata:
+            raise InputError(f"no book files match {pattern!r}")
+        found += books
+    if not found and not dry_run:
+        raise InputError(f"no book files in {' '.join(patterns)} (only metadata)")
+    return sorted(set(found))
+
+
+def config_from_args(args, dry_run: bool) -> BooksConfig:
+    checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
+              (args.num_shards >= 0, "--num-shards must be >= 0"),
+              (0 <= args.near_dup_threshold <= 1, "--near-dup-threshold must be between 0 and 1"),
+              (args.max_book_mb > 0, "--max-book-mb must be positive"),
+              (0 <= args.max_error_rate <= 1, "--max-error-rate must be between 0 and 1"),
+              (args.source.strip() != "", "--source must not be empty")]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+    def resolved(path: str) -> str:  # absolute, and a trailing '/' still says "directories"
+        return path if output.is_remote(path) else os.path.abspath(path) + "/" * path.endswith("/")
+
+    inputs, metadata = [resolved(p) for p in args.input], [resolved(p) for p in args.metadata]
+    missing = [p for p in metadata if not output.is_remote(p) and not os.path.isfile(p)]
+    if missing:
+        raise InputError(f"--metadata {missing[0]} is not a file")
+    files = _book_files(inputs, dry_run)
+    num_shards = args.num_shards or documents.default_num_shards(
+        math.ceil(sum(_estimated_text_bytes(p, s) for p, s in files)))
+    return BooksConfig(inputs=inputs, output=args.output, metadata=metadata, num_shards=num_shards,
+                       min_chars=args.min_chars, source=args.source, dedup=args.dedup,
+                       near_dup_threshold=args.near_dup_threshold if args.dedup else 0.0,
+                       max_book_mb=args.max_book_mb, strict=args.strict, max_error_rate=args.max_error_rate)
+
+
+def book_rows(manifest: dict) -> list[tuple[str, str]]:
+    """Summary lines about the books themselves, totalled from the per-file details in the manifest's inputs."""
+    books = [i for i in manifest["inputs"] if "encoding" in i]
+    encodings = Counter(i["encoding"] for i in books)
+    removed = Counter()
+    for i in books:
+        removed.update(i["removed"])
+    rows = [("encodings", ", ".join(f"{e} {n:,}" for e, n in sorted(encodings.items())) or "none"),
+            ("characters replaced", f"{sum(i['replaced'] for i in books):,} undecodable, "
+                                    f"{sum(i['mojibake_fixed'] for i in books):,} mojibake sequences repaired")]
+    rows += [(f"lines removed ({kind.removesuffix('_lines')})", f"{removed[kind]:,}")
+             for kind in REMOVED_KINDS if removed[kind]]
+    return rows
+
+
+def run(args, beam_args: list[str]) -> int:
+    from pipeline import runners
+    from pipeline.cli_util import print_summary, run_pipeline
+
+    options = runners.pipeline_options(beam_args)
+    dry_run = runners.is_dry_run(options)
+    config = config_from_args(args, dry_run)
+    if not dry_run:
+        output.prepare_output_dir(config.output, args.overwrite)
+    pipeline = runners.make_pipeline(options)
+    _ = pipeline | "extract books" >> ExtractBooks(config)
+    if run_pipeline(pipeline, options, what=JOB) is None:
+        return 0
+    manifest = output.read_manifest(config.output)
+    print_summary(JOB, manifest, documents.summary_rows(manifest) + book_rows(manifest))
+    problem = documents.error_check(manifest, config.strict, config.max_error_rate)
+    if problem is not None:
+        print(f"bertcorpus {JOB}: {problem}; the output is complete, and {config.output}/errors-*.jsonl says "
+              "what was rejected", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,373 @@
+"""`bertcorpus extract-wiki`: Wikipedia pages-articles dumps → article prose as documents Parquet.
+
+    without --index:  dump paths ─ match ─ drop duplicates ─ read pages (one reader per file) ──┐
+    with --index:     (dump, index) ─ plan byte ranges ─ Reshuffle ─ read pages (one per range) ─┤
+        (Dump, Page) ─ clean text ─ documents ─ WriteDocuments ───────────────────────────────────┐
+        damage, pages without <text> ─ errors ─ WriteErrors ──────────────────────────────────────┼─ publish
+        counts, input fingerprints ───────────────────────────────────────────────────────────────┘
+
+Only articles become documents: namespace 0, not redirects, not disambiguation pages, with at least --min-chars of
+clean text. Every page read is kept, skipped for a counted reason, or recorded as an error; damage to a file (a
+truncated or corrupt stream, malformed XML) ends that file or byte range after its last complete page and is
+recorded as one error, and the run goes on. The multistream index is read by a worker, never by the launcher.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+import apache_beam as beam
+from apache_beam.io import fileio
+from apache_beam.io.filesystems import CompressionTypes, FileSystems
+
+from pipeline import documents, output, tally
+from pipeline.sources import InputError, ReadStats, _HashingReader, match_inputs
+from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
+from transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
+from transforms.wikitext import clean_wikitext, is_disambiguation
+
+JOB = "extract-wiki"
+SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
+PROGRESS_EVERY = 1000  # pages between count updates from a reader, so Beam's counters move during a long file
+MIB = 2**20
+# For the default shard count: bz2 shrinks dump XML about 4.5x, and about a fifth of a full dump's XML is article
+# text (the rest is markup, redirects and pages outside namespace 0).
+XML_PER_COMPRESSED_BYTE = 4.5
+TEXT_PER_XML_BYTE = 0.2
+# A dump's own name starts with its wiki's database name: enwiki-20240601-..., viwiktionary-latest-...
+_WIKI_IN_FILE_NAME = re.compile(r"([a-z][a-z_]*wik[a-z]*)[-_.]")
+
+
+@dataclass
+class WikiConfig:
+    inputs: list[str]                    # local files as matched, remote paths or patterns as given
+    output: str
+    index: list[str] = field(default_factory=list)  # one multistream index per input, in the same order
+    num_shards: int = 1
+    min_chars: int = 100
+    source: str = "wikipedia"
+    range_mb: float = 32.0
+    strict: bool = False
+    max_error_rate: float = 0.01
+
+    def describe(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Dump:
+    """An input file and what its header says: the wiki's name for document ids, its site for page URLs."""
+
+    path: str
+    wiki: str
+    site: SiteInfo | None
+
+    def document(self, page: Page, text: str, source: str) -> dict:
+        return {"id": f"{self.wiki}:{page.page_id}", "source": source, "title": page.title, "text": text,
+                "url": self.site.page_url(page.title) if self.site else None}
+
+
+def select_article(page: Page, min_chars: int) -> tuple[str | None, str | None]:
+    """(clean text, None) for a page that becomes a document, else (None, the reason it is skipped)."""
+    if page.ns != 0:
+        return None, "non_article_namespace"
+    if page.redirect:
+        return None, "redirect"
+    if page.text is None:
+        return None, "deleted_text"
+    if is_disambiguation(page.text, page.title):
+        return None, "disambiguation"
+    text = clean_wikitext(page.text, title=page.title)
+    if len(text) < min_chars:
+        return None, "too_short"
+    return text, None
+
+
+def wiki_name(site: SiteInfo | None, path: str) -> str:
+    """The dbname from the dump's header, else the one its file name starts with, else 'wiki'."""
+    if site is not None and site.dbname:
+        return site.dbname
+    found = _WIKI_IN_FILE_NAME.match(os.path.basename(path))
+    return found.group(1) if found else "wiki"
+
+
+def _open(path: str):
+    try:
+        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+    except Exception as e:  # each filesystem raises its own types
+        raise InputError(f"cannot open {path}: {e}") from None
+
+
+def _read_dump_header(path: str) -> Dump:
+    with _open(path) as raw:
+        site = read_siteinfo(open_dump(raw))
+    return Dump(path, wiki_name(site, path), site)
+
+
+def _head_tail_fingerprint(f, size: int) -> dict:
+    """A file too big to hash cheaply is fingerprinted by its size and a sha256 of its first and last MiB."""
+    f.seek(0)
+    if size <= 2 * MIB:
+        return {"sha256": hashlib.sha256(f.read()).hexdigest()}
+    head = f.read(MIB)
+    f.seek(size - MIB)
+    return {"sha256_first_and_last_mib": hashlib.sha256(head + f.read(MIB)).hexdigest()}
+
+
+def _hashed_to_the_end(hashed: _HashingReader) -> None:
+    """Read what the parser left (it stops at damage) so the fingerprint covers the whole file, then finish it."""
+    while hashed.read(MIB):
+        pass
+    hashed.close()
+
+
+def _route(dump: Dump, items):
+    """Pages and PageErrors → (Dump, Page) main outputs, error records, and read/error counts now and then."""
+    counts = Counter()
+    for item in items:
+        counts["read"] += 1
+        if isinstance(item, Page):
+            yield dump, item
+        else:
+            counts[f"errors:{item.reason}"] += 1
+            yield beam.pvalue.TaggedOutput("errors", {"input": dump.path, "where": item.where,
+                                                      "reason": item.reason, "detail": item.detail})
+        if counts["read"] == PROGRESS_EVERY:
+            yield tally.emit(documents.METRICS, counts)
+            counts = Counter()
+    if counts:
+        yield tally.emit(documents.METRICS, counts)
+
+
+class ReadDumpFiles(beam.DoFn):
+    """dump path → (Dump, Page) per page, then damage to 'errors'; the file's size and sha256 go to 'inputs'.
+
+    The sha256 is computed from the bytes as the parser reads them, so the file is read once."""
+
+    def process(self, path: str):
+        dump = _read_dump_header(path)
+        stats = ReadStats(path)
+        with _open(path) as raw:
+            hashed = _HashingReader(raw, stats)
+            yield from _route(dump, iter_pages(open_dump(hashed)))
+            _hashed_to_the_end(hashed)
+        yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256})
+
+
+class PlanByteRanges(beam.DoFn):
+    """(dump path, index path) → (Dump, start, end) per byte range of whole bz2 streams; the dump's size and
+    fingerprint and the index's sha256 go to 'inputs'. A dump is too big to hash in one place, and no worker reads
+    all of it, so it is fingerprinted by its first and last MiB."""
+
+    def __init__(self, range_bytes: int):
+        self.range_bytes = range_bytes
+
+    def process(self, element):
+        path, index = element
+        stats = ReadStats(index)
+        with _open(index) as raw:
+            hashed = _HashingReader(raw, stats)
+            try:
+                offsets = read_stream_offsets(hashed)
+            except ValueError as e:  # a wrong index would lose or duplicate pages: stop, naming the line
+                raise InputError(f"{index} is not a multistream index: {e}") from None
+            _hashed_to_the_end(hashed)
+        if not offsets:
+            raise InputError(f"{index} lists no pages")
+        with _open(path) as f:
+            size = f.seek(0, os.SEEK_END)
+            fingerprint = _head_tail_fingerprint(f, size)
+        try:
+            ranges = plan_byte_ranges(offsets, size, self.range_bytes)
+        except ValueError as e:
+            raise InputError(f"{index} is not the index of {path}: {e}") from None
+        dump = _read_dump_header(path)
+        for start, end in ranges:
+            yield dump, start, end
+        yield beam.pvalue.TaggedOutput("inputs", {
+            "path": path, "size": size, **fingerprint, "byte_ranges": len(ranges),
+            "index": {"path": index, "size": stats.size, "sha256": stats.sha256}})
+
+
+class ReadByteRanges(beam.DoFn):
+    """(Dump, start, end) → (Dump, Page) for every page of the range's bz2 streams, then damage to 'errors'."""
+
+    def process(self, element):
+        dump, start, end = element
+        with _open(dump.path) as f:
+            yield from _route(dump, iter_range_pages(f, start, end))
+
+
+class CleanText(beam.DoFn):
+    """(Dump, Page) → a document dict for an article; every other page counted by the reason it is skipped."""
+
+    def __init__(self, source: str, min_chars: int):
+        self.source, self.min_chars = source, min_chars
+
+    def process(self, element):
+        dump, page = element
+        text, reason = select_article(page, self.min_chars)
+        if reason is not None:
+            yield tally.emit(documents.METRICS, {f"skipped:{reason}": 1})
+        else:
+            yield dump.document(page, text, self.source)
+
+
+class ExtractWikipedia(beam.PTransform):
+    """The whole job on a pipeline; returns the PCollection holding the manifest."""
+
+    def __init__(self, config: WikiConfig):
+        super().__init__()
+        self.config = config
+
+    def expand(self, pbegin):
+        cfg = self.config
+        if cfg.index:
+            # (dump path, index path) → (Dump, start, end) ranges, spread so that many workers read one dump
+            planned = (pbegin
+                       | "list dumps and indexes" >> beam.Create(list(zip(cfg.inputs, cfg.index)))
+                       | "plan byte ranges" >> beam.ParDo(PlanByteRanges(int(cfg.range_mb * MIB))).with_outputs(
+                           "inputs", main="ranges"))
+            read = (planned.ranges
+                    | "spread ranges" >> beam.Reshuffle()
+                    | "read pages" >> beam.ParDo(ReadByteRanges()).with_outputs("errors", tally.TALLY, main="pages"))
+            inputs = planned.inputs
+        else:
+            # paths and patterns → distinct file paths; Distinct groups by path, which also spreads the files
+            paths = (pbegin
+                     | "list inputs" >> beam.Create(cfg.inputs)
+                     | "match inputs" >> fileio.MatchAll()
+                     | "file paths" >> beam.Map(lambda metadata: metadata.path)
+                     | "drop duplicate files" >> beam.Distinct())
+            read = paths | "read pages" >> beam.ParDo(ReadDumpFiles()).with_outputs(
+                "inputs", "errors", tally.TALLY, main="pages")
+            inputs = read.inputs
+        # (Dump, Page) → {id, source, title, text, url} for the articles kept
+        cleaned = read.pages | "clean text" >> beam.ParDo(CleanText(cfg.source, cfg.min_chars)).with_outputs(
+            tally.TALLY, main="documents")
+        written = cleaned.documents | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
+        errors = read.errors | "write errors" >> documents.WriteErrors(cfg.output)
+        # Every skip reason appears in the manifest, also with a count of 0.
+        zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
+        counts = ((zeros, read[tally.TALLY], cleaned[tally.TALLY], written[tally.TALLY])
+                  | "merge counts" >> beam.Flatten())
+        return ({"documents": written.files, "errors": errors.files, "counts": counts, "inputs": inputs}
+                | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))
+
+
+# ---------------------------------------------------------------------------------------------- command line
+
+def add_arguments(parser) -> None:
+    io = parser.add_argument_group("input and output")
+    io.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                    help="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, or Wikimedia's "
+                         "per-part files; files, globs or directories, local or on any Beam filesystem (gs://...)")
+    io.add_argument("--index", nargs="+", metavar="INDEX",
+                    help="the multistream index of each --input dump, in the same order: each dump is then read "
+                         "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
+                         "per file)")
+    io.add_argument("--output", required=True,
+                    help="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
+    io.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    pages = parser.add_argument_group("pages")
+    pages.add_argument("--min-chars", type=int, default=100,
+                       help="skip articles with less clean text than this (default 100: drops what list and "
+                            "undeclared disambiguation pages leave, keeps two-sentence stubs)")
+    pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
+    layout = parser.add_argument_group("layout and scale")
+    layout.add_argument("--num-shards", type=int, default=0,
+                        help="documents files (default: about 128 MB of text each, estimated from the input size)")
+    layout.add_argument("--range-mb", type=float, default=32.0,
+                        help="with --index: compressed MB per byte range, the unit of work (default 32)")
+    errors = parser.add_argument_group("errors")
+    errors.add_argument("--strict", action="store_true", help="exit non-zero on any error")
+    errors.add_argument("--max-error-rate", type=float, default=0.01,
+                        help="exit non-zero when errors / pages read is above this (default 0.01); the output is "
+                             "written and complete either way")
+
+
+def _estimated_text_bytes(path: str, size: int) -> float:
+    xml = size * XML_PER_COMPRESSED_BYTE if path.lower().endswith((".bz2", ".gz")) else size
+    return xml * TEXT_PER_XML_BYTE
+
+
+def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
+    """(path, size) of every file the patterns match; no file is read. A local pattern that matches nothing fails
+    here, before any output is touched. A dry run (also a graph drawing) needs only the job's shape and must work
+    offline: there remote patterns, and local ones that match nothing, stay as given with size 0."""
+    found: list[tuple[str, int]] = []
+    for pattern in patterns:
+        if not output.is_remote(pattern):
+            found.extend(match_inputs([pattern], allow_missing=dry_run) or [(pattern, 0)])
+            continue
+        if dry_run:
+            found.append((pattern, 0))
+            continue
+        try:
+            files = [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list]
+        except Exception as e:  # each filesystem raises its own types
+            raise InputError(f"cannot list {pattern}: {e}") from None
+        if not files:
+            raise InputError(f"no input files match {pattern!r}")
+        found.extend(files)
+    return sorted(set(found))
+
+
+def config_from_args(args, dry_run: bool) -> WikiConfig:
+    index = list(args.index or [])
+    checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
+              (args.num_shards >= 0, "--num-shards must be >= 0"),
+              (args.range_mb > 0, "--range-mb must be positive"),
+              (0 <= args.max_error_rate <= 1, "--max-error-rate must be between 0 and 1"),
+              (args.source.strip() != "", "--source must not be empty"),
+              (not index or len(index) == len(args.input),
+               f"--index needs one index per --input dump, in the same order ({len(args.input)} dumps, "
+               f"{len(index)} indexes)"),
+              (not index or not any(set(p) & set("*?[") for p in args.input + index),
+               "with --index, --input and --index name single files, not patterns")]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+    if index:
+        # Each dump pairs with the index in the same position, so the order is kept and each names one file.
+        listed = [_list_inputs([p], dry_run) for p in args.input]
+        if any(len(found) > 1 for found in listed):
+            raise ValueError("with --index, each --input names a single dump file, not a directory")
+        _list_inputs(index, dry_run)  # a missing local index fails now rather than on a worker
+        inputs, files = list(args.input), [f for found in listed for f in found]
+    else:
+        files = _list_inputs(args.input, dry_run)
+        inputs = [path for path, _ in files]
+    num_shards = args.num_shards or documents.default_num_shards(
+        math.ceil(sum(_estimated_text_bytes(path, size) for path, size in files)))
+    return WikiConfig(inputs=inputs, output=args.output, index=index, num_shards=num_shards,
+                      min_chars=args.min_chars, source=args.source, range_mb=args.range_mb, strict=args.strict,
+                      max_error_rate=args.max_error_rate)
+
+
+def run(args, beam_args: list[str]) -> int:
+    from pipeline import runners
+    from pipeline.cli_util import print_summary, run_pipeline
+
+    options = runners.pipeline_options(beam_args)
+    dry_run = runners.is_dry_run(options)
+    config = config_from_args(args, dry_run)
+    if not dry_run:
+        output.prepare_output_dir(config.output, args.overwrite)
+    pipeline = runners.make_pipeline(options)
+    _ = pipeline | "extract wikipedia" >> ExtractWikipedia(config)
+    if run_pipeline(pipeline, options, what=JOB) is None:
+        return 0
+    manifest = output.read_manifest(config.output)
+    print_summary(JOB, manifest, documents.summary_rows(manifest))
+    problem = documents.error_check(manifest, config.strict, config.max_error_rate)
+    if problem is not None:
+        print(f"bertcorpus {JOB}: {problem}; the output is complete, and {config.output}/errors-*.jsonl says "
+              "what was rejected", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,252 @@
+"""Statistics of pretraining records in one bounded-memory pass: a batch decoder and fixed-size accumulators.
+
+Decoding an Example field by field in Python costs tens of microseconds, too slow for millions of records. Every
+feature of a pretraining record is a packed list of fixed length, so a short loop only finds each feature's
+payload bytes, and numpy decodes the payloads of a whole batch at once (varints for int64, little-endian floats).
+
+The accumulators hold counts whose size depends on the sequence length, the number of predictions and the vocab,
+never on the number of records: exact integer histograms and per-id token counts. Two accumulators merge by
+addition, so the train and eval splits are summed into an overall view without a second pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from transforms.tfrecord import FEATURE_NAMES
+
+_FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+_NAMES = {name.encode(): name for name in FEATURE_NAMES}
+# Feature wire tags: 0x12 float_list, 0x1A int64_list.
+_LIST_TAG = {name: 0x12 if name in _FLOAT_FEATURES else 0x1A for name in FEATURE_NAMES}
+
+
+class RecordFormatError(ValueError):
+    """A record that is not a pretraining Example of the expected shape."""
+
+
+def _varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _payloads(record: bytes, into: dict[str, list[bytes]]) -> None:
+    """Append the packed value bytes of each of the seven features of one serialized Example to `into`.
+
+    This loop is the per-record cost of the whole pass, so one-byte varints (tags, names, short lengths) are
+    read inline and only longer ones call _varint."""
+    found = 0
+    if not record or record[0] != 0x0A:
+        raise RecordFormatError("not a tf.train.Example")
+    end, pos = _varint(record, 1)
+    end += pos
+    names, list_tags, varint = _NAMES, _LIST_TAG, _varint
+    while pos < end:
+        if record[pos] != 0x0A:
+            raise RecordFormatError("unexpected field in Features")
+        size = record[pos + 1]
+        size, pos = (size, pos + 2) if size < 0x80 else varint(record, pos + 1)
+        entry_end = pos + size
+        name = None
+        start = stop = -1
+        while pos < entry_end:
+            tag = record[pos]
+            size = record[pos + 1]
+            size, pos = (size, pos + 2) if size < 0x80 else varint(record, pos + 1)
+            if tag == 0x0A:
+                name = names.get(record[pos:pos + size])
+            elif tag == 0x12:
+                start, stop = pos, pos + size
+            pos += size
+        if name is None or start < 0:
+            continue  # a feature this job does not read
+        payload = b""
+        if stop > start:
+            if record[start] != list_tags[name]:
+                raise RecordFormatError(f"{name} has the wrong value type")
+            # Skip the list's length (the feature's length already bounds it), then the packed field's header.
+            start += 2 if record[start + 1] < 0x80 else varint(record, start + 1)[1] - start
+            if start < stop:
+                if record[start] != 0x0A:
+                    raise RecordFormatError(f"{name} is not a packed list")
+                size = record[start + 1]
+                size, start = (size, start + 2) if size < 0x80 else varint(record, start + 1)
+                payload = record[start:start + size]
+        into[name].append(payload)
+        found += 1
+    if found != len(FEATURE_NAMES):
+        raise RecordFormatError(f"has {found} of the {len(FEATURE_NAMES)} pretraining features")
+
+
+def decode_varints(buf: bytes) -> np.ndarray:
+    """Every varint in buf, as int64 (two's complement, as protobuf stores negative int64)."""
+    raw = np.frombuffer(buf, np.uint8)
+    last = raw < 0x80
+    if len(raw) and not last[-1]:
+        raise RecordFormatError("a varint runs past the end of its list")
+    if last.all():
+        return raw.astype(np.int64)
+    ends = np.flatnonzero(last)
+    starts = np.concatenate(([0], ends[:-1] + 1))
+    sizes = ends - starts + 1
+    # Byte k of every varint at once; varints are at most 10 bytes, and token ids take at most 3.
+    values = (raw[starts] & 0x7F).astype(np.uint64)
+    for k in range(1, int(sizes.max())):
+        longer = np.flatnonzero(sizes > k)
+        values[longer] |= (raw[starts[longer] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+    return values.view(np.int64)
+
+
+def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[str, np.ndarray]:
+    """Serialized pretraining Examples → {feature: (records × width) array}, as tf.io.parse_example would give."""
+    payloads: dict[str, list[bytes]] = {name: [] for name in FEATURE_NAMES}
+    for i, record in enumerate(records):
+        try:
+            _payloads(record, payloads)
+        except (RecordFormatError, IndexError) as e:
+            raise RecordFormatError(f"record {i} of the batch: {e or 'truncated'}") from None
+    widths = {"input_ids": length, "input_mask": length, "segment_ids": length, "masked_lm_positions": predictions,
+              "masked_lm_ids": predictions, "masked_lm_weights": predictions, "next_sentence_labels": 1}
+    out = {}
+    n = len(records)
+    for name in FEATURE_NAMES:
+        joined = b"".join(payloads[name])
+        values = np.frombuffer(joined, "<f4") if name in _FLOAT_FEATURES else decode_varints(joined)
+        if len(values) != n * widths[name]:
+            raise RecordFormatError(f"{name} does not hold {widths[name]} values per record; are these records "
+                                    f"of sequence length {length} with {predictions} predictions?")
+        out[name] = values.reshape(n, widths[name])
+    return out
+
+
+@dataclass(frozen=True)
+class TokenIds:
+    """What the statistics need of the vocab ([CLS] and [SEP] are found by position and segment instead)."""
+    vocab_size: int
+    mask: int
+    unk: int
+
+
+_SUMMED = ("instances", "random_next", "real_tokens", "segment_a", "segment_b", "masked", "shown_mask",
+           "shown_original", "shown_random", "unk_tokens", "original_counts")
+
+
+class RecordStats:
+    """Counts over records of one (sequence length, predictions) configuration."""
+
+    def __init__(self, length: int, predictions: int, ids: TokenIds):
+        self.length, self.predictions, self.ids = length, predictions, ids
+        self.instances = 0
+        self.random_next = 0
+        self.real_tokens = np.zeros(length + 1, np.int64)    # histogram: index = real tokens of an instance
+        self.segment_a = np.zeros(length + 1, np.int64)      # tokens of A, without [CLS] and its [SEP]
+        self.segment_b = np.zeros(length + 1, np.int64)      # tokens of B, without its [SEP]
+        self.masked = np.zeros(predictions + 1, np.int64)    # histogram: masked positions per instance
+        self.shown_mask = self.shown_original = self.shown_random = 0
+        self.unk_tokens = 0
+        self.original_counts = np.zeros(ids.vocab_size, np.int64)  # text tokens before masking, by id
+        self.seen = np.zeros(ids.vocab_size, bool)                 # ids in input_ids or masked_lm_ids
+
+    def add(self, batch: dict[str, np.ndarray]) -> None:
+        ids, mask, segments = batch["input_ids"], batch["input_mask"] != 0, batch["segment_ids"]
+        weights = batch["masked_lm_weights"] > 0
+        positions, labels = batch["masked_lm_positions"], batch["masked_lm_ids"]
+        n = len(ids)
+        if n == 0:
+            return
+        vocab = self.ids.vocab_size
+        if ids.min() < 0 or ids.max() >= vocab or labels.min() < 0 or labels.max() >= vocab:
+            raise RecordFormatError(f"token ids outside the vocab of {vocab} entries; is this the right vocab?")
+        self.instances += n
+        self.random_next += int((batch["next_sentence_labels"][:, 0] == 1).sum())
+        lengths = mask.sum(1)
+        a_with_specials = (mask & (segments == 0)).sum(1)
+        self.real_tokens += np.bincount(lengths, minlength=self.length + 1)
+        self.segment_a += np.bincount(np.maximum(a_with_specials - 2, 0), minlength=self.length + 1)
+        self.segment_b += np.bincount(np.maximum(lengths - a_with_specials - 1, 0), minlength=self.length + 1)
+        self.masked += np.bincount(weights.sum(1), minlength=self.predictions + 1)
+        rows = np.broadcast_to(np.arange(n)[:, None], positions.shape)[weights]
+        at, label = positions[weights], labels[weights]
+        if len(at) and (at.min() < 0 or at.max() >= self.length):
+            raise RecordFormatError("masked_lm_positions outside the sequence")
+        shown = ids[rows, at]
+        is_mask = shown == self.ids.mask
+        self.shown_mask += int(is_mask.sum())
+        self.shown_original += int((~is_mask & (shown == label)).sum())
+        self.shown_random += int((~is_mask & (shown != label)).sum())
+        # The text as it was before masking: [MASK] and random replacements hide the original tokens.
+        original = ids.copy()
+        original[rows, at] = label
+        text = mask.copy()
+        text[:, 0] = False                                     # [CLS]
+        text[np.arange(n), a_with_specials - 1] = False        # the [SEP] after A
+        text[np.arange(n), lengths - 1] = False                # the [SEP] after B
+        text_ids = original[text]
+        self.unk_tokens += int((text_ids == self.ids.unk).sum())
+        self.original_counts += np.bincount(text_ids, minlength=vocab)
+        self.seen[ids[mask]] = True
+        self.seen[label] = True
+
+    def merge(self, other: "RecordStats") -> "RecordStats":
+        total = RecordStats(self.length, self.predictions, self.ids)
+        for name in _SUMMED:
+            setattr(total, name, getattr(self, name) + getattr(other, name))
+        total.seen = self.seen | other.seen
+        return total
+
+    def summary(self) -> dict:
+        """Plain numbers for stats.json: integer totals first, ratios computed from them."""
+        n = self.instances
+        shown = self.shown_mask + self.shown_original + self.shown_random
+        text_tokens = int(self.original_counts.sum())
+        real = int((self.real_tokens * np.arange(self.length + 1)).sum())
+        masked = int((self.masked * np.arange(self.predictions + 1)).sum())
+        return {
+            "instances": n,
+            "random_next": self.random_next,
+            "random_next_share": self.random_next / n if n else None,
+            "real_tokens": real,
+            "mean_real_tokens": real / n if n else None,
+            "real_tokens_percentiles": percentiles(self.real_tokens),
+            "full_length_share": int(self.real_tokens[-1]) / n if n else None,
+            "real_tokens_hist": self.real_tokens.tolist(),
+            "segment_a_tokens_hist": self.segment_a.tolist(),
+            "segment_b_tokens_hist": self.segment_b.tolist(),
+            "mean_segment_a_tokens": _mean(self.segment_a),
+            "mean_segment_b_tokens": _mean(self.segment_b),
+            "masked_positions": masked,
+            "mean_masked_positions": masked / n if n else None,
+            "masked_positions_hist": self.masked.tolist(),
+            "masked_shown_as_mask": self.shown_mask,
+            "masked_shown_as_original": self.shown_original,
+            "masked_shown_as_random": self.shown_random,
+            "mask_share": self.shown_mask / shown if shown else None,
+            "keep_share": self.shown_original / shown if shown else None,
+            "random_share": self.shown_random / shown if shown else None,
+            "text_tokens": text_tokens,
+            "unk_tokens": self.unk_tokens,
+            "unk_token_rate": self.unk_tokens / text_tokens if text_tokens else None,
+            "vocab_ids_seen": int(self.seen.sum()),
+            "vocab_coverage": float(self.seen.mean()),
+        }
+
+
+def _mean(hist: np.ndarray) -> float | None:
+    total = int(hist.sum())
+    return int((hist * np.arange(len(hist))).sum()) / total if total else None
+
+
+def percentiles(hist: np.ndarray, qs=(1, 10, 50, 90, 99)) -> dict[str, int] | None:
+    """Exact percentiles (lower value) of integer values given as a histogram indexed by value."""
+    total = int(hist.sum())
+    if not total:
+        return None
+    cumulative = np.cumsum(hist)
+    return {f"p{q}": int(np.searchsorted(cumulative, max(1, int(np.ceil(q / 100 * total))))) for q in qs}

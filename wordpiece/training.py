@@ -1,0 +1,396 @@
+"""WordPiece vocabulary training: streaming word counts, a deterministic HF WordPiece trainer, vocab layouts.
+
+Words are exactly what `create` tokenises: `prepare_text` on the whole text, a whitespace split into chunks,
+then the chunk normaliser and BertPreTokenizer of wordpiece.tokenizer. Chunks are counted per occurrence in C
+(Counter over str.split) and only the distinct chunks of a batch go through HF, so the Python work grows with
+the number of distinct chunks, not with the text.
+
+HF's trainer (a BPE trainer whose vocab is then used greedily, as WordPiece) learns from word counts. Left to
+itself it is not reproducible: continuation symbols (`##x`) get their ids in hash-map order, ties between equal
+pair counts are broken by those ids, and a different tie order can change which tokens are learned at all.
+Handing the trainer every symbol of the alphabet as a special token, in code-point order, fixes all ids before
+the first merge; every later step is a function of the counts. The alphabet limit is applied here, with ties
+broken by code point, for the same reason.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+from wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepare_text
+from wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
+
+LAYOUTS = ("bert", "compact")
+BERT_LOW_UNUSED = 99          # the original layout puts [unused0..98] at ids 1..99, before [UNK]=100
+BERT_DEFAULT_RESERVED = 994   # [unused0..993], as in the original vocab
+# HF keeps pair counts in 32-bit signed integers; no symbol may occur 2**31 times in what the trainer sees.
+_PAIR_COUNT_LIMIT = 2**30
+# Feeding the trainer costs ~0.3 µs per word occurrence; above this many, counts are scaled down (see docs).
+TRAINER_WORD_BUDGET = 2**30
+_FEED_WORDS = 1024            # words per string handed to the trainer: long enough to amortise the call
+# prepare_text removes NUL, and BertPreTokenizer keeps it as a word of its own, so it can mark where one
+# chunk ends when many chunks go through HF in one call.
+_BOUNDARY = "\x00"
+
+
+class TrainingError(ValueError):
+    """Counts or settings that cannot give the requested vocab; the message says what to change."""
+
+
+# ------------------------------------------------------------------------------------------------ counting
+
+class ChunkBatch:
+    """Text waiting to become word counts: chunks are counted as text arrives and split into words on drain."""
+
+    def __init__(self, lowercase: bool, max_chars: int = 1 << 25):
+        self.lowercase = lowercase
+        self.max_chars = max_chars
+        self._chunks: Counter = Counter()
+        self._chars = 0
+        self._normalizer = chunk_normalizer(lowercase)
+        self._pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+
+    def add(self, text: str) -> bool:
+        """Count the chunks of text; True once the batch is big enough to drain."""
+        prepared = prepare_text(text, self.lowercase)
+        self._chunks.update(prepared.split())
+        self._chars += len(prepared)
+        return self._chars >= self.max_chars
+
+    def drain(self) -> Counter:
+        """Word counts of everything added since the last drain."""
+        chunks, self._chunks, self._chars = self._chunks, Counter(), 0
+        # An ASCII letters-and-digits chunk is one word, unchanged by the normaliser (no accents, CJK or
+        # punctuation), so only the other chunks need HF, whose pre-tokeniser costs ~3 µs per word it returns.
+        words = Counter({c: n for c, n in chunks.items() if c.isascii() and c.isalnum()})
+        rest = {c: n for c, n in chunks.items() if not (c.isascii() and c.isalnum())}
+        if not rest:
+            return words
+        joined = f" {_BOUNDARY} ".join(rest)
+        pieces = self._pre_tokenizer.pre_tokenize_str(self._normalizer.normalize_str(joined))
+        counts = iter(rest.values())  # same order as the joined keys
+        count = next(counts)
+        for word, _ in pieces:
+            if word == _BOUNDARY:
+                count = next(counts)
+            else:
+                words[word] += count
+        return words
+
+
+def drop_long_words(words: Counter) -> int:
+    """Remove words over the WordPiece length limit (always [UNK], so useless to train on); their occurrences."""
+    long_words = [w for w in words if len(w) > MAX_CHARS_PER_WORD]
+    return sum(words.pop(w) for w in long_words)
+
+
+def prune_plan(histogram: Iterable[tuple[int, int]], limit: int) -> tuple[int, int, int]:
+    """Which words to drop so that at most `limit` remain: those counted at most t times, t as small as possible.
+
+    histogram: (count, number of words with that count) pairs. Returns (t, words dropped, occurrences dropped);
+    t = 0 when every word fits. Words with equal counts stay or go together, so the result is order-free.
+    """
+    kept = 0
+    ordered = sorted(histogram, reverse=True)
+    for i, (count, words) in enumerate(ordered):
+        kept += words
+        if kept > limit:
+            rest = ordered[i:]
+            return count, sum(n for _, n in rest), sum(c * n for c, n in rest)
+    return 0, 0, 0
+
+
+class WordCounter:
+    """Word counts for training, with a bound on the distinct words held.
+
+    When more than `max_words` distinct words are held, every word counted at most t times is dropped, t being
+    the smallest threshold that leaves at most max_words // 2 (so pruning happens rarely). For a given input order
+    this is deterministic. The characters of dropped words stay known (`pruned_symbols`), so pruning never
+    shrinks the alphabet and adds no [UNK]s; the numbers dropped are kept for the summary.
+    """
+
+    def __init__(self, max_words: int):
+        self.max_words = max_words
+        self.counts: Counter = Counter()
+        self.words = 0               # occurrences seen, before any drop
+        self.too_long = 0            # occurrences of words over MAX_CHARS_PER_WORD
+        self.pruned_words = 0        # distinct words dropped by pruning
+        self.pruned_occurrences = 0
+        self.pruned_symbols: tuple[Counter, Counter] = (Counter(), Counter())
+
+    def add_counts(self, words: Counter) -> None:
+        self.words += sum(words.values())
+        self.too_long += drop_long_words(words)
+        if self.counts:
+            self.counts.update(words)
+        else:
+            self.counts = words
+        if len(self.counts) > self.max_words:
+            self._prune(self.max_words // 2)
+
+    def _prune(self, limit: int) -> None:
+        values, sizes = np.unique(np.fromiter(self.counts.values(), np.int64, len(self.counts)), return_counts=True)
+        threshold, words, occurrences = prune_plan(zip(values.tolist(), sizes.tolist()), limit)
+        first, rest = symbol_counts({w: c for w, c in self.counts.items() if c <= threshold})
+        self.pruned_symbols[0].update(first)
+        self.pruned_symbols[1].update(rest)
+        self.counts = Counter({w: c for w, c in self.counts.items() if c > threshold})
+        self.pruned_words += words
+        self.pruned_occurrences += occurrences
+
+
+def _word_hash(word: str) -> int:
+    return int.from_bytes(hashlib.sha256(word.encode("utf-8", "surrogatepass")).digest()[:8], "little")
+
+
+class HeldOutWords:
+    """Word counts of held-out text, to measure a vocab on; bounded by subsampling distinct words.
+
+    A word's tokens do not depend on its context, so counts are all that the measurement needs. When there are
+    more than `max_words` distinct words, only words whose stable hash falls below a threshold (halved as needed)
+    are kept: every distinct word stays with the same probability whatever its count, so rates measured on the
+    sample are unbiased, and the sample does not depend on the order of the input.
+    """
+
+    def __init__(self, max_words: int):
+        self.max_words = max_words
+        self.counts: Counter = Counter()
+        self.words = 0               # all held-out occurrences, sampled or not
+        self._keep_below = 1 << 64
+
+    def add_counts(self, words: Counter) -> None:
+        self.words += sum(words.values())
+        if self._keep_below < 1 << 64:
+            words = Counter({w: c for w, c in words.items() if _word_hash(w) < self._keep_below})
+        self.counts.update(words)
+        while len(self.counts) > self.max_words:
+            self._keep_below //= 2
+            self.counts = Counter({w: c for w, c in self.counts.items() if _word_hash(w) < self._keep_below})
+
+    @property
+    def sampled(self) -> bool:
+        return self._keep_below < 1 << 64
+
+
+# ------------------------------------------------------------------------------------------------ training
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    vocab_size: int = 30000
+    lowercase: bool = True
+    layout: str = "bert"
+    reserved_tokens: int = BERT_DEFAULT_RESERVED
+    min_frequency: int = 2
+    limit_alphabet: int = 1000
+
+    def head(self) -> list[str]:
+        """The lines before the learned tokens: special tokens and reserved [unusedN] slots."""
+        unused = [f"[unused{i}]" for i in range(self.reserved_tokens)]
+        if self.layout == "bert":
+            return [PAD, *unused[:BERT_LOW_UNUSED], *SPECIAL_TOKENS[1:], *unused[BERT_LOW_UNUSED:]]
+        return [*SPECIAL_TOKENS, *unused]
+
+    def check(self) -> None:
+        """Settings errors that need no counts."""
+        if self.layout not in LAYOUTS:
+            raise TrainingError(f"unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}")
+        if self.reserved_tokens < 0:
+            raise TrainingError("--reserved-tokens must be >= 0")
+        if self.layout == "bert" and self.reserved_tokens < BERT_LOW_UNUSED:
+            raise TrainingError(f"--layout bert needs at least {BERT_LOW_UNUSED} reserved tokens (they hold ids "
+                                f"1..{BERT_LOW_UNUSED} so that [UNK] is 100 and [MASK] 103); "
+                                "use --layout compact for fewer")
+        if self.min_frequency < 1 or self.limit_alphabet < 1:
+            raise TrainingError("--min-frequency and --limit-alphabet must be >= 1")
+        if self.vocab_size <= len(self.head()):
+            raise TrainingError(f"--vocab-size {self.vocab_size} leaves no room for learned tokens after the "
+                                f"{len(self.head())} special and reserved lines")
+
+
+@dataclass
+class Alphabet:
+    """The symbols every word is built from, and what the alphabet limit removed."""
+    chars: list[str]             # single characters, in code-point order
+    continuations: list[str]     # "##c" for every c that occurs after a word's first character
+    dropped_chars: int
+    dropped_words: int           # distinct words holding a dropped character
+    dropped_occurrences: int
+    max_symbol_count: int        # occurrences of the most frequent symbol, for the overflow guard
+
+    @property
+    def symbols(self) -> list[str]:
+        return self.chars + self.continuations
+
+
+def symbol_counts(counts: dict[str, int]) -> tuple[Counter, Counter]:
+    """(occurrences of each character as a word's first character, occurrences after the first).
+
+    Words are grouped by count so that Counter does the character work in C, once per distinct count value.
+    """
+    by_count: dict[int, list[str]] = {}
+    for word, count in counts.items():
+        by_count.setdefault(count, []).append(word)
+    first: Counter = Counter()
+    rest: Counter = Counter()
+    for count, words in by_count.items():
+        for ch, n in Counter(w[0] for w in words).items():
+            first[ch] += n * count
+        for ch, n in Counter("".join(w[1:] for w in words)).items():
+            rest[ch] += n * count
+    return first, rest
+
+
+def plan_alphabet(counts: dict[str, int], limit: int,
+                  pruned: tuple[Counter, Counter] = (Counter(), Counter())) -> tuple[dict[str, int], Alphabet]:
+    """Keep the `limit` most frequent characters (ties: lower code point first) and the words made of them.
+
+    A word holding a dropped character tokenises to [UNK] as a whole, so it is left out of training instead
+    of being trained on with the character cut out (which is what HF's own limit does). `pruned` holds the
+    symbol counts of words pruned while counting: their characters belong to the alphabet too.
+    """
+    first, rest = symbol_counts(counts)
+    total = first + rest + pruned[0] + pruned[1]
+    dropped: set[str] = set()
+    dropped_words = dropped_occurrences = 0
+    if len(total) > limit:
+        dropped = set(sorted(total, key=lambda ch: (-total[ch], ord(ch)))[limit:])
+        kept = {}
+        for word, count in counts.items():
+            if dropped.isdisjoint(word):
+                kept[word] = count
+            else:
+                dropped_words += 1
+                dropped_occurrences += count
+        counts = kept
+        first, rest = symbol_counts(counts)
+    chars = sorted(total.keys() - dropped, key=ord)
+    continuations = sorted((rest.keys() | pruned[1].keys()) - dropped, key=ord)
+    alphabet = Alphabet(chars=chars, continuations=["##" + c for c in continuations],
+                        dropped_chars=len(dropped), dropped_words=dropped_words,
+                        dropped_occurrences=dropped_occurrences,
+                        max_symbol_count=max([*first.values(), *rest.values(), 0]))
+    return counts, alphabet
+
+
+def trainer_scale(total_words: int, max_symbol_count: int) -> int:
+    """1, or the power of two that the counts are divided by before training (huge corpora only)."""
+    scale = 1
+    while total_words > TRAINER_WORD_BUDGET * scale or max_symbol_count >= _PAIR_COUNT_LIMIT * scale:
+        scale *= 2
+    return scale
+
+
+def _feed(counts: dict[str, int], scale: int) -> Iterator[str]:
+    """Each word repeated count/scale times (rounded), ~_FEED_WORDS words per string."""
+    buffer: list[str] = []
+    buffered = 0
+    for word, count in counts.items():
+        count = (count + scale // 2) // scale
+        piece = word + " "
+        if count >= _FEED_WORDS:
+            block = piece * _FEED_WORDS
+            for _ in range(count // _FEED_WORDS):
+                yield block
+            count %= _FEED_WORDS
+        if count:
+            buffer.append(piece * count)
+            buffered += count
+            if buffered >= _FEED_WORDS:
+                yield "".join(buffer)
+                buffer, buffered = [], 0
+    if buffer:
+        yield "".join(buffer)
+
+
+@dataclass
+class TrainedVocab:
+    tokens: list[str]            # every line of vocab.txt, in id order
+    learned: int                 # tokens from training, alphabet included
+    padding: int                 # [unusedN] lines added because training learned fewer tokens than asked
+    alphabet: Alphabet
+    trained_words: int           # distinct words the trainer saw
+    scale: int
+
+    def file_bytes(self) -> bytes:
+        return ("\n".join(self.tokens) + "\n").encode("utf-8")
+
+
+def train(counts: dict[str, int], config: TrainingConfig,
+          pruned: tuple[Counter, Counter] = (Counter(), Counter())) -> TrainedVocab:
+    """A vocab of exactly config.vocab_size lines from word counts; the same counts give the same vocab.
+
+    `pruned`: symbol counts of words dropped while counting (WordCounter.pruned_symbols).
+    """
+    config.check()
+    head = config.head()
+    budget = config.vocab_size - len(head)
+    counts, alphabet = plan_alphabet(counts, config.limit_alphabet, pruned)
+    if not counts:
+        raise TrainingError("there are no words to train on")
+    if len(alphabet.symbols) > budget:
+        raise TrainingError(
+            f"--vocab-size {config.vocab_size} is too small: after the {len(head)} special and reserved lines "
+            f"{budget} remain, but the alphabet alone needs {len(alphabet.symbols)} ({len(alphabet.chars)} "
+            f"characters + {len(alphabet.continuations)} continuations); raise --vocab-size or lower "
+            "--limit-alphabet")
+    scale = trainer_scale(sum(counts.values()), alphabet.max_symbol_count)
+    tokenizer = Tokenizer(models.WordPiece(unk_token=UNK))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=budget, min_frequency=math.ceil(config.min_frequency / scale), show_progress=False,
+        special_tokens=alphabet.symbols, continuing_subword_prefix="##")
+    tokenizer.train_from_iterator(_feed(counts, scale), trainer)
+    ids = tokenizer.get_vocab()
+    learned = sorted(ids, key=ids.__getitem__)
+    if learned[:len(alphabet.symbols)] != alphabet.symbols:
+        raise RuntimeError("the trainer did not keep the alphabet's ids")
+    padding = budget - len(learned)
+    tokens = head + learned + [f"[unused{config.reserved_tokens + i}]" for i in range(padding)]
+    if len(set(tokens)) != len(tokens):
+        raise RuntimeError("the trained vocab holds a token twice")
+    return TrainedVocab(tokens=tokens, learned=len(learned), padding=padding, alphabet=alphabet,
+                        trained_words=len(counts), scale=scale)
+
+
+# --------------------------------------------------------------------------------------------- measurement
+
+@dataclass
+class Quality:
+    words: int                   # held-out word occurrences measured
+    unk_rate: float              # share of those words that become [UNK]
+    pieces_per_word: float
+
+
+def measure(tokens: list[str], held_out: dict[str, int], batch: int = 100_000) -> Quality:
+    """[UNK] rate and wordpieces per word of held-out word counts under a vocab.
+
+    The words are already normalised and pre-tokenised, so only the WordPiece model of the shared tokenizer
+    configuration is applied to them (its normaliser, cased or not, is replaced by none).
+    """
+    vocab = Vocab(tuple(tokens), "")
+    tokenizer = build_hf_tokenizer(vocab, lowercase=False)
+    tokenizer.normalizer = None
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    unk_id = vocab.id_of(UNK)
+    words = list(held_out)
+    total = unknown = pieces = 0
+    for start in range(0, len(words), batch):
+        part = words[start:start + batch]
+        counts = np.fromiter((held_out[w] for w in part), np.int64, len(part))
+        encoding = tokenizer.encode(" ".join(part), add_special_tokens=False)
+        owner = np.asarray(encoding.word_ids, np.int64)
+        per_word = np.bincount(owner, minlength=len(part))
+        unk = np.bincount(owner, weights=np.asarray(encoding.ids) == unk_id, minlength=len(part)) > 0
+        total += int(counts.sum())
+        pieces += int((per_word * counts).sum())
+        unknown += int(counts[unk].sum())
+    if not total:
+        return Quality(0, 0.0, 0.0)
+    return Quality(total, unknown / total, pieces / total)
+
