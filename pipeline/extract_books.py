@@ -276,7 +276,7 @@ class ListBookFiles(beam.DoFn):
 
     def process(self, pattern: str):
         books, metadata = list_inputs(pattern)
-        if not books and not metadata:
+        if not books and not metadata and not dry_run:  # a dry run or a graph drawing needs only the shape
             raise InputError(f"no book files match {pattern!r}")
         yield from books
         for path in metadata:
@@ -533,7 +533,7 @@ def _book_files(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
         if output.is_remote(pattern) and dry_run:
             continue
         books, metadata = list_inputs(pattern)
-        if not books and not metadata:
+        if not books and not metadata and not dry_run:  # a dry run or a graph drawing needs only the shape
             raise InputError(f"no book files match {pattern!r}")
         found += books
     if not found and not dry_run:
