@@ -144,15 +144,15 @@ def test_rerun_is_refused_then_replaced(tmp_path):
     assert tree_digest(out) == first  # same bytes, stale file gone
 
 
-def test_shared_stats_tool_finds_no_structural_errors(records_dir):
+def test_shared_stats_tool_finds_no_structural_errors(records_dir, tmp_path):
     tool = SHARED / "tools" / "tfrecord_stats.py"
     if not tool.exists():
         pytest.skip(f"{tool} is not present beside the repository")
     result = subprocess.run([sys.executable, str(tool), str(records_dir / "seq128" / "train-*"), "--vocab",
-                             str(VOCAB), "--json", str(records_dir / "stats.json")],
+                             str(VOCAB), "--json", str(tmp_path / "stats.json")],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
-    stats = json.loads((records_dir / "stats.json").read_text())
+    stats = json.loads((tmp_path / "stats.json").read_text())
     assert sum(stats["structural_errors"].values()) == 0
     assert stats["random_replacements_that_are_special_tokens"] == 0
 

@@ -1,0 +1,216 @@
+"""BERT for pretraining (masked LM + next sentence prediction), in Keras 3.
+
+Only keras.ops and keras.layers are used here, so the same model runs on the TensorFlow and JAX backends.
+The architecture follows the original BERT: post-LayerNorm Transformer blocks with exact (erf) GELU,
+learned position embeddings, a tanh pooler on [CLS], a masked-LM head whose output projection is tied
+to the token embeddings, and a 2-way next-sentence head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import keras
+from keras import layers, ops
+
+# (layers, hidden size, attention heads); the feed-forward size is always 4 × hidden.
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+LAYER_NORM_EPSILON = 1e-12  # BERT's value; the statistics are computed in float32 under mixed precision.
+MASK_BIAS = -10000.0  # added to attention scores of padding; exp() of it is 0 in float32.
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    vocab_size: int = 30522
+    hidden_size: int = 768
+    num_layers: int = 12
+    num_heads: int = 12
+    intermediate_size: int = 3072
+    max_position: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    initializer_range: float = 0.02
+
+    @classmethod
+    def preset(cls, name: str, **overrides: object) -> BertConfig:
+        if name not in PRESETS:
+            raise ValueError(f"unknown model config {name!r}; choose from {', '.join(PRESETS)}")
+        num_layers, hidden, heads = PRESETS[name]
+        config = cls(num_layers=num_layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
+        return dataclasses.replace(config, **overrides)
+
+    def to_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+def _init(config: BertConfig) -> keras.initializers.Initializer:
+    return keras.initializers.TruncatedNormal(stddev=config.initializer_range)
+
+
+def gelu(x):
+    return ops.gelu(x, approximate=False)
+
+
+class Embeddings(layers.Layer):
+    """Token + learned position + segment embeddings, then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.token = layers.Embedding(config.vocab_size, config.hidden_size, embeddings_initializer=_init(config), name="token")
+        self.position = layers.Embedding(config.max_position, config.hidden_size, embeddings_initializer=_init(config), name="position")
+        self.segment = layers.Embedding(config.type_vocab_size, config.hidden_size, embeddings_initializer=_init(config), name="segment")
+        self.norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
+        self.dropout = layers.Dropout(config.dropout)
+
+    def call(self, input_ids, segment_ids, training=False):
+        positions = ops.arange(ops.shape(input_ids)[1])
+        x = self.token(input_ids) + self.segment(segment_ids) + self.position(positions)[None]
+        return self.dropout(self.norm(x), training=training)
+
+
+class TransformerBlock(layers.Layer):
+    """Post-LN block: x = LN(x + Attention(x)); x = LN(x + FFN(x))."""
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        if config.hidden_size % config.num_heads:
+            raise ValueError(f"hidden_size {config.hidden_size} is not a multiple of num_heads {config.num_heads}")
+        self.num_heads = config.num_heads
+        self.head_size = config.hidden_size // config.num_heads
+        self.qkv = layers.Dense(3 * config.hidden_size, kernel_initializer=_init(config), name="qkv")  # one matmul for Q, K and V
+        self.attention_output = layers.Dense(config.hidden_size, kernel_initializer=_init(config), name="attention_output")
+        self.attention_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="attention_norm")
+        self.intermediate = layers.Dense(config.intermediate_size, activation=gelu, kernel_initializer=_init(config), name="intermediate")
+        self.output_dense = layers.Dense(config.hidden_size, kernel_initializer=_init(config), name="output")
+        self.output_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="output_norm")
+        self.attention_dropout = layers.Dropout(config.dropout)
+        self.dropout = layers.Dropout(config.dropout)
+
+    def call(self, x, attention_bias, training=False):
+        seq_len, hidden = ops.shape(x)[1], ops.shape(x)[2]
+        qkv = ops.reshape(self.qkv(x), (-1, seq_len, 3, self.num_heads, self.head_size))
+        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]  # each (batch, seq, heads, head_size)
+        scores = ops.einsum("bqhd,bkhd->bhqk", q, k) * (1.0 / math.sqrt(self.head_size))
+        # Softmax in float32: under bf16/fp16 the row sums of 512 exponentials lose too much precision.
+        # (Keras casts float arguments of a layer call to its compute dtype, so the bias arrives as bf16/fp16.)
+        probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(attention_bias, "float32"), axis=-1)
+        probs = self.attention_dropout(ops.cast(probs, x.dtype), training=training)
+        context = ops.reshape(ops.einsum("bhqk,bkhd->bqhd", probs, v), (-1, seq_len, hidden))
+        x = self.attention_norm(x + self.dropout(self.attention_output(context), training=training))
+        h = self.output_dense(self.intermediate(x))
+        return self.output_norm(x + self.dropout(h, training=training))
+
+
+class BertPretrainer(keras.Model):
+    """Maps a batch of pretraining features to masked-LM and next-sentence logits (float32).
+
+    Inputs (a dict, as read from the records): input_ids, input_mask, segment_ids (batch, seq) and
+    masked_lm_positions (batch, predictions). The masked-LM head runs only at masked_lm_positions.
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.embeddings = Embeddings(config, name="embeddings")
+        self.blocks = [TransformerBlock(config, name=f"layer_{i}") for i in range(config.num_layers)]
+        for i, block in enumerate(self.blocks):  # tf.train.Checkpoint follows attributes, not Keras's tracked lists
+            setattr(self, f"layer_{i}", block)
+        self.pooler = layers.Dense(config.hidden_size, activation="tanh", kernel_initializer=_init(config), name="pooler")
+        self.mlm_dense = layers.Dense(config.hidden_size, activation=gelu, kernel_initializer=_init(config), name="mlm_dense")
+        self.mlm_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="mlm_norm")
+        self.mlm_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="mlm_bias")
+        self.nsp = layers.Dense(2, kernel_initializer=_init(config), name="nsp")
+
+    def call(self, inputs, training=False):
+        mask = ops.cast(inputs["input_mask"], "float32")
+        attention_bias = (1.0 - mask)[:, None, None, :] * MASK_BIAS  # (batch, 1, 1, seq): broadcast over heads and queries
+        x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
+        for block in self.blocks:
+            x = block(x, attention_bias, training=training)
+
+        pooled = self.pooler(x[:, 0])
+        nsp_logits = self.nsp(pooled)
+
+        positions = ops.cast(inputs["masked_lm_positions"], "int32")
+        h = ops.take_along_axis(x, positions[:, :, None], axis=1)  # (batch, predictions, hidden)
+        h = self.mlm_norm(self.mlm_dense(h))
+        token_embeddings = ops.cast(self.embeddings.token.embeddings, h.dtype)
+        mlm_logits = ops.einsum("bph,vh->bpv", h, token_embeddings)
+        mlm_logits = ops.cast(mlm_logits, "float32") + ops.cast(self.mlm_bias, "float32")  # reads as bf16/fp16 under mixed precision
+        return {"mlm_logits": mlm_logits, "nsp_logits": ops.cast(nsp_logits, "float32")}
+
+
+def dummy_batch(batch_size: int, seq_len: int, predictions: int) -> dict[str, object]:
+    """An all-padding batch with the record layout; calling the model on it creates the weights."""
+    ids = ops.zeros((batch_size, seq_len), dtype="int32")
+    return {
+        "input_ids": ids,
+        "input_mask": ops.ones((batch_size, seq_len), dtype="int32"),
+        "segment_ids": ids,
+        "masked_lm_positions": ops.zeros((batch_size, predictions), dtype="int32"),
+        "masked_lm_ids": ops.zeros((batch_size, predictions), dtype="int32"),
+        "masked_lm_weights": ops.zeros((batch_size, predictions), dtype="float32"),
+        "next_sentence_labels": ops.zeros((batch_size, 1), dtype="int32"),
+    }
+
+
+def prediction_losses(outputs, batch):
+    """Per-prediction negative log-likelihoods: masked LM (batch, predictions) and next sentence (batch,)."""
+    mlm_nll = ops.sparse_categorical_crossentropy(batch["masked_lm_ids"], outputs["mlm_logits"], from_logits=True)
+    nsp_labels = ops.reshape(batch["next_sentence_labels"], (-1,))
+    nsp_nll = ops.sparse_categorical_crossentropy(nsp_labels, outputs["nsp_logits"], from_logits=True)
+    return mlm_nll, nsp_nll
+
+
+def pretraining_loss(outputs, batch):
+    """(total, masked_lm_loss, next_sentence_loss) as in the reference trainer.
+
+    The masked-LM loss is the weighted mean Σ(w·nll) / (Σw + 1e-5): padding predictions have weight 0,
+    and the 1e-5 keeps a batch without any prediction finite. The next-sentence loss is a plain mean.
+    """
+    mlm_nll, nsp_nll = prediction_losses(outputs, batch)
+    weights = ops.cast(batch["masked_lm_weights"], "float32")
+    mlm_loss = ops.sum(weights * mlm_nll) / (ops.sum(weights) + 1e-5)
+    nsp_loss = ops.mean(nsp_nll)
+    return mlm_loss + nsp_loss, mlm_loss, nsp_loss
+
+
+def parameter_count(config: BertConfig) -> dict[str, int]:
+    """Parameters by part; "matmul" counts the weights used in matrix multiplies, for the FLOP count."""
+    h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
+    per_layer_matmul = 4 * h * h + 2 * h * i  # Q, K, V, attention output; two feed-forward matrices
+    per_layer_other = 3 * h + h + i + h + 4 * h  # biases of those matmuls, two LayerNorms
+    embeddings = (v + config.max_position + config.type_vocab_size) * h + 2 * h
+    heads = (h * h + h) + (h * h + h + 2 * h + v) + (2 * h + 2)  # pooler; MLM transform, LN, output bias; NSP
+    total = embeddings + config.num_layers * (per_layer_matmul + per_layer_other) + heads
+    return {"total": total, "encoder_matmul": config.num_layers * per_layer_matmul, "embeddings": embeddings}
+
+
+def train_flops_per_sequence(config: BertConfig, seq_len: int, predictions: int) -> float:
+    """Model FLOPs of one training step (forward + backward) for one sequence.
+
+    A matmul with N weights costs 2N FLOPs per token forward and 4N backward, hence 6N per token, counted
+    over the tokens each matmul actually sees:
+      encoder:  6 · L(4H² + 2HI) · S
+      MLM head: 6 · (H² + HV) · P          (transform + tied output projection, at the P predictions only)
+      pooler + NSP: 6 · (H² + 2H)          (the [CLS] token only)
+    plus attention scores and the weighted sum of values, 2·S²·H FLOPs each per layer forward, ×3 for
+    training: 12 · L · S² · H. Padding positions are computed, so they count. Embedding lookups,
+    LayerNorm, softmax and GELU are not matmuls and are left out, as usual for MFU.
+    """
+    h, v = config.hidden_size, config.vocab_size
+    encoder = 6 * parameter_count(config)["encoder_matmul"] * seq_len
+    mlm = 6 * (h * h + h * v) * predictions
+    nsp = 6 * (h * h + 2 * h)
+    attention = 12 * config.num_layers * seq_len * seq_len * h
+    return float(encoder + mlm + nsp + attention)
