@@ -12,19 +12,10 @@ import pytest
 from conftest import SAMPLE_TEXT, SHARED, VOCAB, run_cli
 
 tf = pytest.importorskip("tensorflow")
+from trainer.data import feature_spec as spec  # noqa: E402  (the reference trainer's spec)
 VOCAB_TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
 
-def spec(length: int, predictions: int) -> dict:
-    return {
-        "input_ids": tf.io.FixedLenFeature([length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([predictions], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([predictions], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([predictions], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
 
 
 def read_records(pattern: str, length: int = 128, predictions: int = 20) -> dict[str, np.ndarray]:

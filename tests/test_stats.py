@@ -20,6 +20,7 @@ from full_tokenizer import FullTokenizerEquivalent, _is_control
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL
 
 tf = pytest.importorskip("tensorflow")
+from trainer.data import feature_spec as spec  # noqa: E402  (the reference trainer's spec)
 TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 UNK, SEP, MASK = (TOKENS.index(t) for t in ("[UNK]", "[SEP]", "[MASK]"))
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
@@ -52,16 +53,6 @@ def run_stats(run_dir) -> dict:
     return stats(run_dir)
 
 
-def spec(length: int, predictions: int) -> dict:
-    return {
-        "input_ids": tf.io.FixedLenFeature([length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([predictions], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([predictions], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([predictions], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
 
 
 def parse(files: list[Path], length: int, predictions: int, limit: int | None = None) -> dict[str, np.ndarray]:

@@ -9,19 +9,10 @@ import pytest
 from transforms.tfrecord import iter_tfrecords, pack_varint_rows, parse_example, serialize_framed, varint
 
 tf = pytest.importorskip("tensorflow")
+from trainer.data import feature_spec as reference_spec  # noqa: E402  (the reference trainer's spec)
 L, P = 128, 20
 
 
-def reference_spec(max_seq_length: int, max_predictions: int) -> dict:
-    return {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
 
 
 def random_features(n: int, seed: int = 0) -> dict[str, np.ndarray]:
