@@ -70,3 +70,10 @@ def test_corruption_is_detected():
         list(iter_tfrecords(io.BytesIO(damaged)))
     with pytest.raises(ValueError, match="truncated"):
         list(iter_tfrecords(io.BytesIO(record[:-3])))
+
+
+def test_the_shared_spec_is_the_reference_trainers():
+    got = {name: (list(f.shape), f.dtype) for name, f in reference_spec(128, 20).items()}
+    assert got == {"input_ids": ([128], tf.int64), "input_mask": ([128], tf.int64), "segment_ids": ([128], tf.int64),
+                   "masked_lm_positions": ([20], tf.int64), "masked_lm_ids": ([20], tf.int64),
+                   "masked_lm_weights": ([20], tf.float32), "next_sentence_labels": ([1], tf.int64)}
