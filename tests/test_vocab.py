@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_TEXT, SHARED, run_cli
+from conftest import DATA, SAMPLE_TEXT, run_cli
 from full_tokenizer import FullTokenizerEquivalent, basic_tokens
 
 from pipeline.vocab import HELD_OUT, VocabConfig, document_role
@@ -18,16 +18,17 @@ from wordpiece.training import (ChunkBatch, HeldOutWords, TrainingConfig, Traini
                                 train, trainer_scale)
 from wordpiece.vocab import Vocab
 
-BOOKS = SHARED / "data" / "books"
+BOOKS, MORE_BOOKS = DATA / "books", DATA / "books_more"
 # The UTF-8 novels plus the Windows-1252 ones that are not the same titles again.
-UTF8_BOOKS = sorted((BOOKS / "gutenberg_utf8").glob("*.txt"))
-CP1252_BOOKS = [BOOKS / "gutenberg_cp1252_with_header" / f"pg{n}.txt" for n in (2641, 37106, 64317)]
+UTF8_BOOKS = sorted([*(BOOKS / "gutenberg_utf8").glob("*.txt"), *MORE_BOOKS.glob("*-0.txt")], key=lambda p: p.name)
+CP1252_BOOKS = [MORE_BOOKS / "pg2641.txt", MORE_BOOKS / "pg37106.txt",
+                BOOKS / "gutenberg_cp1252_with_header" / "pg64317.txt"]
 UNSEEN_BOOKS = sorted((BOOKS / "pg19_format").glob("*.txt"))   # never trained on
 
 
 def book_text(path: Path) -> str:
     raw = path.read_bytes()
-    return (raw.decode("cp1252") if "cp1252" in str(path) else raw.decode("utf-8")).replace("\r\n", "\n")
+    return (raw.decode("cp1252") if path.name.startswith("pg") else raw.decode("utf-8")).replace("\r\n", "\n")
 
 
 def sections(text: str, stem: str, size: int = 8000) -> list[tuple[str, str]]:
