@@ -17,7 +17,6 @@ import argparse
 import bz2
 import glob
 import json
-import os
 import subprocess
 import sys
 import tempfile

@@ -6,7 +6,7 @@ import logging
 import os
 import sys
 
-from pipeline.cli_util import UserError, user_message
+from pipeline.cli_util import user_message
 
 DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
 

@@ -102,6 +102,10 @@ def _is_metadata(path: str) -> bool:
     return os.path.basename(path).lower() == METADATA_NAME
 
 
+def _has_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
 def _glob_free_prefix(pattern: str) -> str:
     """The directory part of a pattern before its first wildcard."""
     cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=len(pattern))
@@ -276,7 +280,7 @@ class ListBookFiles(beam.DoFn):
 
     def process(self, pattern: str):
         books, metadata = list_inputs(pattern)
-        if not books and not metadata and not dry_run:  # a dry run or a graph drawing needs only the shape
+        if not books and not metadata:
             raise InputError(f"no book files match {pattern!r}")
         yield from books
         for path in metadata:

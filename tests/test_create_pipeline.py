@@ -27,7 +27,7 @@ def read_records(pattern: str, length: int = 128, predictions: int = 20) -> dict
 
 
 def structural_errors(rec: dict[str, np.ndarray], length: int, predictions: int) -> list[str]:
-    cls, sep, mask = VOCAB_TOKENS.index("[CLS]"), VOCAB_TOKENS.index("[SEP]"), VOCAB_TOKENS.index("[MASK]")
+    cls, sep = VOCAB_TOKENS.index("[CLS]"), VOCAB_TOKENS.index("[SEP]")
     errors = []
     for i in range(len(rec["input_ids"])):
         ids, m, seg = rec["input_ids"][i], rec["input_mask"][i], rec["segment_ids"][i]
