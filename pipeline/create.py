@@ -13,6 +13,7 @@ by key, which shuffles the output globally without holding it in one place.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import typing
 from dataclasses import asdict, dataclass, field
@@ -347,17 +348,19 @@ class CreatePretrainingData(beam.PTransform):
         # Every shard gets written, even one that drew no records.
         every_shard = [((s.name, split, i), None) for s in cfg.seq_configs for split in ("train", "eval")
                        for i in range(cfg.shards(split))]
+        # The vocab's bytes go only to the steps that tokenise or mask (every DoFn is pickled into the job).
+        light = dataclasses.replace(cfg, vocab_bytes=None)
         shard_infos = ((built.pieces, pbegin | "list shards" >> beam.Create(every_shard))
                        | "merge shard lists" >> beam.Flatten()
                        | "group into shards" >> beam.GroupByKey()
-                       | "write shards" >> beam.ParDo(WriteShards(cfg)))
+                       | "write shards" >> beam.ParDo(WriteShards(light)))
         counts = ((read[tally.TALLY], tokenized[tally.TALLY], built[tally.TALLY])
                   | "merge counts" >> beam.Flatten()
                   | "sum counts" >> beam.CombineGlobally(tally.SumCounts()))
         files = read.files | "list file stats" >> beam.combiners.ToList()
         return (shard_infos
                 | "collect shards" >> beam.combiners.ToList()
-                | "publish" >> beam.ParDo(Publish(cfg, self.vocab_sha256),
+                | "publish" >> beam.ParDo(Publish(light, self.vocab_sha256),
                                           beam.pvalue.AsSingleton(counts), beam.pvalue.AsSingleton(files)))
 
 

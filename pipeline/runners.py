@@ -8,11 +8,22 @@ on Beam's FnApiRunner directly â€” the same engine DirectRunner falls back to â€
 from __future__ import annotations
 
 import re
+import weakref
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
 LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
+
+
+_ALL_OPTIONS: "weakref.WeakKeyDictionary[PipelineOptions, dict]" = weakref.WeakKeyDictionary()
+
+
+def all_options(options: PipelineOptions) -> dict:
+    """options.get_all_options(), computed once: each call builds an argparse parser for every Beam option."""
+    if options not in _ALL_OPTIONS:
+        _ALL_OPTIONS[options] = options.get_all_options()
+    return _ALL_OPTIONS[options]
 
 
 def pipeline_options(beam_args: list[str]) -> PipelineOptions:
@@ -35,7 +46,7 @@ def is_rendering(options: PipelineOptions) -> bool:
 
 def is_dry_run(options: PipelineOptions) -> bool:
     """True when the job graph is built but nothing runs: --dry_run=True, or drawing the graph."""
-    return bool(options.get_all_options().get("dry_run")) or is_rendering(options)
+    return bool(all_options(options).get("dry_run")) or is_rendering(options)
 
 
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
@@ -46,9 +57,8 @@ def check_remote_locations(options: PipelineOptions) -> None:
     default bucket instead, which hangs on a machine without network and fails with a traceback elsewhere."""
     from pipeline.cli_util import UserError
 
-    all_options = options.get_all_options()
     for name in ("temp_location", "staging_location"):
-        location = all_options.get(name)
+        location = all_options(options).get(name)
         if location and location.startswith("gs://"):
             bucket = location[len("gs://"):].split("/", 1)[0]
             if not _BUCKET.match(bucket):
@@ -64,6 +74,6 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
-    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    encoded = JobServiceHandle.encode_pipeline_options(all_options(options))
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
     return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=provision), options=options)
