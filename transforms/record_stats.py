@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.tfrecord import FEATURE_NAMES
+from transforms.tfrecord import FEATURE_NAMES, read_varint
 
 _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 _NAMES = {name.encode(): name for name in FEATURE_NAMES}
@@ -26,17 +26,6 @@ class RecordFormatError(ValueError):
     """A record that is not a pretraining Example of the expected shape."""
 
 
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
 def _payloads(record: bytes, into: dict[str, list[bytes]]) -> None:
     """Append the packed value bytes of each of the seven features of one serialized Example to `into`.
 
@@ -45,9 +34,9 @@ def _payloads(record: bytes, into: dict[str, list[bytes]]) -> None:
     found = 0
     if not record or record[0] != 0x0A:
         raise RecordFormatError("not a tf.train.Example")
-    end, pos = _varint(record, 1)
+    end, pos = read_varint(record, 1)
     end += pos
-    names, list_tags, varint = _NAMES, _LIST_TAG, _varint
+    names, list_tags, varint = _NAMES, _LIST_TAG, read_varint
     while pos < end:
         if record[pos] != 0x0A:
             raise RecordFormatError("unexpected field in Features")

@@ -191,7 +191,7 @@ def iter_tfrecords(stream: BinaryIO) -> Iterator[bytes]:
         yield data
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         byte = buf[pos]
@@ -206,12 +206,12 @@ def _fields(buf: bytes):
     """(field number, wire type, value) of a protobuf message; value is an int or a bytes slice."""
     pos = 0
     while pos < len(buf):
-        key, pos = _read_varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _read_varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wire == 2:
-            size, pos = _read_varint(buf, pos)
+            size, pos = read_varint(buf, pos)
             value, pos = buf[pos:pos + size], pos + size
         elif wire == 5:
             value, pos = buf[pos:pos + 4], pos + 4
@@ -247,7 +247,7 @@ def parse_example(record: bytes) -> dict[str, list]:
                     else:  # int64_list, packed
                         pos = 0
                         while pos < len(v):
-                            x, pos = _read_varint(v, pos)
+                            x, pos = read_varint(v, pos)
                             values.append(x - (1 << 64) if x >= 1 << 63 else x)
             features[name] = values
     return features
