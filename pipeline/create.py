@@ -1,10 +1,10 @@
 """`bertcorpus create`: documents → NSP pairs → masked-LM instances → globally shuffled TFRecord shards.
 
-    input files ─ read documents ─ tokenize ─┬─ (bucket, document) ─ GroupByKey ─ build instances
-                                             │      per seq config × dupe pass: NSP pairs, masking, records
-                                             │   ─ ((config, split, shard), records with random sort keys)
-                                             │   ─ GroupByKey ─ write shards (sorted by key) ─┐
-                                             └─ counts ──────────────────────────────────────┴─ publish + manifest
+    input files ─ read documents ─┬─ (bucket, document) ─ GroupByKey ─ build instances: tokenize, then
+                                  │      per seq config × dupe pass: NSP pairs, masking, records
+                                  │   ─ ((config, split, shard), records with random sort keys)
+                                  │   ─ GroupByKey ─ write shards (sorted by key) ─┐
+                                  └─ counts ──────────────────────────────────────┴─ publish + manifest
 
 Documents are tokenised once; every dupe pass and every seq config reuses the ids. A bucket (documents grouped
 by a stable hash of their id) is the unit of memory and of randomness: it has its own seeded generators, and
@@ -55,6 +55,10 @@ class CreateConfig:
     input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
     # The vocab file's bytes travel inside the job when it is local, so remote workers need no copy of it.
     vocab_bytes: bytes | None = None
+    # Record pieces go to files under the output's staging directory, and only their places go through the
+    # shuffle. Set for local outputs: a local runner relays every shuffled byte through one process, so this
+    # is what lets local workers scale, and it keeps the runner's memory small.
+    spill_pieces: bool = False
 
     def load_vocab(self) -> Vocab:
         return Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
@@ -64,8 +68,9 @@ class CreateConfig:
         mb = max(self.input_bytes, 1) / 2**20
         buckets = self.num_buckets or (max(1, math.ceil(mb / self.bucket_mb)) if self.input_bytes else 256)
         # Records take ~2 bytes per input byte per dupe pass; aim at ~256 MB shards, and at least 4
-        # files so that the reference trainer's 4-way interleave has something to interleave.
-        shards = self.num_shards or max(4, math.ceil(2 * mb * self.dupe_factor / 256))
+        # files so that the reference trainer's 4-way interleave has something to interleave. A multiple
+        # of 4 shares the writing evenly between 2 or 4 workers.
+        shards = self.num_shards or 4 * math.ceil(max(4, 2 * mb * self.dupe_factor / 256) / 4)
         return CreateConfig(**{**asdict(self), "seq_configs": list(self.seq_configs),
                                "num_buckets": buckets, "num_shards": shards})
 
@@ -83,7 +88,7 @@ class CreateConfig:
     def describe(self) -> dict:
         d = asdict(self)
         d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
-        for internal in ("input_bytes", "vocab_bytes", "output"):  # the manifest lives in the output itself
+        for internal in ("input_bytes", "vocab_bytes", "output", "spill_pieces"):  # not part of what is made
             d.pop(internal)
         return d
 
@@ -116,30 +121,15 @@ class ReadFiles(beam.DoFn):
                                     **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()}})
 
 
-class TokenizeDocuments(beam.DoFn):
-    """SourceDocument → (bucket key, (doc id, int32 ids bytes, int32 tokens-per-sentence bytes))."""
-
-    def __init__(self, config: CreateConfig):
-        self.config = config
-
-    def setup(self):
-        self.tokenizer = WordPieceTokenizer(self.config.load_vocab(), self.config.do_lower_case)
-
-    def process(self, doc):
-        sentences = doc.sentences if doc.sentences is not None else document_sentences(doc.text or "")
-        ids, lengths = self.tokenizer.encode_sentences(sentences)
-        lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
-        if not len(ids):
-            yield tally.emit("create", {"documents_skipped:empty": 1})
-            return
-        split = split_of(doc.id, self.config)
-        yield bucket_key(doc.id, split, self.config), (doc.id, ids.tobytes(), lengths.tobytes())
-        yield tally.emit("create", {"documents_kept": 1, "sentences": len(lengths), "tokens": len(ids),
-                                    "single_sentence_documents": int(len(lengths) == 1)})
+def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None, list[str] | None]]:
+    """SourceDocument → (bucket key, (id, text, sentences)): plain values, which Beam encodes without pickling."""
+    return bucket_key(doc.id, split_of(doc.id, config), config), (doc.id, doc.text, doc.sentences)
 
 
 class BuildInstances(beam.DoFn):
-    """(bucket key, documents) → ((seq config, split, shard), (sort keys, tie-breaks, framed records))."""
+    """(bucket key, documents) → ((seq config, split, shard), (sort keys, tie-breaks, framed records)).
+
+    Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
     def __init__(self, config: CreateConfig):
         self.config = config
@@ -147,6 +137,7 @@ class BuildInstances(beam.DoFn):
     def setup(self):
         vocab = self.config.load_vocab()
         ids = vocab.ids
+        self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
         self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
                                   is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
         self.compressor = zstandard.ZstdCompressor(level=1)
@@ -155,17 +146,40 @@ class BuildInstances(beam.DoFn):
         key, docs = element
         split = key.split("/")[0]
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
-        docs = sorted(docs)
-        bucket = Bucket.from_documents([(d, np.frombuffer(t, np.int32), np.frombuffer(s, np.int32))
-                                        for d, t, s in docs])
+        docs = sorted(docs, key=lambda d: (d[0], d[1] or "", d[2] or []))
+        bucket, counts = self._tokenize(docs)
+        yield tally.emit("create", counts)
+        if bucket is None:
+            return
         tiebreak = stable_hash(key)
         for seq in self.config.seq_configs:
             yield from self._instances_for(bucket, key, split, seq, tiebreak)
 
+    def _tokenize(self, docs) -> tuple[Bucket | None, dict[str, int]]:
+        """(id, text, sentences) documents → a Bucket of those with any tokens (None if none has), and counts."""
+        tokenized = []
+        counts = {"documents_kept": 0, "sentences": 0, "tokens": 0, "single_sentence_documents": 0,
+                  "documents_skipped:empty": 0}
+        for doc_id, text, sentences in docs:
+            ids, lengths = self.tokenizer.encode_sentences(sentences if sentences is not None
+                                                           else document_sentences(text or ""))
+            lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
+            if not len(ids):
+                counts["documents_skipped:empty"] += 1
+                continue
+            tokenized.append((doc_id, ids, lengths))
+            counts["documents_kept"] += 1
+            counts["sentences"] += len(lengths)
+            counts["tokens"] += len(ids)
+            counts["single_sentence_documents"] += int(len(lengths) == 1)
+        if not counts["documents_skipped:empty"]:
+            del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
+        return (Bucket.from_documents(tokenized) if tokenized else None), counts
+
     def _instances_for(self, bucket: Bucket, key: str, split: str, seq: SeqConfig, tiebreak: int):
         cfg = self.config
         num_shards = cfg.shards(split)
-        records: list[bytes] = []
+        passes: list[dict[str, np.ndarray]] = []
         sort_keys: list[np.ndarray] = []
         counts = {"instances": 0, "random_next": 0, "real_tokens": 0, "predictions": 0}
         skipped: dict[str, int] = {}
@@ -184,7 +198,7 @@ class BuildInstances(beam.DoFn):
             masked = mask_tokens(rows, cfg.masked_lm_prob, seq.max_predictions_per_seq, self.special, nrng,
                                  whole_word=cfg.whole_word_mask)
             labels = columns[4]
-            records += serialize_framed({
+            passes.append({
                 "input_ids": masked.input_ids,
                 "input_mask": np.arange(seq.max_seq_length)[None, :] < rows.length[:, None],
                 "segment_ids": rows.segment_ids,
@@ -201,20 +215,56 @@ class BuildInstances(beam.DoFn):
         prefix = f"{seq.name}:{split}"
         yield tally.emit("create", {**{f"{prefix}:{k}": v for k, v in counts.items()},
                                     **{f"{prefix}:nsp_skipped:{k}": v for k, v in skipped.items()}})
-        if not records:
+        if not passes:
             return
+        # Every pass's instances (in pass order, numbered by `rows`), regrouped by shard, serialised at once.
         keys = np.concatenate(sort_keys)
         shard_of = keys % num_shards
         order = np.argsort(shard_of, kind="stable")
         bounds = np.searchsorted(shard_of[order], np.arange(num_shards + 1))
+        framed = serialize_framed({name: np.concatenate([f[name] for f in passes])[order] for name in passes[0]})
+        lengths = np.diff(framed.offsets)
+        pieces = []
         for shard in range(num_shards):
-            rows_in = order[bounds[shard]:bounds[shard + 1]]
-            if len(rows_in):
-                chosen = [records[i] for i in rows_in]
-                lengths = np.fromiter(map(len, chosen), np.int64, len(chosen))
+            lo, hi = bounds[shard], bounds[shard + 1]
+            if hi > lo:
+                rows_in = order[lo:hi]
                 # One compressed blob per piece: the shuffle moves a few large values, a third of the bytes.
-                yield (seq.name, split, shard), (keys[rows_in].tobytes(), tiebreak, rows_in.tobytes(),
-                                                  lengths.tobytes(), self.compressor.compress(b"".join(chosen)))
+                blob = self.compressor.compress(framed.data[framed.offsets[lo]:framed.offsets[hi]])
+                pieces.append((shard, pack_piece(keys[rows_in], rows_in, lengths[lo:hi], blob)))
+        if not self.config.spill_pieces:
+            for shard, piece in pieces:
+                yield (seq.name, split, shard), (tiebreak, piece)
+            return
+        # All of this bucket's pieces for this config in one file; a retry rewrites the same bytes.
+        path = output.staging_path(cfg.output, f"pieces/{seq.name}/{key.replace('/', '-')}.bin")
+        size, _ = output.write_bytes(path, [piece for _, piece in pieces])
+        offset = 0
+        for shard, piece in pieces:
+            yield (seq.name, split, shard), (tiebreak, (path, offset, len(piece)))
+            offset += len(piece)
+
+
+def pack_piece(keys: np.ndarray, rows: np.ndarray, lengths: np.ndarray, records: bytes) -> bytes:
+    """One bucket's records for one shard: count, sort keys, row numbers, record lengths, zstd records."""
+    return b"".join([np.int64(len(keys)).tobytes(), keys.astype(np.int64).tobytes(),
+                     rows.astype(np.int64).tobytes(), lengths.astype(np.int64).tobytes(), records])
+
+
+def unpack_piece(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, memoryview]:
+    n = int(np.frombuffer(data, np.int64, 1)[0])
+    keys, rows, lengths = np.frombuffer(data, np.int64, 3 * n, 8).reshape(3, n)
+    return keys, rows, lengths, memoryview(data)[8 * (1 + 3 * n):]
+
+
+def _piece_bytes(where) -> bytes:
+    """A piece carried by the shuffle, or read back from the (path, offset, size) it was spilled to."""
+    if isinstance(where, bytes):
+        return where
+    path, offset, size = where
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
 
 
 class WriteShards(beam.DoFn):
@@ -225,34 +275,38 @@ class WriteShards(beam.DoFn):
 
     def process(self, element):
         (seq_name, split, shard), pieces = element
-        # piece: (sort keys, bucket tie-break, row numbers, record lengths, records blob); None marks the shard
-        pieces = [p for p in pieces if p is not None]
+        yield self.write(seq_name, split, shard, list(pieces))
+
+    def write(self, seq_name: str, split: str, shard: int, pieces: list) -> dict:
+        # piece: (bucket tie-break, packed piece or where it was spilled)
+        ties = [tiebreak >> 1 for tiebreak, _ in pieces]
+        unpacked = [unpack_piece(_piece_bytes(where)) for _, where in pieces]
 
         def column(make) -> np.ndarray:
-            return np.concatenate([np.zeros(0, np.int64)] + [make(p) for p in pieces])
+            return np.concatenate([np.zeros(0, np.int64)] + [make(i, p) for i, p in enumerate(unpacked)])
 
-        keys = column(lambda p: np.frombuffer(p[0], np.int64))
-        rows = column(lambda p: np.frombuffer(p[2], np.int64))
-        lengths = column(lambda p: np.frombuffer(p[3], np.int64))
-        ties = column(lambda p: np.full(len(p[3]) // 8, p[1] >> 1, np.int64))
+        keys = column(lambda i, p: p[0])
+        rows = column(lambda i, p: p[1])
+        lengths = column(lambda i, p: p[2])
+        ends = column(lambda i, p: np.cumsum(p[2]))
+        tie = column(lambda i, p: np.full(len(p[0]), ties[i], np.int64))
+        piece_of = column(lambda i, p: np.full(len(p[0]), i, np.int64))
+        # Each piece's records stay in their own buffer: one shard-sized join would be mapped and faulted in anew.
         decompressor = zstandard.ZstdDecompressor()
-        blob = b"".join(decompressor.decompress(p[4]) for p in pieces)
-        ends = np.cumsum(lengths)
-        starts = (ends - lengths).tolist()
-        ends = ends.tolist()
-        order = np.lexsort((rows, ties, keys)).tolist()
+        blobs = [memoryview(decompressor.decompress(p[3])) for p in unpacked]
+        order = np.lexsort((rows, tie, keys))
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)
         rel = shard_name(seq, split, shard, self.config.shards(split))
-        size, sha = output.write_bytes(output.staging_path(self.config.output, rel),
-                                       _in_chunks(blob, starts, ends, order))
-        yield {"path": rel, "records": len(order), "bytes": size, "sha256": sha}
+        size, sha = output.write_bytes(output.staging_path(self.config.output, rel), _in_chunks(
+            blobs, piece_of[order].tolist(), (ends - lengths)[order].tolist(), ends[order].tolist()))
+        return {"path": rel, "records": len(order), "bytes": size, "sha256": sha}
 
 
-def _in_chunks(blob: bytes, starts: list[int], ends: list[int], order: list[int], chunk: int = 4096):
-    """The records of blob in the given order, joined a few thousand at a time."""
-    view = memoryview(blob)  # slices of a memoryview are not copied before the join
-    for i in range(0, len(order), chunk):
-        yield b"".join([view[starts[j]:ends[j]] for j in order[i:i + chunk]])
+def _in_chunks(blobs: list[memoryview], piece: list[int], starts: list[int], ends: list[int], chunk: int = 4096):
+    """Record k is blobs[piece[k]][starts[k]:ends[k]]; the records in order, joined a few thousand at a time."""
+    for i in range(0, len(piece), chunk):
+        part = slice(i, i + chunk)
+        yield b"".join([blobs[p][s:e] for p, s, e in zip(piece[part], starts[part], ends[part])])
 
 
 class Publish(beam.DoFn):
@@ -271,6 +325,12 @@ class Publish(beam.DoFn):
             raise NoDocumentsError(f"no documents with any tokens were read from {', '.join(cfg.inputs)} "
                                    f"({counts.get('documents_read', 0)} read{'; ' + why if why else ''}); "
                                    "nothing was written")
+        # A shard that drew no records (a tiny input) still gets its file, empty.
+        written = {s["path"] for s in shard_infos}
+        writer = WriteShards(cfg)
+        shard_infos = list(shard_infos) + [
+            writer.write(seq.name, split, i, []) for seq in cfg.seq_configs for split in ("train", "eval")
+            for i in range(cfg.shards(split)) if shard_name(seq, split, i, cfg.shards(split)) not in written]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
         manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files)
         output.publish(cfg.output, [s["path"] for s in shard_infos], manifest, RECORD_GLOBS)
@@ -334,27 +394,21 @@ class CreatePretrainingData(beam.PTransform):
                  | "spread files" >> beam.Reshuffle())
         read = paths | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
-        # SourceDocument → (bucket key, tokenised document); the reshuffle spreads one big file's documents
-        # over all workers instead of tokenising them where the file was read.
-        tokenized = (read.docs
-                     | "spread documents" >> beam.Reshuffle()
-                     | "tokenize" >> beam.ParDo(TokenizeDocuments(cfg)).with_output_types(
-            tuple[str, tuple[str, bytes, bytes]]).with_outputs(tally.TALLY, main="docs"))
-        # (bucket key, [documents]) → ((config, split, shard), records piece)
-        built = (tokenized.docs
+        # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the
+        # bucket → ((config, split, shard), records piece)
+        built = (read.docs
+                 | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
+                     tuple[str, tuple[str, typing.Any, typing.Any]])
                  | "group into buckets" >> beam.GroupByKey()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
                      tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
-        # Every shard gets written, even one that drew no records.
-        every_shard = [((s.name, split, i), None) for s in cfg.seq_configs for split in ("train", "eval")
-                       for i in range(cfg.shards(split))]
         # The vocab's bytes go only to the steps that tokenise or mask (every DoFn is pickled into the job).
         light = dataclasses.replace(cfg, vocab_bytes=None)
-        shard_infos = ((built.pieces, pbegin | "list shards" >> beam.Create(every_shard))
-                       | "merge shard lists" >> beam.Flatten()
+        # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
+        shard_infos = (built.pieces
                        | "group into shards" >> beam.GroupByKey()
                        | "write shards" >> beam.ParDo(WriteShards(light)))
-        counts = ((read[tally.TALLY], tokenized[tally.TALLY], built[tally.TALLY])
+        counts = ((read[tally.TALLY], built[tally.TALLY])
                   | "merge counts" >> beam.Flatten()
                   | "sum counts" >> beam.CombineGlobally(tally.SumCounts()))
         files = read.files | "list file stats" >> beam.combiners.ToList()
@@ -454,6 +508,12 @@ def config_from_args(args) -> CreateConfig:
                         num_buckets=args.num_buckets, bucket_mb=args.bucket_mb)
 
 
+def spills_pieces(output_dir: str) -> bool:
+    """Whether a run writing to output_dir passes its records to the shard writers through files (local
+    outputs, see CreateConfig.spill_pieces) rather than through the shuffle (object stores)."""
+    return not output.is_remote(output_dir)
+
+
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
     from pipeline.cli_util import UserError, print_summary, run_pipeline
@@ -478,6 +538,7 @@ def run(args, beam_args: list[str]) -> int:
     elif not dry_run:
         vocab_sha = Vocab.load(config.vocab).sha256
     config = config.resolved()
+    config.spill_pieces = spills_pieces(config.output)
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)

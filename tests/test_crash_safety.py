@@ -85,22 +85,24 @@ def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_pat
 def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     import numpy as np
 
-    from pipeline.create import CreateConfig, Publish, WriteShards
+    from pipeline.create import CreateConfig, Publish, WriteShards, pack_piece
     from transforms.instances import SeqConfig
 
     out = tmp_path / "out"
     config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB),
                           seq_configs=[SeqConfig(128, 20)], num_shards=1, num_buckets=1, eval_fraction=0.0)
     records = [b"a" * 10, b"bb" * 7, b"c" * 3]
-    piece = (np.array([3, 1, 2], np.int64).tobytes(), 5, np.arange(3, dtype=np.int64).tobytes(),
-             np.array([len(r) for r in records], np.int64).tobytes(),
-             __import__("zstandard").ZstdCompressor(level=1).compress(b"".join(records)))
-    element = (("seq128", "train", 0), [piece, None])
-    first = list(WriteShards(config).process(element))
+    piece = pack_piece(np.array([3, 1, 2]), np.arange(3), np.array([len(r) for r in records]),
+                       __import__("zstandard").ZstdCompressor(level=1).compress(b"".join(records)))
+    spilled = tmp_path / "piece.bin"
+    spilled.write_bytes(b"x" * 5 + piece)
     staged = out / ".staging" / "seq128" / "train-00000-of-00001.tfrecord"
-    bytes_once = staged.read_bytes()
-    assert bytes_once == b"bb" * 7 + b"c" * 3 + b"a" * 10  # sorted by key
-    assert list(WriteShards(config).process(element)) == first and staged.read_bytes() == bytes_once
+    for carried in (piece, (str(spilled), 5, len(piece))):  # through the shuffle, or spilled to a file
+        element = (("seq128", "train", 0), [(5, carried)])
+        first = list(WriteShards(config).process(element))
+        bytes_once = staged.read_bytes()
+        assert bytes_once == b"bb" * 7 + b"c" * 3 + b"a" * 10  # sorted by key
+        assert list(WriteShards(config).process(element)) == first and staged.read_bytes() == bytes_once
 
     counts = {"documents_read": 1, "documents_kept": 1, "seq128:train:instances": 3}
     publish = Publish(config, "sha")
@@ -109,3 +111,25 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     assert manifest == again
     assert (out / "seq128" / "train-00000-of-00001.tfrecord").read_bytes() == bytes_once
     assert json.loads((out / "manifest.json").read_text()) == manifest[0]
+
+
+def test_spilled_pieces_are_rewritten_identically_under_retries(tmp_path):
+    from pipeline.create import BuildInstances, CreateConfig
+    from transforms.instances import SeqConfig
+
+    out = tmp_path / "out"
+    config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB), dupe_factor=2,
+                          seq_configs=[SeqConfig(128, 20)], num_shards=3, num_buckets=1, eval_fraction=0.0,
+                          spill_pieces=True)
+    documents = [(f"doc{i}", text, None) for i, text in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))]
+    build = BuildInstances(config)
+    build.setup()
+
+    def attempt():
+        carried = [e for e in build.process(("train/000000", documents)) if isinstance(e, tuple)]
+        return carried, digest(out / ".staging")
+
+    first, files = attempt()
+    assert len(first) == 3 and len(files) == 1  # one piece per shard, all in the bucket's one file
+    assert all(isinstance(where, tuple) for _, (_, where) in first)
+    assert attempt() == (first, files)

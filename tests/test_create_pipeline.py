@@ -124,6 +124,20 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(tmp_path, books_
     assert da == db and len(da) >= 4  # shards and the manifest, byte for byte
 
 
+def test_records_through_the_shuffle_or_through_files_are_byte_identical(tmp_path, books_jsonl, monkeypatch):
+    # Local outputs spill record pieces to files; object-store outputs send them through the shuffle.
+    import pipeline.create
+
+    common = ["--input", books_jsonl, "--vocab", VOCAB, "--seq-configs", "128:20,512:80", "--dupe-factor", "2",
+              "--num-buckets", "3", "--num-shards", "2", "--direct_running_mode=in_memory"]
+    assert run_cli("create", *common, "--output", tmp_path / "files") == 0
+    monkeypatch.setattr(pipeline.create, "spills_pieces", lambda output_dir: False)
+    assert run_cli("create", *common, "--output", tmp_path / "shuffle") == 0
+    files, shuffle = tree_digest(tmp_path / "files"), tree_digest(tmp_path / "shuffle")
+    assert files == shuffle and len(files) >= 7
+    assert not (tmp_path / "files" / ".staging").exists()  # the spilled pieces went with the staging area
+
+
 def test_rerun_is_refused_then_replaced(tmp_path):
     out = tmp_path / "out"
     args = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1"]

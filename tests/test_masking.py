@@ -1,12 +1,15 @@
 """Masked-LM predictions: counts, proportions within statistical bounds, whole-word masking, row layout."""
 from __future__ import annotations
 
+from collections import Counter
+from itertools import combinations
+
 import numpy as np
 import pytest
 from conftest import VOCAB
 
 from transforms.instances import InstanceBatch
-from transforms.masking import SpecialIds, assemble, mask_tokens, num_to_predict
+from transforms.masking import Assembled, SpecialIds, assemble, mask_tokens, num_to_predict
 from wordpiece.vocab import Vocab
 
 L, P = 128, 20
@@ -91,6 +94,21 @@ def test_80_10_10_proportions_and_regular_replacements(vocab, special):
     # Each candidate is equally likely: the masked share of real non-special tokens is ~15%.
     candidates = (rows.length - 3).sum()
     assert abs(total / candidates - 0.15 * 128 / 125) < 0.02
+
+
+def test_masked_positions_are_a_uniform_subset_of_the_candidates(vocab, special):
+    # [CLS] a a a [SEP] b b b [SEP]: six candidates; prob 0.25 of 9 tokens rounds to two predictions.
+    n = 30000
+    ids = np.zeros((n, L), np.int32)
+    ids[:, :9] = [special.cls, 2000, 2001, 2002, special.sep, 2003, 2004, 2005, special.sep]
+    rows = Assembled(ids, np.zeros((n, L), np.int8), np.full(n, 9), np.full(n, 3))
+    m = mask_tokens(rows, 0.25, P, special, np.random.default_rng(7))
+    assert (m.weights.sum(1) == 2).all()
+    pairs = Counter(map(tuple, m.positions[:, :2].tolist()))
+    assert set(pairs) == set(combinations([1, 2, 3, 5, 6, 7], 2))
+    expected = n / 15
+    chi2 = sum((c - expected) ** 2 / expected for c in pairs.values())
+    assert chi2 < 36.1  # 14 degrees of freedom, p = 0.001
 
 
 def test_each_pass_masks_differently(vocab, special):

@@ -40,7 +40,7 @@ def test_varint_packing_matches_protobuf_rules():
 
 def test_tensorflow_parses_our_records_exactly():
     features = random_features(300)
-    framed = serialize_framed(features)
+    framed = serialize_framed(features).records()
     spec = reference_spec(L, P)
     for i, record in enumerate(framed):
         example = next(iter_tfrecords(io.BytesIO(record)))
@@ -56,7 +56,7 @@ def test_tensorflow_parses_our_records_exactly():
 def test_tfrecord_dataset_reads_our_framing(tmp_path):
     features = random_features(50, seed=1)
     path = tmp_path / "x.tfrecord"
-    path.write_bytes(b"".join(serialize_framed(features)))
+    path.write_bytes(serialize_framed(features).data.tobytes())
     got = [tf.io.parse_single_example(r, reference_spec(L, P))
            for r in tf.data.TFRecordDataset(str(path))]
     assert len(got) == 50
@@ -64,7 +64,7 @@ def test_tfrecord_dataset_reads_our_framing(tmp_path):
 
 
 def test_corruption_is_detected():
-    record = serialize_framed(random_features(1))[0]
+    record = serialize_framed(random_features(1)).records()[0]
     damaged = record[:30] + bytes([record[30] ^ 0xFF]) + record[31:]
     with pytest.raises(ValueError, match="CRC"):
         list(iter_tfrecords(io.BytesIO(damaged)))

@@ -67,6 +67,12 @@ def test_cache_does_not_change_results(vocab):
     first = list(tok.encode(text))
     assert list(tok.encode(text)) == first  # second call served from the cache
     assert list(WordPieceTokenizer(vocab, True).encode(text)) == first
+    # A cache smaller than the text's distinct chunks is cleared and refilled, never wrong.
+    small = WordPieceTokenizer(vocab, True, cache_limit=500)
+    paragraphs = text.split("\n\n")
+    assert [t for p in paragraphs for t in small.encode(p).tolist()] == \
+        [t for p in paragraphs for t in tok.encode(p).tolist()]
+    assert len(set(text.lower().split())) > 2 * 500  # so the small cache was cleared along the way
 
 
 def test_encode_sentences_counts_tokens_per_sentence(vocab):

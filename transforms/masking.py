@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from transforms.instances import truncated_lengths
+from transforms.ranges import concat_ranges
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, speci
     length = new_a + new_b + 3
     row_start = np.arange(n, dtype=np.int64) * max_seq_length
     flat = np.zeros(n * max_seq_length, np.int32)
-    a_src, b_src = _concat_ranges(a_start, new_a), _concat_ranges(b_start, new_b)
+    a_src, b_src = concat_ranges(a_start, new_a), concat_ranges(b_start, new_b)
     flat[np.repeat(row_start + 1 - a_start, new_a) + a_src] = tokens[a_src]
     flat[np.repeat(row_start + new_a + 2 - b_start, new_b) + b_src] = tokens[b_src]
     flat[row_start] = special.cls
@@ -69,13 +70,6 @@ def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, speci
     col = np.arange(max_seq_length, dtype=np.int32)[None, :]
     segment = ((col >= (new_a + 2)[:, None]) & (col < length[:, None])).astype(np.int8)
     return Assembled(ids, segment, length, new_a)
-
-
-def _concat_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """starts[0], starts[0]+1, ..., then starts[1], ... — each range of the given length, concatenated."""
-    total = int(lengths.sum())
-    offsets = np.repeat(np.cumsum(lengths) - lengths - starts, lengths)
-    return np.arange(total, dtype=np.int64) - offsets
 
 
 def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
@@ -89,28 +83,50 @@ def _candidates(rows: Assembled) -> np.ndarray:
     return (col >= 1) & (col < rows.length[:, None] - 1) & (col != rows.len_a[:, None] + 1)
 
 
+def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) -> np.ndarray:
+    """(N, count): the positions of a uniformly random ordered draw without replacement from each row's
+    candidates (any first k of them are a uniform k-subset).
+
+    The candidates of a row are positions 1..len_a and len_a+2..length-2, numbered 0..length-4 in that order.
+    A partial Fisher-Yates shuffle of those numbers runs on all rows at once: step j swaps slot j with a random
+    slot in [j, m). Steps past a row's candidate count only touch slots that are never read.
+    """
+    n = len(rows.length)
+    m = rows.length - 3
+    width = max(int(m.max(initial=0)), count)
+    slots = np.tile(np.arange(width, dtype=np.int32), n)  # row i's slots are slots[i * width:(i + 1) * width]
+    row_base = np.arange(n, dtype=np.int64) * width
+    u = rng.random((n, count))
+    for j in range(count):
+        # Flat take/put: far cheaper than two-array fancy indexing.
+        pick = row_base + np.minimum(j + (u[:, j] * np.maximum(m - j, 1)).astype(np.int64), width - 1)
+        here = row_base + j
+        taken = np.take(slots, pick)
+        np.put(slots, pick, np.take(slots, here))
+        np.put(slots, here, taken)
+    drawn = slots.reshape(n, width)[:, :count]
+    return drawn + 1 + (drawn >= rows.len_a[:, None])
+
+
 def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, special: SpecialIds,
                 rng: np.random.Generator, whole_word: bool = False) -> Masked:
     n, width = rows.input_ids.shape
     k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
-    candidates = _candidates(rows)
     if whole_word:
-        chosen, word_of = _choose_whole_words(rows, candidates, k, special, rng)
+        chosen, word_of = _choose_whole_words(rows, _candidates(rows), k, special, rng)
         # Positions sorted ascending: the first k columns of a stable argsort of "not chosen".
         positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions]
         count = chosen.sum(axis=1)  # may fall short of k when no remaining word fits
     else:
-        # A uniformly random k-subset of the candidates: the k smallest of independent uniform keys.
-        keys = np.where(candidates, rng.random((n, width), dtype=np.float32), 2.0)
-        smallest = np.argpartition(keys, max_predictions - 1, axis=1)[:, :max_predictions]
-        by_key = np.take_along_axis(smallest, np.argsort(np.take_along_axis(keys, smallest, 1), 1), 1)
-        positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], by_key, width), axis=1)
+        chosen = _random_candidates(rows, max_predictions, rng)
+        positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], chosen, width), axis=1)
         word_of = None
         count = k
     real = np.arange(max_predictions)[None, :] < count[:, None]
     positions = np.where(real, positions, 0).astype(np.int32)
     rowix = np.arange(n)[:, None]
-    labels = np.where(real, rows.input_ids[rowix, positions], 0).astype(np.int32)
+    flat = rowix * width + positions  # into the flattened rows: take/put beat two-array indexing
+    labels = np.where(real, np.take(rows.input_ids, flat), 0).astype(np.int32)
 
     # One 80/10/10 draw per prediction, or per word with whole-word masking.
     if word_of is None:
@@ -120,8 +136,7 @@ def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, sp
     replacement = special.regular[rng.integers(0, len(special.regular), (n, max_predictions))]
     new_ids = np.where(u < 0.8, special.mask, np.where(u < 0.9, labels, replacement))
     out = rows.input_ids.copy()
-    r, c = np.nonzero(real)
-    out[r, positions[r, c]] = new_ids[r, c]
+    np.put(out, flat[real], new_ids[real])
     return Masked(out, positions, labels, real.astype(np.float32))
 
 

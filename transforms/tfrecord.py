@@ -1,17 +1,20 @@
 """tf.train.Example records in TFRecord framing, written without TensorFlow.
 
 The Beam workers must not import TensorFlow, and building Examples field by field through protobuf costs
-microseconds per field. The wire format of an Example with fixed-length int64/float lists is simple, so a batch
-is encoded in two steps: numpy packs every list of the batch at once (varints, 0/1 bytes, little-endian
-floats), then one short loop joins each record's slices with precomputed headers and frames it for TFRecord
-(uint64 length, masked CRC32C of the length, data, masked CRC32C of the data).
+microseconds per field. The wire format of an Example with fixed-length int64/float lists is simple, so a whole
+batch is encoded with a handful of numpy operations: every part of every record (frame header, Example header,
+the fixed-width features, then each variable-width feature's header and packed varints, the footer) becomes a
+column block of one padded byte matrix with a mask of its real bytes, and a single masked read lays the
+records out back to back. Only the data CRC needs a call per record.
 
 Message layout (field numbers from tensorflow/core/example/{example,feature}.proto):
 Example{1: Features{1: repeated MapEntry{1: key, 2: Feature{2: FloatList{1: packed}, 3: Int64List{1: packed}}}}}
+TFRecord framing: uint64 length, masked CRC32C of the length, data, masked CRC32C of the data.
 """
 from __future__ import annotations
 
 import struct
+from dataclasses import dataclass
 from typing import BinaryIO, Iterator
 
 import google_crc32c
@@ -24,6 +27,9 @@ _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 _LEN = 0x0A           # field 1, length-delimited: Example.features, Features.feature, MapEntry.key, List.value
 _VALUE = 0x12         # MapEntry.value
 _FLOAT_LIST, _INT64_LIST = 0x12, 0x1A  # Feature.float_list, Feature.int64_list
+# Fixed-width features go first as one block per record (map order does not matter to parsers).
+_FIXED = ("input_mask", "segment_ids", "masked_lm_weights", "next_sentence_labels")
+_VARIABLE = ("input_ids", "masked_lm_positions", "masked_lm_ids")
 
 
 def varint(n: int) -> bytes:
@@ -33,13 +39,6 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
-
-
-_VARINTS = [varint(n) for n in range(1 << 14)]  # every length a record of up to 16 KB can hold
-
-
-def _vint(n: int) -> bytes:
-    return _VARINTS[n] if n < (1 << 14) else varint(n)
 
 
 class _VarintTable:
@@ -56,7 +55,6 @@ class _VarintTable:
         self.bytes = (((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)) | (more.astype(np.uint64) << 7)
                       ).astype(np.uint8)
         self.used = np.arange(self.width)[None, :] < self.lengths[:, None]
-        self.bound = bound
 
 
 _TABLES: dict[int, _VarintTable] = {}
@@ -69,21 +67,35 @@ def _table_for(top: int) -> _VarintTable:
     return _TABLES[bound]
 
 
-def pack_varint_rows(values: np.ndarray) -> tuple[bytes, list[int]]:
-    """Rows of a non-negative int matrix as packed varints: one buffer and the row boundaries into it."""
+@dataclass
+class _Padded:
+    """One part of every record: a (records × width) byte matrix, which of its bytes are real, and how many."""
+    data: np.ndarray     # uint8
+    used: np.ndarray     # bool, same shape; None when every byte is real
+    lengths: np.ndarray  # int64 per record
+
+
+def _packed_varints(values: np.ndarray) -> _Padded:
+    """Rows of a non-negative int matrix as packed varints."""
     values = np.asarray(values)
     n, width = values.shape
     top = int(values.max()) if values.size else 0
     if top < 0x80:  # every value is one byte: the matrix is its own encoding
-        return values.astype(np.uint8).tobytes(), list(range(0, n * width + 1, width))
+        return _Padded(values.astype(np.uint8), None, np.full(n, width, np.int64))
     if top >= 1 << 28:
         raise ValueError(f"value {top} is too large for a feature of this job")
     table = _table_for(top)
     flat = values.reshape(-1)
     # np.take is many times faster than fancy indexing for gathering whole table rows.
-    encoded = np.take(table.bytes, flat, axis=0)[np.take(table.used, flat, axis=0)]
-    row_bounds = np.concatenate(([0], np.cumsum(np.take(table.lengths, flat).reshape(n, width).sum(axis=1))))
-    return encoded.tobytes(), row_bounds.tolist()
+    return _Padded(np.take(table.bytes, flat, axis=0).reshape(n, -1), np.take(table.used, flat, axis=0).reshape(n, -1),
+                   np.take(table.lengths, flat).reshape(n, width).sum(axis=1))
+
+
+def pack_varint_rows(values: np.ndarray) -> tuple[bytes, list[int]]:
+    """Rows of a non-negative int matrix as packed varints: one buffer and the row boundaries into it."""
+    packed = _packed_varints(values)
+    data = packed.data if packed.used is None else packed.data[packed.used]
+    return data.tobytes(), np.concatenate(([0], np.cumsum(packed.lengths))).tolist()
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -94,26 +106,13 @@ def masked_crc32c(data: bytes) -> int:
 def _entry_prefix(name: str, payload_len: int) -> bytes:
     """Everything of one Features.feature field that comes before its packed values."""
     key = name.encode()
-    list_len = 1 + len(_vint(payload_len)) + payload_len
+    list_len = 1 + len(varint(payload_len)) + payload_len
     tag = _FLOAT_LIST if name in _FLOAT_FEATURES else _INT64_LIST
-    feature_len = 1 + len(_vint(list_len)) + list_len
-    entry_head = bytes([_LEN, len(key)]) + key + bytes([_VALUE]) + _vint(feature_len)
+    feature_len = 1 + len(varint(list_len)) + list_len
+    entry_head = bytes([_LEN, len(key)]) + key + bytes([_VALUE]) + varint(feature_len)
     entry_len = len(entry_head) + feature_len
-    return (bytes([_LEN]) + _vint(entry_len) + entry_head + bytes([tag]) + _vint(list_len)
-            + bytes([_LEN]) + _vint(payload_len))
-
-
-class _ByLength(list):
-    """length → bytes from `make(length)`, kept in a list that grows on demand (indexing beats hashing)."""
-
-    def __init__(self, make):
-        super().__init__()
-        self.make = make
-
-    def upto(self, length: int) -> "_ByLength":
-        while len(self) <= length:
-            self.append(self.make(len(self)))
-        return self
+    return (bytes([_LEN]) + varint(entry_len) + entry_head + bytes([tag]) + varint(list_len)
+            + bytes([_LEN]) + varint(payload_len))
 
 
 def _frame_header(length: int) -> bytes:
@@ -122,16 +121,33 @@ def _frame_header(length: int) -> bytes:
     return raw + struct.pack("<I", masked_crc32c(raw))
 
 
+class _ByLength:
+    """make(length) for every length up to a bound, as a padded byte table, grown on demand."""
+
+    def __init__(self, make):
+        self.make = make
+        self.size = 0
+
+    def rows(self, lengths: np.ndarray) -> _Padded:
+        top = int(lengths.max(initial=0))
+        if top >= self.size:
+            self.size = 1 << max(10, (top + 1).bit_length())
+            items = [self.make(n) for n in range(self.size)]
+            width = max(map(len, items))
+            self.lengths = np.fromiter(map(len, items), np.int64, self.size)
+            self.data = np.frombuffer(b"".join(x.ljust(width, b"\0") for x in items), np.uint8).reshape(-1, width)
+            self.used = np.arange(width)[None, :] < self.lengths[:, None]
+            self.fixed = bool(self.used.all())
+        return _Padded(np.take(self.data, lengths, axis=0), None if self.fixed else np.take(self.used, lengths, axis=0),
+                       np.take(self.lengths, lengths))
+
+
 _FRAME_HEADERS = _ByLength(_frame_header)
-_EXAMPLE_HEADS = _ByLength(lambda n: b"\x0a" + _vint(n))  # Example.features tag + length
-_U32 = struct.Struct("<I").pack
-# Fixed-width features go first as one block per record (map order does not matter to parsers).
-_FIXED = ("input_mask", "segment_ids", "masked_lm_weights", "next_sentence_labels")
-_VARIABLE = ("input_ids", "masked_lm_positions", "masked_lm_ids")
+_EXAMPLE_HEADS = _ByLength(lambda n: bytes([_LEN]) + varint(n))  # Example.features tag + length
 _VARIABLE_PREFIXES = {name: _ByLength(lambda n, name=name: _entry_prefix(name, n)) for name in _VARIABLE}
 
 
-def _fixed_block(features: dict[str, np.ndarray]) -> tuple[bytes, int]:
+def _fixed_block(features: dict[str, np.ndarray]) -> _Padded:
     """Every fixed-width feature of every record, headers included, as one (records × width) byte matrix."""
     n = len(features["input_ids"])
     columns = []
@@ -146,29 +162,63 @@ def _fixed_block(features: dict[str, np.ndarray]) -> tuple[bytes, int]:
         prefix = np.frombuffer(_entry_prefix(name, payload.shape[1]), np.uint8)
         columns += [np.broadcast_to(prefix, (n, len(prefix))), payload]
     block = np.concatenate(columns, axis=1)
-    return block.tobytes(), block.shape[1]
+    return _Padded(block, None, np.full(n, block.shape[1], np.int64))
 
 
-def serialize_framed(features: dict[str, np.ndarray]) -> list[bytes]:
-    """One framed TFRecord (bytes) per row of the 2-D arrays keyed by FEATURE_NAMES."""
+@dataclass
+class FramedBatch:
+    """Framed TFRecords back to back: record i is data[offsets[i]:offsets[i + 1]]."""
+    data: np.ndarray     # uint8; a buffer that file writes and compressors take as it is
+    offsets: np.ndarray  # int64, len = records + 1
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def records(self) -> list[bytes]:
+        data, bounds = self.data.tobytes(), self.offsets.tolist()
+        return [data[a:b] for a, b in zip(bounds, bounds[1:])]
+
+
+# Rows are encoded a few MB of padded bytes at a time: temporaries that small are reused by malloc, where
+# larger ones are mapped afresh, and page faults on new maps cost more than the encoding itself.
+_CHUNK_BYTES = 4 << 20
+
+
+def serialize_framed(features: dict[str, np.ndarray]) -> FramedBatch:
+    """The rows of the 2-D arrays keyed by FEATURE_NAMES as framed tf.train.Example records, in row order."""
     n = len(features["input_ids"])
-    fixed, width = _fixed_block(features)
-    (ids, ids_at), (pos, pos_at), (lbl, lbl_at) = (pack_varint_rows(features[name]) for name in _VARIABLE)
-    longest = max(np.diff(ids_at).max(initial=0), np.diff(pos_at).max(initial=0), np.diff(lbl_at).max(initial=0))
-    pre_ids, pre_pos, pre_lbl = (_VARIABLE_PREFIXES[name].upto(int(longest)) for name in _VARIABLE)
-    heads = _EXAMPLE_HEADS.upto(width + 3 * (int(longest) + 16))
-    frames = _FRAME_HEADERS.upto(len(heads) + 8)
-    crc, extend, join = google_crc32c.value, google_crc32c.extend, b"".join
-    records = []
-    append = records.append
-    for i in range(n):
-        a, b, c = ids[ids_at[i]:ids_at[i + 1]], pos[pos_at[i]:pos_at[i + 1]], lbl[lbl_at[i]:lbl_at[i + 1]]
-        body = join((fixed[i * width:(i + 1) * width], pre_ids[len(a)], a, pre_pos[len(b)], b, pre_lbl[len(c)], c))
-        head = heads[len(body)]
-        check = extend(crc(head), body)
-        append(join((frames[len(head) + len(body)], head, body,
-                     _U32((((check >> 15) | (check << 17)) + 0xA282EAD8) & 0xFFFFFFFF))))
-    return records
+    padded_row = 5 * features["input_ids"].shape[1] + 8 * features["masked_lm_ids"].shape[1] + 200
+    step = max(1, _CHUNK_BYTES // padded_row)
+    parts = [_serialize_rows({name: values[i:i + step] for name, values in features.items()})
+             for i in range(0, n, step)] or [_serialize_rows(features)]
+    lengths = np.concatenate([part[1] for part in parts])
+    return FramedBatch(np.concatenate([part[0] for part in parts]), np.concatenate(([0], np.cumsum(lengths))))
+
+
+def _serialize_rows(features: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(framed records back to back, the length of each)."""
+    n = len(features["input_ids"])
+    body = [_fixed_block(features)]
+    for name in _VARIABLE:
+        payload = _packed_varints(features[name])
+        body += [_VARIABLE_PREFIXES[name].rows(payload.lengths), payload]
+    body_len = sum(part.lengths for part in body)
+    head = _EXAMPLE_HEADS.rows(body_len)
+    data_len = head.lengths + body_len
+    footer = _Padded(np.zeros((n, 4), np.uint8), None, np.full(n, 4, np.int64))  # filled in below
+    parts = [_FRAME_HEADERS.rows(data_len), head, *body, footer]
+    padded = np.concatenate([p.data for p in parts], axis=1)
+    used = np.concatenate([np.ones(p.data.shape, bool) if p.used is None else p.used for p in parts], axis=1)
+    out = padded[used]
+    ends = np.cumsum(data_len + 16)
+    # The data CRC of each record, then its footer: the one step that needs a call per record.
+    raw = out.tobytes()
+    crc = google_crc32c.value
+    checks = np.fromiter((crc(raw[e - d - 4:e - 4]) for e, d in zip(ends.tolist(), data_len.tolist())),
+                         np.uint32, n)
+    masked = ((checks >> np.uint32(15)) | (checks << np.uint32(17))) + np.uint32(0xA282EAD8)
+    out[(ends - 4)[:, None] + np.arange(4)] = masked.astype("<u4").view(np.uint8).reshape(n, 4)
+    return out, data_len + 16
 
 
 def iter_tfrecords(stream: BinaryIO) -> Iterator[bytes]:

@@ -13,12 +13,12 @@ most of a document never leaves the cache.
 from __future__ import annotations
 
 import re
-from array import array
 from itertools import chain
 
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
+from transforms.ranges import concat_ranges
 from wordpiece.vocab import UNK, Vocab
 
 MAX_CHARS_PER_WORD = 200
@@ -64,22 +64,33 @@ def build_hf_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
 
 
 class WordPieceTokenizer:
-    """Text → WordPiece ids, exactly as the reference FullTokenizer would produce them."""
+    """Text → WordPiece ids, exactly as the reference FullTokenizer would produce them.
 
-    def __init__(self, vocab: Vocab, lowercase: bool = True):
+    The chunk cache is a table: each known chunk has a number, and its ids are ids[start:start + count] of one
+    flat array, so a document's ids are gathered by numpy from its chunk numbers.
+    """
+
+    def __init__(self, vocab: Vocab, lowercase: bool = True, cache_limit: int = _CACHE_LIMIT):
         self.vocab = vocab
         self.lowercase = lowercase
+        self.cache_limit = cache_limit
         self._hf = build_hf_tokenizer(vocab, lowercase)
-        self._ids: dict[str, tuple[int, ...]] = {}
+        self._clear_cache()
 
-    def encode(self, text: str) -> array:
-        """All ids of a text, in order."""
-        chunk_ids = self._chunk_ids(prepare_text(text, self.lowercase).split())
-        return array("i", chain.from_iterable(chunk_ids))
+    def _clear_cache(self) -> None:
+        self._number: dict[str, int] = {}            # chunk → its row in the table
+        self._start = np.zeros(1024, np.int64)      # row → first id in _flat
+        self._count = np.zeros(1024, np.int64)      # row → number of ids
+        self._flat = np.zeros(1 << 16, np.int32)
+        self._used = 0                              # ids stored in _flat
+
+    def encode(self, text: str) -> np.ndarray:
+        """All ids of a text, in order (int32)."""
+        return self._ids_of(prepare_text(text, self.lowercase).split())[0]
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self.vocab.tokens
-        return [tokens[i] for i in self.encode(text)]
+        return [tokens[i] for i in self.encode(text).tolist()]
 
     def encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of several sentences as one flat int32 array plus the token count of each sentence."""
@@ -95,39 +106,51 @@ class WordPieceTokenizer:
             # nothing), so prepare the original text properly.
             chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]
             all_chunks = list(chain.from_iterable(chunks_per_sentence))
-        chunk_ids = self._chunk_ids(all_chunks)
-        ids = np.fromiter(chain.from_iterable(chunk_ids), dtype=np.int32)
-        ids_per_chunk = np.fromiter(map(len, chunk_ids), dtype=np.int64, count=len(chunk_ids))
+        ids, per_chunk = self._ids_of(all_chunks)
         last_chunk = np.cumsum(np.fromiter(map(len, chunks_per_sentence), dtype=np.int64, count=len(sentences)))
-        ends = np.concatenate(([0], np.cumsum(ids_per_chunk)))[last_chunk]
+        ends = np.concatenate(([0], np.cumsum(per_chunk)))[last_chunk]
         return ids, np.diff(np.concatenate(([0], ends))).astype(np.int32)
 
-    def _chunk_ids(self, chunks: list[str]) -> list[tuple[int, ...]]:
-        """Ids per chunk; every lookup runs in C (no Python function per chunk)."""
-        extra = self._learn(chunks)
-        if extra:
-            cache = self._ids
-            return [got if (got := cache.get(c)) is not None else extra[c] for c in chunks]
-        return list(map(self._ids.__getitem__, chunks))
+    def _ids_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(every id of the chunks, in order; the id count of each chunk)."""
+        rows = list(map(self._number.get, chunks))
+        if None in rows:
+            self._learn(chunks)
+            rows = list(map(self._number.__getitem__, chunks))
+        rows = np.array(rows, dtype=np.int64)
+        starts, counts = self._start[rows], self._count[rows]
+        return self._flat[concat_ranges(starts, counts)], counts
 
-    def _learn(self, chunks: list[str]) -> dict[str, tuple[int, ...]]:
-        """Tokenise unseen chunks in one HF call and cache them; returns those that did not fit the cache."""
-        missing = list(set(chunks).difference(self._ids))
-        if not missing:
-            return {}
+    def _learn(self, chunks: list[str]) -> None:
+        """Tokenise the unseen chunks in one HF call and add them to the table."""
+        missing = list(set(chunks).difference(self._number))
+        if len(self._number) + len(missing) > self.cache_limit:
+            self._clear_cache()  # a fresh table refills with what the text uses now
+            missing = list(set(chunks))
         missing.sort()  # a fixed order keeps the HF call, and so everything after it, reproducible
-        joined = " ".join(missing)
-        enc = self._hf.encode(joined, add_special_tokens=False)
+        enc = self._hf.encode(" ".join(missing), add_special_tokens=False)
         ids = np.asarray(enc.ids, dtype=np.int32)
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(ids))
         chunk_starts = np.cumsum([0] + [len(c) + 1 for c in missing[:-1]])
         owner = np.searchsorted(chunk_starts, starts, side="right") - 1
-        bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left").tolist()
-        id_list = ids.tolist()
-        overflow: dict[str, tuple[int, ...]] = {}
-        target = self._ids
-        for k, chunk in enumerate(missing):
-            if len(target) >= _CACHE_LIMIT:
-                target = overflow
-            target[chunk] = tuple(id_list[bounds[k]:bounds[k + 1]])
-        return overflow
+        bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left")
+        first_row = len(self._number)
+        rows = slice(first_row, first_row + len(missing))
+        self._start = _grown(self._start, rows.stop)
+        self._count = _grown(self._count, rows.stop)
+        self._flat = _grown(self._flat, self._used + len(ids))
+        self._start[rows] = self._used + bounds[:-1]
+        self._count[rows] = np.diff(bounds)
+        self._flat[self._used:self._used + len(ids)] = ids
+        self._used += len(ids)
+        self._number.update(zip(missing, range(rows.start, rows.stop)))
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """array, or a copy with room for at least size entries (capacity doubles)."""
+    if size <= len(array):
+        return array
+    bigger = np.zeros(max(size, 2 * len(array)), array.dtype)
+    bigger[:len(array)] = array
+    return bigger
+
