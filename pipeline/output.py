@@ -111,6 +111,9 @@ def write_json_atomically(path: str, payload: dict) -> None:
     _make_local_parent(tmp)
     with FileSystems.create(tmp) as f:
         f.write((json.dumps(payload, indent=1, sort_keys=True) + "\n").encode())
+    if not is_remote(path):
+        os.replace(tmp, path)  # atomic: there is never a moment without a manifest
+        return
     if exists(path):
         FileSystems.delete([path])
     FileSystems.rename([tmp], [path])

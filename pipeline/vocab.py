@@ -11,8 +11,10 @@ prune (the summary says so).
 """
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -275,8 +277,6 @@ def count_with_beam(cfg: VocabConfig, options) -> CorpusCounts | None:
 
     Without --counts-dir the counts go to a temporary directory (local runners only), removed afterwards.
     """
-    import shutil
-
     from pipeline import runners
     from pipeline.cli_util import UserError
     from pipeline.sources import match_inputs
@@ -305,10 +305,15 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options) -> CorpusC
 
     if not runners.is_dry_run(options):
         output.prepare_output_dir(cfg.counts_dir, overwrite=True)
-        stale = [m.path for pattern in COUNT_GLOBS
+        # Count files of an earlier run, and the files a killed run's text writers left in their temporary
+        # directories (on a local disk, the directories too).
+        stale = [m.path for pattern in COUNT_GLOBS + ["beam-temp-*/*"]
                  for m in FileSystems.match([output.join(cfg.counts_dir, pattern)])[0].metadata_list]
         if stale:
             FileSystems.delete(stale)
+        if not output.is_remote(cfg.counts_dir):
+            for leftover in glob.glob(os.path.join(cfg.counts_dir, "beam-temp-*")):
+                shutil.rmtree(leftover, ignore_errors=True)
     pipeline = runners.make_pipeline(options)
     _ = pipeline | "count words" >> CountWords(cfg, input_files)
     if runners.is_local(options) and runners.is_dry_run(options):
@@ -339,8 +344,9 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options) -> CorpusC
 # ------------------------------------------------------------------------------------------- writing
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Write to a temporary name beside path, then rename: readers never see a partial vocab."""
-    tmp = f"{path}.tmp-{os.getpid()}"
+    """Write to a temporary name beside path, then rename: readers never see a partial vocab. The name is
+    fixed, so a write killed before its rename leaves nothing that the next one does not replace."""
+    tmp = f"{path}.tmp"
     try:
         output.write_bytes(tmp, [data])
         if output.is_remote(path):
