@@ -94,6 +94,9 @@ def main() -> None:
     parser.add_argument("--modes", default="multi_processing:1,multi_processing:2",
                         help="running_mode:workers pairs to measure")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest counts")
+    parser.add_argument("--control", action="store_true",
+                        help="also measure what this machine gives two independent create runs at once (the "
+                             "ceiling for a 2-worker speed-up at the time of the run)")
     args = parser.parse_args()
     exe = str(Path(sys.executable).parent / "bertcorpus")
     with tempfile.TemporaryDirectory() as tmp:
@@ -122,6 +125,28 @@ def main() -> None:
                               "instances_per_cpu_s": round(1e6 / marginal),
                               "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
                               "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+        if args.control:
+            control(exe, corpus, tmp, args.repeat)
+
+
+def control(exe: str, corpus: Path, tmp: Path, repeat: int) -> None:
+    """Wall time of one in-memory create run on a 4 MB slice of the corpus, and of two such runs at once."""
+    from bench_extract_wiki import best_wall
+
+    part = tmp / "control.jsonl"
+    with open(corpus, "rb") as src, open(part, "wb") as dst:
+        for line in src:
+            dst.write(line)
+            if dst.tell() > 4e6:
+                break
+
+    def command(i: int) -> list[str]:
+        return [exe, "create", "--input", str(part), "--vocab", str(VOCAB), "--output", str(tmp / f"control-{i}"),
+                "--overwrite", "--dupe-factor", "10", "--direct_running_mode=in_memory"]
+
+    one, two = best_wall([command(0)], repeat), best_wall([command(0), command(1)], repeat)
+    print(json.dumps({"control": "two independent in-memory runs at once vs one", "one_s": round(one, 2),
+                      "two_s": round(two, 2), "ceiling": round(2 * one / two, 2)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,22 @@ def test_inspect_prints_decoded_examples(records_dir, capsys):
     assert run_cli("inspect", shard, "--vocab", VOCAB, "-n", "2") == 0
     out = capsys.readouterr().out
     assert out.count("record ") == 2 and "[CLS]" in out and "[MASK]" in out and "next_sentence_label" in out
+
+
+def test_summary_prints_the_manifest_counts(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, "--dupe-factor", "3") == 0
+    printed = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in capsys.readouterr().out.splitlines()
+                   if line.startswith("  ") and "  " in line.strip())
+    manifest = json.loads((out / "manifest.json").read_text())
+    docs, counts = manifest["documents"], manifest["counts"]
+    assert docs["read"] == docs["kept"] + sum(docs["skipped"].values()) + docs["errors"]
+    assert int(printed["documents read"].replace(",", "")) == docs["read"] == 3
+    assert int(printed["documents kept"].replace(",", "")) == docs["kept"]
+    for name in ("sentences", "tokens"):
+        assert int(printed[name].replace(",", "")) == counts[name] > 0
+    train = manifest["outputs"]["seq128"]["train"]
+    assert printed["seq128 train instances"].startswith(f"{train['instances']:,} in {len(train['shards'])} shards")
 
 
 # ------------------------------------------------------------------------------------------------ bad input

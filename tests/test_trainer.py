@@ -299,3 +299,42 @@ def test_two_replicas_train_and_evaluate(records_dir, tmp_path):
     assert (result["step"], result["optimizer_iterations"]) == (2, 2)
     assert result["eval_results"]["eval_sequences"] == 16
     assert [r["step"] for r in read_log(tmp_path / "run")] == [2]  # both steps in one execution
+
+
+_JAX_LOSS = """
+import json, sys
+import numpy as np
+from trainer.model import BertConfig, BertPretrainer, dummy_batch, pretraining_loss
+config = BertConfig.preset("tiny")
+model = BertPretrainer(config)
+model(dummy_batch(2, 128, 20))
+model.load_weights(sys.argv[1])
+batch = dict(np.load(sys.argv[2]))
+outputs = model(batch, training=False)
+print(json.dumps({"losses": [float(x) for x in pretraining_loss(outputs, batch)],
+                  "nsp_logits": np.asarray(outputs["nsp_logits"]).tolist()}))
+"""
+
+
+def test_the_model_gives_the_same_numbers_on_jax(records_dir, tmp_path):
+    # The same weights and a batch of real records, through the TensorFlow and the JAX backends of Keras.
+    pytest.importorskip("jax")
+    from trainer.model import pretraining_loss
+
+    train_glob, _ = globs(records_dir)
+    batch = {k: v.numpy() for k, v in next(iter(eval_dataset(list_files(train_glob), 8, L, P))).items()}
+    np.savez(tmp_path / "batch.npz", **batch)
+    model = BertPretrainer(BertConfig.preset("tiny"))
+    model(dummy_batch(2, L, P))
+    model.save_weights(tmp_path / "tiny.weights.h5")
+    outputs = model(batch, training=False)
+    expected = [float(x) for x in pretraining_loss(outputs, batch)]
+    done = subprocess.run([sys.executable, "-c", _JAX_LOSS, str(tmp_path / "tiny.weights.h5"),
+                           str(tmp_path / "batch.npz")], capture_output=True, text=True,
+                          env={**__import__("os").environ, "KERAS_BACKEND": "jax"},
+                          cwd=Path(__file__).resolve().parent.parent)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert np.allclose(got["losses"], expected, rtol=1e-4)
+    assert np.allclose(got["nsp_logits"], outputs["nsp_logits"].numpy(), atol=1e-4)
+    assert expected[1] > 5  # a real masked-LM loss on an untrained model, not an empty batch
