@@ -41,7 +41,8 @@ def run_pipeline(pipeline, options, what: str):
         return None
     result = pipeline.run()
     if runners.is_rendering(options):
-        print(f"{what}: job graph written to {', '.join(runners.all_options(options).get('render_output') or [])}")
+        # Fresh, not the cached option dictionary: the render options register only when that runner loads.
+        print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
         return None
     if dry_run:
         print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")

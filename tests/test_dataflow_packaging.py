@@ -45,3 +45,15 @@ def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
     names = tarfile.open(tarball).getnames()
     for module in ("pipeline/create.py", "pipeline/cli.py", "transforms/tfrecord.py", "wordpiece/tokenizer.py"):
         assert any(n.endswith(module) for n in names), module
+
+
+def test_graph_command_draws_a_job_offline(tmp_path, capsys, monkeypatch):
+    from conftest import run_cli
+
+    monkeypatch.chdir(ROOT)  # the jobs file is ./beam_jobs.yaml
+    assert run_cli("graph", "pretraining-128", "--output-dir", tmp_path) == 0
+    dot = (tmp_path / "pretraining-128.dot").read_text()
+    for step in ("read documents", "group into buckets", "build instances", "group into shards", "write shards",
+                 "publish"):
+        assert step in dot
+    assert str(tmp_path / "pretraining-128.dot") in capsys.readouterr().out
