@@ -84,12 +84,15 @@ class _WriteShard(beam.DoFn):
         self.output_dir, self.kind, self.suffix = output_dir, kind, suffix
         self.num_shards, self.fields, self.encode = num_shards, fields, encode
 
+    def file_name(self, shard: int) -> str:
+        return f"{self.kind}-{shard:05d}-of-{self.num_shards:05d}.{self.suffix}"
+
     def process(self, element):
         shard, records = element
         # GroupByKey order is arbitrary: sorting fixes the bytes of the file.
-        records = sorted((r for r in records if r is not None), key=lambda r: _sort_key(r, self.fields))
+        records = sorted(records, key=lambda r: _sort_key(r, self.fields))
         data, count, counts = self.encode(records)
-        rel = f"{self.kind}-{shard:05d}-of-{self.num_shards:05d}.{self.suffix}"
+        rel = self.file_name(shard)
         size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data])
         yield {"path": rel, "records": count, "bytes": size, "sha256": sha}
         if counts:
@@ -97,8 +100,8 @@ class _WriteShard(beam.DoFn):
 
 
 class _WriteShards(beam.PTransform):
-    """Records → one staged file per shard, every shard written even when empty; returns the file infos (main
-    output) and counts (tally.TALLY)."""
+    """Records → one staged file per shard, every shard written even when empty; returns {"files": file infos,
+    tally.TALLY: counts}."""
 
     def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
         super().__init__()
@@ -108,14 +111,23 @@ class _WriteShards(beam.PTransform):
 
     def expand(self, records):
         n, key_field = self.writer.num_shards, self.writer.fields[0]
-        # record → (shard, record); each shard is also listed once with None, so that an empty one gets its file
-        keyed = records | "assign shards" >> beam.Map(_keyed, key_field, n).with_output_types(
-            tuple[int, typing.Any])
-        every_shard = records.pipeline | "list shards" >> beam.Create([(i, None) for i in range(n)])
-        return ((keyed, every_shard)
-                | "merge shard lists" >> beam.Flatten()
-                | "group into shards" >> beam.GroupByKey()
-                | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files"))
+        # record → (shard, record) → (shard, [records]) → a staged file per shard that has records
+        written = (records
+                   | "assign shards" >> beam.Map(_keyed, key_field, n).with_output_types(tuple[int, typing.Any])
+                   | "group into shards" >> beam.GroupByKey()
+                   | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files"))
+        # Shards that drew no record get their (empty) file here. Only file infos pass: a Flatten of the records
+        # themselves would be one more trip of every record through a local runner.
+        empty = (written.files
+                 | "list written shards" >> beam.combiners.ToList()
+                 | "write empty shards" >> beam.FlatMap(self._write_missing))
+        return {"files": (written.files, empty) | "all shards" >> beam.Flatten(), tally.TALLY: written[tally.TALLY]}
+
+    def _write_missing(self, written: list[dict]):
+        names = {f["path"] for f in written}
+        for shard in range(self.writer.num_shards):
+            if self.writer.file_name(shard) not in names:
+                yield from (out for out in self.writer.process((shard, [])) if isinstance(out, dict))
 
 
 class WriteDocuments(_WriteShards):

@@ -477,7 +477,7 @@ class ExtractBooks(beam.PTransform):
         # Every skip reason appears in the manifest, also with a count of 0.
         zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
         counts = [zeros, *counts, written[tally.TALLY]] | "merge counts" >> beam.Flatten()
-        return ({"documents": written.files, "errors": errors.files, "counts": counts, "inputs": inputs}
+        return ({"documents": written["files"], "errors": errors["files"], "counts": counts, "inputs": inputs}
                 | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))
 
 

@@ -256,7 +256,7 @@ class ExtractWikipedia(beam.PTransform):
         zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
         counts = ((zeros, read[tally.TALLY], cleaned[tally.TALLY], written[tally.TALLY])
                   | "merge counts" >> beam.Flatten())
-        return ({"documents": written.files, "errors": errors.files, "counts": counts, "inputs": inputs}
+        return ({"documents": written["files"], "errors": errors["files"], "counts": counts, "inputs": inputs}
                 | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))
 
 

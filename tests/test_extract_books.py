@@ -86,6 +86,17 @@ def test_every_sample_is_kept_or_counted(samples):
     assert gatsby["size"] == GATSBY.stat().st_size and gatsby["removed"]["licence_lines"] > 300
 
 
+def test_more_shards_than_books_still_writes_every_shard(tmp_path):
+    manifest = extract(tmp_path, ALICE, HOLMES, extra=["--num-shards", "6"])
+    files = sorted(f.name for f in tmp_path.glob("documents-*.parquet"))
+    assert files == [f"documents-{i:05d}-of-00006.parquet" for i in range(6)]
+    assert [f["path"] for f in manifest["outputs"]["documents"]] == files
+    rows = [pq.read_table(tmp_path / f).num_rows for f in files]
+    assert sum(rows) == 2 and rows.count(0) >= 4  # the empty shards are real, readable Parquet files
+    assert [f.name for f in tmp_path.glob("errors-*.jsonl")] == ["errors-00000-of-00001.jsonl"]
+    assert_accounted(manifest, tmp_path)
+
+
 def test_no_licence_text_mojibake_or_carriage_returns(samples):
     for doc in documents(samples).values():
         assert doc["source"] == "books" and len(doc["text"]) > 20_000
