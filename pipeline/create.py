@@ -127,7 +127,8 @@ def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None
 
 
 class BuildInstances(beam.DoFn):
-    """(bucket key, documents) → ((seq config, split, shard), (sort keys, tie-breaks, framed records)).
+    """(bucket key, documents) → ((seq config, split, shard), (bucket tie-break, piece)), where a piece is the
+    packed sort keys, row numbers, lengths and zstd records (`pack_piece`) or, with spill_pieces, where it lies.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
@@ -238,7 +239,7 @@ class BuildInstances(beam.DoFn):
             return
         # All of this bucket's pieces for this config in one file; a retry rewrites the same bytes.
         path = output.staging_path(cfg.output, f"pieces/{seq.name}/{key.replace('/', '-')}.bin")
-        size, _ = output.write_bytes(path, [piece for _, piece in pieces])
+        output.write_bytes(path, [piece for _, piece in pieces])
         offset = 0
         for shard, piece in pieces:
             yield (seq.name, split, shard), (tiebreak, (path, offset, len(piece)))

@@ -91,13 +91,6 @@ def _packed_varints(values: np.ndarray) -> _Padded:
                    np.take(table.lengths, flat).reshape(n, width).sum(axis=1))
 
 
-def pack_varint_rows(values: np.ndarray) -> tuple[bytes, list[int]]:
-    """Rows of a non-negative int matrix as packed varints: one buffer and the row boundaries into it."""
-    packed = _packed_varints(values)
-    data = packed.data if packed.used is None else packed.data[packed.used]
-    return data.tobytes(), np.concatenate(([0], np.cumsum(packed.lengths))).tolist()
-
-
 def masked_crc32c(data: bytes) -> int:
     crc = google_crc32c.value(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
@@ -170,13 +163,6 @@ class FramedBatch:
     """Framed TFRecords back to back: record i is data[offsets[i]:offsets[i + 1]]."""
     data: np.ndarray     # uint8; a buffer that file writes and compressors take as it is
     offsets: np.ndarray  # int64, len = records + 1
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def records(self) -> list[bytes]:
-        data, bounds = self.data.tobytes(), self.offsets.tolist()
-        return [data[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 # Rows are encoded a few MB of padded bytes at a time: temporaries that small are reused by malloc, where
