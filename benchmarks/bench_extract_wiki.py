@@ -144,7 +144,7 @@ def speedup_rows(args, work: Path, big_xml: bytes) -> None:
                "--extract-to", "/dev/null"]
     one, two = best_wall([control], args.repeat), best_wall([control, control], args.repeat)
     print(f"multistream dump: {len(big_xml) / 1e6:.1f} MB of XML, {dump.stat().st_size / 1e6:.1f} MB of bz2, "
-          f"{manifest['inputs'][0]['byte_ranges']} byte ranges (--range-mb {args.range_mb}); wall time, best of "
+          f"{manifest['inputs'][0]['byte_ranges']} byte ranges (--range-mb {args.range_mb or 'default'}); wall time, best of "
           f"{args.repeat}, with the CPU time of each process in that run")
     for workers in (1, 2):
         print(f"  {workers} worker{'s' if workers > 1 else ' '}  " + "   ".join(
@@ -163,7 +163,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wikiextractor-python", default="/tmp/wikibench-venv/bin/python")
     parser.add_argument("--copies", type=int, default=8, help="copies of the sample in the larger dump")
-    parser.add_argument("--range-mb", type=float, default=1.0, help="--range-mb of the multistream runs")
+    parser.add_argument("--range-mb", type=float, default=0.0,
+                        help="--range-mb of the multistream runs (default 0: the command's own default)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip", choices=["cpu", "speedup"], help="leave one part out")
     args = parser.parse_args()

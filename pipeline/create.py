@@ -22,7 +22,7 @@ import apache_beam as beam
 import numpy as np
 import zstandard
 
-from pipeline import output, tally
+from pipeline import output, spill, tally
 from pipeline.sources import ReadStats, read_documents
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
 from transforms.masking import SpecialIds, assemble, mask_tokens
@@ -55,10 +55,9 @@ class CreateConfig:
     input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
     # The vocab file's bytes travel inside the job when it is local, so remote workers need no copy of it.
     vocab_bytes: bytes | None = None
-    # Record pieces go to files under the output's staging directory, and only their places go through the
-    # shuffle. Set for local outputs: a local runner relays every shuffled byte through one process, so this
-    # is what lets local workers scale, and it keeps the runner's memory small.
-    spill_pieces: bool = False
+    # Documents and record pieces go to files under the output's staging directory, and only their places go
+    # through the shuffle (pipeline/spill.py: set for local outputs).
+    spill_to_files: bool = False
 
     def load_vocab(self) -> Vocab:
         return Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
@@ -88,7 +87,7 @@ class CreateConfig:
     def describe(self) -> dict:
         d = asdict(self)
         d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
-        for internal in ("input_bytes", "vocab_bytes", "output", "spill_pieces"):  # not part of what is made
+        for internal in ("input_bytes", "vocab_bytes", "output", "spill_to_files"):  # not part of what is made
             d.pop(internal)
         return d
 
@@ -128,7 +127,7 @@ def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None
 
 class BuildInstances(beam.DoFn):
     """(bucket key, documents) → ((seq config, split, shard), (bucket tie-break, piece)), where a piece is the
-    packed sort keys, row numbers, lengths and zstd records (`pack_piece`) or, with spill_pieces, where it lies.
+    packed sort keys, row numbers, lengths and zstd records (`pack_piece`) or, with spill_to_files, where it lies.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
@@ -145,6 +144,8 @@ class BuildInstances(beam.DoFn):
 
     def process(self, element):
         key, docs = element
+        if self.config.spill_to_files:
+            docs = spill.unspilled(docs)
         split = key.split("/")[0]
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
         docs = sorted(docs, key=lambda d: (d[0], d[1] or "", d[2] or []))
@@ -233,7 +234,7 @@ class BuildInstances(beam.DoFn):
                 # One compressed blob per piece: the shuffle moves a few large values, a third of the bytes.
                 blob = self.compressor.compress(framed.data[framed.offsets[lo]:framed.offsets[hi]])
                 pieces.append((shard, pack_piece(keys[rows_in], rows_in, lengths[lo:hi], blob)))
-        if not self.config.spill_pieces:
+        if not self.config.spill_to_files:
             for shard, piece in pieces:
                 yield (seq.name, split, shard), (tiebreak, piece)
             return
@@ -260,12 +261,7 @@ def unpack_piece(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, memor
 
 def _piece_bytes(where) -> bytes:
     """A piece carried by the shuffle, or read back from the (path, offset, size) it was spilled to."""
-    if isinstance(where, bytes):
-        return where
-    path, offset, size = where
-    with open(path, "rb") as f:
-        f.seek(offset)
-        return f.read(size)
+    return where if isinstance(where, bytes) else spill.read_spilled(where)
 
 
 class WriteShards(beam.DoFn):
@@ -397,9 +393,12 @@ class CreatePretrainingData(beam.PTransform):
             "files", tally.TALLY, main="docs")
         # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the
         # bucket → ((config, split, shard), records piece)
-        built = (read.docs
-                 | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
-                     tuple[str, tuple[str, typing.Any, typing.Any]])
+        keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
+            tuple[str, tuple[str, typing.Any, typing.Any]])
+        if cfg.spill_to_files:
+            # → (bucket key, where a few MB of the bucket's documents were written)
+            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
+        built = (keyed
                  | "group into buckets" >> beam.GroupByKey()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
                      tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
@@ -509,12 +508,6 @@ def config_from_args(args) -> CreateConfig:
                         num_buckets=args.num_buckets, bucket_mb=args.bucket_mb)
 
 
-def spills_pieces(output_dir: str) -> bool:
-    """Whether a run writing to output_dir passes its records to the shard writers through files (local
-    outputs, see CreateConfig.spill_pieces) rather than through the shuffle (object stores)."""
-    return not output.is_remote(output_dir)
-
-
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
     from pipeline.cli_util import UserError, print_summary, run_pipeline
@@ -539,7 +532,7 @@ def run(args, beam_args: list[str]) -> int:
     elif not dry_run:
         vocab_sha = Vocab.load(config.vocab).sha256
     config = config.resolved()
-    config.spill_pieces = spills_pieces(config.output)
+    config.spill_to_files = spill.spills_to_files(config.output)
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)

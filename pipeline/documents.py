@@ -9,6 +9,9 @@ A document's shard is a stable hash of its id, and each shard is written sorted 
 bytes whatever the runner, its worker count and the order in which documents arrive. Shard files are written whole
 under fixed names in OUT/.staging, so a retried bundle rewrites the same file instead of adding one.
 
+For a local output the records go to the shard writers through files (pipeline/spill.py), not through a local
+runner's one process.
+
 Counts travel as tally dicts (pipeline/tally.py) with these names: `read` for every input item the job looked at,
 `skipped:<reason>` and `errors:<reason>` for those it set aside; the writer adds `kept` (documents written),
 `characters` (their text) and `skipped:duplicate_id`. The manifest states read = kept + skipped + errors, and
@@ -24,7 +27,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import output, tally
+from pipeline import output, spill, tally
 from transforms.seeding import stable_hash
 
 METRICS = "documents"          # the Beam metrics namespace of every document count
@@ -73,8 +76,10 @@ def _sort_key(record: dict, fields: tuple[str, ...]) -> tuple:
     return tuple((record[f] is not None, record[f] or "") for f in fields)
 
 
-def _keyed(record: dict, key_field: str, num_shards: int) -> tuple[int, dict]:
-    return stable_hash(record[key_field]) % num_shards, record
+def _keyed(record: dict, fields: tuple[str, ...], num_shards: int) -> tuple[int, tuple]:
+    """record → (shard, its fields as a tuple): the shard from the first field, the id."""
+    row = tuple(record[f] for f in fields)
+    return stable_hash(row[0]) % num_shards, row
 
 
 class _WriteShard(beam.DoFn):
@@ -83,14 +88,17 @@ class _WriteShard(beam.DoFn):
     def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
         self.output_dir, self.kind, self.suffix = output_dir, kind, suffix
         self.num_shards, self.fields, self.encode = num_shards, fields, encode
+        self.spilled = spill.spills_to_files(output_dir)  # the rows come as the places they were spilled to
 
     def file_name(self, shard: int) -> str:
         return f"{self.kind}-{shard:05d}-of-{self.num_shards:05d}.{self.suffix}"
 
     def process(self, element):
-        shard, records = element
+        shard, rows = element
+        if self.spilled:
+            rows = spill.unspilled(rows)
         # GroupByKey order is arbitrary: sorting fixes the bytes of the file.
-        records = sorted(records, key=lambda r: _sort_key(r, self.fields))
+        records = sorted((dict(zip(self.fields, row)) for row in rows), key=lambda r: _sort_key(r, self.fields))
         data, count, counts = self.encode(records)
         rel = self.file_name(shard)
         size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data])
@@ -110,10 +118,14 @@ class _WriteShards(beam.PTransform):
         self.writer = _WriteShard(output_dir, kind, suffix, num_shards, fields, encode)
 
     def expand(self, records):
-        n, key_field = self.writer.num_shards, self.writer.fields[0]
-        # record → (shard, record) → (shard, [records]) → a staged file per shard that has records
-        written = (records
-                   | "assign shards" >> beam.Map(_keyed, key_field, n).with_output_types(tuple[int, typing.Any])
+        writer = self.writer
+        # record → (shard, row of its fields), or for a local output (shard, where a few MB of rows were spilled)
+        keyed = records | "assign shards" >> beam.Map(_keyed, writer.fields, writer.num_shards).with_output_types(
+            tuple[int, typing.Any])
+        if writer.spilled:
+            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(writer.output_dir, writer.kind))
+        # → (shard, [rows or places]) → a staged file per shard that has records
+        written = (keyed
                    | "group into shards" >> beam.GroupByKey()
                    | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files"))
         # Shards that drew no record get their (empty) file here. Only file infos pass: a Flatten of the records

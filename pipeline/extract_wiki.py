@@ -27,6 +27,7 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import documents, output, tally
 from pipeline.sources import InputError, ReadStats, _HashingReader, match_inputs
+from transforms.seeding import python_rng
 from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
 from transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
 from transforms.wikitext import clean_wikitext, is_disambiguation
@@ -35,6 +36,7 @@ JOB = "extract-wiki"
 SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
 PROGRESS_EVERY = 1000  # pages between count updates from a reader, so Beam's counters move during a long file
 MIB = 2**20
+MIN_RANGE_MB, MAX_RANGE_MB = 1, 32  # the bounds of the automatic --range-mb
 # For the default shard count: bz2 shrinks dump XML about 4.5x, and about a fifth of a full dump's XML is article
 # text (the rest is markup, redirects and pages outside namespace 0).
 XML_PER_COMPRESSED_BYTE = 4.5
@@ -51,7 +53,7 @@ class WikiConfig:
     num_shards: int = 1
     min_chars: int = 100
     source: str = "wikipedia"
-    range_mb: float = 32.0
+    range_mb: float = 0.0               # 0: auto_range_bytes
     strict: bool = False
     max_error_rate: float = 0.01
 
@@ -159,13 +161,23 @@ class ReadDumpFiles(beam.DoFn):
         yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256})
 
 
+def auto_range_bytes(file_size: int) -> int:
+    """The default byte range: a 64th of the dump, so that even a small dump gives every local worker many ranges
+    to even out their cost, but at least MIN_RANGE_MB and at most MAX_RANGE_MB (the unit of work on Dataflow)."""
+    return int(min(MAX_RANGE_MB * MIB, max(MIN_RANGE_MB * MIB, file_size / 64)))
+
+
 class PlanByteRanges(beam.DoFn):
     """(dump path, index path) → (Dump, start, end) per byte range of whole bz2 streams; the dump's size and
     fingerprint and the index's sha256 go to 'inputs'. A dump is too big to hash in one place, and no worker reads
-    all of it, so it is fingerprinted by its first and last MiB."""
+    all of it, so it is fingerprinted by its first and last MiB.
+
+    The ranges come out in an order shuffled by a generator seeded from the path: a local runner deals them to its
+    workers in turn, and neighbouring ranges of a dump tend to cost alike, so in file order one worker could draw
+    all the dear ones."""
 
     def __init__(self, range_bytes: int):
-        self.range_bytes = range_bytes
+        self.range_bytes = range_bytes  # 0: auto_range_bytes
 
     def process(self, element):
         path, index = element
@@ -183,11 +195,11 @@ class PlanByteRanges(beam.DoFn):
             size = f.seek(0, os.SEEK_END)
             fingerprint = _head_tail_fingerprint(f, size)
         try:
-            ranges = plan_byte_ranges(offsets, size, self.range_bytes)
+            ranges = plan_byte_ranges(offsets, size, self.range_bytes or auto_range_bytes(size))
         except ValueError as e:
             raise InputError(f"{index} is not the index of {path}: {e}") from None
         dump = _read_dump_header(path)
-        for start, end in ranges:
+        for start, end in python_rng(0, "range order", path).sample(ranges, len(ranges)):
             yield dump, start, end
         yield beam.pvalue.TaggedOutput("inputs", {
             "path": path, "size": size, **fingerprint, "byte_ranges": len(ranges),
@@ -282,8 +294,9 @@ def add_arguments(parser) -> None:
     layout = parser.add_argument_group("layout and scale")
     layout.add_argument("--num-shards", type=int, default=0,
                         help="documents files (default: about 128 MB of text each, estimated from the input size)")
-    layout.add_argument("--range-mb", type=float, default=32.0,
-                        help="with --index: compressed MB per byte range, the unit of work (default 32)")
+    layout.add_argument("--range-mb", type=float, default=0.0,
+                        help="with --index: compressed MB per byte range, the unit of work (default: a 64th of "
+                             f"the dump, between {MIN_RANGE_MB} and {MAX_RANGE_MB} MB)")
     errors = parser.add_argument_group("errors")
     errors.add_argument("--strict", action="store_true", help="exit non-zero on any error")
     errors.add_argument("--max-error-rate", type=float, default=0.01,
@@ -322,7 +335,7 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     index = list(args.index or [])
     checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
               (args.num_shards >= 0, "--num-shards must be >= 0"),
-              (args.range_mb > 0, "--range-mb must be positive"),
+              (args.range_mb >= 0, "--range-mb must be positive (or 0 for the default)"),
               (0 <= args.max_error_rate <= 1, "--max-error-rate must be between 0 and 1"),
               (args.source.strip() != "", "--source must not be empty"),
               (not index or len(index) == len(args.input),

@@ -115,19 +115,27 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
 
 def test_spilled_pieces_are_rewritten_identically_under_retries(tmp_path):
     from pipeline.create import BuildInstances, CreateConfig
+    from pipeline.spill import SpillByKey
     from transforms.instances import SeqConfig
 
     out = tmp_path / "out"
     config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB), dupe_factor=2,
                           seq_configs=[SeqConfig(128, 20)], num_shards=3, num_buckets=1, eval_fraction=0.0,
-                          spill_pieces=True)
+                          spill_to_files=True)
     documents = [(f"doc{i}", text, None) for i, text in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))]
+    # The bucket's documents reach it through a file too: spilled by the reading bundle, read back by the bucket.
+    spiller = SpillByKey(str(out), "documents")
+    spiller.setup()
+    spiller.start_bundle()
+    assert not [p for doc in documents for p in spiller.process(("train/000000", doc))]
+    places = [w.value[1] for w in spiller.finish_bundle()]
+    assert len(places) == 1
     build = BuildInstances(config)
     build.setup()
 
     def attempt():
-        carried = [e for e in build.process(("train/000000", documents)) if isinstance(e, tuple)]
-        return carried, digest(out / ".staging")
+        carried = [e for e in build.process(("train/000000", places)) if isinstance(e, tuple)]
+        return carried, digest(out / ".staging" / "pieces" / "seq128")
 
     first, files = attempt()
     assert len(first) == 3 and len(files) == 1  # one piece per shard, all in the bucket's one file

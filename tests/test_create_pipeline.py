@@ -126,13 +126,13 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(tmp_path, books_
 
 
 def test_records_through_the_shuffle_or_through_files_are_byte_identical(tmp_path, books_jsonl, monkeypatch):
-    # Local outputs spill record pieces to files; object-store outputs send them through the shuffle.
-    import pipeline.create
+    # Local outputs spill documents and record pieces to files; object-store outputs send them through the shuffle.
+    import pipeline.spill
 
     common = ["--input", books_jsonl, "--vocab", VOCAB, "--seq-configs", "128:20,512:80", "--dupe-factor", "2",
               "--num-buckets", "3", "--num-shards", "2", "--direct_running_mode=in_memory"]
     assert run_cli("create", *common, "--output", tmp_path / "files") == 0
-    monkeypatch.setattr(pipeline.create, "spills_pieces", lambda output_dir: False)
+    monkeypatch.setattr(pipeline.spill, "spills_to_files", lambda output_dir: False)
     assert run_cli("create", *common, "--output", tmp_path / "shuffle") == 0
     files, shuffle = tree_digest(tmp_path / "files"), tree_digest(tmp_path / "shuffle")
     assert files == shuffle and len(files) >= 7

@@ -178,6 +178,36 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(enwiki, tmp_path
     assert manifest == first
 
 
+def test_documents_through_the_shuffle_or_through_files_are_byte_identical(enwiki, tmp_path, monkeypatch):
+    # Local outputs pass the documents to the shard writers through files; object-store outputs through the shuffle.
+    import pipeline.spill
+
+    monkeypatch.setattr(pipeline.spill, "spills_to_files", lambda output_dir: False)
+    manifest = extract(tmp_path, ENWIKI_2014, extra=["--num-shards", "3"])
+    for pattern in ("documents-*", "errors-*"):
+        assert file_digests(tmp_path, pattern) == file_digests(enwiki, pattern)
+    first = json.loads((enwiki / "manifest.json").read_text())
+    for m in (manifest, first):
+        m["config"].pop("output")
+    assert manifest == first
+
+
+def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(multistream):
+    from pipeline.extract_wiki import MIB, PlanByteRanges, auto_range_bytes
+
+    assert [auto_range_bytes(mb * MIB) // MIB for mb in (10, 64, 200, 3000)] == [1, 1, 3, 32]
+    dump, index = multistream
+    planned = [out for out in PlanByteRanges(1).process((str(dump), str(index)))
+               if not hasattr(out, "tag")]
+    ranges = [(start, end) for _, start, end in planned]
+    assert len(ranges) == 4 and ranges != sorted(ranges)  # one per stream, not in file order: workers draw a mix
+    starts, ends = zip(*sorted(ranges))
+    assert list(starts[1:]) == list(ends[:-1]) and ends[-1] == dump.stat().st_size  # contiguous, to the end
+    again = [(start, end) for _, start, end in (out for out in PlanByteRanges(1).process(
+        (str(dump), str(index))) if not hasattr(out, "tag"))]
+    assert again == ranges
+
+
 def test_a_corrupt_stream_costs_its_range_only(multistream, tmp_path):
     dump, index = multistream
     starts = sorted({int(line.split(b":")[0]) for line in bz2.decompress(index.read_bytes()).splitlines()})

@@ -1,0 +1,100 @@
+"""Shuffling through files on local runs: bulky values cross a GroupByKey as the places they were written to.
+
+A local runner relays every shuffled byte through its one process and holds it there until the next stage, which
+caps how far local workers scale and makes the runner's memory grow with the data. So when a job's output is
+local, it puts SpillByKey between keying its values and grouping them:
+
+    (key, value) ─ SpillByKey ─ (key, (path, offset, size)) ─ GroupByKey ─ unspilled(places) → the values
+
+Each bundle gathers its values by key and writes them, a few MB at a time, to one file under the output's staging
+area, one zstd-compressed pickled list per key. A file is named by the hash of its bytes, so a retried bundle
+rewrites identical files, and a failed attempt's files are never read. The files go when the staging area does.
+Object-store outputs (Dataflow) send the values through the runner's shuffle, which is built for them.
+"""
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+
+import apache_beam as beam
+import zstandard
+from apache_beam.transforms.window import GlobalWindows
+
+from pipeline import output
+
+SPILL_BYTES = 32 * 2**20  # text a bundle gathers before it writes what it gathered to one file
+
+
+def spills_to_files(output_dir: str) -> bool:
+    """Whether a job writing to output_dir passes its bulky shuffled values through files: local outputs do."""
+    return not output.is_remote(output_dir)
+
+
+def read_spilled(where: tuple[str, int, int]) -> bytes:
+    """The bytes at a spilled value's place: (path, offset, size)."""
+    path, offset, size = where
+    with open(path, "rb") as f:
+        f.seek(offset)
+        return f.read(size)
+
+
+def _rough_size(value) -> int:
+    """The bytes of the strings in a value, its tuples and lists included: what the gathering budget counts."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (tuple, list)):
+        return sum(_rough_size(v) for v in value)
+    return 8
+
+
+class SpillByKey(beam.DoFn):
+    """(key, value) → (key, (path, offset, size)) per key and file: the bundle's values gathered by key and written
+    to OUT/.staging/pieces/NAME-HASH.bin whenever they reach spill_bytes, and at the end of the bundle."""
+
+    def __init__(self, output_dir: str, name: str, spill_bytes: int = SPILL_BYTES):
+        self.output_dir, self.name, self.spill_bytes = output_dir, name, spill_bytes
+
+    def setup(self):
+        self.compressor = zstandard.ZstdCompressor(level=1)
+
+    def start_bundle(self):
+        self.gathered: dict = defaultdict(list)
+        self.gathered_bytes = 0
+
+    def process(self, element):
+        key, value = element
+        self.gathered[key].append(value)
+        self.gathered_bytes += _rough_size(value)
+        if self.gathered_bytes >= self.spill_bytes:
+            yield from self._spill()
+
+    def finish_bundle(self):
+        for element in self._spill():
+            yield GlobalWindows.windowed_value(element)
+
+    def _spill(self) -> list[tuple[object, tuple[str, int, int]]]:
+        keys = sorted(self.gathered)
+        blobs = [self.compressor.compress(pickle.dumps(self.gathered[key], protocol=5)) for key in keys]
+        self.gathered.clear()
+        self.gathered_bytes = 0
+        if not blobs:
+            return []
+        digest = hashlib.sha256()
+        for blob in blobs:
+            digest.update(blob)
+        path = output.staging_path(self.output_dir, f"pieces/{self.name}-{digest.hexdigest()[:32]}.bin")
+        output.write_bytes(path, blobs)
+        places, offset = [], 0
+        for key, blob in zip(keys, blobs):
+            places.append((key, (path, offset, len(blob))))
+            offset += len(blob)
+        return places
+
+
+def unspilled(places: Iterable[tuple[str, int, int]]) -> Iterator:
+    """The values written at the given places, one place after another."""
+    decompressor = zstandard.ZstdDecompressor()
+    for where in places:
+        yield from pickle.loads(decompressor.decompress(read_spilled(where)))
