@@ -72,7 +72,8 @@ def timed(commands: list[list[str]]) -> tuple[float, float, list[float]]:
 
 
 def worker_cpu(roots: set[int]) -> dict[int, float]:
-    """CPU seconds so far of the Beam SDK worker processes below `roots` (Beam starts each through `sh -c`)."""
+    """CPU seconds so far of the Beam SDK worker processes below `roots`: forked from a root, or started by Beam
+    through `sh -c`."""
     processes = {}
     for entry in Path("/proc").iterdir():
         try:
@@ -88,9 +89,14 @@ def worker_cpu(roots: set[int]) -> dict[int, float]:
             pid = processes[pid][0]
         return pid in roots
 
+    def is_worker(pid: int) -> bool:
+        """Beam's own worker command, or a process the launcher forked (pipeline/forked_workers.py)."""
+        parent, _, argv = processes[pid]
+        forked = parent in roots and parent in processes and argv == processes[parent][2]
+        return forked or (argv[-2:] == [b"-m", b"apache_beam.runners.worker.sdk_worker_main"] and below_roots(pid))
+
     tick = os.sysconf("SC_CLK_TCK")
-    return {pid: ticks / tick for pid, (_, ticks, argv) in processes.items()
-            if argv[-2:] == [b"-m", b"apache_beam.runners.worker.sdk_worker_main"] and below_roots(pid)}
+    return {pid: ticks / tick for pid, (_, ticks, argv) in processes.items() if pid not in roots and is_worker(pid)}
 
 
 def cpu_rows(args, work: Path, sample: Path, big: Path) -> None:

@@ -3,10 +3,13 @@
 Beam's DirectRunner first tries the Prism runner, a Go binary it downloads on first use. These machines may
 have no network, and a job must never depend on a download, so "DirectRunner" (or no --runner at all) runs
 on Beam's FnApiRunner directly — the same engine DirectRunner falls back to — honouring
---direct_running_mode (in_memory, multi_threading, multi_processing) and --direct_num_workers.
+--direct_running_mode (in_memory, multi_threading, multi_processing) and --direct_num_workers. In
+multi_processing mode its worker processes are forked from the launcher where that is safe
+(pipeline/forked_workers.py) instead of started as fresh interpreters.
 """
 from __future__ import annotations
 
+import logging
 import re
 import weakref
 
@@ -76,4 +79,37 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
 
     encoded = JobServiceHandle.encode_pipeline_options(all_options(options))
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=provision), options=options)
+    return beam.Pipeline(runner=_local_runner_class()(provision_info=provision), options=options)
+
+
+# The command Beam's local runner starts each worker process with in multi_processing mode.
+_STOCK_WORKER_COMMAND = "-m apache_beam.runners.worker.sdk_worker_main"
+
+
+def _local_runner_class():
+    """FnApiRunner whose multi-process workers are forked from the launcher (pipeline/forked_workers.py)."""
+    from apache_beam.options.pipeline_options import DirectOptions
+    from apache_beam.portability import python_urns
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    from pipeline import forked_workers
+
+    class LocalRunner(fn_runner.FnApiRunner):
+        def run_via_runner_api(self, pipeline_proto, options):
+            direct = options.view_as(DirectOptions)
+            if direct.direct_running_mode == "in_memory":
+                return super().run_via_runner_api(pipeline_proto, options)
+            stock = [env for env in pipeline_proto.components.environments.values()
+                     if env.urn == python_urns.SUBPROCESS_SDK and env.payload.decode().endswith(_STOCK_WORKER_COMMAND)]
+            if not stock or not forked_workers.can_fork():
+                forked_workers.note_grpc_started()
+                return super().run_via_runner_api(pipeline_proto, options)
+            with forked_workers.ForkedWorkers(self._num_workers) as workers:
+                logging.getLogger(__name__).info("forked %d SDK worker processes: %s", len(workers.pids),
+                                                 " ".join(map(str, workers.pids)))
+                for env in stock:
+                    env.payload = workers.command.encode()
+                forked_workers.note_grpc_started()
+                return super().run_via_runner_api(pipeline_proto, options)
+
+    return LocalRunner

@@ -61,12 +61,15 @@ class SpillByKey(beam.DoFn):
 
     def start_bundle(self):
         self.gathered: dict = defaultdict(list)
+        self.gathered_size: dict = defaultdict(int)
         self.gathered_bytes = 0
 
     def process(self, element):
         key, value = element
+        size = _rough_size(value)
         self.gathered[key].append(value)
-        self.gathered_bytes += _rough_size(value)
+        self.gathered_size[key] += size
+        self.gathered_bytes += size
         if self.gathered_bytes >= self.spill_bytes:
             yield from self._spill()
 
@@ -75,9 +78,12 @@ class SpillByKey(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _spill(self) -> list[tuple[object, tuple[str, int, int]]]:
-        keys = sorted(self.gathered)
+        # Largest first: Beam's local runner deals keys to its workers in turn, in the order they first reach it,
+        # and dealt largest first the workers' shares come out nearly even.
+        keys = sorted(self.gathered, key=lambda k: (-self.gathered_size[k], k))
         blobs = [self.compressor.compress(pickle.dumps(self.gathered[key], protocol=5)) for key in keys]
         self.gathered.clear()
+        self.gathered_size.clear()
         self.gathered_bytes = 0
         if not blobs:
             return []
