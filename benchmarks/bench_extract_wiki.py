@@ -150,8 +150,8 @@ def speedup_rows(args, work: Path, big_xml: bytes) -> None:
                "--extract-to", "/dev/null"]
     one, two = best_wall([control], args.repeat), best_wall([control, control], args.repeat)
     print(f"multistream dump: {len(big_xml) / 1e6:.1f} MB of XML, {dump.stat().st_size / 1e6:.1f} MB of bz2, "
-          f"{manifest['inputs'][0]['byte_ranges']} byte ranges (--range-mb {args.range_mb or 'default'}); wall time, best of "
-          f"{args.repeat}, with the CPU time of each process in that run")
+          f"{manifest['inputs'][0]['byte_ranges']} byte ranges (--range-mb {args.range_mb or 'default'}); "
+          f"wall time, best of {args.repeat}, with the CPU time of each process in that run")
     for workers in (1, 2):
         print(f"  {workers} worker{'s' if workers > 1 else ' '}  " + "   ".join(
             f"{label}: {wall:5.2f} s wall, {total - sum(cpu):5.2f} CPU-s launcher and runner, workers "

@@ -9,8 +9,8 @@ packages, a few milliseconds), that hands the waiting process what Beam gives a 
 endpoints, options and id, as environment variables), and then waits for its exit status. The forked process runs
 Beam's own SDK harness, so the worker is the same; only its start is cheaper.
 
-The pool is used only where forking is safe: on Linux and macOS, with no other Python thread running, and in a
-process that has not used gRPC yet (a test process that already ran a multi-process job starts its workers the
+The pool is used only where forking is safe: on Linux, with no other Python thread running, and in a process
+that has not used gRPC yet (a test process that already ran a multi-process job starts its workers the
 usual way). A client that no forked process takes within a few seconds starts the usual worker itself.
 """
 from __future__ import annotations
@@ -58,7 +58,8 @@ def note_grpc_started() -> None:
 
 
 def can_fork() -> bool:
-    return hasattr(os, "fork") and not _grpc_started and threading.active_count() == 1
+    # Linux only: on macOS a forked process may crash in system libraries, which is why Python spawns there.
+    return sys.platform.startswith("linux") and not _grpc_started and threading.active_count() == 1
 
 
 class ForkedWorkers:

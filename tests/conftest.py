@@ -23,6 +23,25 @@ def run_cli(*argv: str) -> int:
     return main([str(a) for a in argv])
 
 
+def file_digests(out: Path, pattern: str) -> dict[str, str]:
+    import hashlib
+
+    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(out.glob(pattern))}
+
+
+def assert_same_extraction(manifest: dict, out: Path, reference: Path) -> None:
+    """An extraction job's run into `out` wrote the same documents, errors and manifest (but for its output
+    path) as the one in `reference`."""
+    import json
+
+    for pattern in ("documents-*", "errors-*"):
+        assert file_digests(out, pattern) == file_digests(reference, pattern)
+    first = json.loads((reference / "manifest.json").read_text())
+    for m in (manifest, first):
+        m["config"].pop("output")
+    assert manifest == first
+
+
 @pytest.fixture(scope="session")
 def vocab_path() -> Path:
     return VOCAB

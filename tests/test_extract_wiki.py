@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import VOCAB, run_cli
+from conftest import VOCAB, assert_same_extraction, file_digests, run_cli
 from transforms.seeding import stable_hash
 from wiki_fixtures import (BGWIKI_UTF16, ENWIKI_2014, ENWIKI_SMALL, ENWIKI_TABLES, VIWIKI, build_multistream,
                            flip_bytes, read_xml)
@@ -34,10 +34,6 @@ def documents(out: Path) -> list[dict]:
 
 def errors(out: Path) -> list[dict]:
     return [json.loads(line) for f in sorted(out.glob("errors-*.jsonl")) for line in f.read_text().splitlines()]
-
-
-def file_digests(out: Path, pattern: str) -> dict[str, str]:
-    return {f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in sorted(out.glob(pattern))}
 
 
 def assert_accounted(manifest: dict, out: Path) -> None:
@@ -170,12 +166,7 @@ def test_multistream_ranges_on_two_workers_give_the_same_documents(enwiki, multi
 
 def test_byte_identical_in_memory_and_with_two_worker_processes(enwiki, tmp_path):
     manifest = extract(tmp_path, ENWIKI_2014, extra=["--num-shards", "3"], options=TWO_PROCESSES)
-    for pattern in ("documents-*", "errors-*"):
-        assert file_digests(tmp_path, pattern) == file_digests(enwiki, pattern)
-    first = json.loads((enwiki / "manifest.json").read_text())
-    for m in (manifest, first):
-        m["config"].pop("output")
-    assert manifest == first
+    assert_same_extraction(manifest, tmp_path, enwiki)
 
 
 def test_documents_through_the_shuffle_or_through_files_are_byte_identical(enwiki, tmp_path, monkeypatch):
@@ -184,12 +175,7 @@ def test_documents_through_the_shuffle_or_through_files_are_byte_identical(enwik
 
     monkeypatch.setattr(pipeline.spill, "spills_to_files", lambda output_dir: False)
     manifest = extract(tmp_path, ENWIKI_2014, extra=["--num-shards", "3"])
-    for pattern in ("documents-*", "errors-*"):
-        assert file_digests(tmp_path, pattern) == file_digests(enwiki, pattern)
-    first = json.loads((enwiki / "manifest.json").read_text())
-    for m in (manifest, first):
-        m["config"].pop("output")
-    assert manifest == first
+    assert_same_extraction(manifest, tmp_path, enwiki)
 
 
 def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(multistream):
