@@ -172,9 +172,9 @@ class PlanByteRanges(beam.DoFn):
     fingerprint and the index's sha256 go to 'inputs'. A dump is too big to hash in one place, and no worker reads
     all of it, so it is fingerprinted by its first and last MiB.
 
-    The ranges come out in an order shuffled by a generator seeded from the path: a local runner deals them to its
-    workers in turn, and neighbouring ranges of a dump tend to cost alike, so in file order one worker could draw
-    all the dear ones."""
+    The ranges come out in an order shuffled by a generator seeded from the file name: a local runner deals them
+    to its workers in turn, and neighbouring ranges of a dump tend to cost alike, so in file order one worker could
+    draw all the dear ones."""
 
     def __init__(self, range_bytes: int):
         self.range_bytes = range_bytes  # 0: auto_range_bytes
@@ -199,7 +199,7 @@ class PlanByteRanges(beam.DoFn):
         except ValueError as e:
             raise InputError(f"{index} is not the index of {path}: {e}") from None
         dump = _read_dump_header(path)
-        for start, end in python_rng(0, "range order", path).sample(ranges, len(ranges)):
+        for start, end in python_rng(0, "range order", os.path.basename(path)).sample(ranges, len(ranges)):
             yield dump, start, end
         yield beam.pvalue.TaggedOutput("inputs", {
             "path": path, "size": size, **fingerprint, "byte_ranges": len(ranges),

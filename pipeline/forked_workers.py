@@ -68,21 +68,26 @@ class ForkedWorkers:
     Use as a context manager around the run: leaving it ends the processes no worker took and reaps them all."""
 
     def __init__(self, count: int):
+        """Raises OSError (and leaves nothing behind) where the socket or a process cannot be made."""
         self.directory = tempfile.mkdtemp(prefix="bertcorpus-workers-")
         self.address = os.path.join(self.directory, "socket")
-        listener = socket.socket(socket.AF_UNIX)
-        listener.bind(self.address)
-        listener.listen(count)
+        self.pids: list[int] = []
         alive_read, self.alive = os.pipe()  # closed by the launcher when the run ends: idle processes then exit
-        self.pids = []
-        for _ in range(count):
-            pid = os.fork()
-            if pid == 0:  # pragma: no cover - runs in the forked process, which never returns from here
-                os.close(self.alive)
-                _serve(listener, alive_read)
-            self.pids.append(pid)
-        listener.close()
-        os.close(alive_read)
+        try:
+            with socket.socket(socket.AF_UNIX) as listener:
+                listener.bind(self.address)
+                listener.listen(count)
+                for _ in range(count):
+                    pid = os.fork()
+                    if pid == 0:  # pragma: no cover - the forked process never returns from here
+                        os.close(self.alive)
+                        _serve(listener, alive_read)
+                    self.pids.append(pid)
+        except BaseException:
+            self.__exit__()
+            raise
+        finally:
+            os.close(alive_read)
         self.command = " ".join(shlex.quote(part) for part in (sys.executable, "-S", "-c", _CLIENT, self.address))
 
     def __enter__(self) -> "ForkedWorkers":

@@ -101,10 +101,16 @@ def _local_runner_class():
                 return super().run_via_runner_api(pipeline_proto, options)
             stock = [env for env in pipeline_proto.components.environments.values()
                      if env.urn == python_urns.SUBPROCESS_SDK and env.payload.decode().endswith(_STOCK_WORKER_COMMAND)]
-            if not stock or not forked_workers.can_fork():
+            workers = None
+            if stock and forked_workers.can_fork():
+                try:
+                    workers = forked_workers.ForkedWorkers(self._num_workers)
+                except OSError as e:
+                    logging.getLogger(__name__).warning("starting the workers the usual way: %s", e)
+            if workers is None:
                 forked_workers.note_grpc_started()
                 return super().run_via_runner_api(pipeline_proto, options)
-            with forked_workers.ForkedWorkers(self._num_workers) as workers:
+            with workers:
                 logging.getLogger(__name__).info("forked %d SDK worker processes: %s", len(workers.pids),
                                                  " ".join(map(str, workers.pids)))
                 for env in stock:

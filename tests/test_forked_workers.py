@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 
+import pytest
 from conftest import SAMPLE_TEXT, TESTS, VOCAB, run_cli
 from test_create_pipeline import tree_digest
 
@@ -69,3 +70,13 @@ def test_a_worker_command_that_finds_no_forked_process_starts_the_usual_worker(t
                           env=env, capture_output=True, text=True, timeout=120)
     # Beam's own worker started, and stopped at once for want of a runner to talk to.
     assert done.returncode != 0 and "CONTROL_API_SERVICE_DESCRIPTOR" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_pool_that_cannot_be_made_leaves_nothing_behind(tmp_path, monkeypatch):
+    from pipeline import forked_workers
+
+    long_dir = tmp_path / ("d" * 120)  # too long for a Unix socket's address
+    monkeypatch.setattr(forked_workers.tempfile, "mkdtemp", lambda prefix: (long_dir.mkdir(), str(long_dir))[1])
+    with pytest.raises(OSError):
+        forked_workers.ForkedWorkers(2)
+    assert not long_dir.exists()
