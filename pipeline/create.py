@@ -396,7 +396,7 @@ class CreatePretrainingData(beam.PTransform):
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
             tuple[str, tuple[str, typing.Any, typing.Any]])
         if cfg.spill_to_files:
-            # → (bucket key, where a few MB of the bucket's documents were written)
+            # → (bucket key, where some of the bucket's documents were written)
             keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
         built = (keyed
                  | "group into buckets" >> beam.GroupByKey()

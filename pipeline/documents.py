@@ -119,7 +119,7 @@ class _WriteShards(beam.PTransform):
 
     def expand(self, records):
         writer = self.writer
-        # record → (shard, row of its fields), or for a local output (shard, where a few MB of rows were spilled)
+        # record → (shard, row of its fields), or for a local output (shard, where some of its rows were spilled)
         keyed = records | "assign shards" >> beam.Map(_keyed, writer.fields, writer.num_shards).with_output_types(
             tuple[int, typing.Any])
         if writer.spilled:

@@ -6,10 +6,14 @@ local, it puts SpillByKey between keying its values and grouping them:
 
     (key, value) ─ SpillByKey ─ (key, (path, offset, size)) ─ GroupByKey ─ unspilled(places) → the values
 
-Each bundle gathers its values by key and writes them, a few MB at a time, to one file under the output's staging
-area, one zstd-compressed pickled list per key. A file is named by the hash of its bytes, so a retried bundle
-rewrites identical files, and a failed attempt's files are never read. The files go when the staging area does.
+Each bundle gathers its values by key and writes them, whenever they reach SPILL_BYTES of text and at the end of
+the bundle, to one file under the output's staging area, one zstd-compressed pickled list per key. So a worker
+holds a few times SPILL_BYTES (Python objects are larger than their text). A file is named by the hash of its
+bytes, so a retried bundle rewrites identical files, and a failed attempt's files are never read. The files go
+when the staging area does: at publish, or when the next run into the output clears a failed run's staging area.
 Object-store outputs (Dataflow) send the values through the runner's shuffle, which is built for them.
+
+For batch jobs in the global window, as every job here is: values gathered across elements leave in one window.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import output
 
-SPILL_BYTES = 32 * 2**20  # text a bundle gathers before it writes what it gathered to one file
+SPILL_BYTES = 32 * 2**20  # characters of text a bundle gathers before it writes what it gathered to one file
 
 
 def spills_to_files(output_dir: str) -> bool:
@@ -41,7 +45,7 @@ def read_spilled(where: tuple[str, int, int]) -> bytes:
 
 
 def _rough_size(value) -> int:
-    """The bytes of the strings in a value, its tuples and lists included: what the gathering budget counts."""
+    """The length of the strings in a value, its tuples and lists included: what the gathering budget counts."""
     if isinstance(value, (str, bytes)):
         return len(value)
     if isinstance(value, (tuple, list)):

@@ -66,7 +66,7 @@ def test_a_worker_command_that_finds_no_forked_process_starts_the_usual_worker(t
     from pipeline.forked_workers import _CLIENT
 
     env = {k: v for k, v in os.environ.items() if k != "CONTROL_API_SERVICE_DESCRIPTOR"}
-    done = subprocess.run([sys.executable, "-S", "-c", _CLIENT, str(tmp_path / "no-such-socket")],
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", _CLIENT, str(tmp_path / "no-such-socket")],
                           env=env, capture_output=True, text=True, timeout=120)
     # Beam's own worker started, and stopped at once for want of a runner to talk to.
     assert done.returncode != 0 and "CONTROL_API_SERVICE_DESCRIPTOR" in done.stderr, done.stderr[-2000:]
