@@ -335,7 +335,7 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     index = list(args.index or [])
     checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
               (args.num_shards >= 0, "--num-shards must be >= 0"),
-              (args.range_mb >= 0, "--range-mb must be positive (or 0 for the default)"),
+              (args.range_mb >= 0, "--range-mb must be >= 0 (0: the default size)"),
               (0 <= args.max_error_rate <= 1, "--max-error-rate must be between 0 and 1"),
               (args.source.strip() != "", "--source must not be empty"),
               (not index or len(index) == len(args.input),

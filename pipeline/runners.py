@@ -107,15 +107,14 @@ def _local_runner_class():
                     workers = forked_workers.ForkedWorkers(self._num_workers)
                 except OSError as e:
                     logging.getLogger(__name__).warning("starting the workers the usual way: %s", e)
+            forked_workers.note_grpc_started()  # from here on this process talks gRPC: no later run may fork
             if workers is None:
-                forked_workers.note_grpc_started()
                 return super().run_via_runner_api(pipeline_proto, options)
             with workers:
                 logging.getLogger(__name__).info("forked %d SDK worker processes: %s", len(workers.pids),
                                                  " ".join(map(str, workers.pids)))
                 for env in stock:
                     env.payload = workers.command.encode()
-                forked_workers.note_grpc_started()
                 return super().run_via_runner_api(pipeline_proto, options)
 
     return LocalRunner

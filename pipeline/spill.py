@@ -18,6 +18,7 @@ For batch jobs in the global window, as every job here is: values gathered acros
 from __future__ import annotations
 
 import hashlib
+import os
 import pickle
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -95,7 +96,10 @@ class SpillByKey(beam.DoFn):
         for blob in blobs:
             digest.update(blob)
         path = output.staging_path(self.output_dir, f"pieces/{self.name}-{digest.hexdigest()[:32]}.bin")
-        output.write_bytes(path, blobs)
+        # A local file (spills_to_files), read back by read_spilled: plain file I/O, hashed once above.
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.writelines(blobs)
         places, offset = [], 0
         for key, blob in zip(keys, blobs):
             places.append((key, (path, offset, len(blob))))
