@@ -23,7 +23,7 @@ import numpy as np
 import zstandard
 
 from pipeline import output, spill, tally
-from pipeline.sources import ReadStats, read_documents
+from pipeline.sources import ReadStats, merge_file_stats, plan_reads, read_documents
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
 from transforms.masking import SpecialIds, assemble, mask_tokens
 from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
@@ -106,14 +106,16 @@ def shard_name(seq: SeqConfig, split: str, shard: int, count: int) -> str:
 
 
 class ReadFiles(beam.DoFn):
-    """file path → SourceDocument; a tagged 'files' output carries each file's fingerprint and counts."""
+    """(file path, start, stop) → SourceDocument; a tagged 'files' output carries the file's counts (and, from its
+    whole-file or first-span reader, its fingerprint)."""
 
     def __init__(self, input_format: str):
         self.input_format = input_format
 
-    def process(self, path: str):
+    def process(self, task: tuple[str, int, int]):
+        path, start, stop = task
         stats = ReadStats(path)
-        for doc in read_documents(path, self.input_format, stats):
+        for doc in read_documents(path, self.input_format, stats, start, stop):
             yield doc
         yield beam.pvalue.TaggedOutput("files", asdict(stats))
         yield tally.emit("create", {"documents_read": stats.documents, "replaced_chars": stats.replaced_chars,
@@ -363,8 +365,7 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
         "tool": "bertcorpus", "version": output.TOOL_VERSION, "job": "create",
         "config": cfg.describe(),
         "vocab": {"path": cfg.vocab, "sha256": vocab_sha256},
-        "inputs": sorted(({k: f[k] for k in ("path", "size", "sha256", "documents")} for f in files),
-                         key=lambda f: f["path"]),
+        "inputs": [{k: f[k] for k in ("path", "size", "sha256", "documents")} for f in merge_file_stats(files)],
         "documents": {"read": counts.get("documents_read", 0), "kept": counts.get("documents_kept", 0),
                       "skipped": skipped, "errors": 0},
         "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "replaced_chars",
@@ -384,12 +385,14 @@ class CreatePretrainingData(beam.PTransform):
 
     def expand(self, pbegin):
         cfg = self.config
-        # file paths and remote patterns → matched file paths
-        paths = (pbegin
+        # local files and remote patterns → (file path, size) → (file path, start, stop): a large text or JSONL
+        # file is read in byte spans, by several workers
+        tasks = (pbegin
                  | "list inputs" >> beam.Create(self.input_files)
                  | "match inputs" >> beam.FlatMap(_match)
-                 | "spread files" >> beam.Reshuffle())
-        read = paths | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
+                 | "plan reads" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), cfg.input_format)
+                 | "spread reads" >> beam.Reshuffle())
+        read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
         # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the
         # bucket → ((config, split, shard), records piece)
@@ -419,13 +422,16 @@ class CreatePretrainingData(beam.PTransform):
 
 
 def _match(pattern: str):
+    """A local file as matched at launch, or a remote pattern → (file path, size)."""
+    import os
+
     from apache_beam.io.filesystems import FileSystems
 
     if "://" not in pattern:
-        yield pattern
+        yield pattern, os.path.getsize(pattern)
         return
     for m in FileSystems.match([pattern])[0].metadata_list:
-        yield m.path
+        yield m.path, m.size_in_bytes
 
 
 # ---------------------------------------------------------------------------------------------- command line

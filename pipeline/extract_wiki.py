@@ -26,7 +26,8 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import documents, output, tally
-from pipeline.sources import InputError, ReadStats, _HashingReader, match_inputs
+from pipeline.sources import (MAX_RANGE_MB, MIB, MIN_RANGE_MB, InputError, ReadStats, _HashingReader,
+                              auto_range_bytes, match_inputs)
 from transforms.seeding import python_rng
 from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
 from transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
@@ -35,8 +36,6 @@ from transforms.wikitext import clean_wikitext, is_disambiguation
 JOB = "extract-wiki"
 SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
 PROGRESS_EVERY = 1000  # pages between count updates from a reader, so Beam's counters move during a long file
-MIB = 2**20
-MIN_RANGE_MB, MAX_RANGE_MB = 1, 32  # the bounds of the automatic --range-mb
 # For the default shard count: bz2 shrinks dump XML about 4.5x, and about a fifth of a full dump's XML is article
 # text (the rest is markup, redirects and pages outside namespace 0).
 XML_PER_COMPRESSED_BYTE = 4.5
@@ -159,12 +158,6 @@ class ReadDumpFiles(beam.DoFn):
             yield from _route(dump, iter_pages(open_dump(hashed)))
             _hashed_to_the_end(hashed)
         yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256})
-
-
-def auto_range_bytes(file_size: int) -> int:
-    """The default byte range: a 64th of the dump, so that even a small dump gives every local worker many ranges
-    to even out their cost, but at least MIN_RANGE_MB and at most MAX_RANGE_MB (the unit of work on Dataflow)."""
-    return int(min(MAX_RANGE_MB * MIB, max(MIN_RANGE_MB * MIB, file_size / 64)))
 
 
 class PlanByteRanges(beam.DoFn):

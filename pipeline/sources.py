@@ -2,6 +2,10 @@
 
 Every reader yields `SourceDocument`s and fills a `ReadStats` (replacement characters, fingerprint), and every
 file boundary is a document boundary. Files are opened through Beam's FileSystems, so gs:// works on Dataflow.
+
+A large uncompressed text or JSONL file is shared between readers by byte spans (plan_reads): a document belongs
+to the span that holds its first byte, so the spans together yield exactly the whole file's documents, and ids
+that fall back to a position use the byte offset, which no split changes.
 """
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
@@ -50,13 +55,27 @@ def guess_format(path: str) -> str:
     return "text"
 
 
-def decode_line(raw: bytes, stats: ReadStats) -> str:
+def decode_line(raw: bytes) -> tuple[str, int]:
+    """The line as text, invalid UTF-8 replaced by U+FFFD, and how many replacements that took."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8"), 0
     except UnicodeDecodeError:
         text = raw.decode("utf-8", errors="replace")
-        stats.replaced_chars += text.count("\ufffd") - raw.count(_REPLACEMENT_BYTES)
-        return text
+        return text, text.count("\ufffd") - raw.count(_REPLACEMENT_BYTES)
+
+
+@dataclass(frozen=True)
+class Span:
+    """The documents of a file that one reader yields: those whose first byte lies in [start, stop). The reader
+    starts at line_start, the start of the line holding byte start - 1 (0 for a span at the file's start), and
+    reads a document begun inside the span through to its end."""
+    start: int = 0
+    stop: float = float("inf")
+    line_start: int = 0
+
+    @property
+    def whole_file(self) -> bool:
+        return self.start == 0 and self.stop == float("inf")
 
 
 class _HashingReader(io.RawIOBase):
@@ -101,25 +120,47 @@ def _stem(path: str) -> str:
     return base
 
 
-def read_text_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:
-    """Reference format: one sentence per line, blank lines between documents; the file ends a document."""
-    stem, index, sentences = _stem(path), 0, []
+def read_text_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Span) -> Iterator[SourceDocument]:
+    """Reference format: one sentence per line, blank lines between documents; the file ends a document.
+
+    A document starts at a non-blank line that opens the file or follows a blank line. Its id is the file stem
+    and the offset of that line, so it does not depend on how the file is split between readers."""
+    stem, pos, sentences = _stem(path), span.line_start, []
+    owned, previous_blank, first = False, span.line_start == 0, 0
     for raw in io.BufferedReader(stream, 1 << 20):
-        line = decode_line(raw, stats).strip()
-        if line:
+        at, pos = pos, pos + len(raw)
+        text, replaced = decode_line(raw)
+        line = text.strip()
+        if not line:
+            if sentences:
+                yield SourceDocument(f"{stem}:{first}", sentences=sentences)
+            owned, previous_blank, sentences = False, True, []
+            continue
+        if previous_blank:  # a document starts here
+            if at >= span.stop:
+                return
+            owned, first = at >= span.start, at
+        previous_blank = False
+        if owned:
+            stats.replaced_chars += replaced
             sentences.append(line)
-        elif sentences:
-            yield SourceDocument(f"{stem}:{index}", sentences=sentences)
-            index, sentences = index + 1, []
     if sentences:
-        yield SourceDocument(f"{stem}:{index}", sentences=sentences)
+        yield SourceDocument(f"{stem}:{first}", sentences=sentences)
 
 
-def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:
-    """One {"id", "text"} object per line; a missing id falls back to file stem and line number."""
-    stem = _stem(path)
-    for number, raw in enumerate(io.BufferedReader(stream, 1 << 20)):
-        line = decode_line(raw, stats).strip()
+def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Span) -> Iterator[SourceDocument]:
+    """One {"id", "text"} object per line, belonging to the span that holds its first byte; a missing id falls
+    back to the file stem and the line's offset."""
+    stem, pos = _stem(path), span.line_start
+    for raw in io.BufferedReader(stream, 1 << 20):
+        at, pos = pos, pos + len(raw)
+        if at < span.start:
+            continue  # the end of a line that began before the span
+        if at >= span.stop:
+            return
+        text, replaced = decode_line(raw)
+        stats.replaced_chars += replaced
+        line = text.strip()
         if not line:
             continue
         try:
@@ -132,10 +173,10 @@ def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Itera
             stats.skipped["bad_jsonl_line"] = stats.skipped.get("bad_jsonl_line", 0) + 1
             continue
         doc_id = record.get("id")
-        yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:{number}", text=text)
+        yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:{at}", text=text)
 
 
-def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:
+def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Span) -> Iterator[SourceDocument]:
     """Documents Parquet (the extraction jobs' output): the id and text columns."""
     import pyarrow.parquet as pq
 
@@ -158,23 +199,104 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
 
 _READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents, "documents": read_parquet_documents}
 
+MIB = 2**20
+MIN_RANGE_MB, MAX_RANGE_MB = 1, 32  # the bounds of auto_range_bytes
 
-def read_documents(path: str, input_format: str, stats: ReadStats) -> Iterator[SourceDocument]:
-    """All documents of one file, hashing the file as it streams past."""
+
+def auto_range_bytes(file_size: int) -> int:
+    """The byte range one reader takes of a large file: a 64th of it, so that even a small file gives every local
+    worker many ranges to even out their cost, but at least MIN_RANGE_MB and at most MAX_RANGE_MB (the unit of
+    work on Dataflow)."""
+    return int(min(MAX_RANGE_MB * MIB, max(MIN_RANGE_MB * MIB, file_size / 64)))
+
+
+def is_splittable(path: str, input_format: str) -> bool:
+    """Whether readers can share the file by byte spans: uncompressed text and JSONL."""
     fmt = guess_format(path) if input_format == "auto" else input_format
+    return fmt in ("text", "jsonl") and not path.lower().endswith((".zst", ".gz", ".bz2"))
+
+
+def plan_reads(path: str, size: int, input_format: str) -> list[tuple[str, int, int]]:
+    """(path, start, stop) per reader of the file: byte spans of auto_range_bytes for a splittable file larger than
+    one span, else one reader (0, -1) for the whole file."""
+    span = auto_range_bytes(size)
+    if not is_splittable(path, input_format) or size <= span:
+        return [(path, 0, -1)]
+    count = math.ceil(size / span)
+    bounds = [size * i // count for i in range(count + 1)]
+    return [(path, start, stop) for start, stop in zip(bounds, bounds[1:])]
+
+
+def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 0,
+                   stop: int = -1) -> Iterator[SourceDocument]:
+    """The documents of one file, or of its byte span [start, stop) (plan_reads), and the file's fingerprint.
+
+    A whole file is hashed as it streams past; of a file read in spans, the reader of the first span hashes it."""
+    fmt = guess_format(path) if input_format == "auto" else input_format
+    span = Span() if stop < 0 else Span(start, stop)
     with FileSystems.open(path, compression_type="uncompressed") as raw:
         if fmt == "documents":
-            for doc in read_parquet_documents(raw, path, stats):
+            for doc in read_parquet_documents(raw, path, stats, span):
                 stats.documents += 1
                 yield doc
             return
+        if not span.whole_file:
+            span = Span(span.start, span.stop, _start_of_line(raw, span.start))
+            raw.seek(span.line_start)
+            yield from _counted(_READERS[fmt](raw, path, stats, span), stats)
+            if span.start == 0:
+                _fingerprint(path, stats)
+            return
         hashed = _HashingReader(raw, stats)
         try:
-            for doc in _READERS[fmt](_decompressed(hashed, path), path, stats):
-                stats.documents += 1
-                yield doc
+            yield from _counted(_READERS[fmt](_decompressed(hashed, path), path, stats, span), stats)
         finally:
             hashed.close()
+
+
+def _counted(documents: Iterator[SourceDocument], stats: ReadStats) -> Iterator[SourceDocument]:
+    for doc in documents:
+        stats.documents += 1
+        yield doc
+
+
+def _start_of_line(f: BinaryIO, offset: int) -> int:
+    """Where the line holding byte offset - 1 starts: the first line a reader of a span from `offset` looks at."""
+    if offset == 0:
+        return 0
+    end = offset - 1
+    while end > 0:
+        step = min(end, 1 << 16)
+        f.seek(end - step)
+        newline = f.read(step).rfind(b"\n")
+        if newline >= 0:
+            return end - step + newline + 1
+        end -= step
+    return 0
+
+
+def _fingerprint(path: str, stats: ReadStats) -> None:
+    """The whole file's size and sha256, read apart from any span."""
+    with FileSystems.open(path, compression_type="uncompressed") as raw:
+        hashed = _HashingReader(raw, stats)
+        while hashed.read(MIB):
+            pass
+        hashed.close()
+
+
+def merge_file_stats(parts: list[dict]) -> list[dict]:
+    """Per-reader file stats (one per span) → one entry per file: counts summed, the fingerprint kept."""
+    merged: dict[str, dict] = {}
+    for part in sorted(parts, key=lambda p: p["path"]):
+        entry = merged.setdefault(part["path"], {"path": part["path"], "size": 0, "sha256": "", "documents": 0,
+                                                 "replaced_chars": 0, "skipped": {}})
+        if part["sha256"]:
+            entry["size"], entry["sha256"] = part["size"], part["sha256"]
+        entry["documents"] += part["documents"]
+        entry["replaced_chars"] += part["replaced_chars"]
+        for reason, n in part["skipped"].items():
+            entry["skipped"][reason] = entry["skipped"].get(reason, 0) + n
+    return list(merged.values())
 
 
 def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:

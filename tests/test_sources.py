@@ -1,0 +1,123 @@
+"""Input readers: a large text or JSONL file read in byte spans yields exactly the documents of the whole file."""
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections, run_cli
+
+from pipeline import sources
+from pipeline.sources import ReadStats, merge_file_stats, plan_reads, read_documents
+
+
+def text_corpus(path: Path) -> Path:
+    """Reference-format text from the real samples, with the awkward cases a span boundary can fall into: runs of
+    blank and whitespace-only lines (Unicode whitespace too), invalid UTF-8, CRLF endings, a 10,000-word line, and
+    no blank line at the end."""
+    books = [" ".join(p.split()) for book in BOOKS for p in book.read_text(encoding="utf-8").split("\n\n")]
+    parts = [SAMPLE_TEXT.read_bytes(), b"\n\n\n   \n\t\n"]
+    for i in range(0, 400, 4):
+        parts.append("\n".join(s for s in books[i:i + 4] if s).encode() + b"\n\n")
+    parts += [b"Bad bytes \xff\xfe here.\r\nAnd \xc3\x28 there.\r\n\r\n",
+              "\u3000\n\x85\n".encode(), b"\n", " ".join(["word"] * 10_000).encode() + b"\nAfter the long one.\n",
+              b"\n\n\nLast document, no blank line after it."]
+    path.write_bytes(b"".join(parts))
+    return path
+
+
+def jsonl_corpus(path: Path) -> Path:
+    lines = [json.dumps({"id": doc_id, "text": text}).encode() for doc_id, text in book_sections(2000)]
+    lines[3] = json.dumps({"text": "No id: the file stem and the line's offset stand in."}).encode()
+    lines[5] = b"{not json"
+    lines[7] = b'{"id": "bad", "text": "bytes \xff here"}'
+    lines[9] = b"   "
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path
+
+
+def read_all(path: Path, tasks) -> tuple[list[tuple], list[dict]]:
+    docs, stats = [], []
+    for _, start, stop in tasks:
+        part = ReadStats(str(path))
+        docs += [(d.id, d.text, d.sentences) for d in read_documents(str(path), "auto", part, start, stop)]
+        stats.append({"path": part.path, "size": part.size, "sha256": part.sha256, "documents": part.documents,
+                      "replaced_chars": part.replaced_chars, "skipped": dict(part.skipped)})
+    return docs, stats
+
+
+def random_spans(path: Path, count: int, seed: int) -> list[tuple[str, int, int]]:
+    size = path.stat().st_size
+    cuts = sorted(random.Random(seed).sample(range(1, size), count - 1))
+    bounds = [0, *cuts, size]
+    return [(str(path), a, b) for a, b in zip(bounds, bounds[1:])]
+
+
+@pytest.fixture(scope="module", params=["text", "jsonl"])
+def corpus(request, tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("spans")
+    return text_corpus(folder / "corpus.txt") if request.param == "text" else jsonl_corpus(folder / "corpus.jsonl")
+
+
+def test_spans_yield_the_documents_and_counts_of_the_whole_file(corpus):
+    whole, whole_stats = read_all(corpus, [(str(corpus), 0, -1)])
+    assert len(whole) > 50 and whole_stats[0]["replaced_chars"] >= 1
+    assert whole_stats[0]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
+    size = corpus.stat().st_size
+    # Spans cut anywhere: inside lines, on newlines, inside blank runs and inside a multi-byte character.
+    for seed, count in ((1, 2), (2, 7), (3, 40), (4, 300)):
+        docs, stats = read_all(corpus, random_spans(corpus, count, seed))
+        assert docs == whole, (seed, count)
+        assert merge_file_stats(stats) == merge_file_stats(whole_stats)
+    # And on every byte of the first line, and around invalid UTF-8, runs of blank and whitespace-only lines and bad
+    # JSON lines.
+    data = corpus.read_bytes()
+    marks = [1] + [data.find(m) for m in (b"\xff", b"\n\n\n", b"{not json")]
+    for mark in filter(lambda m: m > 0, marks):
+        for cut in range(max(1, mark - 60), mark + 60):
+            docs, _ = read_all(corpus, [(str(corpus), 0, cut), (str(corpus), cut, size)])
+            assert docs == whole, cut
+
+
+def test_ids_do_not_depend_on_the_split(corpus):
+    whole, _ = read_all(corpus, [(str(corpus), 0, -1)])
+    ids = [doc_id for doc_id, _, _ in whole]
+    assert len(set(ids)) == len(ids)
+    if corpus.suffix == ".txt":
+        data = corpus.read_bytes()
+        # A text document's id is the stem and the offset of its first line.
+        assert ids[0] == "corpus:0"
+        offset = int(ids[1].split(":")[1])
+        assert data[offset - 1:offset] == b"\n" and data[offset:offset + 1].strip()
+    else:
+        assert "corpus:" + str(corpus.read_bytes().index(b'{"text": "No id')) in ids
+
+
+def test_plan_reads_splits_only_large_uncompressed_text_and_jsonl(monkeypatch):
+    monkeypatch.setattr(sources, "auto_range_bytes", lambda size: 1000)
+    spans = plan_reads("big.jsonl", 10_500, "auto")
+    assert [s[1:] for s in spans][:2] == [(0, 954), (954, 1909)] and spans[-1][2] == 10_500
+    assert all(a[2] == b[1] for a, b in zip(spans, spans[1:]))  # contiguous, no byte lost or read twice
+    assert len(plan_reads("big.txt", 10_500, "text")) == 11
+    for path, fmt in (("big.jsonl.zst", "auto"), ("big.txt.gz", "auto"), ("docs.parquet", "auto"),
+                      ("small.txt", "auto")):
+        size = 500 if path == "small.txt" else 10_500
+        assert plan_reads(path, size, fmt) == [(path, 0, -1)]
+
+
+@pytest.mark.parametrize("fmt", ["text", "jsonl"])
+def test_create_reads_a_file_in_spans_with_the_same_result(tmp_path, monkeypatch, fmt):
+    corpus = text_corpus(tmp_path / "c.txt") if fmt == "text" else jsonl_corpus(tmp_path / "c.jsonl")
+    common = ["--input", corpus, "--vocab", VOCAB, "--dupe-factor", "2", "--num-buckets", "3", "--num-shards", "2",
+              "--direct_running_mode=in_memory"]
+    assert run_cli("create", *common, "--output", tmp_path / "whole") == 0
+    monkeypatch.setattr(sources, "auto_range_bytes", lambda size: size // 25 + 1)
+    assert len(plan_reads(str(corpus), corpus.stat().st_size, "auto")) == 25
+    assert run_cli("create", *common, "--output", tmp_path / "spans") == 0
+    files = {p.relative_to(tmp_path / "whole"): p.read_bytes() for p in (tmp_path / "whole").rglob("*.tfrecord")}
+    assert files and all((tmp_path / "spans" / rel).read_bytes() == data for rel, data in files.items())
+    whole, spans = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("whole", "spans"))
+    assert whole == spans
+    assert whole["inputs"][0]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
