@@ -27,7 +27,7 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import documents, output, tally
 from pipeline.sources import (MAX_RANGE_MB, MIB, MIN_RANGE_MB, InputError, ReadStats, _HashingReader,
-                              auto_range_bytes, match_inputs)
+                              auto_range_bytes, hashed_to_the_end, match_inputs)
 from transforms.seeding import python_rng
 from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
 from transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
@@ -120,13 +120,6 @@ def _head_tail_fingerprint(f, size: int) -> dict:
     return {"sha256_first_and_last_mib": hashlib.sha256(head + f.read(MIB)).hexdigest()}
 
 
-def _hashed_to_the_end(hashed: _HashingReader) -> None:
-    """Read what the parser left (it stops at damage) so the fingerprint covers the whole file, then finish it."""
-    while hashed.read(MIB):
-        pass
-    hashed.close()
-
-
 def _route(dump: Dump, items):
     """Pages and PageErrors → (Dump, Page) main outputs, error records, and read/error counts now and then."""
     counts = Counter()
@@ -156,7 +149,7 @@ class ReadDumpFiles(beam.DoFn):
         with _open(path) as raw:
             hashed = _HashingReader(raw, stats)
             yield from _route(dump, iter_pages(open_dump(hashed)))
-            _hashed_to_the_end(hashed)
+            hashed_to_the_end(hashed)
         yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256})
 
 
@@ -181,7 +174,7 @@ class PlanByteRanges(beam.DoFn):
                 offsets = read_stream_offsets(hashed)
             except ValueError as e:  # a wrong index would lose or duplicate pages: stop, naming the line
                 raise InputError(f"{index} is not a multistream index: {e}") from None
-            _hashed_to_the_end(hashed)
+            hashed_to_the_end(hashed)
         if not offsets:
             raise InputError(f"{index} lists no pages")
         with _open(path) as f:

@@ -73,9 +73,6 @@ class Span:
     stop: float = float("inf")
     line_start: int = 0
 
-    @property
-    def whole_file(self) -> bool:
-        return self.start == 0 and self.stop == float("inf")
 
 
 class _HashingReader(io.RawIOBase):
@@ -176,7 +173,7 @@ def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Sp
         yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:{at}", text=text)
 
 
-def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Span) -> Iterator[SourceDocument]:
+def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:
     """Documents Parquet (the extraction jobs' output): the id and text columns."""
     import pyarrow.parquet as pq
 
@@ -197,7 +194,7 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats, span: 
             yield SourceDocument(str(doc_id), text=text)
 
 
-_READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents, "documents": read_parquet_documents}
+_READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents}  # the line formats; Parquet is read whole
 
 MIB = 2**20
 MIN_RANGE_MB, MAX_RANGE_MB = 1, 32  # the bounds of auto_range_bytes
@@ -233,23 +230,20 @@ def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 
 
     A whole file is hashed as it streams past; of a file read in spans, the reader of the first span hashes it."""
     fmt = guess_format(path) if input_format == "auto" else input_format
-    span = Span() if stop < 0 else Span(start, stop)
     with FileSystems.open(path, compression_type="uncompressed") as raw:
         if fmt == "documents":
-            for doc in read_parquet_documents(raw, path, stats, span):
-                stats.documents += 1
-                yield doc
+            yield from _counted(read_parquet_documents(raw, path, stats), stats)
             return
-        if not span.whole_file:
-            span = Span(span.start, span.stop, _start_of_line(raw, span.start))
+        if stop >= 0:
+            span = Span(start, stop, _start_of_line(raw, start))
             raw.seek(span.line_start)
             yield from _counted(_READERS[fmt](raw, path, stats, span), stats)
-            if span.start == 0:
+            if start == 0:
                 _fingerprint(path, stats)
             return
         hashed = _HashingReader(raw, stats)
         try:
-            yield from _counted(_READERS[fmt](_decompressed(hashed, path), path, stats, span), stats)
+            yield from _counted(_READERS[fmt](_decompressed(hashed, path), path, stats, Span()), stats)
         finally:
             hashed.close()
 
@@ -278,10 +272,15 @@ def _start_of_line(f: BinaryIO, offset: int) -> int:
 def _fingerprint(path: str, stats: ReadStats) -> None:
     """The whole file's size and sha256, read apart from any span."""
     with FileSystems.open(path, compression_type="uncompressed") as raw:
-        hashed = _HashingReader(raw, stats)
-        while hashed.read(MIB):
-            pass
-        hashed.close()
+        hashed_to_the_end(_HashingReader(raw, stats))
+
+
+def hashed_to_the_end(hashed: _HashingReader) -> None:
+    """Read whatever a reader left of the file (a parser stops at damage, a span at its end) so the fingerprint
+    covers the whole file, then finish it."""
+    while hashed.read(MIB):
+        pass
+    hashed.close()
 
 
 def merge_file_stats(parts: list[dict]) -> list[dict]:
