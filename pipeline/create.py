@@ -22,7 +22,7 @@ import apache_beam as beam
 import numpy as np
 import zstandard
 
-from pipeline import output, spill, tally
+from pipeline import output, runners, spill, tally
 from pipeline.sources import ReadStats, merge_file_stats, plan_reads, read_documents
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
 from transforms.masking import SpecialIds, assemble, mask_tokens
@@ -400,7 +400,9 @@ class CreatePretrainingData(beam.PTransform):
             tuple[str, tuple[str, typing.Any, typing.Any]])
         if cfg.spill_to_files:
             # → (bucket key, where some of the bucket's documents were written)
-            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
+            workers = runners.local_workers(pbegin.pipeline.options)
+            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents",
+                                                                            workers=workers))
         built = (keyed
                  | "group into buckets" >> beam.GroupByKey()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
@@ -515,7 +517,6 @@ def config_from_args(args) -> CreateConfig:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from pipeline import runners
     from pipeline.cli_util import UserError, print_summary, run_pipeline
     from pipeline.sources import match_inputs
 

@@ -27,7 +27,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import output, spill, tally
+from pipeline import output, runners, spill, tally
 from transforms.seeding import stable_hash
 
 METRICS = "documents"          # the Beam metrics namespace of every document count
@@ -123,7 +123,9 @@ class _WriteShards(beam.PTransform):
         keyed = records | "assign shards" >> beam.Map(_keyed, writer.fields, writer.num_shards).with_output_types(
             tuple[int, typing.Any])
         if writer.spilled:
-            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(writer.output_dir, writer.kind))
+            workers = runners.local_workers(records.pipeline.options)
+            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(writer.output_dir, writer.kind,
+                                                                            workers=workers))
         # → (shard, [rows or places]) → a staged file per shard that has records
         written = (keyed
                    | "group into shards" >> beam.GroupByKey()

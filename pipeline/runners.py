@@ -55,6 +55,18 @@ def is_local(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
 
 
+def local_workers(options: PipelineOptions) -> int:
+    """How many workers a local runner shares a stage's input between (as Beam's local runner counts them); 1
+    elsewhere."""
+    import multiprocessing
+
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    if not is_local(options):
+        return 1
+    return options.view_as(DirectOptions).direct_num_workers or multiprocessing.cpu_count()
+
+
 RENDER_RUNNER = "apache_beam.runners.render.RenderRunner"
 
 
@@ -93,6 +105,7 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
 
     _shorten_state_sampling()
+    _keep_freed_memory()
 
     encoded = JobServiceHandle.encode_pipeline_options(all_options(options))
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
@@ -112,6 +125,30 @@ def _shorten_state_sampling() -> None:
     init = statesampler.StateSampler.__init__
     if init.__defaults__ == (statesampler.DEFAULT_SAMPLING_PERIOD_MS,):
         init.__defaults__ = (LOCAL_SAMPLING_PERIOD_MS,)
+
+
+# glibc malloc parameters (mallopt) for local runs: serve arrays up to 1 GiB from the heap, grow the heap 256 MiB at a
+# time, and return its free top to the system only beyond 1 GiB.
+_MALLOC_PARAMETERS = {-3: 1 << 30, -2: 256 << 20, -1: 1 << 30}  # M_MMAP_THRESHOLD, M_TOP_PAD, M_TRIM_THRESHOLD
+
+
+def _keep_freed_memory() -> None:
+    """Let local runs reuse the memory they free. By default glibc maps each array over a few MB afresh and unmaps
+    it when freed, so every bucket's arrays fault in their pages again and every unmap stops the other core to
+    flush its address cache: with two workers this took 7% of the CPU and 8% of the wall time of a 25 MB create run.
+    A worker's memory then stays at its peak until it exits. Forked workers inherit the setting."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    for parameter, value in _MALLOC_PARAMETERS.items():
+        mallopt(parameter, value)
 
 
 # The command Beam's local runner starts each worker process with in multi_processing mode.

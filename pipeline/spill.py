@@ -58,8 +58,8 @@ class SpillByKey(beam.DoFn):
     """(key, value) → (key, (path, offset, size)) per key and file: the bundle's values gathered by key and written
     to OUT/.staging/pieces/NAME-HASH.bin whenever they reach spill_bytes, and at the end of the bundle."""
 
-    def __init__(self, output_dir: str, name: str, spill_bytes: int = SPILL_BYTES):
-        self.output_dir, self.name, self.spill_bytes = output_dir, name, spill_bytes
+    def __init__(self, output_dir: str, name: str, spill_bytes: int = SPILL_BYTES, workers: int = 1):
+        self.output_dir, self.name, self.spill_bytes, self.workers = output_dir, name, spill_bytes, workers
 
     def setup(self):
         self.compressor = zstandard.ZstdCompressor(level=1)
@@ -83,9 +83,7 @@ class SpillByKey(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _spill(self) -> list[tuple[object, tuple[str, int, int]]]:
-        # Largest first: Beam's local runner deals keys to its workers in turn, in the order they first reach it,
-        # and dealt largest first the workers' shares come out nearly even.
-        keys = sorted(self.gathered, key=lambda k: (-self.gathered_size[k], k))
+        keys = dealing_order(self.gathered_size, self.workers)
         blobs = [self.compressor.compress(pickle.dumps(self.gathered[key], protocol=5)) for key in keys]
         self.gathered.clear()
         self.gathered_size.clear()
@@ -105,6 +103,27 @@ class SpillByKey(beam.DoFn):
             places.append((key, (path, offset, len(blob))))
             offset += len(blob)
         return places
+
+
+def dealing_order(sizes: dict, workers: int) -> list:
+    """The keys in the order that shares them evenly between a local runner's workers.
+
+    Beam's local runner deals the keys of a grouped stage to its workers in turn (the k-th key that reached it
+    goes to worker k mod workers), so the keys are taken largest first, a round of `workers` at a time, and in each
+    round the larger keys are placed where the workers with the least so far will receive them. Only the balance
+    of the work depends on this order, never what the job writes."""
+    keys = sorted(sizes, key=lambda k: (-sizes[k], k))
+    load = [0] * workers
+    order = []
+    for start in range(0, len(keys), workers):
+        round_keys = keys[start:start + workers]
+        placed = [None] * len(round_keys)
+        lightest_first = sorted(range(len(round_keys)), key=lambda w: (load[w], w))
+        for key, worker in zip(round_keys, lightest_first):
+            placed[worker] = key
+            load[worker] += sizes[key]
+        order += placed
+    return order
 
 
 def unspilled(places: Iterable[tuple[str, int, int]]) -> Iterator:

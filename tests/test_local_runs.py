@@ -1,0 +1,100 @@
+"""How local runs share work between worker processes and manage memory (pipeline/runners.py, pipeline/spill.py)."""
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+from conftest import TESTS, book_sections
+
+from pipeline import runners
+from pipeline.create import CreateConfig, bucket_key
+from pipeline.spill import SpillByKey, dealing_order
+
+
+def real_bucket_sizes(num_buckets: int) -> Counter:
+    """Characters per bucket of the real books cut into documents, as create's bucketing assigns them."""
+    config = CreateConfig(inputs=[], output="", vocab="", num_buckets=num_buckets)
+    sizes = Counter()
+    for doc_id, text in book_sections(max_chars=3000):
+        sizes[bucket_key(doc_id, "train", config)] += len(text)
+    return sizes
+
+
+def dealt_in_turn(order: list, sizes: dict, workers: int) -> list[int]:
+    """Each worker's share when the k-th key goes to worker k mod workers, as Beam's local runner deals them."""
+    shares = [0] * workers
+    for k, key in enumerate(order):
+        shares[k % workers] += sizes[key]
+    return shares
+
+
+def test_a_round_places_its_larger_keys_with_the_lighter_workers():
+    assert dealing_order({"a": 10, "b": 9, "c": 8, "d": 1}, 2) == ["a", "b", "d", "c"]
+    assert dealing_order({"a": 10, "b": 9, "c": 8}, 2) == ["a", "b", "c"]  # a short last round fills in turn
+    assert dealing_order({"b": 5, "a": 5, "c": 1}, 1) == ["a", "b", "c"]  # one worker: largest first, then by key
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4])
+def test_real_buckets_dealt_in_turn_come_out_even(workers):
+    sizes = real_bucket_sizes(32)
+    assert len(sizes) == 32
+    even = sum(sizes.values()) / workers
+    shares = dealt_in_turn(dealing_order(sizes, workers), sizes, workers)
+    largest_first = dealt_in_turn(sorted(sizes, key=lambda k: -sizes[k]), sizes, workers)
+    assert sorted(dealing_order(sizes, workers)) == sorted(sizes)
+    assert max(shares) / even < 1.02
+    assert max(shares) < max(largest_first)
+
+
+def test_spilled_keys_leave_in_dealing_order(tmp_path):
+    sizes = real_bucket_sizes(12)
+    spiller = SpillByKey(str(tmp_path), "documents", workers=2)
+    spiller.setup()
+    spiller.start_bundle()
+    for key, size in sizes.items():
+        assert not list(spiller.process((key, "x" * size)))
+    keys = [w.value[0] for w in spiller.finish_bundle()]
+    assert keys == dealing_order(sizes, 2)
+
+
+def test_local_workers_counts_as_the_local_runner_does():
+    import multiprocessing
+
+    def workers(*args):
+        return runners.local_workers(runners.pipeline_options(list(args)))
+
+    assert workers() == 1
+    assert workers("--direct_running_mode=multi_processing", "--direct_num_workers=3") == 3
+    assert workers("--direct_num_workers=0") == multiprocessing.cpu_count()
+    assert workers("--runner=DataflowRunner", "--direct_num_workers=3") == 1
+
+
+# After the setting, a freed 256 MB array stays in the process for the next one; without it glibc unmaps it.
+_FREE_AND_MEASURE = """
+import sys
+import numpy as np
+sys.path.insert(0, {root!r})
+if sys.argv[1] == "keep":
+    from pipeline import runners
+    runners._keep_freed_memory()
+def rss_mb():
+    return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
+before = rss_mb()
+block = np.ones(256 << 20, np.uint8)
+del block
+print(rss_mb() - before)
+"""
+
+
+@pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only")
+def test_local_runs_keep_the_memory_they_free():
+    def kept_mb(mode: str) -> float:
+        code = _FREE_AND_MEASURE.format(root=str(TESTS.parent))
+        return float(subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
+                                    check=True).stdout)
+
+    assert kept_mb("keep") > 200
+    assert kept_mb("default") < 50
