@@ -135,7 +135,7 @@ _MALLOC_PARAMETERS = {-3: 1 << 30, -2: 256 << 20, -1: 1 << 30}  # M_MMAP_THRESHO
 def _keep_freed_memory() -> None:
     """Let local runs reuse the memory they free. By default glibc maps each array over a few MB afresh and unmaps
     it when freed, so every bucket's arrays fault in their pages again and every unmap stops the other core to
-    flush its address cache: with two workers this took 7% of the CPU and 8% of the wall time of a 25 MB create run.
+    flush its address cache: with two workers this took 8% of the CPU and of the wall time of a 25 MB create run.
     A worker's memory then stays at its peak until it exits. Forked workers inherit the setting."""
     import ctypes
     import platform
