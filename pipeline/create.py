@@ -23,7 +23,7 @@ import numpy as np
 import zstandard
 
 from pipeline import output, runners, spill, tally
-from pipeline.sources import ReadStats, merge_file_stats, plan_reads, read_documents
+from pipeline.sources import ReadStats, match_on_worker, merge_file_stats, plan_reads, read_documents
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
 from transforms.masking import SpecialIds, assemble, mask_tokens
 from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
@@ -389,7 +389,7 @@ class CreatePretrainingData(beam.PTransform):
         # file is read in byte spans, by several workers
         tasks = (pbegin
                  | "list inputs" >> beam.Create(self.input_files)
-                 | "match inputs" >> beam.FlatMap(_match)
+                 | "match inputs" >> beam.FlatMap(match_on_worker)
                  | "plan reads" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), cfg.input_format)
                  | "spread reads" >> beam.Reshuffle())
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
@@ -421,19 +421,6 @@ class CreatePretrainingData(beam.PTransform):
                 | "collect shards" >> beam.combiners.ToList()
                 | "publish" >> beam.ParDo(Publish(light, self.vocab_sha256),
                                           beam.pvalue.AsSingleton(counts), beam.pvalue.AsSingleton(files)))
-
-
-def _match(pattern: str):
-    """A local file as matched at launch, or a remote pattern → (file path, size)."""
-    import os
-
-    from apache_beam.io.filesystems import FileSystems
-
-    if "://" not in pattern:
-        yield pattern, os.path.getsize(pattern)
-        return
-    for m in FileSystems.match([pattern])[0].metadata_list:
-        yield m.path, m.size_in_bytes
 
 
 # ---------------------------------------------------------------------------------------------- command line

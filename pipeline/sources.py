@@ -298,6 +298,15 @@ def merge_file_stats(parts: list[dict]) -> list[dict]:
     return list(merged.values())
 
 
+def match_on_worker(pattern: str) -> Iterator[tuple[str, int]]:
+    """A local file as matched at launch, or a remote pattern matched now → (file path, size)."""
+    if "://" not in pattern:
+        yield pattern, os.path.getsize(pattern)
+        return
+    for m in FileSystems.match([pattern])[0].metadata_list:
+        yield m.path, m.size_in_bytes
+
+
 def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:
     """(path, size) of every file the local patterns match; remote patterns are matched on the workers.
 

@@ -23,9 +23,10 @@ from dataclasses import asdict, dataclass, field, replace
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import output, tally
-from pipeline.sources import ReadStats, read_documents
+from pipeline.sources import ReadStats, match_on_worker, merge_file_stats, plan_reads, read_documents
 from transforms.seeding import unit_interval
 from wordpiece.training import (BERT_DEFAULT_RESERVED, LAYOUTS, ChunkBatch, HeldOutWords, TrainingConfig,
                                 WordCounter, drop_long_words, measure, prune_plan, train)
@@ -125,29 +126,43 @@ def _file_entry(stats: ReadStats) -> dict:
 # ------------------------------------------------------------------------------------------ Beam counting
 
 class CountFileWords(beam.DoFn):
-    """file path → ((role, word), count) per batch of text; tagged outputs carry file stats and tallies."""
+    """(file path, start, stop) → ((role, word), count) per batch of text; tagged outputs carry the file's stats
+    (its fingerprint from the whole-file or first-span reader) and tallies.
+
+    The text batches last the whole bundle: a worker counts many spans, and each drain sends every distinct word
+    of its batch on, so draining at the end of each span would multiply that work and the words to combine."""
 
     def __init__(self, cfg: VocabConfig):
         self.cfg = cfg
 
-    def process(self, path: str):
+    def start_bundle(self):
+        self.batches = {role: ChunkBatch(self.cfg.training.lowercase, self.cfg.batch_chars)
+                        for role in (TRAIN, HELD_OUT)}
+
+    def process(self, task: tuple[str, int, int]):
         cfg = self.cfg
+        path, start, stop = task
         stats = ReadStats(path)
-        batches = {role: ChunkBatch(cfg.training.lowercase, cfg.batch_chars) for role in (TRAIN, HELD_OUT)}
         counts: Counter = Counter()
-        for doc in read_documents(path, cfg.input_format, stats):
+        for doc in read_documents(path, cfg.input_format, stats, start, stop):
             counts["documents_read"] += 1
             role = document_role(doc.id, cfg)
             if role is None:
                 counts["documents_unsampled"] += 1
                 continue
             counts[f"documents_{role}"] += 1
-            if batches[role].add(document_text(doc)):
-                yield from _emit(role, batches[role].drain(), counts)
-        for role, batch in batches.items():
-            yield from _emit(role, batch.drain(), counts)
+            if self.batches[role].add(document_text(doc)):
+                yield from _emit(role, self.batches[role].drain(), counts)
         yield beam.pvalue.TaggedOutput("files", _file_entry(stats))
         yield tally.emit("vocab", dict(counts))
+
+    def finish_bundle(self):
+        counts: Counter = Counter()
+        for role, batch in self.batches.items():
+            for element in _emit(role, batch.drain(), counts):
+                yield GlobalWindows.windowed_value(element)
+        tallied = tally.emit("vocab", counts)
+        yield beam.pvalue.TaggedOutput(tallied.tag, GlobalWindows.windowed_value(tallied.value))
 
 
 def _emit(role: str, words: Counter, counts: Counter):
@@ -196,7 +211,7 @@ class WriteCountsManifest(beam.DoFn):
             "config": self.cfg.describe(), "tallies": tallies,
             "pruned": {"threshold": threshold, "words": words, "occurrences": occurrences,
                        "symbols": pruned_symbols},
-            "inputs": sorted(files, key=lambda f: f["path"]),
+            "inputs": merge_file_stats(files),
             "train_files": sorted(train_files), "heldout_files": sorted(held_out_files),
         }
         output.write_json_atomically(output.join(self.cfg.counts_dir, output.MANIFEST), manifest)
@@ -213,10 +228,12 @@ class CountWords(beam.PTransform):
 
     def expand(self, pbegin):
         cfg = self.cfg
+        # files → (file path, start, stop): a large text or JSONL file is counted in byte spans, by several workers
         read = (pbegin
                 | "list inputs" >> beam.Create(self.input_files)
-                | "match inputs" >> beam.FlatMap(_match)
-                | "spread files" >> beam.Reshuffle()
+                | "match inputs" >> beam.FlatMap(match_on_worker)
+                | "plan reads" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), cfg.input_format)
+                | "spread reads" >> beam.Reshuffle()
                 | "count words" >> beam.ParDo(CountFileWords(cfg)).with_outputs("files", tally.TALLY,
                                                                                 main="words"))
         summed = read.words | "sum counts" >> beam.CombinePerKey(sum)
@@ -249,14 +266,6 @@ class CountWords(beam.PTransform):
             WriteCountsManifest(cfg), beam.pvalue.AsList(train_files), beam.pvalue.AsList(held_out_files),
             beam.pvalue.AsSingleton(pruning), beam.pvalue.AsSingleton(pruned_symbols),
             beam.pvalue.AsSingleton(files))
-
-
-def _match(pattern: str):
-    if "://" not in pattern:
-        yield pattern
-        return
-    for m in FileSystems.match([pattern])[0].metadata_list:
-        yield m.path
 
 
 def _read_counts(path: str, sink, batch: int = 200_000) -> None:

@@ -354,7 +354,10 @@ def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     held_out = [str(counts_dir / "heldout-00000-of-00001.tsv")]
     tallies = {"documents_read": 3, "documents_train": 2, "documents_heldout": 1, "train_words": 40,
                "heldout_words": 9, "too_long": 0}
-    files = [{"path": "b.jsonl", "size": 5}, {"path": "a.jsonl", "size": 7}]
+    # Per-reader file stats: b.jsonl read whole, a.jsonl in two spans (the first span's reader hashes the file).
+    files = [{"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}},
+             {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 1, "replaced_chars": 1, "skipped": {}},
+             {"path": "a.jsonl", "size": 0, "sha256": "", "documents": 1, "replaced_chars": 0, "skipped": {"x": 1}}]
     pruning, symbols = (0, 0, 0), {"first": {}, "rest": {}}
     writer = WriteCountsManifest(cfg)
     first = list(writer.process(tallies, train_files, held_out, pruning, symbols, files))
@@ -363,8 +366,10 @@ def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     # The retry gets its side inputs in another order, and rewrites the same manifest.
     assert list(writer.process(tallies, train_files[::-1], held_out, pruning, symbols, files[::-1])) == first
     assert manifest.read_bytes() == once and json.loads(once) == first[0]
-    assert first[0]["train_files"] == train_files and [f["path"] for f in first[0]["inputs"]] == ["a.jsonl",
-                                                                                                  "b.jsonl"]
+    assert first[0]["train_files"] == train_files
+    assert first[0]["inputs"] == [
+        {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 2, "replaced_chars": 1, "skipped": {"x": 1}},
+        {"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}}]
     assert sorted(p.name for p in counts_dir.iterdir()) == ["manifest.json"]
 
     # vocab.txt is written by a rename: writing it again leaves the same bytes and no temporary file.

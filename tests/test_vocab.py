@@ -167,6 +167,29 @@ def test_beam_count_gives_the_same_vocab(small_corpus, tmp_path):
     assert manifest["pruned"]["words"] == 0
 
 
+def test_beam_count_reads_a_large_file_in_spans_and_gives_the_same_vocab(corpus, uncased, tmp_path, monkeypatch):
+    import hashlib
+
+    from pipeline import vocab
+
+    spans = []
+    read = vocab.read_documents
+
+    def recording(path, input_format, stats, start=0, stop=-1):
+        spans.append((start, stop))
+        return read(path, input_format, stats, start, stop)
+
+    monkeypatch.setattr(vocab, "read_documents", recording)  # the in-memory runner calls it in this process
+    beam = train_cli(corpus[0], tmp_path / "beam.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
+                     "--direct_running_mode=in_memory")
+    size = corpus[0].stat().st_size
+    assert len(spans) >= 5 and sorted(spans)[0][0] == 0 and sorted(spans)[-1][1] == size
+    assert beam.read_bytes() == uncased.read_bytes()
+    manifest = json.loads((tmp_path / "counts" / "manifest.json").read_text())
+    assert [(f["path"], f["size"], f["sha256"], f["documents"]) for f in manifest["inputs"]] == [
+        (str(corpus[0]), size, hashlib.sha256(corpus[0].read_bytes()).hexdigest(), len(corpus[1]))]
+
+
 # ------------------------------------------------------------------------------------------ compatibility
 
 @pytest.mark.parametrize("lowercase", [True, False])
