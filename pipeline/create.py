@@ -23,7 +23,7 @@ import numpy as np
 import zstandard
 
 from pipeline import output, runners, spill, tally
-from pipeline.sources import ReadStats, match_on_worker, merge_file_stats, plan_reads, read_documents
+from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
 from transforms.masking import SpecialIds, assemble, mask_tokens
 from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
@@ -385,13 +385,8 @@ class CreatePretrainingData(beam.PTransform):
 
     def expand(self, pbegin):
         cfg = self.config
-        # local files and remote patterns → (file path, size) → (file path, start, stop): a large text or JSONL
-        # file is read in byte spans, by several workers
-        tasks = (pbegin
-                 | "list inputs" >> beam.Create(self.input_files)
-                 | "match inputs" >> beam.FlatMap(match_on_worker)
-                 | "plan reads" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), cfg.input_format)
-                 | "spread reads" >> beam.Reshuffle())
+        # input files → (file path, start, stop) per reader → SourceDocument
+        tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
         # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the

@@ -10,11 +10,12 @@ multi_processing mode its worker processes are forked from the launcher where th
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import re
 import weakref
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
 
@@ -58,10 +59,6 @@ def is_local(options: PipelineOptions) -> bool:
 def local_workers(options: PipelineOptions) -> int:
     """How many workers a local runner shares a stage's input between (as Beam's local runner counts them); 1
     elsewhere."""
-    import multiprocessing
-
-    from apache_beam.options.pipeline_options import DirectOptions
-
     if not is_local(options):
         return 1
     return options.view_as(DirectOptions).direct_num_workers or multiprocessing.cpu_count()
@@ -157,7 +154,6 @@ _STOCK_WORKER_COMMAND = "-m apache_beam.runners.worker.sdk_worker_main"
 
 def _local_runner_class():
     """FnApiRunner whose multi-process workers are forked from the launcher (pipeline/forked_workers.py)."""
-    from apache_beam.options.pipeline_options import DirectOptions
     from apache_beam.portability import python_urns
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 

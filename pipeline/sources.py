@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
+import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 INPUT_FORMATS = ("documents", "text", "jsonl")
@@ -72,7 +73,6 @@ class Span:
     start: int = 0
     stop: float = float("inf")
     line_start: int = 0
-
 
 
 class _HashingReader(io.RawIOBase):
@@ -305,6 +305,23 @@ def match_on_worker(pattern: str) -> Iterator[tuple[str, int]]:
         return
     for m in FileSystems.match([pattern])[0].metadata_list:
         yield m.path, m.size_in_bytes
+
+
+class PlanReads(beam.PTransform):
+    """Local input files and remote patterns → (file path, start, stop) per reader, spread over the workers: a
+    large text or JSONL file is read in byte spans (plan_reads), by several workers."""
+
+    def __init__(self, inputs: list[str], input_format: str):
+        super().__init__()
+        self.inputs, self.input_format = inputs, input_format
+
+    def expand(self, pbegin):
+        # → (file path, size) → (file path, start, stop)
+        return (pbegin
+                | "list inputs" >> beam.Create(self.inputs)
+                | "match inputs" >> beam.FlatMap(match_on_worker)
+                | "plan spans" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), self.input_format)
+                | "spread reads" >> beam.Reshuffle())
 
 
 def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:

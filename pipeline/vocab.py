@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import output, tally
-from pipeline.sources import ReadStats, match_on_worker, merge_file_stats, plan_reads, read_documents
+from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
 from transforms.seeding import unit_interval
 from wordpiece.training import (BERT_DEFAULT_RESERVED, LAYOUTS, ChunkBatch, HeldOutWords, TrainingConfig,
                                 WordCounter, drop_long_words, measure, prune_plan, train)
@@ -228,12 +228,9 @@ class CountWords(beam.PTransform):
 
     def expand(self, pbegin):
         cfg = self.cfg
-        # files → (file path, start, stop): a large text or JSONL file is counted in byte spans, by several workers
+        # input files → (file path, start, stop) per reader → ((role, word), n) per batch of text
         read = (pbegin
-                | "list inputs" >> beam.Create(self.input_files)
-                | "match inputs" >> beam.FlatMap(match_on_worker)
-                | "plan reads" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), cfg.input_format)
-                | "spread reads" >> beam.Reshuffle()
+                | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
                 | "count words" >> beam.ParDo(CountFileWords(cfg)).with_outputs("files", tally.TALLY,
                                                                                 main="words"))
         summed = read.words | "sum counts" >> beam.CombinePerKey(sum)
