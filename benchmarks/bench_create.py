@@ -10,6 +10,12 @@ The large input is real text: the Gutenberg books and the cleaned enwiki sample 
 JSONL documents and repeated (with fresh ids) until it reaches --mb megabytes.
 
     .venv/bin/python benchmarks/bench_create.py [--mb 20] [--modes multi_processing:1,multi_processing:2]
+
+With --reference PATH (a runnable copy of google-research/bert's create_pretraining_data.py, its tokenization.py
+beside it, `import tensorflow as tf` pointed at `tensorflow.compat.v1`), the reference runs side by side on a
+--reference-mb slice of the same text in its own input format (one sentence per line, a blank line between
+documents), and so does `create` on the same file, alternating, so that the ratio of the two marginal figures
+holds on whatever machine and hour the script runs.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import argparse
 import bz2
 import glob
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -83,6 +90,55 @@ def write_corpus(path: Path, megabytes: float) -> tuple[int, int]:
     return size, distinct
 
 
+def write_reference_corpus(path: Path, megabytes: float) -> int:
+    """The benchmark's documents in the reference's input format, sentences split by `create`'s splitter."""
+    from transforms.sentences import document_sentences
+
+    size, documents = 0, real_documents()
+    with open(path, "w", encoding="utf-8") as f:
+        while size < megabytes * 1e6:
+            for _, text in documents:
+                paragraphs = text.split("\n\n")
+                for i in range(0, len(paragraphs), 60):
+                    block = "".join(line + "\n" for line in document_sentences("\n\n".join(paragraphs[i:i + 60])))
+                    f.write(block + "\n")
+                    size += len(block.encode())
+                    if size >= megabytes * 1e6:
+                        return size
+    return size
+
+
+def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Path, exe: str) -> None:
+    """Marginal CPU-µs per instance of the reference and of `create` (in memory) on the same text files."""
+    corpus = tmp / "reference-corpus.txt"
+    size = write_reference_corpus(corpus, megabytes)
+    print(f"reference comparison input: {size / 1e6:.1f} MB of text, one sentence per line", flush=True)
+    flags = ["--do_lower_case=True", "--max_seq_length=128", "--max_predictions_per_seq=20",
+             "--masked_lm_prob=0.15", "--random_seed=12345", "--dupe_factor=10", f"--vocab_file={VOCAB}"]
+    best: dict = {}
+    for _ in range(repeat):
+        for name, path in (("tiny", SAMPLE), ("large", corpus)):
+            out = tmp / "reference.tfrecord"
+            r = measure([sys.executable, script, f"--input_file={path}", f"--output_file={out}", *flags])
+            r["instances"] = int(re.findall(r"Wrote (\d+) total instances", r["err"])[-1])
+            key = ("reference", name)
+            best[key] = r if key not in best or r["cpu"] < best[key]["cpu"] else best[key]
+            ours = tmp / "ours"
+            r = measure([exe, "create", "--input", path, "--input-format", "text", "--vocab", VOCAB, "--output", ours,
+                         "--overwrite", "--dupe-factor", "10", "--direct_running_mode=in_memory"])
+            r["instances"] = instances(ours)
+            key = ("create", name)
+            best[key] = r if key not in best or r["cpu"] < best[key]["cpu"] else best[key]
+    marginal = {}
+    for tool in ("reference", "create"):
+        tiny, large = best[(tool, "tiny")], best[(tool, "large")]
+        marginal[tool] = (large["cpu"] - tiny["cpu"]) / (large["instances"] - tiny["instances"]) * 1e6
+        print(json.dumps({"tool": tool, "startup_cpu_s": round(tiny["cpu"], 2), "large_cpu_s": round(large["cpu"], 2),
+                          "instances": large["instances"], "marginal_cpu_us_per_instance": round(marginal[tool], 2),
+                          "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+    print(json.dumps({"create_vs_reference_per_core": round(marginal["reference"] / marginal["create"], 1)}))
+
+
 def instances(output: Path) -> int:
     manifest = json.loads((output / "manifest.json").read_text())
     return sum(o[s]["instances"] for o in manifest["outputs"].values() for s in ("train", "eval") if s in o)
@@ -92,8 +148,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=20.0, help="size of the large input (MB of text)")
     parser.add_argument("--modes", default="multi_processing:1,multi_processing:2",
-                        help="running_mode:workers pairs to measure")
+                        help="running_mode:workers pairs to measure ('' for none)")
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest counts")
+    parser.add_argument("--reference", type=Path, metavar="SCRIPT",
+                        help="also run this copy of the reference create_pretraining_data.py side by side")
+    parser.add_argument("--reference-mb", type=float, default=5.0,
+                        help="size of the text both tools read for the reference comparison (MB)")
     parser.add_argument("--control", action="store_true",
                         help="also measure what this machine gives two independent create runs at once (the "
                              "ceiling for a 2-worker speed-up at the time of the run)")
@@ -104,7 +164,7 @@ def main() -> None:
         corpus = tmp / "corpus.jsonl"
         size, distinct = write_corpus(corpus, args.mb)
         print(f"large input: {size / 1e6:.1f} MB of text ({distinct / 1e6:.1f} MB distinct, repeated)")
-        for mode in args.modes.split(","):
+        for mode in filter(None, args.modes.split(",")):
             running_mode, workers = mode.split(":")
             beam = [f"--direct_running_mode={running_mode}", f"--direct_num_workers={workers}"]
             runs = {}
@@ -127,6 +187,8 @@ def main() -> None:
                               "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
         if args.control:
             control(exe, corpus, tmp, args.repeat)
+        if args.reference:
+            compare_with_reference(args.reference.resolve(), args.reference_mb, args.repeat, tmp, exe)
 
 
 def control(exe: str, corpus: Path, tmp: Path, repeat: int) -> None:

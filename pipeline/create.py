@@ -297,7 +297,8 @@ class WriteShards(beam.DoFn):
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)
         rel = shard_name(seq, split, shard, self.config.shards(split))
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), _in_chunks(
-            blobs, piece_of[order].tolist(), (ends - lengths)[order].tolist(), ends[order].tolist()))
+            blobs, piece_of[order].tolist(), (ends - lengths)[order].tolist(), ends[order].tolist()),
+            read_back=False)
         return {"path": rel, "records": len(order), "bytes": size, "sha256": sha}
 
 
@@ -385,13 +386,16 @@ class CreatePretrainingData(beam.PTransform):
 
     def expand(self, pbegin):
         cfg = self.config
+        # The vocab's bytes go only to the step that tokenises and masks: Beam pickles and bz2-compresses every
+        # DoFn into the job, and each worker decompresses it again.
+        light = dataclasses.replace(cfg, vocab_bytes=None)
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
         # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the
         # bucket → ((config, split, shard), records piece)
-        keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
+        keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, light).with_output_types(
             tuple[str, tuple[str, typing.Any, typing.Any]])
         if cfg.spill_to_files:
             # → (bucket key, where some of the bucket's documents were written)
@@ -402,8 +406,6 @@ class CreatePretrainingData(beam.PTransform):
                  | "group into buckets" >> beam.GroupByKey()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
                      tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
-        # The vocab's bytes go only to the steps that tokenise or mask (every DoFn is pickled into the job).
-        light = dataclasses.replace(cfg, vocab_bytes=None)
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
         shard_infos = (built.pieces
                        | "group into shards" >> beam.GroupByKey()

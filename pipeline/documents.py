@@ -101,7 +101,7 @@ class _WriteShard(beam.DoFn):
         records = sorted((dict(zip(self.fields, row)) for row in rows), key=lambda r: _sort_key(r, self.fields))
         data, count, counts = self.encode(records)
         rel = self.file_name(shard)
-        size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data])
+        size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data], read_back=False)
         yield {"path": rel, "records": count, "bytes": size, "sha256": sha}
         if counts:
             yield tally.emit(METRICS, counts)

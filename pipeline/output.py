@@ -13,6 +13,8 @@ from typing import Iterable
 
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline import direct_io
+
 MANIFEST = "manifest.json"
 STAGING = ".staging"
 TOOL_VERSION = "0.1.0"
@@ -58,16 +60,27 @@ def _make_local_parent(path: str) -> None:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
 
 
-def write_bytes(path: str, chunks: Iterable[bytes]) -> tuple[int, str]:
-    """Write chunks to path (parent directories created); return (bytes, sha256)."""
+def write_bytes(path: str, chunks: Iterable[bytes], read_back: bool = True) -> tuple[int, str]:
+    """Write chunks to path (parent directories created); return (bytes, sha256).
+
+    read_back=False is for the files a job publishes and does not read again: a local one is then written past
+    the page cache where the filesystem allows it (direct_io.py)."""
     _make_local_parent(path)
     digest = hashlib.sha256()
     size = 0
-    with FileSystems.create(path) as f:
+
+    def counted(chunks: Iterable[bytes]) -> Iterable[bytes]:
+        nonlocal size
         for chunk in chunks:
-            f.write(chunk)
             digest.update(chunk)
             size += len(chunk)
+            yield chunk
+
+    if not read_back and not is_remote(path) and direct_io.write_file(path, counted(chunks)):
+        return size, digest.hexdigest()
+    with FileSystems.create(path) as f:
+        for chunk in counted(chunks):
+            f.write(chunk)
     return size, digest.hexdigest()
 
 

@@ -6,11 +6,14 @@ import subprocess
 import sys
 from collections import Counter
 
+import apache_beam as beam
 import pytest
+from apache_beam.transforms import userstate
+from apache_beam.transforms.timeutil import TimeDomain
 from conftest import TESTS, book_sections
 
 from pipeline import runners
-from pipeline.create import CreateConfig, bucket_key
+from pipeline.create import BuildInstances, CreateConfig, WriteShards, bucket_key
 from pipeline.spill import SpillByKey, dealing_order
 
 
@@ -98,3 +101,49 @@ def test_local_runs_keep_the_memory_they_free():
 
     assert kept_mb("keep") > 200
     assert kept_mb("default") < 50
+
+
+class _Stateful(beam.DoFn):
+    SEEN = userstate.BagStateSpec("seen", beam.coders.StrUtf8Coder())
+    FLUSH = userstate.TimerSpec("flush", TimeDomain.WATERMARK)
+
+    def process(self, element, seen=beam.DoFn.StateParam(SEEN), flush=beam.DoFn.TimerParam(FLUSH)):
+        yield element
+
+    @userstate.on_timer(FLUSH)
+    def flushed(self, seen=beam.DoFn.StateParam(SEEN)):
+        yield from seen.read()
+
+
+class _Holder:
+    """A method of another object, given to Map: the DoFn then carries a bound method of its own."""
+
+    SEEN = userstate.BagStateSpec("other", beam.coders.StrUtf8Coder())
+
+    def keyed(self, element, seen=beam.DoFn.StateParam(SEEN)):
+        return element
+
+
+def test_remembered_dofn_specs_are_those_beam_finds():
+    from apache_beam.transforms.core import CallableWrapperDoFn
+
+    before = userstate.get_dofn_specs  # an earlier local run in this process may have set it
+    find = getattr(before, "beams_own", before)
+    userstate.get_dofn_specs = find
+    runners._remember_dofn_specs()
+    remembered = userstate.get_dofn_specs
+    try:
+        assert remembered is not find
+        config = CreateConfig(inputs=[], output="", vocab="")
+        dofns = [_Stateful(), _Stateful(), BuildInstances(config), WriteShards(config), SpillByKey("", "x"),
+                 CallableWrapperDoFn(len), CallableWrapperDoFn(str.upper), CallableWrapperDoFn(_Holder().keyed),
+                 CallableWrapperDoFn(_Holder().keyed)]
+        for dofn in dofns * 2:  # the second time from what was kept
+            assert remembered(dofn) == find(dofn)
+        assert remembered(_Stateful())[0] == {_Stateful.SEEN}
+        assert remembered(CallableWrapperDoFn(_Holder().keyed)) == ({_Holder.SEEN}, set())
+        assert remembered(CallableWrapperDoFn(len)) == (set(), set())
+        runners._remember_dofn_specs()  # once is enough
+        assert userstate.get_dofn_specs is remembered
+    finally:
+        userstate.get_dofn_specs = before
