@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from pipeline import cloud_imports
 from pipeline.cli_util import user_message
 
 DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
@@ -60,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     words = argv if argv is not None else sys.argv[1:]
     command = next((w for w in words if not w.startswith("-")), None)
+    if _fresh_process and cloud_imports.runs_locally(command, words):
+        cloud_imports.hide_cloud_modules()
     parser = build_parser(command)
     args, beam_args = parser.parse_known_args(argv)
     module = importlib.import_module(args.module)
@@ -78,7 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+# Set by the console command: this process runs one command and can leave out what that command does not use.
+# A process that calls main() for one command after another (a test session) keeps everything importable.
+_fresh_process = False
+
+
 def entry_point() -> None:
+    global _fresh_process
+    _fresh_process = True
     code = main()
     # Python's own teardown frees Beam's ~2,000 modules and every object of the job one by one: 0.3 s at the end
     # of each run, with nothing left to save. What the command wrote is closed by now; its output streams are

@@ -1,0 +1,61 @@
+"""Local commands start without Google Cloud's client libraries (pipeline/cloud_imports.py)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import TESTS
+
+from pipeline.cloud_imports import runs_locally
+
+CREATE = ["create", "--input", "docs/*.parquet", "--vocab", "vocab.txt", "--output", "out"]
+
+
+@pytest.mark.parametrize("words, local", [
+    (CREATE, True),
+    (CREATE + ["--direct_running_mode=multi_processing", "--direct_num_workers=2"], True),
+    (CREATE + ["--runner", "DirectRunner"], True),
+    (CREATE + ["--runner=FnApiRunner"], True),
+    (["-v", "extract-wiki", "--input", "dump.xml.bz2", "--output", "docs"], True),
+    (["demo"], True),
+    (CREATE + ["--runner", "DataflowRunner", "--project", "p", "--region", "r"], False),
+    (CREATE + ["--runner=apache_beam.runners.render.RenderRunner"], False),
+    (CREATE + ["--runner"], False),
+    (CREATE[:3] + ["gs://bucket/docs/*.parquet"] + CREATE[4:], False),
+    (CREATE + ["--temp_location=gs://bucket/tmp"], False),
+    (["run", "pretraining-128", "--profile", "local"], False),  # decided again once the job is expanded
+    (["train", "--input", "out"], False),
+    ([], False),
+])
+def test_a_command_runs_locally_only_with_a_local_runner_and_no_remote_path(words, local):
+    command = next((w for w in words if not w.startswith("-")), None)
+    assert runs_locally(command, words) is local
+
+
+_LOADED = """
+import json, sys
+sys.path.insert(0, {root!r})
+from pipeline import cloud_imports
+hidden = sys.argv[1] == "hide" and cloud_imports.hide_cloud_modules()
+import apache_beam
+from apache_beam.io.filesystems import FileSystems
+import pipeline.create
+print(json.dumps({{"hidden": hidden, "local_files": FileSystems.exists({root!r}),
+                   "cloud": sorted(filter(cloud_imports.is_cloud_module, sys.modules))[:5]}}))
+"""
+
+
+def loaded(mode: str) -> dict:
+    code = _LOADED.format(root=str(TESTS.parent))
+    return json.loads(subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True,
+                                     check=True).stdout)
+
+
+def test_hidden_cloud_modules_stay_unloaded_and_local_files_still_work():
+    shown = loaded("show")
+    if not shown["cloud"]:
+        pytest.skip("Beam's GCP extra is not installed here")
+    hidden = loaded("hide")
+    assert hidden == {"hidden": True, "local_files": True, "cloud": []}
