@@ -72,13 +72,19 @@ def real_documents() -> list[tuple[str, str]]:
     return docs
 
 
-def write_corpus(path: Path, megabytes: float) -> tuple[int, int]:
-    """Books cut into ~16 KB documents plus wiki articles, repeated with fresh ids to reach the size."""
+def document_pieces() -> list[tuple[str, str]]:
+    """The real documents, books cut into ~16 KB documents of 60 paragraphs."""
     pieces = []
     for doc_id, text in real_documents():
         paragraphs = text.split("\n\n")
         for i in range(0, len(paragraphs), 60):
             pieces.append((f"{doc_id}:{i}", "\n\n".join(paragraphs[i:i + 60])))
+    return pieces
+
+
+def write_corpus(path: Path, megabytes: float) -> tuple[int, int]:
+    """Books cut into ~16 KB documents plus wiki articles, repeated with fresh ids to reach the size."""
+    pieces = document_pieces()
     distinct = sum(len(t.encode()) for _, t in pieces)
     size, rep = 0, 0
     with open(path, "w") as f:
@@ -94,18 +100,26 @@ def write_reference_corpus(path: Path, megabytes: float) -> int:
     """The benchmark's documents in the reference's input format, sentences split by `create`'s splitter."""
     from transforms.sentences import document_sentences
 
-    size, documents = 0, real_documents()
+    size, pieces = 0, document_pieces()
     with open(path, "w", encoding="utf-8") as f:
         while size < megabytes * 1e6:
-            for _, text in documents:
-                paragraphs = text.split("\n\n")
-                for i in range(0, len(paragraphs), 60):
-                    block = "".join(line + "\n" for line in document_sentences("\n\n".join(paragraphs[i:i + 60])))
-                    f.write(block + "\n")
-                    size += len(block.encode())
-                    if size >= megabytes * 1e6:
-                        return size
+            for _, text in pieces:
+                block = "".join(line + "\n" for line in document_sentences(text))
+                f.write(block + "\n")
+                size += len(block.encode())
+                if size >= megabytes * 1e6:
+                    return size
     return size
+
+
+def cheaper(best: dict | None, run: dict) -> dict:
+    """Of two measured runs of the same command, the one that took less CPU."""
+    return run if best is None or run["cpu"] < best["cpu"] else best
+
+
+def marginal_us(tiny: dict, large: dict) -> float:
+    """CPU-µs per extra instance between a tiny and a large run."""
+    return (large["cpu"] - tiny["cpu"]) / (large["instances"] - tiny["instances"]) * 1e6
 
 
 def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Path, exe: str) -> None:
@@ -121,18 +135,16 @@ def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Pat
             out = tmp / "reference.tfrecord"
             r = measure([sys.executable, script, f"--input_file={path}", f"--output_file={out}", *flags])
             r["instances"] = int(re.findall(r"Wrote (\d+) total instances", r["err"])[-1])
-            key = ("reference", name)
-            best[key] = r if key not in best or r["cpu"] < best[key]["cpu"] else best[key]
+            best[("reference", name)] = cheaper(best.get(("reference", name)), r)
             ours = tmp / "ours"
             r = measure([exe, "create", "--input", path, "--input-format", "text", "--vocab", VOCAB, "--output", ours,
                          "--overwrite", "--dupe-factor", "10", "--direct_running_mode=in_memory"])
             r["instances"] = instances(ours)
-            key = ("create", name)
-            best[key] = r if key not in best or r["cpu"] < best[key]["cpu"] else best[key]
+            best[("create", name)] = cheaper(best.get(("create", name)), r)
     marginal = {}
     for tool in ("reference", "create"):
         tiny, large = best[(tool, "tiny")], best[(tool, "large")]
-        marginal[tool] = (large["cpu"] - tiny["cpu"]) / (large["instances"] - tiny["instances"]) * 1e6
+        marginal[tool] = marginal_us(tiny, large)
         print(json.dumps({"tool": tool, "startup_cpu_s": round(tiny["cpu"], 2), "large_cpu_s": round(large["cpu"], 2),
                           "instances": large["instances"], "marginal_cpu_us_per_instance": round(marginal[tool], 2),
                           "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
@@ -175,10 +187,10 @@ def main() -> None:
                     r = measure([exe, "create", "--input", *inputs, "--vocab", VOCAB, "--output", out,
                                  "--overwrite", "--dupe-factor", "10", *beam])
                     r["instances"] = instances(out)
-                    best = r if best is None or r["cpu"] < best["cpu"] else best
+                    best = cheaper(best, r)
                 runs[name] = best
             tiny, large = runs["tiny"], runs["large"]
-            marginal = (large["cpu"] - tiny["cpu"]) / (large["instances"] - tiny["instances"]) * 1e6
+            marginal = marginal_us(tiny, large)
             print(json.dumps({"mode": mode, "startup_cpu_s": round(tiny["cpu"], 2),
                               "large_cpu_s": round(large["cpu"], 2), "large_wall_s": round(large["wall"], 2),
                               "instances": large["instances"], "marginal_cpu_us_per_instance": round(marginal, 2),

@@ -14,19 +14,20 @@ import importlib.abc
 import sys
 
 
-# The client libraries of Beam's gcp extra and the Google API core and auth libraries they stand on. (Its older
-# apitools clients stay importable: without them Beam logs a warning on every start. The google.cloud namespace
-# package itself is loaded at start-up by the clients' .pth files.)
-CLOUD_PACKAGES = ("google.cloud.", "google.api_core", "google.auth", "google_auth_httplib2")
+# The client libraries of Beam's gcp extra, under the google.cloud namespace (the namespace package itself is
+# loaded at start-up by the clients' .pth files), and the Google API core and auth libraries they stand on. Its
+# older apitools clients stay importable: without them Beam logs a warning on every start.
+CLOUD_NAMESPACE = "google.cloud."
+CLOUD_PACKAGES = ("google.api_core", "google.auth", "google_auth_httplib2")
 
 
 def is_cloud_module(name: str) -> bool:
-    return any(name.startswith(p) if p.endswith(".") else name == p or name.startswith(p + ".")
-               for p in CLOUD_PACKAGES)
+    return name.startswith(CLOUD_NAMESPACE) or any(name == p or name.startswith(p + ".") for p in CLOUD_PACKAGES)
 
 
 # Commands that run Beam jobs whose arguments say everything about where they run and what they touch.
 LOCAL_CAPABLE_COMMANDS = {"create", "extract-wiki", "extract-books", "vocab", "demo"}
+# The runners bertcorpus runs on Beam's FnApiRunner on this machine (pipeline/runners.py).
 LOCAL_RUNNERS = {"DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
 
 

@@ -18,7 +18,9 @@ import weakref
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
-LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
+from pipeline.cloud_imports import LOCAL_RUNNERS
+
+LOCAL_RUNNER_NAMES = {None, *LOCAL_RUNNERS}  # no --runner runs locally too
 
 
 _ALL_OPTIONS: "weakref.WeakKeyDictionary[PipelineOptions, dict]" = weakref.WeakKeyDictionary()
