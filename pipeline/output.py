@@ -61,7 +61,8 @@ def _make_local_parent(path: str) -> None:
 
 
 def write_bytes(path: str, chunks: Iterable[bytes], read_back: bool = True) -> tuple[int, str]:
-    """Write chunks to path (parent directories created); return (bytes, sha256).
+    """Write chunks (bytes, or any contiguous buffer of bytes) to path, parent directories created; return
+    (bytes, sha256).
 
     read_back=False is for the files a job publishes and does not read again: a local one is then written past
     the page cache where the filesystem allows it (direct_io.py)."""
@@ -78,9 +79,10 @@ def write_bytes(path: str, chunks: Iterable[bytes], read_back: bool = True) -> t
 
     if not read_back and not is_remote(path) and direct_io.write_file(path, counted(chunks)):
         return size, digest.hexdigest()
+    remote = is_remote(path)
     with FileSystems.create(path) as f:
         for chunk in counted(chunks):
-            f.write(chunk)
+            f.write(bytes(chunk) if remote and not isinstance(chunk, bytes) else chunk)  # object stores want bytes
     return size, digest.hexdigest()
 
 

@@ -13,6 +13,12 @@ bytes, so a retried bundle rewrites identical files, and a failed attempt's file
 when the staging area does: at publish, or when the next run into the output clears a failed run's staging area.
 Object-store outputs (Dataflow) send the values through the runner's shuffle, which is built for them.
 
+A local runner gives the k-th key to reach a GroupByKey to worker k mod workers, and when several workers spill,
+their keys reach it in whatever order their bundles end. With more than one worker, DealToWorkers therefore
+gathers the places on one worker first and sends them on in the order that shares the keys out evenly by size:
+
+    (key, place) ─ DealToWorkers ─ (key, place) in dealing order ─ GroupByKey
+
 For batch jobs in the global window, as every job here is: values gathered across elements leave in one window.
 """
 from __future__ import annotations
@@ -58,23 +64,20 @@ class SpillByKey(beam.DoFn):
     """(key, value) → (key, (path, offset, size)) per key and file: the bundle's values gathered by key and written
     to OUT/.staging/pieces/NAME-HASH.bin whenever they reach spill_bytes, and at the end of the bundle."""
 
-    def __init__(self, output_dir: str, name: str, spill_bytes: int = SPILL_BYTES, workers: int = 1):
-        self.output_dir, self.name, self.spill_bytes, self.workers = output_dir, name, spill_bytes, workers
+    def __init__(self, output_dir: str, name: str, spill_bytes: int = SPILL_BYTES):
+        self.output_dir, self.name, self.spill_bytes = output_dir, name, spill_bytes
 
     def setup(self):
         self.compressor = zstandard.ZstdCompressor(level=1)
 
     def start_bundle(self):
         self.gathered: dict = defaultdict(list)
-        self.gathered_size: dict = defaultdict(int)
         self.gathered_bytes = 0
 
     def process(self, element):
         key, value = element
-        size = _rough_size(value)
         self.gathered[key].append(value)
-        self.gathered_size[key] += size
-        self.gathered_bytes += size
+        self.gathered_bytes += _rough_size(value)
         if self.gathered_bytes >= self.spill_bytes:
             yield from self._spill()
 
@@ -83,10 +86,9 @@ class SpillByKey(beam.DoFn):
             yield GlobalWindows.windowed_value(element)
 
     def _spill(self) -> list[tuple[object, tuple[str, int, int]]]:
-        keys = dealing_order(self.gathered_size, self.workers)
+        keys = sorted(self.gathered)
         blobs = [self.compressor.compress(pickle.dumps(self.gathered[key], protocol=5)) for key in keys]
         self.gathered.clear()
-        self.gathered_size.clear()
         self.gathered_bytes = 0
         if not blobs:
             return []
@@ -105,13 +107,47 @@ class SpillByKey(beam.DoFn):
         return places
 
 
-def dealing_order(sizes: dict, workers: int) -> list:
-    """The keys in the order that shares them evenly between a local runner's workers.
+def spilled_size(place: tuple[str, int, int]) -> int:
+    return place[2]
 
-    Beam's local runner deals the keys of a grouped stage to its workers in turn (the k-th key that reached it
-    goes to worker k mod workers), so the keys are taken largest first, a round of `workers` at a time, and in each
-    round the larger keys are placed where the workers with the least so far will receive them. Only the balance
-    of the work depends on this order, never what the job writes."""
+
+class DealToWorkers(beam.PTransform):
+    """(key, value) → the same pairs, sent on by one worker in dealing_order, so that the GroupByKey after this
+    shares its keys evenly between a local runner's `workers`; weight(value) is the value's part of its key's
+    work. Only the balance of the work depends on this order, never what the job writes."""
+
+    def __init__(self, workers: int, weight):
+        super().__init__()
+        self.workers, self.weight = workers, weight
+
+    def expand(self, pairs):
+        # (key, value) → (0, (key, value)) → (0, every pair) on one worker → (key, value), dealt
+        return (pairs
+                | "onto one worker" >> beam.Map(_under_one_key)
+                | "gather" >> beam.GroupByKey()
+                | "deal" >> beam.FlatMap(dealt, self.workers, self.weight))
+
+
+def _under_one_key(pair):
+    return 0, pair
+
+
+def dealt(gathered, workers: int, weight) -> Iterator:
+    """(0, pairs) → the pairs, grouped by key, keys in dealing_order of their summed weights."""
+    values: dict = defaultdict(list)
+    sizes: dict = defaultdict(int)
+    for key, value in gathered[1]:
+        values[key].append(value)
+        sizes[key] += weight(value)
+    for key in dealing_order(sizes, workers):
+        for value in values[key]:
+            yield key, value
+
+
+def dealing_order(sizes: dict, workers: int) -> list:
+    """The keys in the order that shares them evenly between a local runner's workers, when the k-th key goes
+    to worker k mod workers: largest first, a round of `workers` at a time, and in each round the larger keys
+    placed where the workers with the least so far will receive them."""
     keys = sorted(sizes, key=lambda k: (-sizes[k], k))
     load = [0] * workers
     order = []

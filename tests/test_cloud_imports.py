@@ -1,12 +1,14 @@
-"""Local commands start without Google Cloud's client libraries (pipeline/cloud_imports.py)."""
+"""Commands start light: local ones without Google Cloud's client libraries (pipeline/cloud_imports.py), and a
+command process without collecting garbage while its modules load (pipeline/cli.py)."""
 from __future__ import annotations
 
+import gc
 import json
 import subprocess
 import sys
 
 import pytest
-from conftest import TESTS
+from conftest import TESTS, VOCAB
 
 from pipeline.cloud_imports import runs_locally
 
@@ -59,3 +61,18 @@ def test_hidden_cloud_modules_stay_unloaded_and_local_files_still_work():
         pytest.skip("Beam's GCP extra is not installed here")
     hidden = loaded("hide")
     assert hidden == {"hidden": True, "local_files": True, "cloud": []}
+
+
+def test_a_command_process_collects_garbage_again_once_its_module_is_loaded(monkeypatch, tmp_path):
+    from pipeline import cli
+
+    monkeypatch.setattr(cli, "_fresh_process", True)
+    gc.disable()  # as entry_point leaves it
+    try:
+        code = cli.main(["create", "--input", str(tmp_path / "missing.txt"), "--vocab", str(VOCAB),
+                         "--output", str(tmp_path / "out")])
+        assert code == 2 and gc.isenabled()
+        assert gc.get_freeze_count() > 10_000  # what loading made is out of later collections' way
+    finally:
+        gc.unfreeze()
+        gc.enable()

@@ -85,31 +85,40 @@ def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_pat
 def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     import numpy as np
 
+    import zstandard
+
     from pipeline.create import CreateConfig, Publish, WriteShards, pack_piece
+    from transforms.instance_columns import InstanceColumns
     from transforms.instances import SeqConfig
+    from transforms.tfrecord import iter_tfrecords, parse_example
 
     out = tmp_path / "out"
     config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB),
-                          seq_configs=[SeqConfig(128, 20)], num_shards=1, num_buckets=1, eval_fraction=0.0)
-    records = [b"a" * 10, b"bb" * 7, b"c" * 3]
-    piece = pack_piece(np.array([3, 1, 2]), np.arange(3), np.array([len(r) for r in records]),
-                       __import__("zstandard").ZstdCompressor(level=1).compress(b"".join(records)))
+                          seq_configs=[SeqConfig(8, 2)], num_shards=1, num_buckets=1, eval_fraction=0.0)
+    # Three instances [CLS] x [SEP] y [SEP] whose x tells them apart, with sort keys 3, 1 and 2.
+    ids = np.array([[101, x, 102, 2000, 102, 0, 0, 0] for x in (1996, 1997, 1998)])
+    instances = InstanceColumns(ids, np.full(3, 5), np.ones(3, int), np.array([[1, 0]] * 3), ids[:, 1:2].repeat(2, 1),
+                                np.ones(3, int), np.zeros(3, int))
+    piece = pack_piece(np.array([3, 1, 2]), np.arange(3),
+                       zstandard.ZstdCompressor(level=1).compress(instances.to_bytes()))
     spilled = tmp_path / "piece.bin"
     spilled.write_bytes(b"x" * 5 + piece)
-    staged = out / ".staging" / "seq128" / "train-00000-of-00001.tfrecord"
+    staged = out / ".staging" / "seq8" / "train-00000-of-00001.tfrecord"
     for carried in (piece, (str(spilled), 5, len(piece))):  # through the shuffle, or spilled to a file
-        element = (("seq128", "train", 0), [(5, carried)])
+        element = (("seq8", "train", 0), [(5, carried)])
         first = list(WriteShards(config).process(element))
         bytes_once = staged.read_bytes()
-        assert bytes_once == b"bb" * 7 + b"c" * 3 + b"a" * 10  # sorted by key
+        # Sorted by key: the second instance, the third, then the first.
+        with open(staged, "rb") as f:
+            assert [parse_example(r)["input_ids"][1] for r in iter_tfrecords(f)] == [1997, 1998, 1996]
         assert list(WriteShards(config).process(element)) == first and staged.read_bytes() == bytes_once
 
-    counts = {"documents_read": 1, "documents_kept": 1, "seq128:train:instances": 3}
+    counts = {"documents_read": 1, "documents_kept": 1, "seq8:train:instances": 3}
     publish = Publish(config, "sha")
     manifest = list(publish.process(first, counts, []))
     again = list(publish.process(first, counts, []))  # a retried bundle finds the files already moved
     assert manifest == again
-    assert (out / "seq128" / "train-00000-of-00001.tfrecord").read_bytes() == bytes_once
+    assert (out / "seq8" / "train-00000-of-00001.tfrecord").read_bytes() == bytes_once
     assert json.loads((out / "manifest.json").read_text()) == manifest[0]
 
 

@@ -49,6 +49,16 @@ def test_a_rewrite_truncates_the_longer_file_it_replaces(tmp_path):
     assert path.read_bytes() == b"short"
 
 
+def test_one_buffer_serves_one_write_after_another_and_the_first_bytes_of_each(tmp_path):
+    first, second = real_bytes(direct_io.BUFFER_BYTES + 5), real_bytes(direct_io.ALIGNMENT + 1)[::-1]
+    assert direct_io.write_file(str(tmp_path / "a"), [first])
+    spare = list(direct_io._SPARE_BUFFERS)
+    assert direct_io.write_file(str(tmp_path / "b"), [second])
+    assert direct_io._SPARE_BUFFERS == spare and len(spare) == 1  # taken and given back, not made anew
+    # A reused buffer still holds the bytes of the last write: none of them may reach the next file.
+    assert (tmp_path / "a").read_bytes() == first and (tmp_path / "b").read_bytes() == second
+
+
 def fdinfo_flags(fd: int) -> int:
     with open(f"/proc/self/fdinfo/{fd}") as f:
         return int(next(line for line in f if line.startswith("flags:")).split()[1], 8)

@@ -14,7 +14,7 @@ from conftest import TESTS, book_sections
 
 from pipeline import runners
 from pipeline.create import BuildInstances, CreateConfig, WriteShards, bucket_key
-from pipeline.spill import SpillByKey, dealing_order
+from pipeline.spill import SpillByKey, dealing_order, dealt
 
 
 def real_bucket_sizes(num_buckets: int) -> Counter:
@@ -52,15 +52,56 @@ def test_real_buckets_dealt_in_turn_come_out_even(workers):
     assert max(shares) < max(largest_first)
 
 
-def test_spilled_keys_leave_in_dealing_order(tmp_path):
+def test_spilled_keys_leave_in_key_order(tmp_path):
     sizes = real_bucket_sizes(12)
-    spiller = SpillByKey(str(tmp_path), "documents", workers=2)
+    spiller = SpillByKey(str(tmp_path), "documents")
     spiller.setup()
     spiller.start_bundle()
     for key, size in sizes.items():
         assert not list(spiller.process((key, "x" * size)))
     keys = [w.value[0] for w in spiller.finish_bundle()]
-    assert keys == dealing_order(sizes, 2)
+    assert keys == sorted(sizes)
+
+
+def test_dealt_pairs_leave_grouped_by_key_in_dealing_order():
+    pairs = [("b", 4), ("a", 1), ("c", 7), ("a", 2), ("b", 5), ("d", 1)]
+    out = list(dealt((0, pairs), 2, weight=lambda v: v))
+    assert sorted(out) == sorted(pairs)
+    # Summed sizes b 9, c 7, a 3, d 1: b and c first; then a, the larger, goes where c (the lighter) went.
+    assert out == [("b", 4), ("b", 5), ("c", 7), ("d", 1), ("a", 1), ("a", 2)]
+
+
+# A fresh launcher deals real bucket sizes to two forked workers; each worker notes which keys reached it.
+_DEAL_AND_NOTE = """
+import os, sys
+sys.path[:0] = [{root!r}]
+import apache_beam as beam
+from pipeline import runners, spill
+
+def note(element):
+    key, sizes = element
+    with open(os.path.join({out!r}, str(os.getpid()) + "_" + key.replace("/", "-")), "w") as f:
+        f.write(str(sum(sizes)))
+
+options = runners.pipeline_options(["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+with runners.make_pipeline(options) as p:
+    (p | beam.Create({pairs!r}) | spill.DealToWorkers(2, int) | beam.GroupByKey() | beam.Map(note))
+"""
+
+
+def test_dealt_keys_reach_two_workers_as_dealt(tmp_path):
+    sizes = real_bucket_sizes(12)
+    # Two values per key, as from two reading workers.
+    pairs = sorted([(k, s // 2) for k, s in sizes.items()] + [(k, s - s // 2) for k, s in sizes.items()])
+    script = _DEAL_AND_NOTE.format(root=str(TESTS.parent), pairs=pairs, out=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shares = Counter()
+    for noted in tmp_path.iterdir():
+        shares[noted.name.split("_")[0]] += int(noted.read_text())
+    assert len(shares) == 2 and sum(shares.values()) == sum(sizes.values())
+    assert sorted(shares.values()) == sorted(dealt_in_turn(dealing_order(sizes, 2), sizes, 2))
+    assert max(shares.values()) / (sum(sizes.values()) / 2) < 1.02
 
 
 def test_local_workers_counts_as_the_local_runner_does():

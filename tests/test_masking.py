@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from conftest import VOCAB
 
+from transforms.instance_columns import InstanceColumns
 from transforms.instances import InstanceBatch
 from transforms.masking import Assembled, SpecialIds, assemble, mask_tokens, num_to_predict
 from wordpiece.vocab import Vocab
@@ -47,12 +48,16 @@ def test_num_to_predict_uses_python3_rounding():
 
 def test_rows_have_the_reference_layout(vocab, special):
     tokens, batch, rows = random_rows(vocab, special, 500)
+    masked = mask_tokens(rows, 0.15, P, special, np.random.default_rng(2))
+    features = InstanceColumns(rows.input_ids, rows.length, rows.len_a, masked.positions, masked.label_ids,
+                               masked.count, batch.columns()[4]).features()
     for i in range(500):
         n, la = rows.length[i], rows.len_a[i]
-        row, seg = rows.input_ids[i], rows.segment_ids[i]
+        row, seg, real = rows.input_ids[i], features["segment_ids"][i], features["input_mask"][i]
         assert row[0] == special.cls and row[la + 1] == special.sep and row[n - 1] == special.sep
         assert n <= L and not row[n:].any() and not seg[n:].any()
         assert not seg[:la + 2].any() and seg[la + 2:n].all()
+        assert real[:n].all() and not real[n:].any()
         # A is a contiguous run of the original A range, B of the original B range.
         a = row[1:la + 1]
         lo = batch.a_start[i]
@@ -64,7 +69,7 @@ def test_masking_counts_positions_and_labels(vocab, special):
     tokens, batch, rows = random_rows(vocab, special, 3000)
     m = mask_tokens(rows, 0.15, P, special, np.random.default_rng(1))
     k = num_to_predict(rows.length, 0.15, P)
-    assert np.array_equal(m.weights.sum(1).astype(int), k)
+    assert np.array_equal(m.weights.sum(1).astype(int), k) and np.array_equal(m.count, k)
     for i in range(3000):
         pos = m.positions[i, :k[i]]
         assert np.all(np.diff(pos) > 0) and not m.positions[i, k[i]:].any()
@@ -101,7 +106,7 @@ def test_masked_positions_are_a_uniform_subset_of_the_candidates(vocab, special)
     n = 30000
     ids = np.zeros((n, L), np.int32)
     ids[:, :9] = [special.cls, 2000, 2001, 2002, special.sep, 2003, 2004, 2005, special.sep]
-    rows = Assembled(ids, np.zeros((n, L), np.int8), np.full(n, 9), np.full(n, 3))
+    rows = Assembled(ids, np.full(n, 9), np.full(n, 3))
     m = mask_tokens(rows, 0.25, P, special, np.random.default_rng(7))
     assert (m.weights.sum(1) == 2).all()
     pairs = Counter(map(tuple, m.positions[:, :2].tolist()))

@@ -28,7 +28,6 @@ class SpecialIds:
 @dataclass
 class Assembled:
     input_ids: np.ndarray    # (N, L) int32, padded with 0
-    segment_ids: np.ndarray  # (N, L) int8
     length: np.ndarray       # (N,) real tokens, [CLS] and both [SEP] included
     len_a: np.ndarray        # (N,) tokens of A after truncation
 
@@ -39,6 +38,7 @@ class Masked:
     positions: np.ndarray    # (N, P) int32, sorted, padded with 0
     label_ids: np.ndarray    # (N, P) int32, original ids, padded with 0
     weights: np.ndarray      # (N, P) float32, 1.0 per real prediction
+    count: np.ndarray        # (N,) real predictions
 
 
 def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, special: SpecialIds,
@@ -66,10 +66,7 @@ def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, speci
     flat[row_start] = special.cls
     flat[row_start + new_a + 1] = special.sep
     flat[row_start + length - 1] = special.sep
-    ids = flat.reshape(n, max_seq_length)
-    col = np.arange(max_seq_length, dtype=np.int32)[None, :]
-    segment = ((col >= (new_a + 2)[:, None]) & (col < length[:, None])).astype(np.int8)
-    return Assembled(ids, segment, length, new_a)
+    return Assembled(flat.reshape(n, max_seq_length), length, new_a)
 
 
 def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
@@ -137,7 +134,7 @@ def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, sp
     new_ids = np.where(u < 0.8, special.mask, np.where(u < 0.9, labels, replacement))
     out = rows.input_ids.copy()
     np.put(out, flat[real], new_ids[real])
-    return Masked(out, positions, labels, real.astype(np.float32))
+    return Masked(out, positions, labels, real.astype(np.float32), count)
 
 
 def _choose_whole_words(rows: Assembled, candidates: np.ndarray, k: np.ndarray, special: SpecialIds,
