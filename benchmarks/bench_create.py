@@ -10,6 +10,7 @@ The large input is real text: the Gutenberg books and the cleaned enwiki sample 
 JSONL documents and repeated (with fresh ids) until it reaches --mb megabytes.
 
     .venv/bin/python benchmarks/bench_create.py [--mb 20] [--modes multi_processing:1,multi_processing:2]
+        [--speedup-rounds 5] [--control] [--reference SCRIPT]
 
 With --reference PATH (a runnable copy of google-research/bert's create_pretraining_data.py, its tokenization.py
 beside it, `import tensorflow as tf` pointed at `tensorflow.compat.v1`), the reference runs side by side on a
@@ -25,6 +26,7 @@ import glob
 import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -173,6 +175,9 @@ def main() -> None:
                         help="also run this copy of the reference create_pretraining_data.py side by side")
     parser.add_argument("--reference-mb", type=float, default=5.0,
                         help="size of the text both tools read for the reference comparison (MB)")
+    parser.add_argument("--speedup-rounds", type=int, default=0, metavar="N",
+                        help="also run N rounds of one 1-worker and one 2-worker run on the large input, "
+                             "alternating, and report each round's wall-clock speed-up and their median")
     parser.add_argument("--control", action="store_true",
                         help="also measure what this machine gives two independent create runs at once (the "
                              "ceiling for a 2-worker speed-up at the time of the run)")
@@ -204,10 +209,29 @@ def main() -> None:
                               "instances_per_cpu_s": round(1e6 / marginal),
                               "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
                               "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+        if args.speedup_rounds:
+            speedup_rounds(exe, corpus, tmp, args.speedup_rounds)
         if args.control:
             control(exe, corpus, tmp, args.repeat)
         if args.reference:
             compare_with_reference(args.reference.resolve(), args.reference_mb, args.repeat, tmp, exe)
+
+
+def speedup_rounds(exe: str, corpus: Path, tmp: Path, rounds: int) -> None:
+    """Wall-clock speed-up from 1 to 2 worker processes, a 1-worker and a 2-worker run side by side per round:
+    the VM's speed drifts between minutes, and a pair taken together sees the same machine."""
+    ratios = []
+    for i in range(rounds):
+        wall = {}
+        for workers in (1, 2):
+            out = fresh(tmp / f"out-round-{workers}")
+            wall[workers] = measure([exe, "create", "--input", corpus, "--vocab", VOCAB, "--output", out,
+                                     "--dupe-factor", "10", "--direct_running_mode=multi_processing",
+                                     f"--direct_num_workers={workers}"])["wall"]
+        ratios.append(wall[1] / wall[2])
+        print(json.dumps({"round": i + 1, "wall_1_worker_s": round(wall[1], 2), "wall_2_workers_s": round(wall[2], 2),
+                          "speedup": round(ratios[-1], 3)}), flush=True)
+    print(json.dumps({"speedup_median": round(statistics.median(ratios), 3), "rounds": rounds}), flush=True)
 
 
 def control(exe: str, corpus: Path, tmp: Path, repeat: int) -> None:

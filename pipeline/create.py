@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import typing
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 import apache_beam as beam
@@ -304,6 +305,36 @@ def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.nd
         yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
 
 
+def _labelled(value, kind: str) -> tuple[str, typing.Any]:
+    return kind, value
+
+
+class RunOutcome(beam.CombineFn):
+    """(kind, value) → {"counts": summed counts, "files": file stats, "shards": shard infos}."""
+
+    def create_accumulator(self) -> dict:
+        return {"counts": Counter(), "files": [], "shards": []}
+
+    def add_input(self, outcome: dict, labelled: tuple[str, typing.Any]) -> dict:
+        kind, value = labelled
+        if kind == "counts":
+            outcome["counts"].update(value)
+        else:
+            outcome[kind].append(value)
+        return outcome
+
+    def merge_accumulators(self, outcomes) -> dict:
+        merged = self.create_accumulator()
+        for outcome in outcomes:
+            merged["counts"].update(outcome["counts"])
+            merged["files"] += outcome["files"]
+            merged["shards"] += outcome["shards"]
+        return merged
+
+    def extract_output(self, outcome: dict) -> dict:
+        return {**outcome, "counts": dict(sorted(outcome["counts"].items()))}
+
+
 class Publish(beam.DoFn):
     """The single last step: check, move shards into place, write the manifest."""
 
@@ -311,8 +342,10 @@ class Publish(beam.DoFn):
         self.config = config
         self.vocab_sha256 = vocab_sha256
 
-    def process(self, shard_infos, counts, files):
+    def process(self, outcome: dict):
+        """outcome: RunOutcome's {"counts", "files", "shards"}."""
         cfg = self.config
+        counts, files, shard_infos = outcome["counts"], outcome["files"], outcome["shards"]
         if counts.get("documents_kept", 0) == 0:
             output.discard_staging(cfg.output)
             why = ", ".join(f"{k.split(':', 1)[1]}: {v}" for k, v in counts.items() if ":" in k and v and
@@ -410,14 +443,15 @@ class CreatePretrainingData(beam.PTransform):
         shard_infos = (pieces
                        | "group into shards" >> beam.GroupByKey()
                        | "write shards" >> beam.ParDo(WriteShards(light)))
-        counts = ((read[tally.TALLY], built[tally.TALLY])
-                  | "merge counts" >> beam.Flatten()
-                  | "sum counts" >> beam.CombineGlobally(tally.SumCounts()))
-        files = read.files | "list file stats" >> beam.combiners.ToList()
-        return (shard_infos
-                | "collect shards" >> beam.combiners.ToList()
-                | "publish" >> beam.ParDo(Publish(light, self.vocab_sha256),
-                                          beam.pvalue.AsSingleton(counts), beam.pvalue.AsSingleton(files)))
+        # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest.
+        # One combine for all three: a local runner runs each combine as stages of its own.
+        labelled = [values | f"label {what}" >> beam.Map(_labelled, kind) for what, kind, values in (
+            ("reading counts", "counts", read[tally.TALLY]), ("building counts", "counts", built[tally.TALLY]),
+            ("file stats", "files", read.files), ("shard infos", "shards", shard_infos))]
+        return (labelled
+                | "gather the outcome" >> beam.Flatten()
+                | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
+                | "publish" >> beam.ParDo(Publish(light, self.vocab_sha256)))
 
 
 # ---------------------------------------------------------------------------------------------- command line

@@ -137,6 +137,7 @@ class ForkedWorkers:
 def _reap(pids: list[int]) -> None:
     """Wait for the processes to end, REAP_SECONDS at most; then stop them (TERM, then KILL) and wait again."""
     waiting, deadline = set(pids), time.monotonic() + REAP_SECONDS
+    pause = 0.001  # processes that are already ending are seen within a millisecond or two; others less often
     for stop in (None, signal.SIGTERM, signal.SIGKILL):
         if stop is not None:
             for pid in waiting:
@@ -158,7 +159,8 @@ def _reap(pids: list[int]) -> None:
                         logging.getLogger(__name__).warning("forked worker process %d ended with status %d", pid,
                                                             os.waitstatus_to_exitcode(status))
             if waiting:
-                time.sleep(0.02)
+                time.sleep(pause)
+                pause = min(2 * pause, 0.02)
         if not waiting:
             return
 

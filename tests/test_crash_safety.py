@@ -115,8 +115,9 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
 
     counts = {"documents_read": 1, "documents_kept": 1, "seq8:train:instances": 3}
     publish = Publish(config, "sha")
-    manifest = list(publish.process(first, counts, []))
-    again = list(publish.process(first, counts, []))  # a retried bundle finds the files already moved
+    outcome = {"shards": first, "counts": counts, "files": []}
+    manifest = list(publish.process(outcome))
+    again = list(publish.process(outcome))  # a retried bundle finds the files already moved
     assert manifest == again
     assert (out / "seq8" / "train-00000-of-00001.tfrecord").read_bytes() == bytes_once
     assert json.loads((out / "manifest.json").read_text()) == manifest[0]
