@@ -33,7 +33,7 @@ def write_file(path: str, chunks: Iterable[bytes]) -> bool:
         if e.errno in (errno.EINVAL, errno.EOPNOTSUPP):
             return False
         raise
-    buffer = _SPARE_BUFFERS.pop() if _SPARE_BUFFERS else mmap.mmap(-1, BUFFER_BYTES)
+    buffer = _spare_buffer() or mmap.mmap(-1, BUFFER_BYTES, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     view = memoryview(buffer)
     try:
         writer = _Writer(fd)
@@ -54,14 +54,24 @@ def write_file(path: str, chunks: Iterable[bytes]) -> bool:
         writer.write(view[whole:filled])
     finally:
         view.release()
-        _SPARE_BUFFERS.append(buffer)
+        _SPARE_BUFFERS.append((os.getpid(), buffer))
         os.close(fd)
     return True
 
 
 # Buffers of finished writes, kept for the next: a fresh buffer is 8 MB of pages to fault in (in the host too, on
-# a virtual machine) for every file. A write in progress holds its own, so threads writing at once never share one.
-_SPARE_BUFFERS: list[mmap.mmap] = []
+# a virtual machine) for every file. A write in progress holds its own, so threads writing at once never share
+# one; and a process forked from this one (a local runner's worker) makes its own rather than write into pages it
+# shares with its siblings until it copies them.
+_SPARE_BUFFERS: list[tuple[int, mmap.mmap]] = []
+
+
+def _spare_buffer() -> mmap.mmap | None:
+    while _SPARE_BUFFERS:
+        owner, buffer = _SPARE_BUFFERS.pop()
+        if owner == os.getpid():
+            return buffer
+    return None
 
 
 class _Writer:

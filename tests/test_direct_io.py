@@ -59,6 +59,24 @@ def test_one_buffer_serves_one_write_after_another_and_the_first_bytes_of_each(t
     assert (tmp_path / "a").read_bytes() == first and (tmp_path / "b").read_bytes() == second
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_process_never_writes_into_a_buffer_its_parent_keeps(tmp_path):
+    # A local runner forks its workers from the launcher; a buffer they shared would be written by two at once.
+    first = real_bytes(3 * direct_io.ALIGNMENT)
+    assert direct_io.write_file(str(tmp_path / "parent"), [first])
+    _, kept = direct_io._SPARE_BUFFERS[-1]
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit status
+        try:
+            os._exit(0 if direct_io.write_file(str(tmp_path / "child"), [b"x" * len(first)]) else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert kept[:len(first)] == first  # the child's bytes never reached the parent's buffer
+    assert (tmp_path / "child").read_bytes() == b"x" * len(first)
+
+
 def fdinfo_flags(fd: int) -> int:
     with open(f"/proc/self/fdinfo/{fd}") as f:
         return int(next(line for line in f if line.startswith("flags:")).split()[1], 8)

@@ -91,3 +91,32 @@ def test_the_shared_spec_is_the_reference_trainers():
     assert got == {"input_ids": ([128], tf.int64), "input_mask": ([128], tf.int64), "segment_ids": ([128], tf.int64),
                    "masked_lm_positions": ([20], tf.int64), "masked_lm_ids": ([20], tf.int64),
                    "masked_lm_weights": ([20], tf.float32), "next_sentence_labels": ([1], tf.int64)}
+
+
+def test_length_tables_grow_safely_while_several_threads_read_them():
+    import threading
+
+    from transforms.tfrecord import _ByLength, _frame_header
+
+    table = _ByLength(_frame_header)
+    errors, results = [], {}
+    start = threading.Barrier(8)
+
+    def serialise(worker: int):
+        try:
+            start.wait()
+            for top in range(1 << 10, 1 << 13, 97):  # each call may need a larger table than the last
+                lengths = np.arange(top - 50, top + 1)
+                padded = table.rows(lengths)
+                results[(worker, top)] = padded.data.tobytes() if padded.used is None else padded.data[padded.used].tobytes()
+        except Exception as e:  # noqa: BLE001 — reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=serialise, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    expected = {top: b"".join(_frame_header(int(n)) for n in range(top - 50, top + 1)) for _, top in results}
+    assert all(data == expected[top] for (_, top), data in results.items())

@@ -115,24 +115,38 @@ def _frame_header(length: int) -> bytes:
 
 
 class _ByLength:
-    """make(length) for every length up to a bound, as a padded byte table, grown on demand."""
+    """make(length) for every length up to a bound, as a padded byte table, grown on demand.
+
+    Shard writers may serialise in several threads of one worker: a grown table is built aside and replaces the
+    old one in a single assignment, so a reader always sees one whole table."""
 
     def __init__(self, make):
         self.make = make
-        self.size = 0
+        self.table = _LengthTable(np.zeros((0, 0), np.uint8), np.zeros((0, 0), bool), np.zeros(0, np.int64), True)
 
     def rows(self, lengths: np.ndarray) -> _Padded:
+        table = self.table
         top = int(lengths.max(initial=0))
-        if top >= self.size:
-            self.size = 1 << max(10, (top + 1).bit_length())
-            items = [self.make(n) for n in range(self.size)]
-            width = max(map(len, items))
-            self.lengths = np.fromiter(map(len, items), np.int64, self.size)
-            self.data = np.frombuffer(b"".join(x.ljust(width, b"\0") for x in items), np.uint8).reshape(-1, width)
-            self.used = np.arange(width)[None, :] < self.lengths[:, None]
-            self.fixed = bool(self.used.all())
-        return _Padded(np.take(self.data, lengths, axis=0), None if self.fixed else np.take(self.used, lengths, axis=0),
-                       np.take(self.lengths, lengths))
+        if top >= len(table.lengths):
+            table = self.table = self._grown(1 << max(10, (top + 1).bit_length()))
+        return _Padded(np.take(table.data, lengths, axis=0),
+                       None if table.fixed else np.take(table.used, lengths, axis=0), np.take(table.lengths, lengths))
+
+    def _grown(self, size: int) -> "_LengthTable":
+        items = [self.make(n) for n in range(size)]
+        width = max(map(len, items))
+        lengths = np.fromiter(map(len, items), np.int64, size)
+        used = np.arange(width)[None, :] < lengths[:, None]
+        data = np.frombuffer(b"".join(x.ljust(width, b"\0") for x in items), np.uint8).reshape(-1, width)
+        return _LengthTable(data, used, lengths, bool(used.all()))
+
+
+@dataclass(frozen=True)
+class _LengthTable:
+    data: np.ndarray     # (lengths, width) uint8: make(n), padded
+    used: np.ndarray     # which of those bytes are real
+    lengths: np.ndarray  # len(make(n))
+    fixed: bool          # every make(n) has the same length
 
 
 _FRAME_HEADERS = _ByLength(_frame_header)
