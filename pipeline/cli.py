@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     words = argv if argv is not None else sys.argv[1:]
     command = next((w for w in words if not w.startswith("-")), None)
     if _fresh_process and cloud_imports.runs_locally(command, words):
-        cloud_imports.hide_cloud_modules()
+        cloud_imports.hide_client_modules()
     parser = build_parser(command)
     args, beam_args = parser.parse_known_args(argv)
     module = importlib.import_module(args.module)

@@ -1,28 +1,32 @@
-"""Local commands start without Google Cloud's client libraries.
+"""Local commands start without the client libraries of Google Cloud and MongoDB.
 
 `import apache_beam` loads, through its Cloud Storage filesystem and its BigQuery, Pub/Sub and Datastore modules,
-the Google Cloud client libraries that Beam's `gcp` extra installs, whether a job uses them or not: about 400
-modules and 0.3–0.4 CPU-s at the start of every command, more with worker processes, which then copy the pages
-those modules' objects live on. Beam's own modules import these libraries inside `try: ... except ImportError` and
-carry on without them, as on an installation without the extra (which Beam supports). So a fresh command process
-whose arguments name no remote runner and no remote path (nothing with '://') hides those libraries, and only
-those, from the import system before Beam loads.
+the Google Cloud client libraries that Beam's `gcp` extra installs, and through its MongoDB connector the MongoDB
+client, whether a job uses them or not: about 550 modules and 0.35–0.45 CPU-s at the start of every command, more
+with worker processes, which then copy the pages those modules' objects live on. Beam's own modules import these
+libraries inside `try: ... except ImportError` and carry on without them, as on an installation without them
+(which Beam supports). So a fresh command process whose arguments name no remote runner and no remote path
+(nothing with '://') hides those libraries, and only those, from the import system before Beam loads.
 """
 from __future__ import annotations
 
 import importlib.abc
+import logging
 import sys
 
 
 # The client libraries of Beam's gcp extra, under the google.cloud namespace (the namespace package itself is
-# loaded at start-up by the clients' .pth files), and the Google API core and auth libraries they stand on. Its
-# older apitools clients stay importable: without them Beam logs a warning on every start.
+# loaded at start-up by the clients' .pth files), the Google API core and auth libraries they stand on, and the
+# MongoDB client with its bson. Beam's older apitools clients stay importable: without them Beam logs a warning
+# on every start.
 CLOUD_NAMESPACE = "google.cloud."
-CLOUD_PACKAGES = ("google.api_core", "google.auth", "google_auth_httplib2")
+CLIENT_PACKAGES = ("google.api_core", "google.auth", "google_auth_httplib2", "pymongo", "bson")
+# What Beam's MongoDB connector logs when it finds no bson: true, and beside the point, for a hidden client.
+_MONGODB_LOGGER = "apache_beam.io.mongodbio"
 
 
-def is_cloud_module(name: str) -> bool:
-    return name.startswith(CLOUD_NAMESPACE) or any(name == p or name.startswith(p + ".") for p in CLOUD_PACKAGES)
+def is_client_module(name: str) -> bool:
+    return name.startswith(CLOUD_NAMESPACE) or any(name == p or name.startswith(p + ".") for p in CLIENT_PACKAGES)
 
 
 # Commands that run Beam jobs whose arguments say everything about where they run and what they touch.
@@ -31,9 +35,9 @@ LOCAL_CAPABLE_COMMANDS = {"create", "extract-wiki", "extract-books", "vocab", "d
 LOCAL_RUNNERS = {"DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
 
 
-class _HiddenCloudModules(importlib.abc.MetaPathFinder):
+class _HiddenClientModules(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if is_cloud_module(name):
+        if is_client_module(name):
             raise ModuleNotFoundError(f"{name} is not loaded by a local bertcorpus command", name=name)
         return None
 
@@ -54,11 +58,12 @@ def runs_locally(command: str | None, words: list[str]) -> bool:
     return True
 
 
-def hide_cloud_modules() -> bool:
-    """Hide the cloud modules from later imports; False (and nothing done) where Beam is loaded already."""
-    if any(isinstance(finder, _HiddenCloudModules) for finder in sys.meta_path):
+def hide_client_modules() -> bool:
+    """Hide the client modules from later imports; False (and nothing done) where Beam is loaded already."""
+    if any(isinstance(finder, _HiddenClientModules) for finder in sys.meta_path):
         return True
-    if "apache_beam" in sys.modules or any(map(is_cloud_module, sys.modules)):
+    if "apache_beam" in sys.modules or any(map(is_client_module, sys.modules)):
         return False
-    sys.meta_path.insert(0, _HiddenCloudModules())
+    sys.meta_path.insert(0, _HiddenClientModules())
+    logging.getLogger(_MONGODB_LOGGER).addFilter(lambda record: "bson" not in record.getMessage())
     return True

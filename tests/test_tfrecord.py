@@ -108,7 +108,8 @@ def test_length_tables_grow_safely_while_several_threads_read_them():
             for top in range(1 << 10, 1 << 13, 97):  # each call may need a larger table than the last
                 lengths = np.arange(top - 50, top + 1)
                 padded = table.rows(lengths)
-                results[(worker, top)] = padded.data.tobytes() if padded.used is None else padded.data[padded.used].tobytes()
+                real = padded.data if padded.used is None else padded.data[padded.used]
+                results[(worker, top)] = real.tobytes()
         except Exception as e:  # noqa: BLE001 — reported by the assertion below
             errors.append(e)
 
