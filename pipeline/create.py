@@ -426,11 +426,17 @@ class CreatePretrainingData(beam.PTransform):
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, light).with_output_types(
             tuple[str, tuple[str, typing.Any, typing.Any]])
         workers = runners.local_workers(pbegin.pipeline.options)
+        # Places that dealing would gather on one worker: a place per bucket and spill file, then per bucket and
+        # shard. Beyond spill.DEAL_MAX_PLACES the keys are many enough to come out even when dealt as they come.
+        bucket_keys = cfg.num_buckets + cfg.eval_buckets
+        shard_keys = len(cfg.seq_configs) * (cfg.shards("train") + cfg.shards("eval"))
         deal = cfg.spill_to_files and workers > 1
+        deal_buckets = deal and bucket_keys * (cfg.input_bytes // spill.SPILL_BYTES + workers) <= spill.DEAL_MAX_PLACES
+        deal_shards = deal and bucket_keys * shard_keys <= spill.DEAL_MAX_PLACES
         if cfg.spill_to_files:
             # → (bucket key, where some of the bucket's documents were written)
             keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
-        if deal:
+        if deal_buckets:
             keyed = keyed | "deal buckets" >> spill.DealToWorkers(workers, spill.spilled_size)
         built = (keyed
                  | "group into buckets" >> beam.GroupByKey()
@@ -438,7 +444,7 @@ class CreatePretrainingData(beam.PTransform):
                      tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
         pieces = built.pieces
-        if deal:
+        if deal_shards:
             pieces = pieces | "deal shards" >> spill.DealToWorkers(workers, spilled_piece_size)
         shard_infos = (pieces
                        | "group into shards" >> beam.GroupByKey()

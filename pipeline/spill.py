@@ -107,6 +107,11 @@ class SpillByKey(beam.DoFn):
         return places
 
 
+# The most places DealToWorkers gathers on one worker (~150 bytes each). A job with more has enough keys per worker
+# for the runner's dealing in arrival order to come out nearly even, so it skips the step.
+DEAL_MAX_PLACES = 1_000_000
+
+
 def spilled_size(place: tuple[str, int, int]) -> int:
     return place[2]
 

@@ -71,6 +71,26 @@ def test_dealt_pairs_leave_grouped_by_key_in_dealing_order():
     assert out == [("b", 4), ("b", 5), ("c", 7), ("d", 1), ("a", 1), ("a", 2)]
 
 
+def test_dealing_is_left_out_where_it_would_gather_too_many_places_on_one_worker():
+    from pipeline.create import CreatePretrainingData
+    from pipeline.spill import DEAL_MAX_PLACES
+
+    def steps(num_buckets: int, num_shards: int, workers: int = 2) -> set[str]:
+        options = runners.pipeline_options(["--direct_running_mode=multi_processing",
+                                            f"--direct_num_workers={workers}"])
+        config = CreateConfig(inputs=["in.jsonl"], output="out", vocab="vocab.txt", num_buckets=num_buckets,
+                              num_shards=num_shards, input_bytes=2**20, spill_to_files=True)
+        p = beam.Pipeline(options=options)
+        _ = p | CreatePretrainingData(config, "sha", ["in.jsonl"])  # built, never run
+        return {t.unique_name.split("/")[1] for t in p.to_runner_api().components.transforms.values()
+                if t.unique_name.count("/") >= 1}
+
+    assert {"deal buckets", "deal shards"} <= steps(26, 4)
+    assert not {"deal buckets", "deal shards"} & steps(26, 4, workers=1)
+    many = steps(DEAL_MAX_PLACES // 10, 12)  # a place per bucket and shard: more than one worker should gather
+    assert "deal buckets" in many and "deal shards" not in many
+
+
 # A fresh launcher deals real bucket sizes to two forked workers; each worker notes which keys reached it.
 _DEAL_AND_NOTE = """
 import os, sys
