@@ -1,15 +1,16 @@
 """`bertcorpus create`: documents → NSP pairs → masked-LM instances → globally shuffled TFRecord shards.
 
     input files ─ read documents ─┬─ (bucket, document) ─ GroupByKey ─ build instances: tokenize, then
-                                  │      per seq config × dupe pass: NSP pairs, masking, records
-                                  │   ─ ((config, split, shard), records with random sort keys)
-                                  │   ─ GroupByKey ─ write shards (sorted by key) ─┐
-                                  └─ counts ──────────────────────────────────────┴─ publish + manifest
+                                  │      per seq config × dupe pass: NSP pairs, masking
+                                  │   ─ ((config, split, shard), instances with random sort keys)
+                                  │   ─ GroupByKey ─ write shards: records made in key order ─┐
+                                  └─ counts, file stats ─────────────────────────────────────┴─ publish + manifest
 
 Documents are tokenised once; every dupe pass and every seq config reuses the ids. A bucket (documents grouped
 by a stable hash of their id) is the unit of memory and of randomness: it has its own seeded generators, and
-its NSP negatives come from its own documents. Records get random 63-bit keys, and each shard is written sorted
-by key, which shuffles the output globally without holding it in one place.
+its NSP negatives come from its own documents. Instances get random 63-bit keys and travel to their shard in
+compact columns (transforms/instance_columns.py); each shard's records are made and written in key order, which
+shuffles the output globally without holding it in one place.
 """
 from __future__ import annotations
 
