@@ -115,6 +115,12 @@ def write_reference_corpus(path: Path, megabytes: float) -> int:
     return size
 
 
+def create_command(exe: str, inputs: list, output: Path, *options: str) -> list[str]:
+    """The `create` command every measurement runs: 128/20 (the defaults), dupe factor 10, the reference vocab."""
+    return [exe, "create", "--input", *map(str, inputs), "--vocab", str(VOCAB), "--output", str(output),
+            "--dupe-factor", "10", *options]
+
+
 def fresh(path: Path) -> Path:
     """An output directory emptied before a measured run: deleting an earlier run's output is not the job's work."""
     shutil.rmtree(path, ignore_errors=True)
@@ -146,8 +152,7 @@ def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Pat
             r["instances"] = int(re.findall(r"Wrote (\d+) total instances", r["err"])[-1])
             best[("reference", name)] = cheaper(best.get(("reference", name)), r)
             ours = fresh(tmp / "ours")
-            r = measure([exe, "create", "--input", path, "--input-format", "text", "--vocab", VOCAB, "--output", ours,
-                         "--dupe-factor", "10", "--direct_running_mode=in_memory"])
+            r = measure(create_command(exe, [path], ours, "--input-format", "text", "--direct_running_mode=in_memory"))
             r["instances"] = instances(ours)
             best[("create", name)] = cheaper(best.get(("create", name)), r)
     marginal = {}
@@ -196,8 +201,7 @@ def main() -> None:
                 best = None
                 for _ in range(args.repeat):
                     out = fresh(tmp / f"out-{name}")
-                    r = measure([exe, "create", "--input", *inputs, "--vocab", VOCAB, "--output", out,
-                                 "--dupe-factor", "10", *beam])
+                    r = measure(create_command(exe, inputs, out, *beam))
                     r["instances"] = instances(out)
                     best = cheaper(best, r)
                 runs[name] = best
@@ -225,9 +229,8 @@ def speedup_rounds(exe: str, corpus: Path, tmp: Path, rounds: int) -> None:
         wall = {}
         for workers in (1, 2):
             out = fresh(tmp / f"out-round-{workers}")
-            wall[workers] = measure([exe, "create", "--input", corpus, "--vocab", VOCAB, "--output", out,
-                                     "--dupe-factor", "10", "--direct_running_mode=multi_processing",
-                                     f"--direct_num_workers={workers}"])["wall"]
+            wall[workers] = measure(create_command(exe, [corpus], out, "--direct_running_mode=multi_processing",
+                                                   f"--direct_num_workers={workers}"))["wall"]
         ratios.append(wall[1] / wall[2])
         print(json.dumps({"round": i + 1, "wall_1_worker_s": round(wall[1], 2), "wall_2_workers_s": round(wall[2], 2),
                           "speedup": round(ratios[-1], 3)}), flush=True)
@@ -246,8 +249,7 @@ def control(exe: str, corpus: Path, tmp: Path, repeat: int) -> None:
                 break
 
     def command(i: int) -> list[str]:
-        return [exe, "create", "--input", str(part), "--vocab", str(VOCAB), "--output", str(tmp / f"control-{i}"),
-                "--overwrite", "--dupe-factor", "10", "--direct_running_mode=in_memory"]
+        return create_command(exe, [part], tmp / f"control-{i}", "--overwrite", "--direct_running_mode=in_memory")
 
     one, two = best_wall([command(0)], repeat), best_wall([command(0), command(1)], repeat)
     print(json.dumps({"control": "two independent in-memory runs at once vs one", "one_s": round(one, 2),

@@ -77,9 +77,9 @@ def write_bytes(path: str, chunks: Iterable[bytes], read_back: bool = True) -> t
             size += len(chunk)
             yield chunk
 
-    if not read_back and not is_remote(path) and direct_io.write_file(path, counted(chunks)):
-        return size, digest.hexdigest()
     remote = is_remote(path)
+    if not read_back and not remote and direct_io.write_file(path, counted(chunks)):
+        return size, digest.hexdigest()
     with FileSystems.create(path) as f:
         for chunk in counted(chunks):
             f.write(bytes(chunk) if remote and not isinstance(chunk, bytes) else chunk)  # object stores want bytes

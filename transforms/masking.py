@@ -37,8 +37,7 @@ class Masked:
     input_ids: np.ndarray    # (N, L) int32 with the replacements applied
     positions: np.ndarray    # (N, P) int32, sorted, padded with 0
     label_ids: np.ndarray    # (N, P) int32, original ids, padded with 0
-    weights: np.ndarray      # (N, P) float32, 1.0 per real prediction
-    count: np.ndarray        # (N,) real predictions
+    count: np.ndarray        # (N,) real predictions: the first count entries of positions and label_ids
 
 
 def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, special: SpecialIds,
@@ -134,7 +133,7 @@ def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, sp
     new_ids = np.where(u < 0.8, special.mask, np.where(u < 0.9, labels, replacement))
     out = rows.input_ids.copy()
     np.put(out, flat[real], new_ids[real])
-    return Masked(out, positions, labels, real.astype(np.float32), count)
+    return Masked(out, positions, labels, count)
 
 
 def _choose_whole_words(rows: Assembled, candidates: np.ndarray, k: np.ndarray, special: SpecialIds,
