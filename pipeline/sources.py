@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import re
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
@@ -170,7 +171,19 @@ def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Sp
             stats.skipped["bad_jsonl_line"] = stats.skipped.get("bad_jsonl_line", 0) + 1
             continue
         doc_id = record.get("id")
-        yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:{at}", text=text)
+        doc_id = str(doc_id) if doc_id is not None else f"{stem}:{at}"
+        if "\\u" in line:  # only a \uXXXX escape can leave half a surrogate pair, which is no text at all
+            (text, bad_text), (doc_id, bad_id) = _lone_surrogates_replaced(text), _lone_surrogates_replaced(doc_id)
+            stats.replaced_chars += bad_text + bad_id
+        yield SourceDocument(doc_id, text=text)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
+    """text with U+FFFD for every lone surrogate (json.loads makes them from unpaired escapes), and their count."""
+    return _LONE_SURROGATE.subn("\ufffd", text)
 
 
 def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:

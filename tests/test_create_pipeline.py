@@ -266,6 +266,20 @@ def test_jsonl_zst_input(tmp_path):
     assert json.loads((out / "manifest.json").read_text())["documents"]["kept"] == 3
 
 
+def test_jsonl_escapes_of_half_a_surrogate_pair_are_replaced_and_counted(tmp_path):
+    # json.loads turns an unpaired \ud800 escape into a lone surrogate, which no UTF-8 text can hold; a pair
+    # such as \ud83d\ude00 is one real character and stays.
+    path = tmp_path / "docs.jsonl"
+    path.write_text('{"id": "a\\udfff", "text": "Hello there. A lone \\ud800 half here. A smile \\ud83d\\ude00."}\n'
+                    '{"id": "b", "text": "Second document. It has two sentences."}\n')
+    out = tmp_path / "o"
+    assert run_cli("create", "--input", path, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2") == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["documents"]["kept"] == 2
+    assert manifest["counts"]["replaced_chars"] == 2
+    assert structural_errors(read_records(f"{out}/seq128/*.tfrecord"), 128, 20) == []
+
+
 def test_documents_parquet_input(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
