@@ -75,14 +75,17 @@ class WordPieceTokenizer:
         self.lowercase = lowercase
         self.cache_limit = cache_limit
         self._hf = build_hf_tokenizer(vocab, lowercase)
+        self._generation = 0
         self._clear_cache()
 
     def _clear_cache(self) -> None:
         self._number: dict[str, int] = {}            # chunk → its row in the table
+        self._chunks: list[str] = []                # row → chunk
         self._start = np.zeros(1024, np.int64)      # row → first id in _flat
         self._count = np.zeros(1024, np.int64)      # row → number of ids
         self._flat = np.zeros(1 << 16, np.int32)
         self._used = 0                              # ids stored in _flat
+        self._generation += 1
 
     def encode(self, text: str) -> np.ndarray:
         """All ids of a text, in order (int32)."""
@@ -134,16 +137,49 @@ class WordPieceTokenizer:
         chunk_starts = np.cumsum([0] + [len(c) + 1 for c in missing[:-1]])
         owner = np.searchsorted(chunk_starts, starts, side="right") - 1
         bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left")
+        self._add(missing, np.diff(bounds), ids)
+
+    def _add(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> None:
+        """New rows: chunk i's ids are the next counts[i] of ids."""
         first_row = len(self._number)
-        rows = slice(first_row, first_row + len(missing))
+        rows = slice(first_row, first_row + len(chunks))
         self._start = _grown(self._start, rows.stop)
         self._count = _grown(self._count, rows.stop)
         self._flat = _grown(self._flat, self._used + len(ids))
-        self._start[rows] = self._used + bounds[:-1]
-        self._count[rows] = np.diff(bounds)
+        self._start[rows] = self._used + np.cumsum(counts) - counts
+        self._count[rows] = counts
         self._flat[self._used:self._used + len(ids)] = ids
         self._used += len(ids)
-        self._number.update(zip(missing, range(rows.start, rows.stop)))
+        self._number.update(zip(chunks, range(rows.start, rows.stop)))
+        self._chunks += chunks
+
+    # Tokenizers with the same vocab and casing may share what they learned (wordpiece/shared_chunks.py): a
+    # chunk's ids are a pure function of the chunk, so where they came from never changes a result.
+
+    @property
+    def generation(self) -> int:
+        """Changes whenever the table is cleared, so that row numbers from before no longer count."""
+        return self._generation
+
+    def known_chunks(self) -> int:
+        return len(self._chunks)
+
+    def learned(self, first_row: int) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """(chunks, id count of each, their ids back to back) of the rows from first_row on."""
+        rows = np.arange(first_row, len(self._chunks))
+        counts = self._count[rows]
+        return self._chunks[first_row:], counts, self._flat[concat_ranges(self._start[rows], counts)]
+
+    def absorb(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> int:
+        """Add what another tokenizer learned (as `learned` gives it), where not known and while the table has
+        room; the number of chunks added."""
+        fresh = [i for i, chunk in enumerate(chunks) if chunk not in self._number]
+        if not fresh or len(self._number) + len(fresh) > self.cache_limit:
+            return 0
+        fresh = np.asarray(fresh, dtype=np.int64)
+        starts = np.cumsum(counts) - counts
+        self._add([chunks[i] for i in fresh], counts[fresh], ids[concat_ranges(starts[fresh], counts[fresh])])
+        return len(fresh)
 
 
 def _grown(array: np.ndarray, size: int) -> np.ndarray:

@@ -1,0 +1,96 @@
+"""Workers share what their tokenizers learn, and what a tokenizer takes in never changes its ids."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB
+
+from wordpiece.shared_chunks import ChunkExchange
+from wordpiece.tokenizer import WordPieceTokenizer
+from wordpiece.vocab import Vocab
+
+
+@pytest.fixture(scope="module")
+def vocab() -> Vocab:
+    return Vocab.load(str(VOCAB))
+
+
+def _learns(tokenizer: WordPieceTokenizer, text: str) -> int:
+    """Chunks the tokenizer had to learn to encode text."""
+    before = tokenizer.known_chunks()
+    tokenizer.encode(text)
+    return tokenizer.known_chunks() - before
+
+
+def _ids_by_chunk(tokenizer: WordPieceTokenizer) -> dict[str, list[int]]:
+    chunks, counts, ids = tokenizer.learned(0)
+    ends = np.cumsum(counts)
+    return {chunk: ids[end - count:end].tolist() for chunk, count, end in zip(chunks, counts, ends)}
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_worker_takes_in_what_another_learned(tmp_path, vocab, lowercase):
+    book = BOOKS[0].read_text(encoding="utf-8")[:40000] + " ΟΔΟΣ 東京 naïve x" + "y" * 300
+    first, second = WordPieceTokenizer(vocab, lowercase), WordPieceTokenizer(vocab, lowercase)
+    mine, theirs = ChunkExchange(str(tmp_path), first), ChunkExchange(str(tmp_path), second)
+    learned = _learns(first, book)
+    assert learned > 1000
+    mine.share()
+    assert theirs.take_in() == learned
+    assert _learns(second, book) == 0  # nothing left to learn
+    fresh = WordPieceTokenizer(vocab, lowercase)
+    assert second.encode(book).tolist() == fresh.encode(book).tolist() == first.encode(book).tolist()
+    # A second visit finds nothing new, and what was taken in is not shared back.
+    assert theirs.take_in() == 0
+    theirs.share()
+    assert os.listdir(tmp_path) == [mine.own_name]
+
+
+def test_only_new_rows_are_shared_and_a_cleared_table_starts_over(tmp_path, vocab):
+    text = BOOKS[1].read_text(encoding="utf-8")
+    paragraphs = [p for p in text.split("\n\n") if p.strip()][:400]
+    small = WordPieceTokenizer(vocab, True, cache_limit=3000)
+    exchange = ChunkExchange(str(tmp_path), small)
+    reader = WordPieceTokenizer(vocab, True, cache_limit=10**6)
+    other = ChunkExchange(str(tmp_path), reader)
+    generations = set()
+    for paragraph in paragraphs:
+        small.encode(paragraph)
+        exchange.share()
+        other.take_in()
+        generations.add(small.generation)
+    assert len(generations) > 1  # the small table was cleared on the way
+    # The reader holds every chunk the small table ever learned, each once, with the right ids.
+    every_chunk = {c for p in paragraphs for c in p.lower().split()}
+    assert reader.known_chunks() == len(every_chunk)
+    fresh = WordPieceTokenizer(vocab, True)
+    assert reader.encode(text[:30000]).tolist() == fresh.encode(text[:30000]).tolist()
+
+
+def test_a_record_still_being_written_is_read_later(tmp_path, vocab):
+    writer = WordPieceTokenizer(vocab, True)
+    exchange = ChunkExchange(str(tmp_path), writer)
+    writer.encode(SAMPLE_TEXT.read_text(encoding="utf-8"))
+    exchange.share()
+    path = tmp_path / exchange.own_name
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-5])  # the end of the record not yet appended
+    reader = WordPieceTokenizer(vocab, True)
+    other = ChunkExchange(str(tmp_path), reader)
+    assert other.take_in() == 0
+    assert reader.known_chunks() == 0
+    path.write_bytes(whole)
+    assert other.take_in() == writer.known_chunks()
+    assert _ids_by_chunk(reader) == _ids_by_chunk(writer)
+
+
+def test_a_full_table_takes_nothing_in(tmp_path, vocab):
+    big = WordPieceTokenizer(vocab, True)
+    ChunkExchange(str(tmp_path), big)
+    big.encode(BOOKS[0].read_text(encoding="utf-8")[:20000])
+    ChunkExchange(str(tmp_path), big).share()
+    tiny = WordPieceTokenizer(vocab, True, cache_limit=10)
+    assert ChunkExchange(str(tmp_path), tiny).take_in() == 0
+    assert tiny.known_chunks() == 0

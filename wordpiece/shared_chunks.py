@@ -1,0 +1,94 @@
+"""Learned chunks shared between the worker processes of one local run, through append-only files.
+
+Every worker's WordPieceTokenizer learns the chunks it has not seen through one HF call per document, and on
+natural text most of that learning is the same in every worker: each meets the frequent words and most of the
+rare ones. Learning costs a few microseconds per chunk, reading what another worker learned well under one.
+So the workers of a local run keep one file each in a shared directory, append to it what their tokenizer
+learned since the last time, and take in what the others appended. A chunk's ids are a pure function of the
+chunk, so what a worker takes in, and when, never changes a result, only how much it learns itself.
+
+A file is a series of records, each written by one append:
+    int64 chunk count, int64 id count, int64 text bytes; the chunks' UTF-8 joined by newlines (chunks never hold
+    whitespace); int32 id count per chunk; int32 ids.
+A reader takes only whole records, so a record still being appended is read on a later visit.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+
+import numpy as np
+
+from wordpiece.tokenizer import WordPieceTokenizer
+
+_HEADER = 3 * 8
+
+
+class ChunkExchange:
+    """One worker's side of the exchange in `directory`, for one tokenizer."""
+
+    def __init__(self, directory: str, tokenizer: WordPieceTokenizer):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        self.tokenizer = tokenizer
+        self.own_name = f"{os.getpid()}-{secrets.token_hex(6)}.chunks"
+        self.read_to: dict[str, int] = {}  # another worker's file → the bytes of it already taken in
+        self.shared = (tokenizer.generation, 0)  # (table generation, rows) already appended to the own file
+
+    def take_in(self) -> int:
+        """Add to the tokenizer what the other workers appended since the last visit; the chunks added."""
+        added = 0
+        for name in sorted(os.listdir(self.directory)):
+            if name == self.own_name or not name.endswith(".chunks"):
+                continue
+            with open(os.path.join(self.directory, name), "rb") as f:
+                f.seek(self.read_to.get(name, 0))
+                data = f.read()
+            used = 0
+            for record, size in _whole_records(data):
+                added += self.tokenizer.absorb(*record)
+                used += size
+            self.read_to[name] = self.read_to.get(name, 0) + used
+        # What was taken in is no news to the others: it is not appended again.
+        if self.shared[0] == self.tokenizer.generation and self.shared[1] + added == self.tokenizer.known_chunks():
+            self.shared = (self.tokenizer.generation, self.tokenizer.known_chunks())
+        return added
+
+    def share(self) -> None:
+        """Append what the tokenizer learned since the last call."""
+        generation, rows = self.shared
+        if generation != self.tokenizer.generation:  # the table was cleared: its rows are all new
+            rows = 0
+        if rows < self.tokenizer.known_chunks():
+            record = _record(*self.tokenizer.learned(rows))
+            fd = os.open(os.path.join(self.directory, self.own_name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                view = memoryview(record)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        self.shared = (self.tokenizer.generation, self.tokenizer.known_chunks())
+
+
+def _record(chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> bytes:
+    text = "\n".join(chunks).encode("utf-8", "surrogatepass")
+    header = np.array([len(chunks), len(ids), len(text)], np.int64)
+    return b"".join([header.tobytes(), text, counts.astype(np.int32).tobytes(), ids.astype(np.int32).tobytes()])
+
+
+def _whole_records(data: bytes):
+    """((chunks, counts, ids), record size) for each whole record at the start of data."""
+    offset = 0
+    while len(data) - offset >= _HEADER:
+        chunks, ids, text = (int(x) for x in np.frombuffer(data, np.int64, 3, offset))
+        size = _HEADER + text + 4 * (chunks + ids)
+        if len(data) - offset < size:
+            return
+        at = offset + _HEADER
+        names = data[at:at + text].decode("utf-8", "surrogatepass").split("\n") if chunks else []
+        at += text
+        counts = np.frombuffer(data, np.int32, chunks, at).astype(np.int64)
+        values = np.frombuffer(data, np.int32, ids, at + 4 * chunks)
+        yield (names, counts, values), size
+        offset += size
