@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import typing
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 
@@ -60,6 +61,7 @@ def _rough_size(value) -> int:
     return 8
 
 
+@beam.typehints.with_output_types(tuple[typing.Any, tuple[str, int, int]])  # declared: inferring costs ~6 ms
 class SpillByKey(beam.DoFn):
     """(key, value) → (key, (path, offset, size)) per key and file: the bundle's values gathered by key and written
     to OUT/.staging/pieces/NAME-HASH.bin whenever they reach spill_bytes, and at the end of the bundle."""

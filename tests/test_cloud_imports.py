@@ -1,5 +1,6 @@
-"""Commands start light: local ones without the Google Cloud and MongoDB clients (pipeline/cloud_imports.py), and a
-command process without collecting garbage while its modules load (pipeline/cli.py)."""
+"""Commands start light: local ones without the Google Cloud and MongoDB clients and Beam's BigQuery connector
+(pipeline/cloud_imports.py), and a command process without collecting garbage while its modules load
+(pipeline/cli.py)."""
 from __future__ import annotations
 
 import gc
@@ -45,7 +46,8 @@ import apache_beam
 from apache_beam.io.filesystems import FileSystems
 import pipeline.create
 print(json.dumps({{"hidden": hidden, "local_files": FileSystems.exists({root!r}),
-                   "clients": sorted(filter(cloud_imports.is_client_module, sys.modules))[:5]}}))
+                   "clients": sorted(filter(cloud_imports.is_client_module, sys.modules))[:5],
+                   "connectors": sorted(set(cloud_imports.BEAM_CONNECTORS) & set(sys.modules))}}))
 """
 
 
@@ -60,8 +62,9 @@ def test_hidden_client_modules_stay_unloaded_and_local_files_still_work():
     shown, _ = loaded("show")
     if not shown["clients"]:
         pytest.skip("neither Beam's GCP extra nor pymongo is installed here")
+    assert shown["connectors"] == ["apache_beam.io.gcp.bigquery"]
     hidden, logged = loaded("hide")
-    assert hidden == {"hidden": True, "local_files": True, "clients": []}
+    assert hidden == {"hidden": True, "local_files": True, "clients": [], "connectors": []}
     assert "bson" not in logged  # Beam's MongoDB connector notices, and says nothing
 
 
