@@ -86,6 +86,29 @@ def test_a_record_still_being_written_is_read_later(tmp_path, vocab):
     assert _ids_by_chunk(reader) == _ids_by_chunk(writer)
 
 
+def test_a_damaged_record_ends_the_reading_of_its_file(tmp_path, vocab):
+    writer = WordPieceTokenizer(vocab, True)
+    exchange = ChunkExchange(str(tmp_path), writer)
+    writer.encode("The first record holds these words.")
+    exchange.share()
+    path = tmp_path / exchange.own_name
+    first = path.read_bytes()
+    writer.encode(SAMPLE_TEXT.read_text(encoding="utf-8"))
+    exchange.share()
+    damaged = bytearray(path.read_bytes())
+    damaged[len(first) + 40] ^= 1  # one bit of the second record's text
+    path.write_bytes(bytes(damaged))
+    reader = WordPieceTokenizer(vocab, True)
+    other = ChunkExchange(str(tmp_path), reader)
+    assert other.take_in() == len("The first record holds these words.".split())
+    writer.encode("Later words appended after the damage.")
+    exchange.share()
+    assert other.take_in() == 0  # nothing more is read from that file
+    fresh = WordPieceTokenizer(vocab, True)
+    text = SAMPLE_TEXT.read_text(encoding="utf-8")
+    assert reader.encode(text).tolist() == fresh.encode(text).tolist()
+
+
 def test_a_full_table_takes_nothing_in(tmp_path, vocab):
     big = WordPieceTokenizer(vocab, True)
     ChunkExchange(str(tmp_path), big)

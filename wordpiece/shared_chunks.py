@@ -8,20 +8,23 @@ learned since the last time, and take in what the others appended. A chunk's ids
 chunk, so what a worker takes in, and when, never changes a result, only how much it learns itself.
 
 A file is a series of records, each written by one append:
-    int64 chunk count, int64 id count, int64 text bytes; the chunks' UTF-8 joined by newlines (chunks never hold
-    whitespace); int32 id count per chunk; int32 ids.
-A reader takes only whole records, so a record still being appended is read on a later visit.
+    int64 chunk count, int64 id count, int64 text bytes, int64 CRC-32 of the rest; the chunks' UTF-8 joined by
+    newlines (chunks never hold whitespace); int32 id count per chunk; int32 ids.
+A reader takes only whole records, so a record still being appended is read on a later visit. A record whose
+checksum does not match ends the reading of its file for good: the ids must be right, and a worker can always
+learn a chunk itself.
 """
 from __future__ import annotations
 
 import os
 import secrets
+import zlib
 
 import numpy as np
 
 from wordpiece.tokenizer import WordPieceTokenizer
 
-_HEADER = 3 * 8
+_HEADER = 4 * 8
 
 
 class ChunkExchange:
@@ -33,21 +36,25 @@ class ChunkExchange:
         self.tokenizer = tokenizer
         self.own_name = f"{os.getpid()}-{secrets.token_hex(6)}.chunks"
         self.read_to: dict[str, int] = {}  # another worker's file → the bytes of it already taken in
+        self.damaged: set[str] = set()      # files with a record that failed its checksum
         self.shared = (tokenizer.generation, 0)  # (table generation, rows) already appended to the own file
 
     def take_in(self) -> int:
         """Add to the tokenizer what the other workers appended since the last visit; the chunks added."""
         added = 0
         for name in sorted(os.listdir(self.directory)):
-            if name == self.own_name or not name.endswith(".chunks"):
+            if name == self.own_name or not name.endswith(".chunks") or name in self.damaged:
                 continue
             with open(os.path.join(self.directory, name), "rb") as f:
                 f.seek(self.read_to.get(name, 0))
                 data = f.read()
             used = 0
-            for record, size in _whole_records(data):
-                added += self.tokenizer.absorb(*record)
-                used += size
+            try:
+                for record, size in _whole_records(data):
+                    added += self.tokenizer.absorb(*record)
+                    used += size
+            except ValueError:
+                self.damaged.add(name)
             self.read_to[name] = self.read_to.get(name, 0) + used
         # What was taken in is no news to the others: it is not appended again.
         if self.shared[0] == self.tokenizer.generation and self.shared[1] + added == self.tokenizer.known_chunks():
@@ -73,19 +80,24 @@ class ChunkExchange:
 
 def _record(chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> bytes:
     text = "\n".join(chunks).encode("utf-8", "surrogatepass")
-    header = np.array([len(chunks), len(ids), len(text)], np.int64)
-    return b"".join([header.tobytes(), text, counts.astype(np.int32).tobytes(), ids.astype(np.int32).tobytes()])
+    body = b"".join([text, counts.astype(np.int32).tobytes(), ids.astype(np.int32).tobytes()])
+    return np.array([len(chunks), len(ids), len(text), zlib.crc32(body)], np.int64).tobytes() + body
 
 
 def _whole_records(data: bytes):
-    """((chunks, counts, ids), record size) for each whole record at the start of data."""
+    """((chunks, counts, ids), record size) for each whole record at the start of data; ValueError at a record
+    that fails its checksum."""
     offset = 0
     while len(data) - offset >= _HEADER:
-        chunks, ids, text = (int(x) for x in np.frombuffer(data, np.int64, 3, offset))
+        chunks, ids, text, crc = (int(x) for x in np.frombuffer(data, np.int64, 4, offset))
+        if min(chunks, ids, text) < 0:
+            raise ValueError("a shared-chunks record with negative sizes")
         size = _HEADER + text + 4 * (chunks + ids)
         if len(data) - offset < size:
             return
         at = offset + _HEADER
+        if zlib.crc32(memoryview(data)[at:offset + size]) != crc:
+            raise ValueError("a shared-chunks record failed its checksum")
         names = data[at:at + text].decode("utf-8", "surrogatepass").split("\n") if chunks else []
         at += text
         counts = np.frombuffer(data, np.int32, chunks, at).astype(np.int64)
