@@ -34,7 +34,7 @@ from transforms.sentences import document_sentences
 from transforms.tfrecord import serialize_framed
 from wordpiece.shared_chunks import ChunkExchange
 from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import CLS, MASK, SEP, Vocab, read_vocab_bytes
+from wordpiece.vocab import CLS, MASK, SEP, Vocab, VocabError, read_vocab_bytes
 
 RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord"]
 
@@ -57,14 +57,22 @@ class CreateConfig:
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
     input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
-    # The vocab file's bytes travel inside the job when it is local, so remote workers need no copy of it.
+    # A vocab file on the launching machine travels inside the job to remote workers, which cannot read it there.
+    # Local workers read the file instead (Beam pickles and bz2-compresses the bytes into the job, and each worker
+    # decompresses, re-pickles and decompresses them: ~40 ms of every local start), and check it against the
+    # digest taken at launch.
     vocab_bytes: bytes | None = None
+    vocab_sha256: str | None = None
     # Documents and record pieces go to files under the output's staging directory, and only their places go
     # through the shuffle (pipeline/spill.py: set for local outputs).
     spill_to_files: bool = False
 
     def load_vocab(self) -> Vocab:
-        return Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
+        vocab = Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
+        if self.vocab_sha256 and vocab.sha256 != self.vocab_sha256:
+            raise VocabError(f"vocab file {self.vocab} changed while the job ran (sha256 {vocab.sha256}, "
+                             f"{self.vocab_sha256} at launch)")
+        return vocab
 
     def resolved(self) -> "CreateConfig":
         """A copy with the automatic sizes decided, so the manifest records what actually ran."""
@@ -91,7 +99,8 @@ class CreateConfig:
     def describe(self) -> dict:
         d = asdict(self)
         d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
-        for internal in ("input_bytes", "vocab_bytes", "output", "spill_to_files"):  # not part of what is made
+        # The internal fields, not part of what is made:
+        for internal in ("input_bytes", "vocab_bytes", "vocab_sha256", "output", "spill_to_files"):
             d.pop(internal)
         return d
 
@@ -568,8 +577,10 @@ def run(args, beam_args: list[str]) -> int:
     if runners.is_rendering(options):
         vocab_sha = "not read (drawing the graph)"
     elif not output.is_remote(config.vocab):
-        config.vocab_bytes = read_vocab_bytes(config.vocab)
-        vocab_sha = Vocab.from_bytes(config.vocab_bytes, config.vocab).sha256  # validates before anything is written
+        raw = read_vocab_bytes(config.vocab)
+        vocab_sha = config.vocab_sha256 = Vocab.from_bytes(raw, config.vocab).sha256  # validates it, before any write
+        if not runners.is_local(options):
+            config.vocab_bytes = raw
     elif not dry_run:
         vocab_sha = Vocab.load(config.vocab).sha256
     config = config.resolved()

@@ -218,6 +218,20 @@ def test_missing_or_incomplete_vocab(tmp_path, capsys):
                  match="lacks [SEP], [MASK]")
 
 
+def test_local_workers_read_the_vocab_file_and_refuse_one_that_changed(tmp_path):
+    from pipeline.create import CreateConfig
+    from wordpiece.vocab import VocabError
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(VOCAB.read_bytes())
+    config = CreateConfig(inputs=[], output=str(tmp_path / "o"), vocab=str(vocab),
+                          vocab_sha256=hashlib.sha256(VOCAB.read_bytes()).hexdigest())
+    assert config.load_vocab().tokens[:5] == ("[PAD]", "[unused0]", "[unused1]", "[unused2]", "[unused3]")
+    vocab.write_bytes(VOCAB.read_bytes() + b"extra\n")
+    with pytest.raises(VocabError, match="changed while the job ran"):
+        config.load_vocab()
+
+
 def test_awkward_documents_work_and_are_counted(tmp_path):
     long_sentence = " ".join(["word"] * 10_000) + "."
     corpus = tmp_path / "awkward.txt"
