@@ -40,7 +40,7 @@ LOCAL_CAPABLE_COMMANDS = {"create", "extract-wiki", "extract-books", "vocab", "d
 LOCAL_RUNNERS = {"DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
 
 
-class _HiddenClientModules(importlib.abc.MetaPathFinder):
+class _HiddenModules(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if is_client_module(name) or name in BEAM_CONNECTORS:
             raise ModuleNotFoundError(f"{name} is not loaded by a local bertcorpus command", name=name)
@@ -64,11 +64,12 @@ def runs_locally(command: str | None, words: list[str]) -> bool:
 
 
 def hide_client_modules() -> bool:
-    """Hide the client modules from later imports; False (and nothing done) where Beam is loaded already."""
-    if any(isinstance(finder, _HiddenClientModules) for finder in sys.meta_path):
+    """Hide the client modules and BEAM_CONNECTORS from later imports; False (and nothing done) where Beam is
+    loaded already."""
+    if any(isinstance(finder, _HiddenModules) for finder in sys.meta_path):
         return True
     if "apache_beam" in sys.modules or any(map(is_client_module, sys.modules)):
         return False
-    sys.meta_path.insert(0, _HiddenClientModules())
+    sys.meta_path.insert(0, _HiddenModules())
     logging.getLogger(_MONGODB_LOGGER).addFilter(lambda record: "bson" not in record.getMessage())
     return True

@@ -57,10 +57,10 @@ class CreateConfig:
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
     input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
-    # A vocab file on the launching machine travels inside the job to remote workers, which cannot read it there.
-    # Local workers read the file instead (Beam pickles and bz2-compresses the bytes into the job, and each worker
-    # decompresses, re-pickles and decompresses them: ~40 ms of every local start), and check it against the
-    # digest taken at launch.
+    # A vocab file on the launching machine travels inside the job to workers that cannot open it. Workers on this
+    # machine read the file instead (Beam pickles and bz2-compresses the bytes into the job, and each worker
+    # decompresses, re-pickles and decompresses them: ~40 ms of every local start). Either way a worker checks
+    # what it loaded against the digest taken at launch.
     vocab_bytes: bytes | None = None
     vocab_sha256: str | None = None
     # Documents and record pieces go to files under the output's staging directory, and only their places go
@@ -70,8 +70,9 @@ class CreateConfig:
     def load_vocab(self) -> Vocab:
         vocab = Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
         if self.vocab_sha256 and vocab.sha256 != self.vocab_sha256:
-            raise VocabError(f"vocab file {self.vocab} changed while the job ran (sha256 {vocab.sha256}, "
-                             f"{self.vocab_sha256} at launch)")
+            raise VocabError(f"vocab file {self.vocab} as a worker read it differs from the file read at launch "
+                             f"(sha256 {vocab.sha256}, {self.vocab_sha256} at launch): was it changed while the "
+                             "job ran, or does the worker see another file under that path?")
         return vocab
 
     def resolved(self) -> "CreateConfig":
@@ -147,16 +148,17 @@ class BuildInstances(beam.DoFn):
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
-    def __init__(self, config: CreateConfig):
+    def __init__(self, config: CreateConfig, share_learned_chunks: bool = False):
         self.config = config
+        self.share_learned_chunks = share_learned_chunks
 
     def setup(self):
         vocab = self.config.load_vocab()
         ids = vocab.ids
         self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
-        # Local workers share the chunks their tokenizers learn (the files go with the staging area).
+        # Several local workers share the chunks their tokenizers learn (the files go with the staging area).
         self.exchange = (ChunkExchange(output.staging_path(self.config.output, "chunks"), self.tokenizer)
-                         if self.config.spill_to_files else None)
+                         if self.share_learned_chunks else None)
         self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
                                   is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
         self.compressor = zstandard.ZstdCompressor(level=1)
@@ -168,10 +170,10 @@ class BuildInstances(beam.DoFn):
         split = key.split("/")[0]
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
         docs = sorted(docs, key=lambda d: (d[0], d[1] or "", d[2] or []))
-        if self.exchange:
+        if self.exchange is not None:
             self.exchange.take_in()
         bucket, counts = self._tokenize(docs)
-        if self.exchange:
+        if self.exchange is not None:
             self.exchange.share()
         yield tally.emit("create", counts)
         if bucket is None:
@@ -445,13 +447,16 @@ class CreatePretrainingData(beam.PTransform):
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, light).with_output_types(
             tuple[str, tuple[str, typing.Any, typing.Any]])
         workers = runners.local_workers(pbegin.pipeline.options)
+        # Several local workers with files to spill to deal their keys out from one place, and share the chunks
+        # their tokenizers learn.
+        several = cfg.spill_to_files and workers > 1
         # Places that dealing would gather on one worker: a place per bucket and spill file, then per bucket and
         # shard. Beyond spill.DEAL_MAX_PLACES the keys are many enough to come out even when dealt as they come.
         bucket_keys = cfg.num_buckets + cfg.eval_buckets
         shard_keys = len(cfg.seq_configs) * (cfg.shards("train") + cfg.shards("eval"))
-        deal = cfg.spill_to_files and workers > 1
-        deal_buckets = deal and bucket_keys * (cfg.input_bytes // spill.SPILL_BYTES + workers) <= spill.DEAL_MAX_PLACES
-        deal_shards = deal and bucket_keys * shard_keys <= spill.DEAL_MAX_PLACES
+        spill_files = cfg.input_bytes // spill.SPILL_BYTES + workers
+        deal_buckets = several and bucket_keys * spill_files <= spill.DEAL_MAX_PLACES
+        deal_shards = several and bucket_keys * shard_keys <= spill.DEAL_MAX_PLACES
         if cfg.spill_to_files:
             # → (bucket key, where some of the bucket's documents were written)
             keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
@@ -459,8 +464,8 @@ class CreatePretrainingData(beam.PTransform):
             keyed = keyed | "deal buckets" >> spill.DealToWorkers(workers, spill.spilled_size)
         built = (keyed
                  | "group into buckets" >> beam.GroupByKey()
-                 | "build instances" >> beam.ParDo(BuildInstances(cfg)).with_output_types(
-                     tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
+                 | "build instances" >> beam.ParDo(BuildInstances(cfg, share_learned_chunks=several))
+                 .with_output_types(tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
         pieces = built.pieces
         if deal_shards:
@@ -579,10 +584,10 @@ def run(args, beam_args: list[str]) -> int:
     elif not output.is_remote(config.vocab):
         raw = read_vocab_bytes(config.vocab)
         vocab_sha = config.vocab_sha256 = Vocab.from_bytes(raw, config.vocab).sha256  # validates it, before any write
-        if not runners.is_local(options):
+        if not runners.workers_read_local_files(options):
             config.vocab_bytes = raw
     elif not dry_run:
-        vocab_sha = Vocab.load(config.vocab).sha256
+        vocab_sha = config.vocab_sha256 = Vocab.load(config.vocab).sha256
     config = config.resolved()
     config.spill_to_files = spill.spills_to_files(config.output)
     if not dry_run:

@@ -16,7 +16,7 @@ import types
 import weakref
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
 from pipeline.cloud_imports import LOCAL_RUNNERS
 
@@ -57,6 +57,13 @@ def pipeline_options(beam_args: list[str]) -> PipelineOptions:
 
 def is_local(options: PipelineOptions) -> bool:
     return options.view_as(StandardOptions).runner in LOCAL_RUNNER_NAMES
+
+
+def workers_read_local_files(options: PipelineOptions) -> bool:
+    """Whether the job's workers run on this machine, as processes that can open its files: a local runner
+    without containers (--environment_type DOCKER or EXTERNAL put the workers elsewhere)."""
+    environment = (options.view_as(PortableOptions).environment_type or "").upper()
+    return is_local(options) and environment not in ("DOCKER", "EXTERNAL")
 
 
 def local_workers(options: PipelineOptions) -> int:

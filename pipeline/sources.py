@@ -44,7 +44,7 @@ class ReadStats:
     size: int = 0
     sha256: str = ""
     documents: int = 0
-    replaced_chars: int = 0   # U+FFFD substituted for invalid UTF-8
+    replaced_chars: int = 0   # U+FFFD substituted for invalid UTF-8 and for JSONL's lone surrogates
     skipped: dict[str, int] = field(default_factory=dict)
 
 
@@ -182,7 +182,9 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
-    """text with U+FFFD for every lone surrogate (json.loads makes them from unpaired escapes), and their count."""
+    """text with U+FFFD for every lone surrogate (json.loads makes them from unpaired escapes), and their count.
+    Two ids that differ only there become equal; a bucket orders its documents by id and then text, so that
+    stays reproducible."""
     return _LONE_SURROGATE.subn("\ufffd", text)
 
 

@@ -1,6 +1,7 @@
 """The whole `create` job on real text: parsed records, statistics, reproducibility, bad input, dry run."""
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -218,18 +219,33 @@ def test_missing_or_incomplete_vocab(tmp_path, capsys):
                  match="lacks [SEP], [MASK]")
 
 
-def test_local_workers_read_the_vocab_file_and_refuse_one_that_changed(tmp_path):
-    from pipeline.create import CreateConfig
+def test_local_workers_read_the_vocab_file_and_refuse_one_that_differs(tmp_path, monkeypatch):
+    from pipeline import create
     from wordpiece.vocab import VocabError
 
+    configs = []
+
+    class Recorded(create.CreatePretrainingData):
+        def __init__(self, config, *rest):
+            configs.append(config)
+            super().__init__(config, *rest)
+
+    monkeypatch.setattr(create, "CreatePretrainingData", Recorded)
+    digest = hashlib.sha256(VOCAB.read_bytes()).hexdigest()
+    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o",
+                   "--dupe-factor", "1", "--direct_running_mode=multi_processing", "--direct_num_workers=2") == 0
+    assert configs[-1].vocab_bytes is None and configs[-1].vocab_sha256 == digest  # the workers read the file
+    assert run_cli("create", "--input", "gs://some-bucket/docs/*.parquet", "--vocab", VOCAB,
+                   "--output", "gs://some-bucket/out", "--runner", "DataflowRunner", "--project", "my-project",
+                   "--region", "us-central1", "--temp_location", "gs://some-bucket/tmp", "--dry_run=True") == 0
+    assert configs[-1].vocab_bytes == VOCAB.read_bytes() and configs[-1].vocab_sha256 == digest
+
     vocab = tmp_path / "vocab.txt"
-    vocab.write_bytes(VOCAB.read_bytes())
-    config = CreateConfig(inputs=[], output=str(tmp_path / "o"), vocab=str(vocab),
-                          vocab_sha256=hashlib.sha256(VOCAB.read_bytes()).hexdigest())
-    assert config.load_vocab().tokens[:5] == ("[PAD]", "[unused0]", "[unused1]", "[unused2]", "[unused3]")
     vocab.write_bytes(VOCAB.read_bytes() + b"extra\n")
-    with pytest.raises(VocabError, match="changed while the job ran"):
+    config = dataclasses.replace(configs[0], vocab=str(vocab))
+    with pytest.raises(VocabError, match="differs from the file read at launch"):
         config.load_vocab()
+    assert dataclasses.replace(config, vocab=str(VOCAB)).load_vocab().sha256 == digest
 
 
 def test_awkward_documents_work_and_are_counted(tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB
 
-from wordpiece.shared_chunks import ChunkExchange
+from wordpiece.shared_chunks import ChunkExchange, _whole_records
 from wordpiece.tokenizer import WordPieceTokenizer
 from wordpiece.vocab import Vocab
 
@@ -55,13 +55,18 @@ def test_only_new_rows_are_shared_and_a_cleared_table_starts_over(tmp_path, voca
     exchange = ChunkExchange(str(tmp_path), small)
     reader = WordPieceTokenizer(vocab, True, cache_limit=10**6)
     other = ChunkExchange(str(tmp_path), reader)
-    generations = set()
+    generations, new_rows, last = set(), 0, (small.generation, 0)
     for paragraph in paragraphs:
         small.encode(paragraph)
+        # What the table learned since the last share: everything it holds after a clear.
+        new_rows += small.known_chunks() - (last[1] if last[0] == small.generation else 0)
+        last = (small.generation, small.known_chunks())
         exchange.share()
         other.take_in()
         generations.add(small.generation)
     assert len(generations) > 1  # the small table was cleared on the way
+    written = list(_whole_records((tmp_path / exchange.own_name).read_bytes()))
+    assert sum(len(chunks) for (chunks, _, _), _ in written) == new_rows  # each row appended once
     # The reader holds every chunk the small table ever learned, each once, with the right ids.
     every_chunk = {c for p in paragraphs for c in p.lower().split()}
     assert reader.known_chunks() == len(every_chunk)
@@ -111,9 +116,24 @@ def test_a_damaged_record_ends_the_reading_of_its_file(tmp_path, vocab):
 
 def test_a_full_table_takes_nothing_in(tmp_path, vocab):
     big = WordPieceTokenizer(vocab, True)
-    ChunkExchange(str(tmp_path), big)
     big.encode(BOOKS[0].read_text(encoding="utf-8")[:20000])
     ChunkExchange(str(tmp_path), big).share()
     tiny = WordPieceTokenizer(vocab, True, cache_limit=10)
     assert ChunkExchange(str(tmp_path), tiny).take_in() == 0
     assert tiny.known_chunks() == 0
+
+
+def test_a_worker_takes_in_only_while_its_table_is_less_than_half_full(tmp_path, vocab):
+    writer = WordPieceTokenizer(vocab, True)
+    exchange = ChunkExchange(str(tmp_path), writer)
+    writer.encode(SAMPLE_TEXT.read_text(encoding="utf-8"))
+    exchange.share()
+    first = writer.known_chunks()
+    reader = WordPieceTokenizer(vocab, True, cache_limit=2 * first - 2)
+    other = ChunkExchange(str(tmp_path), reader)
+    assert other.take_in() == first
+    writer.encode(BOOKS[0].read_text(encoding="utf-8")[:20000])
+    exchange.share()
+    assert writer.known_chunks() > first
+    assert other.take_in() == 0  # past half of its limit: the room is left for its own learning
+    assert reader.known_chunks() == first

@@ -8,11 +8,14 @@ learned since the last time, and take in what the others appended. A chunk's ids
 chunk, so what a worker takes in, and when, never changes a result, only how much it learns itself.
 
 A file is a series of records, each written by one append:
-    int64 chunk count, int64 id count, int64 text bytes, int64 CRC-32 of the rest; the chunks' UTF-8 joined by
-    newlines (chunks never hold whitespace); int32 id count per chunk; int32 ids.
-A reader takes only whole records, so a record still being appended is read on a later visit. A record whose
-checksum does not match ends the reading of its file for good: the ids must be right, and a worker can always
-learn a chunk itself.
+    int64 chunk count, int64 id count, int64 text bytes, int64 CRC-32 of the three sizes and of the rest; the
+    chunks' UTF-8 joined by newlines (chunks never hold whitespace); int32 id count per chunk; int32 ids.
+A reader takes only whole records, so a record still being appended is read on a later visit. A record that
+fails its checksum or does not add up ends the reading of its file for good: the ids must be right, and a worker
+can always learn a chunk itself.
+
+A worker takes chunks in only while its table is less than half full, so that what the others learned never
+crowds out its own learning: a full table is cleared and starts again (wordpiece/tokenizer.py).
 """
 from __future__ import annotations
 
@@ -37,7 +40,7 @@ class ChunkExchange:
         self.own_name = f"{os.getpid()}-{secrets.token_hex(6)}.chunks"
         self.read_to: dict[str, int] = {}  # another worker's file → the bytes of it already taken in
         self.damaged: set[str] = set()      # files with a record that failed its checksum
-        self.shared = (tokenizer.generation, 0)  # (table generation, rows) already appended to the own file
+        self.shared_upto = (tokenizer.generation, 0)  # (table generation, rows) already in the own file
 
     def take_in(self) -> int:
         """Add to the tokenizer what the other workers appended since the last visit; the chunks added."""
@@ -51,19 +54,21 @@ class ChunkExchange:
             used = 0
             try:
                 for record, size in _whole_records(data):
-                    added += self.tokenizer.absorb(*record)
+                    if self.tokenizer.known_chunks() < self.tokenizer.cache_limit // 2:
+                        added += self.tokenizer.absorb(*record)
                     used += size
             except ValueError:
                 self.damaged.add(name)
             self.read_to[name] = self.read_to.get(name, 0) + used
         # What was taken in is no news to the others: it is not appended again.
-        if self.shared[0] == self.tokenizer.generation and self.shared[1] + added == self.tokenizer.known_chunks():
-            self.shared = (self.tokenizer.generation, self.tokenizer.known_chunks())
+        generation, rows = self.shared_upto
+        if generation == self.tokenizer.generation and rows + added == self.tokenizer.known_chunks():
+            self.shared_upto = (generation, self.tokenizer.known_chunks())
         return added
 
     def share(self) -> None:
         """Append what the tokenizer learned since the last call."""
-        generation, rows = self.shared
+        generation, rows = self.shared_upto
         if generation != self.tokenizer.generation:  # the table was cleared: its rows are all new
             rows = 0
         if rows < self.tokenizer.known_chunks():
@@ -75,19 +80,21 @@ class ChunkExchange:
                     view = view[os.write(fd, view):]
             finally:
                 os.close(fd)
-        self.shared = (self.tokenizer.generation, self.tokenizer.known_chunks())
+        self.shared_upto = (self.tokenizer.generation, self.tokenizer.known_chunks())
 
 
 def _record(chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> bytes:
     text = "\n".join(chunks).encode("utf-8", "surrogatepass")
+    sizes = np.array([len(chunks), len(ids), len(text)], np.int64).tobytes()
     body = b"".join([text, counts.astype(np.int32).tobytes(), ids.astype(np.int32).tobytes()])
-    return np.array([len(chunks), len(ids), len(text), zlib.crc32(body)], np.int64).tobytes() + body
+    return sizes + np.int64(zlib.crc32(body, zlib.crc32(sizes))).tobytes() + body
 
 
 def _whole_records(data: bytes):
     """((chunks, counts, ids), record size) for each whole record at the start of data; ValueError at a record
-    that fails its checksum."""
+    that fails its checksum or does not add up."""
     offset = 0
+    view = memoryview(data)
     while len(data) - offset >= _HEADER:
         chunks, ids, text, crc = (int(x) for x in np.frombuffer(data, np.int64, 4, offset))
         if min(chunks, ids, text) < 0:
@@ -96,11 +103,13 @@ def _whole_records(data: bytes):
         if len(data) - offset < size:
             return
         at = offset + _HEADER
-        if zlib.crc32(memoryview(data)[at:offset + size]) != crc:
+        if zlib.crc32(view[at:offset + size], zlib.crc32(view[offset:offset + 24])) != crc:
             raise ValueError("a shared-chunks record failed its checksum")
         names = data[at:at + text].decode("utf-8", "surrogatepass").split("\n") if chunks else []
         at += text
         counts = np.frombuffer(data, np.int32, chunks, at).astype(np.int64)
         values = np.frombuffer(data, np.int32, ids, at + 4 * chunks)
+        if len(names) != chunks or (counts < 0).any() or counts.sum() != ids:
+            raise ValueError("a shared-chunks record whose parts do not add up")
         yield (names, counts, values), size
         offset += size
