@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import gc
 import logging
 import os
 import sys
 
-from pipeline import cloud_imports
-from pipeline.cli_util import user_message
+from pipeline.errors import user_message
 
 DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
 
@@ -62,14 +60,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     words = argv if argv is not None else sys.argv[1:]
     command = next((w for w in words if not w.startswith("-")), None)
-    if _fresh_process and cloud_imports.runs_locally(command, words):
-        cloud_imports.hide_client_modules()
     parser = build_parser(command)
     args, beam_args = parser.parse_known_args(argv)
     module = importlib.import_module(args.module)
-    if _fresh_process and not gc.isenabled():  # entry_point held collection off while the command's modules loaded
-        gc.freeze()  # the modules' objects live as long as the process: later collections need not visit them
-        gc.enable()
     if beam_args and not getattr(module, "ACCEPTS_BEAM_OPTIONS", True):
         parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
     try:
@@ -85,25 +78,5 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-# Set by the console command: this process runs one command and can leave out what that command does not use.
-# A process that calls main() for one command after another (a test session) keeps everything importable.
-_fresh_process = False
-
-
 def entry_point() -> None:
-    global _fresh_process
-    _fresh_process = True
-    # Loading Beam and the job's modules makes ~200,000 objects and no garbage; the collector would walk them
-    # again and again (0.12 s, a fifth of loading them). main() turns it on once the command's module is in.
-    gc.disable()
-    code = main()
-    # Python's own teardown frees Beam's ~2,000 modules and every object of the job one by one: 0.3 s at the end
-    # of each run, with nothing left to save. What the command wrote is closed by now; its output streams are
-    # flushed here, and the process ends without the teardown.
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can reach it
-            pass
-    os._exit(code)
+    sys.exit(main())

@@ -565,7 +565,8 @@ def config_from_args(args) -> CreateConfig:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from pipeline.cli_util import UserError, print_summary, run_pipeline
+    from pipeline.cli_util import print_summary, run_pipeline
+    from pipeline.errors import UserError
     from pipeline.sources import match_inputs
 
     options = runners.pipeline_options(beam_args)

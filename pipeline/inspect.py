@@ -38,7 +38,7 @@ def format_example(features: dict[str, list], tokens: tuple[str, ...]) -> str:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from pipeline.cli_util import UserError
+    from pipeline.errors import UserError
 
     vocab = Vocab.load(args.vocab)
     if not FileSystems.exists(args.file):

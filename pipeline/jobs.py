@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.cli_util import UserError
+from pipeline.errors import UserError
 
 ACCEPTS_BEAM_OPTIONS = True
 DEFAULT_FILE = "beam_jobs.yaml"

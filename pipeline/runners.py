@@ -18,9 +18,8 @@ import weakref
 import apache_beam as beam
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, PortableOptions, StandardOptions
 
-from pipeline.cloud_imports import LOCAL_RUNNERS
-
-LOCAL_RUNNER_NAMES = {None, *LOCAL_RUNNERS}  # no --runner runs locally too
+# The runners bertcorpus runs on Beam's FnApiRunner on this machine; no --runner runs locally too.
+LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
 
 
 _ALL_OPTIONS: "weakref.WeakKeyDictionary[PipelineOptions, dict]" = weakref.WeakKeyDictionary()
@@ -92,7 +91,7 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 def check_remote_locations(options: PipelineOptions) -> None:
     """Reject malformed gs:// locations up front: Beam would otherwise try, over the network, to create a
     default bucket instead, which hangs on a machine without network and fails with a traceback elsewhere."""
-    from pipeline.cli_util import UserError
+    from pipeline.errors import UserError
 
     for name in ("temp_location", "staging_location"):
         location = all_options(options).get(name)

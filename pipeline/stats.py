@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.cli_util import UserError
+from pipeline.errors import UserError
 
 ACCEPTS_BEAM_OPTIONS = False
 MANIFEST = "manifest.json"

@@ -284,7 +284,7 @@ def count_with_beam(cfg: VocabConfig, options) -> CorpusCounts | None:
     Without --counts-dir the counts go to a temporary directory (local runners only), removed afterwards.
     """
     from pipeline import runners
-    from pipeline.cli_util import UserError
+    from pipeline.errors import UserError
     from pipeline.sources import match_inputs
 
     dry_run = runners.is_dry_run(options)
@@ -458,7 +458,8 @@ def _expand_inputs(patterns: list[str]) -> list[tuple[str, int]]:
 
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
-    from pipeline.cli_util import UserError, print_summary
+    from pipeline.cli_util import print_summary
+    from pipeline.errors import UserError
 
     started = time.time()
     cfg = config_from_args(args)
