@@ -1,10 +1,9 @@
-"""Index arithmetic shared by the vectorised steps."""
+"""The index arithmetic of wordpiece/ranges.py, under the name the transforms import it by.
+
+It lives in wordpiece/ because the tokenizer needs it and wordpiece/ imports nothing from the layers above it.
+"""
 from __future__ import annotations
 
-import numpy as np
+from wordpiece.ranges import concat_ranges
 
-
-def concat_ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """starts[0], starts[0]+1, ..., then starts[1], ...: each range of the given count, concatenated (int64)."""
-    offsets = np.repeat(np.cumsum(counts) - counts - starts, counts)
-    return np.arange(len(offsets), dtype=np.int64) - offsets
+__all__ = ["concat_ranges"]

@@ -18,7 +18,7 @@ from itertools import chain
 import numpy as np
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from transforms.ranges import concat_ranges
+from wordpiece.ranges import concat_ranges
 from wordpiece.vocab import UNK, Vocab
 
 MAX_CHARS_PER_WORD = 200

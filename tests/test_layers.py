@@ -1,0 +1,258 @@
+"""The project's import structure, read from its source with `ast` (nothing is imported).
+
+DESIGN.md fixes three rules:
+- dependencies run pipeline → transforms → wordpiece, and trainer imports none of them (the CLI in pipeline/
+  starts it);
+- no import circle between project modules, counting the imports inside functions too (a lazy import that
+  closes a circle still ties the two modules together);
+- pure logic in transforms/ imports no Beam: a module there may hold the thin DoFn/PTransform of its step, so
+  a Beam name may be used only inside a class that derives from a Beam class. Today no module in transforms/
+  imports Beam at all, and the check holds each future DoFn to that shape.
+Each rule is also run on a small tree written by the test, so that a checker that finds nothing fails.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("pipeline", "transforms", "wordpiece", "trainer")
+# What each package may import from the project, besides its own modules.
+ALLOWED = {"pipeline": {"transforms", "wordpiece", "trainer"}, "transforms": {"wordpiece"}, "wordpiece": set(),
+           "trainer": set()}
+BEAM = "apache_beam"
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules(root: Path) -> dict[str, ast.Module]:
+    """Module name → parsed source, for every .py file of the project's packages under root."""
+    return {module_name(root, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            for package in PACKAGES if (root / package).is_dir()
+            for path in sorted((root / package).rglob("*.py"))}
+
+
+def imported_names(node: ast.AST, importer: str) -> list[str]:
+    """The dotted names an import statement asks for: `from a import b` gives a.b (the submodule, if it is one)
+    and a; relative imports are resolved against the importing module."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        package = importer.split(".")[: -node.level] if node.level else []
+        base = ".".join(package + ([base] if base else []))
+    return [f"{base}.{alias.name}" for alias in node.names] + [base]
+
+
+def dependencies(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
+    """Module → the project modules it imports anywhere in its source (top level or inside functions)."""
+    graph = {}
+    for name, tree in modules.items():
+        found = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                wanted = imported_names(node, name)
+                # `from pipeline import documents` depends on pipeline.documents, not on the package itself.
+                submodules = [w for w in wanted if w in modules and w.count(".") > 0]
+                found.update(submodules or [w for w in wanted if w in modules])
+        graph[name] = found - {name}
+    return graph
+
+
+def layer_violations(graph: dict[str, set[str]]) -> list[str]:
+    problems = []
+    for importer, targets in sorted(graph.items()):
+        layer = importer.split(".")[0]
+        for target in sorted(targets):
+            other = target.split(".")[0]
+            if other != layer and other not in ALLOWED[layer]:
+                problems.append(f"{importer} imports {target}: {layer}/ may import only "
+                                f"{', '.join(sorted(ALLOWED[layer])) or 'nothing else of the project'}")
+    return problems
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return sorted(circles)
+
+
+def _beam_names(tree: ast.Module) -> set[str]:
+    """The names a module binds by importing Beam (`beam`, `DoFn`, ...), wherever the import is."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == BEAM)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == BEAM:
+            names.update(a.asname or a.name for a in node.names)
+    return names
+
+
+def _uses(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def beam_outside_beam_classes(name: str, tree: ast.Module) -> list[str]:
+    """Where a transforms/ module touches Beam outside a class derived from a Beam class: its import is allowed
+    at the top of the module, every other use must sit in the thin DoFn/PTransform part."""
+    names = _beam_names(tree)
+    if not names:
+        return []
+    problems = []
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom) and names & {a.asname or a.name.split(".")[0]
+                                                                       for a in node.names}:
+            continue
+        if isinstance(node, ast.ClassDef) and any(_uses(base, names) for base in node.bases):
+            continue
+        inner_imports = any(isinstance(n, ast.Import | ast.ImportFrom) and _beam_names(ast.Module([n], []))
+                            for n in ast.walk(node))
+        if _uses(node, names) or inner_imports:
+            what = getattr(node, "name", type(node).__name__)
+            problems.append(f"{name}, line {node.lineno} ({what}): Beam used outside a DoFn/PTransform class")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------- the project
+
+
+@pytest.fixture(scope="module")
+def modules() -> dict[str, ast.Module]:
+    return project_modules(REPO)
+
+
+def test_every_package_is_read(modules) -> None:
+    assert {name.split(".")[0] for name in modules} == set(PACKAGES)
+    assert "wordpiece.tokenizer" in modules and "pipeline.extract_books" in modules
+
+
+def test_dependencies_run_pipeline_transforms_wordpiece(modules) -> None:
+    assert layer_violations(dependencies(modules)) == []
+
+
+def test_no_import_circle_between_project_modules(modules) -> None:
+    assert import_circles(dependencies(modules)) == []
+
+
+def test_transforms_use_beam_only_in_their_dofns(modules) -> None:
+    problems = [p for name, tree in modules.items() if name.startswith("transforms.")
+                for p in beam_outside_beam_classes(name, tree)]
+    assert problems == []
+
+
+# ---------------------------------------------------------------------------------------------- the checks fail
+
+
+def write_tree(root: Path, files: dict[str, str]) -> dict[str, ast.Module]:
+    for relative, text in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return project_modules(root)
+
+
+def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
+    modules = write_tree(tmp_path, {
+        "wordpiece/__init__.py": "",
+        "wordpiece/tokenizer.py": "from transforms.ranges import concat_ranges\n",
+        "transforms/__init__.py": "",
+        "transforms/ranges.py": "import numpy\n",
+        "transforms/steps.py": "def run():\n    from pipeline import output\n",
+        "pipeline/__init__.py": "",
+        "pipeline/output.py": "from transforms import steps\nfrom wordpiece.tokenizer import x\n",
+        "trainer/__init__.py": "",
+        "trainer/data.py": "from . import model\nfrom wordpiece import tokenizer\n",
+        "trainer/model.py": "",
+    })
+    assert layer_violations(dependencies(modules)) == [
+        "trainer.data imports wordpiece.tokenizer: trainer/ may import only nothing else of the project",
+        "transforms.steps imports pipeline.output: transforms/ may import only wordpiece",
+        "wordpiece.tokenizer imports transforms.ranges: wordpiece/ may import only nothing else of the project",
+    ]
+
+
+def test_circles_are_found_also_through_imports_in_functions(tmp_path: Path) -> None:
+    modules = write_tree(tmp_path, {
+        "pipeline/__init__.py": "",
+        "pipeline/cli_util.py": "from pipeline.runners import make_pipeline\n",
+        "pipeline/runners.py": "def fail():\n    from pipeline import cli_util\n",
+        "pipeline/a.py": "import pipeline.b\n",
+        "pipeline/b.py": "from .c import x\n",
+        "pipeline/c.py": "from pipeline import a\n",
+        "pipeline/d.py": "from pipeline import a\n",
+    })
+    assert import_circles(dependencies(modules)) == [
+        ["pipeline.a", "pipeline.b", "pipeline.c"], ["pipeline.cli_util", "pipeline.runners"]]
+
+
+def test_beam_in_pure_logic_is_found(tmp_path: Path) -> None:
+    modules = write_tree(tmp_path, {"transforms/__init__.py": "", "transforms/step.py": '''
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+
+def pure(x):
+    return x + 1
+
+
+def counted(x):
+    Metrics.counter("step", "x").inc()
+    return x
+
+
+class Plain:
+    def run(self):
+        from apache_beam.io.filesystems import FileSystems
+        return FileSystems
+
+
+class Step(beam.DoFn):
+    def process(self, x):
+        Metrics.counter("step", "x").inc()
+        yield pure(x)
+'''})
+    assert beam_outside_beam_classes("transforms.step", modules["transforms.step"]) == [
+        "transforms.step, line 10 (counted): Beam used outside a DoFn/PTransform class",
+        "transforms.step, line 15 (Plain): Beam used outside a DoFn/PTransform class",
+    ]
