@@ -31,8 +31,9 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import documents, output, tally
 from pipeline.sources import InputError
-from transforms.book_text import (BookRejection, clean_book, decode_book, dedup_key, jaccard_estimate,
-                                  minhash_signature)
+from transforms.book_cleaning import clean_book
+from transforms.book_decoding import BookRejection, decode_book
+from transforms.book_duplicates import NUM_PERM, band_keys, dedup_key, lsh_rows, minhash_signature, near_copies
 
 JOB = "extract-books"
 SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
@@ -42,9 +43,6 @@ MIB = 2**20
 BOOK_EXTENSIONS = (".txt", ".text", ".parquet")  # what a directory is searched for; named files are read whatever
 COMPRESSIONS = (".gz", ".bz2", ".zst")
 METADATA_NAME = "metadata.csv"
-NUM_PERM = 64          # MinHash bins per signature
-LSH_RECALL = 0.99      # the least chance that two books exactly at the threshold share a band
-EMPTY_BIN = 2**64 - 1  # what minhash_signature leaves in a bin no shingle fell into
 # For the default shard count: English text compresses about 3x with gzip, bz2 or zstd.
 TEXT_PER_COMPRESSED_BYTE = 3.0
 
@@ -230,39 +228,6 @@ def load_book(path: str, size: int, max_bytes: int) -> tuple[dict, bytes | BookR
     if isinstance(data, bytes) and len(data) > max_bytes:
         return source, too_large
     return source, data
-
-
-# ---------------------------------------------------------------------------------------------- near duplicates
-
-def lsh_rows(threshold: float, num_perm: int = NUM_PERM) -> int:
-    """Signature bins per LSH band: the most (fewest false candidates) with which two books of similarity
-    `threshold` still share at least one band with probability LSH_RECALL."""
-    for rows in (32, 16, 8, 4, 2):
-        if num_perm % rows == 0 and 1 - (1 - threshold ** rows) ** (num_perm // rows) >= LSH_RECALL:
-            return rows
-    return 1
-
-
-def band_keys(signature: tuple[int, ...], rows: int) -> list[str]:
-    """One bucket key per band of the signature; bands holding only empty bins match anything and are left out."""
-    keys = []
-    for band, start in enumerate(range(0, len(signature), rows)):
-        values = signature[start:start + rows]
-        if any(v != EMPTY_BIN for v in values):
-            digest = hashlib.blake2b(b"".join(v.to_bytes(8, "little") for v in values), digest_size=12)
-            keys.append(f"{band}:{digest.hexdigest()}")
-    return keys
-
-
-def near_copies(members, threshold: float):
-    """(id, path, signature) of one band bucket → the paths of books with a near copy of a smaller (id, path).
-
-    A book is dropped when any book before it is similar enough, whether or not that one is kept itself: the
-    decision needs no order between buckets, so it is the same on every runner."""
-    members = sorted(set(members))
-    for j in range(1, len(members)):
-        if any(jaccard_estimate(members[i][2], members[j][2]) >= threshold for i in range(j)):
-            yield members[j][1]
 
 
 # ---------------------------------------------------------------------------------------------- DoFns

@@ -1,4 +1,5 @@
-"""Book decoding, cleaning and dedup keys (transforms/book_text.py) on the real samples in tests/data/books."""
+"""Book decoding, cleaning, line layouts and dedup keys (transforms/book_decoding.py, book_cleaning.py,
+book_lines.py, book_duplicates.py) on the real samples in tests/data/books."""
 from __future__ import annotations
 
 import csv
@@ -12,19 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from transforms import book_text
-from transforms.book_text import (
-    BookRejection,
-    CleanBook,
-    DecodedBook,
-    clean_book,
-    decode_book,
-    dedup_key,
-    jaccard_estimate,
-    looks_sentence_per_line,
-    minhash_signature,
-    read_hf_bookcorpus_lines,
-)
+from transforms import book_duplicates
+from transforms.book_cleaning import CleanBook, clean_book
+from transforms.book_decoding import BookRejection, DecodedBook, decode_book
+from transforms.book_duplicates import dedup_key, jaccard_estimate, minhash_signature
+from transforms.book_lines import looks_sentence_per_line, read_hf_bookcorpus_lines
 
 BOOKS = Path(__file__).resolve().parent / "data" / "books"
 ALICE = BOOKS / "gutenberg_utf8" / "11-0.txt"
@@ -398,7 +391,7 @@ def test_minhash_in_chunks_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> N
     """Long books are hashed in chunks cut at spaces, to bound memory; the signature must not change."""
     text = cleaned(ALICE).text
     whole = minhash_signature(text)
-    monkeypatch.setattr(book_text, "_MINHASH_CHUNK", 997)
+    monkeypatch.setattr(book_duplicates, "_MINHASH_CHUNK", 997)
     assert minhash_signature(text) == whole
 
 

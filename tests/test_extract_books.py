@@ -17,8 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 from conftest import DATA, VOCAB, assert_same_extraction, run_cli
-from pipeline.extract_books import band_keys, book_id, list_inputs, lsh_rows, near_copies, read_metadata
-from transforms.book_text import clean_book, decode_book, minhash_signature, read_hf_bookcorpus_lines
+from pipeline.extract_books import book_id, list_inputs, read_metadata
+from transforms.book_cleaning import clean_book
+from transforms.book_decoding import decode_book
+from transforms.book_duplicates import band_keys, lsh_rows, minhash_signature, near_copies
+from transforms.book_lines import read_hf_bookcorpus_lines
 
 BOOKS = DATA / "books"
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
