@@ -1,0 +1,326 @@
+"""The figures of `bertcorpus stats`: every finished stage under DIR read once, into the card that becomes stats.json.
+
+    DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
+                                                             │    sizes, sources, extremes; [UNK] words with the vocab
+                                                             ├─ records stages ─ one pass over the TFRecord shards
+                                                             │    per seq config: lengths, NSP, masking, [UNK], vocab
+                                                             └─ every manifest ─ lineage: files linked by name + sha256
+
+Memory is bounded by construction: fixed-size counters, one Parquet row group or one batch of records at a time.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.errors import UserError
+
+MANIFEST = "manifest.json"
+STATS = "stats.json"           # the card
+REPORT_FILES = "report_files"  # the plots' folder, never searched for manifests
+RECORD_BATCH = 4096        # records decoded at once
+DOCUMENT_BATCH = 1024      # documents read at once
+TOP_UNKNOWN_WORDS = 20
+SPLITS = ("train", "eval")
+
+
+# ---------------------------------------------------------------------------------------------- finding stages
+
+@dataclass
+class Stage:
+    """One finished job output: its directory and its manifest."""
+
+    name: str          # the directory relative to DIR ("." for DIR itself)
+    dir: Path
+    manifest: dict
+    manifest_sha256: str
+    manifest_bytes: int
+
+    @property
+    def job(self) -> str:
+        return str(self.manifest.get("job", "unknown"))
+
+    @property
+    def kind(self) -> str:
+        outputs = self.manifest.get("outputs")
+        if not isinstance(outputs, dict):
+            return "other"
+        if isinstance(outputs.get("documents"), list):
+            return "documents"
+        if self.job == "create" or any(isinstance(v, dict) and "max_seq_length" in v for v in outputs.values()):
+            return "records"
+        return "other"
+
+
+def find_stages(root: Path, warnings: list[str]) -> list[Stage]:
+    """Every readable manifest in DIR and one or two levels below it (hidden and report folders skipped)."""
+    paths = [root / MANIFEST, *sorted(root.glob(f"*/{MANIFEST}")), *sorted(root.glob(f"*/*/{MANIFEST}"))]
+    stages = []
+    for path in paths:
+        parts = path.relative_to(root).parts[:-1]
+        if not path.is_file() or any(p.startswith(".") or p == REPORT_FILES for p in parts):
+            continue
+        raw = path.read_bytes()
+        try:
+            manifest = json.loads(raw)
+        except ValueError as e:
+            warnings.append(f"{path} is not valid JSON ({e}); skipped")
+            continue
+        if not isinstance(manifest, dict):
+            warnings.append(f"{path} is not a bertcorpus manifest; skipped")
+            continue
+        stages.append(Stage("/".join(parts) or ".", path.parent, manifest, hashlib.sha256(raw).hexdigest(),
+                            len(raw)))
+    return stages
+
+
+# ---------------------------------------------------------------------------------------------- vocab
+
+def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnings: list[str]):
+    """The vocab to use and where it came from; checks its sha256 against each records manifest."""
+    from wordpiece.vocab import Vocab
+
+    if explicit:
+        vocab, path = Vocab.load(explicit), explicit
+    elif records:
+        named = str(records[0].manifest.get("vocab", {}).get("path", ""))
+        candidates = [named] if "://" in named else [str(p) for p in dict.fromkeys(
+            [Path(named), records[0].dir / named, root / named]) if p.is_file()]
+        if not named or not candidates:
+            raise UserError(f"the vocab {named or '(none)'} named in {records[0].dir / MANIFEST} was not found; "
+                            "pass --vocab")
+        path = candidates[0]
+        vocab = Vocab.load(path)
+    else:
+        return None, None
+    for stage in records:
+        expected = stage.manifest.get("vocab", {}).get("sha256")
+        if expected != vocab.sha256:
+            warnings.append(f"the vocab {path} has sha256 {vocab.sha256}, but {stage.name}/{MANIFEST} records "
+                            f"{expected}: the records were made with another vocab, so token statistics may "
+                            "be wrong")
+    return vocab, path
+
+
+# ---------------------------------------------------------------------------------------------- documents pass
+
+def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: int):
+    """One read of every documents file: DocumentStats, and UnknownWords when there is a vocab."""
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from transforms.document_stats import DocumentStats, UnknownWords
+    from wordpiece.tokenizer import WordPieceTokenizer
+
+    stats = DocumentStats()
+    unknown = UnknownWords(WordPieceTokenizer(vocab, lowercase)) if vocab is not None else None
+    files = [stage.dir / f["path"] for stage in stages for f in stage.manifest["outputs"]["documents"]]
+    missing = [str(p) for p in files if not p.is_file()]
+    if missing:
+        raise UserError(f"documents files named in a manifest are missing: {', '.join(missing[:3])}")
+    total = sum(s.manifest.get("documents", {}).get("kept", 0) for s in stages)
+    with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True) as bar:
+        for path in files:
+            for batch in pq.ParquetFile(path).iter_batches(columns=["id", "source", "title", "text"],
+                                                           batch_size=DOCUMENT_BATCH):
+                ids, sources, titles, texts = (c.to_pylist() for c in batch.columns)
+                stats.add(ids, sources, titles, texts)
+                if unknown is not None:
+                    for text in texts[:max(0, max_documents - unknown.documents)]:
+                        unknown.add(text)
+                bar.update(len(ids))
+    return stats, unknown
+
+
+def documents_counts(stage: Stage) -> dict:
+    """What the extraction manifest says about every input item: read, kept, skipped and errors by reason."""
+    docs = stage.manifest.get("documents", {})
+    skipped = dict(docs.get("skipped", {}))
+    return {"job": stage.job, "read": docs.get("read"), "kept": docs.get("kept"), "skipped": skipped,
+            "errors": docs.get("errors"), "errors_by_reason": docs.get("errors_by_reason", {}),
+            "duplicates_dropped": skipped.get("duplicate_id", 0), "characters": docs.get("characters")}
+
+
+# ---------------------------------------------------------------------------------------------- records pass
+
+def token_ids(vocab):
+    from transforms.record_stats import TokenIds
+    from wordpiece.vocab import MASK, UNK
+
+    ids = vocab.ids
+    return TokenIds(vocab_size=len(vocab), mask=ids[MASK], unk=ids[UNK])
+
+
+def _quotas(sizes: list[int], cap: int) -> list[int]:
+    """Records to read from each shard: all of them, or `cap` in all, shared in proportion to the shards' sizes
+    (largest remainders first), so that a sample draws on every shard and on both splits."""
+    total = sum(sizes)
+    if cap <= 0 or cap >= total:
+        return list(sizes)
+    exact = [cap * n / total for n in sizes]
+    quotas = [math.floor(x) for x in exact]
+    by_remainder = sorted(range(len(sizes)), key=lambda i: quotas[i] - exact[i])
+    for i in by_remainder[:cap - sum(quotas)]:
+        quotas[i] += 1
+    return quotas
+
+
+def records_pass(stage: Stage, ids, max_records: int, warnings: list[str]) -> dict:
+    """{seq name: (config and shard table, {split: RecordStats})}, reading at most max_records per seq config."""
+    from tqdm import tqdm
+
+    from transforms.record_stats import RecordFormatError, RecordStats, decode_batch
+    from transforms.tfrecord import iter_tfrecords
+
+    result = {}
+    for seq, out in stage.manifest["outputs"].items():
+        length, predictions = int(out["max_seq_length"]), int(out["max_predictions_per_seq"])
+        shards = [(split, s) for split in SPLITS if split in out for s in out[split]["shards"]]
+        quotas = _quotas([s["records"] for _, s in shards], max_records)
+        accumulators = {split: RecordStats(length, predictions, ids) for split in SPLITS if split in out}
+        rows = []
+        with tqdm(total=sum(quotas), desc=f"{stage.name} {seq}", unit=" records", file=sys.stderr,
+                  dynamic_ncols=True) as bar:
+            for (split, shard), quota in zip(shards, quotas):
+                path = stage.dir / shard["path"]
+                if not path.is_file():
+                    raise UserError(f"{path} is named in {stage.dir / MANIFEST} but missing")
+                read = 0
+                with open(path, "rb") as f:
+                    frames = iter_tfrecords(f)
+                    records = itertools.islice(frames, quota)
+                    try:
+                        while batch := list(itertools.islice(records, RECORD_BATCH)):
+                            accumulators[split].add(decode_batch(batch, length, predictions))
+                            read += len(batch)
+                            bar.update(len(batch))
+                        more = quota == shard["records"] and next(frames, None) is not None
+                    except (ValueError, RecordFormatError) as e:
+                        raise UserError(f"{path}, after record {read}: {e}") from None
+                row = {"path": shard["path"], "split": split, "records": shard["records"],
+                       "bytes": shard.get("bytes"), "file_bytes": path.stat().st_size, "records_read": read}
+                rows.append(row)
+                if row["bytes"] is not None and row["file_bytes"] != row["bytes"]:
+                    warnings.append(f"{path} has {row['file_bytes']:,} bytes, its manifest says {row['bytes']:,}")
+                if read < quota or more:
+                    warnings.append(f"{path} does not hold the {shard['records']:,} records its manifest says")
+        result[seq] = ({"max_seq_length": length, "max_predictions_per_seq": predictions,
+                        "instances": {split: out[split]["instances"] for split in accumulators},
+                        "shards": rows}, accumulators)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- lineage
+
+def _fingerprint(entry: dict) -> dict:
+    keep = ("path", "size", "bytes", "records", "documents", "sha256", "sha256_first_and_last_mib")
+    return {k: entry[k] for k in keep if k in entry}
+
+
+def _files_in(node) -> list[dict]:
+    """Every {path, sha256} description anywhere inside a manifest's outputs."""
+    if isinstance(node, dict):
+        if "path" in node and ("sha256" in node or "sha256_first_and_last_mib" in node):
+            return [_fingerprint(node)]
+        return [f for value in node.values() for f in _files_in(value)]
+    if isinstance(node, list):
+        return [f for value in node for f in _files_in(value)]
+    return []
+
+
+def _stage_inputs(stage: Stage) -> list[dict]:
+    inputs = []
+    for entry in stage.manifest.get("inputs", []):
+        if isinstance(entry, dict) and "path" in entry:
+            inputs.append({**_fingerprint(entry), "role": "input"})
+            if isinstance(entry.get("index"), dict):
+                inputs.append({**_fingerprint(entry["index"]), "role": "index"})
+    vocab = stage.manifest.get("vocab")
+    if isinstance(vocab, dict) and "path" in vocab:
+        inputs.append({"path": vocab["path"], "sha256": vocab.get("sha256"), "role": "vocab"})
+    return inputs
+
+
+def build_lineage(stages: list[Stage]) -> dict:
+    """Stages with their input and output files; an input is linked to the stage that wrote a file of the same
+    name and sha256, so the chain holds even after a run directory is moved."""
+    described = []
+    produced: dict[tuple[str, str], str] = {}
+    for stage in stages:
+        outputs = _files_in(stage.manifest.get("outputs", {}))
+        outputs.append({"path": MANIFEST, "bytes": stage.manifest_bytes, "sha256": stage.manifest_sha256})
+        for f in outputs:
+            produced.setdefault((Path(f["path"]).name, f.get("sha256", "")), stage.name)
+        described.append({"stage": stage.name, "job": stage.job, "kind": stage.kind,
+                          "inputs": _stage_inputs(stage), "outputs": outputs})
+    links: dict[tuple[str, str], int] = {}
+    for d in described:
+        for entry in d["inputs"]:
+            source = produced.get((Path(str(entry["path"])).name, entry.get("sha256") or ""))
+            if source is not None and source != d["stage"]:
+                entry["from"] = source
+                links[(source, d["stage"])] = links.get((source, d["stage"]), 0) + 1
+    return {"stages": described,
+            "links": [{"from": a, "to": b, "files": n} for (a, b), n in sorted(links.items())]}
+
+
+# ---------------------------------------------------------------------------------------------- the card
+
+def build_card(root: Path, vocab_arg: str | None, max_records: int, max_documents: int) -> tuple[dict, dict]:
+    """(stats.json content, what the plots need beyond it: the record accumulators)."""
+    from pipeline.output import TOOL_VERSION
+    from transforms.document_stats import EDGES
+
+    warnings: list[str] = []
+    stages = find_stages(root, warnings)
+    if not stages:
+        raise UserError(f"no {MANIFEST} in {root} or one or two levels below it; stats reads finished outputs of "
+                        "extract-wiki, extract-books or create (a directory without a manifest is incomplete)")
+    documents = [s for s in stages if s.kind == "documents"]
+    records = [s for s in stages if s.kind == "records"]
+    vocab, vocab_path = resolve_vocab(vocab_arg, records, root, warnings)
+    lowercase = bool(records[0].manifest.get("config", {}).get("do_lower_case", True)) if records else True
+    card: dict = {"tool": "bertcorpus", "version": TOOL_VERSION, "job": "stats", "directory": str(root),
+                  "options": {"vocab": vocab_path, "max_records": max_records or None,
+                              "max_documents": max_documents or None},
+                  "warnings": warnings, "lineage": build_lineage(stages)}
+    for entry in (i for st in card["lineage"]["stages"] for i in st["inputs"] if i["role"] == "vocab" and vocab):
+        # The vocab is usually made outside the run; the file in hand shows whether it is the one recorded.
+        entry["checked"] = {"path": vocab_path, "sha256_matches": entry.get("sha256") == vocab.sha256}
+    if documents:
+        doc_stats, unknown = documents_pass(documents, vocab, lowercase, max_documents or sys.maxsize)
+        card["documents"] = {"stages": {s.name: documents_counts(s) for s in documents},
+                             "bin_edges": EDGES.tolist(), **doc_stats.summary()}
+        card["unknown_words"] = (unknown.summary(TOP_UNKNOWN_WORDS) if unknown is not None else
+                                 {"absent": "no vocab: pass --vocab to list the words that become [UNK]"})
+        if unknown is not None:
+            card["unknown_words"].update(vocab=vocab_path, lowercase=lowercase)
+    else:
+        card["documents"] = {"absent": f"no documents (documents-*.parquet with a {MANIFEST}) in {root}"}
+        card["unknown_words"] = {"absent": "the words behind [UNK] need the source text, and there are no "
+                                           f"documents in {root}; the [UNK] token rate of the records is given "
+                                           "per sequence configuration"}
+    accumulators = {}
+    card["records"] = {}
+    if not records:
+        card["records"]["absent"] = f"no records (seq*/ with a {MANIFEST} from create) in {root}"
+    ids = token_ids(vocab) if records else None
+    for stage in records:
+        per_seq = {}
+        for seq, (info, splits) in records_pass(stage, ids, max_records, warnings).items():
+            total = None
+            for acc in splits.values():
+                total = acc if total is None else total.merge(acc)
+            accumulators[(stage.name, seq)] = total
+            read = {s: a.instances for s, a in splits.items()}
+            per_seq[seq] = {**info, "records_read": read, "sampled": read != info["instances"],
+                            **{s: a.summary() for s, a in splits.items()}, "all": total.summary()}
+        card["records"][stage.name] = {"vocab": {"path": vocab_path, "sha256": vocab.sha256,
+                                                 "manifest_sha256": stage.manifest.get("vocab", {}).get("sha256")},
+                                       "seq_configs": per_seq}
+    return card, accumulators

@@ -1,0 +1,150 @@
+"""The plots of `bertcorpus stats`: PNG files drawn with matplotlib from the card's figures."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.stats_figures import SPLITS
+
+
+def _figure(width: float = 6.4, height: float = 3.2):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(width, height), dpi=100)
+    # Fixed margins fit every plot here, and cost nothing; tight_layout measures all the text first.
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.17, top=0.9)
+    ax.grid(alpha=0.3)
+    return fig, ax
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, format="png", metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_sizes(by_source: dict[str, dict], edges: list[float], what: str, path: Path) -> None:
+    """Documents per size bin, one line per source, on a logarithmic size axis."""
+    fig, ax = _figure()
+    edges_arr = np.asarray(edges)
+    used = np.zeros(len(edges) - 1, bool)
+    for source, hist in by_source.items():
+        counts = np.asarray(hist["counts"])
+        used |= counts > 0
+        ax.stairs(counts[1:], edges_arr[1:], label=f"{source} ({hist['documents']:,})", linewidth=1.5)
+    found = np.flatnonzero(used[1:]) + 1
+    if len(found):
+        ax.set_xlim(edges_arr[found[0]], edges_arr[found[-1] + 1])
+    ax.set_xscale("log")
+    ax.set_xlabel(f"{what} per document (log scale, 10 bins per decade)")
+    ax.set_ylabel("documents")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_lengths(summary: dict, length: int, path: Path) -> None:
+    fig, ax = _figure()
+    hist = np.asarray(summary["real_tokens_hist"])
+    ax.stairs(hist, np.arange(len(hist) + 1), fill=True, color="#4472c4")
+    ax.set_yscale("log")  # full-length instances dominate; a log scale shows the short ones too
+    ax.axvline(summary["mean_real_tokens"], color="#c00000", linestyle="--",
+               label=f"mean {summary['mean_real_tokens']:.1f}")
+    ax.set_xlim(0, length + 1)
+    ax.set_xlabel(f"real tokens per instance (sum of input_mask; max {length})")
+    ax.set_ylabel("instances")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_segments(summary: dict, length: int, path: Path) -> None:
+    fig, ax = _figure()
+    edges = np.arange(length + 2)
+    for segment in ("a", "b"):
+        mean = summary[f"mean_segment_{segment}_tokens"]
+        ax.stairs(summary[f"segment_{segment}_tokens_hist"], edges, linewidth=1.5,
+                  label=f"segment {segment.upper()} (mean {mean:.1f})")
+    ax.set_xlim(0, length + 1)
+    ax.set_xlabel("tokens per segment (without [CLS]/[SEP])")
+    ax.set_ylabel("instances")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def plot_masked(summary: dict, predictions: int, path: Path) -> None:
+    fig, ax = _figure()
+    hist = summary["masked_positions_hist"]
+    ax.stairs(hist, np.arange(len(hist) + 1) - 0.5, fill=True, color="#70ad47")
+    ax.set_xlim(-0.5, predictions + 0.5)
+    ax.set_xlabel(f"masked positions per instance (max_predictions_per_seq {predictions})")
+    ax.set_ylabel("instances")
+    _save(fig, path)
+
+
+def plot_vocab(counts: np.ndarray, coverage: float, path: Path) -> None:
+    fig, ax = _figure()
+    ranked = np.sort(counts)[::-1]
+    ranked = ranked[ranked > 0]
+    if len(ranked):
+        # A few hundred log-spaced ranks draw the same curve as all of them.
+        ranks = np.unique(np.geomspace(1, len(ranked), 400).astype(np.int64))
+        ax.loglog(ranks, ranked[ranks - 1], color="#7030a0")
+    ax.set_xlabel(f"vocab id rank (ids used by text tokens: {len(ranked):,} of {len(counts):,})")
+    ax.set_ylabel("occurrences in text tokens")
+    ax.set_title(f"vocab coverage (input_ids ∪ masked_lm_ids): {coverage:.1%}", fontsize=9)
+    _save(fig, path)
+
+
+def plot_shards(rows: list[dict], path: Path) -> None:
+    fig, ax = _figure()
+    colours = {"train": "#4472c4", "eval": "#ed7d31"}
+    for split in SPLITS:
+        picked = [(i, r["records"]) for i, r in enumerate(rows) if r["split"] == split]
+        if picked:
+            ax.bar([i for i, _ in picked], [n for _, n in picked], width=1.0, color=colours[split], label=split)
+    ax.set_xlabel("shard (train shards first, then eval)")
+    ax.set_ylabel("records")
+    ax.legend(fontsize=8)
+    _save(fig, path)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-") or "run"
+
+
+def write_plots(card: dict, accumulators: dict, folder: Path) -> dict[str, str]:
+    """Every plot as folder/NAME.png; returns {plot key: file name}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.png"):
+        old.unlink()
+    written = {}
+
+    def target(key: str) -> Path:
+        written[key] = f"{_slug(key)}.png"
+        return folder / written[key]
+
+    docs = card["documents"]
+    if "absent" not in docs:
+        plot_sizes(docs["chars_by_source"], docs["bin_edges"], "characters", target("document_chars"))
+        plot_sizes(docs["words_by_source"], docs["bin_edges"], "words", target("document_words"))
+    several = len([k for k in card["records"] if k != "absent"]) > 1
+    for stage, info in card["records"].items():
+        if stage == "absent":
+            continue
+        for seq, s in info["seq_configs"].items():
+            prefix = f"{stage} {seq}" if several else seq
+            summary, length = s["all"], s["max_seq_length"]
+            if not summary["instances"]:
+                continue
+            plot_lengths(summary, length, target(f"{prefix} lengths"))
+            plot_segments(summary, length, target(f"{prefix} segments"))
+            plot_masked(summary, s["max_predictions_per_seq"], target(f"{prefix} masked"))
+            plot_vocab(accumulators[(stage, seq)].original_counts, summary["vocab_coverage"],
+                       target(f"{prefix} vocab"))
+            plot_shards(s["shards"], target(f"{prefix} shards"))
+    return written
