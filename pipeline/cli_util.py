@@ -28,7 +28,7 @@ def run_pipeline(pipeline, options, what: str):
     if dry_run:
         print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
         return None
-    if not runners.is_local(options) and not runners.all_options(options).get("wait_until_finish", True):
+    if not runners.is_local(options) and not options.get_all_options().get("wait_until_finish", True):
         print(f"{what}: submitted.")
         return None
     state = result.wait_until_finish()

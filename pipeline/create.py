@@ -10,11 +10,10 @@ Documents are tokenised once; every dupe pass and every seq config reuses the id
 by a stable hash of their id) is the unit of memory and of randomness: it has its own seeded generators, and
 its NSP negatives come from its own documents. Instances get random 63-bit keys and travel to their shard in
 compact columns (transforms/instance_columns.py); each shard's records are made and written in key order, which
-shuffles the output globally without holding it in one place.
+shuffles the output globally without holding it in one place. The graph is the same on every runner.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import typing
 from collections import Counter
@@ -24,7 +23,7 @@ import apache_beam as beam
 import numpy as np
 import zstandard
 
-from pipeline import output, runners, spill, tally
+from pipeline import output, runners, tally
 from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
 from transforms.instance_columns import InstanceColumns
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
@@ -32,7 +31,6 @@ from transforms.masking import SpecialIds, assemble, mask_tokens
 from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
 from transforms.sentences import document_sentences
 from transforms.tfrecord import serialize_framed
-from wordpiece.shared_chunks import ChunkExchange
 from wordpiece.tokenizer import WordPieceTokenizer
 from wordpiece.vocab import CLS, MASK, SEP, Vocab, VocabError, read_vocab_bytes
 
@@ -56,29 +54,12 @@ class CreateConfig:
     eval_fraction: float = 0.01
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
-    input_bytes: int = 0         # total size of the local inputs, for the automatic sizes
-    # A vocab file on the launching machine travels inside the job to workers that cannot open it. Workers on this
-    # machine read the file instead (Beam pickles and bz2-compresses the bytes into the job, and each worker
-    # decompresses, re-pickles and decompresses them: ~40 ms of every local start). Either way a worker checks
-    # what it loaded against the digest taken at launch.
-    vocab_bytes: bytes | None = None
-    vocab_sha256: str | None = None
-    # Documents and record pieces go to files under the output's staging directory, and only their places go
-    # through the shuffle (pipeline/spill.py: set for local outputs).
-    spill_to_files: bool = False
 
-    def load_vocab(self) -> Vocab:
-        vocab = Vocab.from_bytes(self.vocab_bytes, self.vocab) if self.vocab_bytes else Vocab.load(self.vocab)
-        if self.vocab_sha256 and vocab.sha256 != self.vocab_sha256:
-            raise VocabError(f"vocab file {self.vocab} as a worker read it differs from the file read at launch "
-                             f"(sha256 {vocab.sha256}, {self.vocab_sha256} at launch): was it changed while the "
-                             "job ran, or does the worker see another file under that path?")
-        return vocab
-
-    def resolved(self) -> "CreateConfig":
-        """A copy with the automatic sizes decided, so the manifest records what actually ran."""
-        mb = max(self.input_bytes, 1) / 2**20
-        buckets = self.num_buckets or (max(1, math.ceil(mb / self.bucket_mb)) if self.input_bytes else 256)
+    def resolved(self, input_bytes: int) -> "CreateConfig":
+        """A copy with the automatic sizes decided from the inputs' total size, so the manifest records what
+        actually ran."""
+        mb = max(input_bytes, 1) / 2**20
+        buckets = self.num_buckets or max(1, math.ceil(mb / self.bucket_mb))
         # Records take ~2 bytes per input byte per dupe pass; aim at ~256 MB shards, and at least 4
         # files so that the reference trainer's 4-way interleave has something to interleave. A multiple
         # of 4 shares the writing evenly between 2 or 4 workers.
@@ -100,10 +81,25 @@ class CreateConfig:
     def describe(self) -> dict:
         d = asdict(self)
         d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
-        # The internal fields, not part of what is made:
-        for internal in ("input_bytes", "vocab_bytes", "vocab_sha256", "output", "spill_to_files"):
-            d.pop(internal)
+        del d["output"]  # where the records went is not part of what they are
         return d
+
+
+@dataclass(frozen=True)
+class JobVocab:
+    """The vocab as read at launch. Its bytes travel inside the job, so that every worker, on this machine or
+    elsewhere, tokenises with exactly the file that was checked; they are None only in a dry run that could not
+    read a remote vocab, where the workers would read the path and check it against the digest."""
+    path: str
+    sha256: str | None = None
+    data: bytes | None = None
+
+    def load(self) -> Vocab:
+        vocab = Vocab.from_bytes(self.data, self.path) if self.data is not None else Vocab.load(self.path)
+        if self.sha256 and vocab.sha256 != self.sha256:
+            raise VocabError(f"vocab file {self.path} as a worker read it differs from the file read at launch "
+                             f"(sha256 {vocab.sha256}, {self.sha256} at launch): was it changed while the job ran?")
+        return vocab
 
 
 def split_of(doc_id: str, config: CreateConfig) -> str:
@@ -143,42 +139,32 @@ def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None
 
 class BuildInstances(beam.DoFn):
     """(bucket key, documents) → ((seq config, split, shard), (bucket tie-break, piece)), where a piece is the
-    packed sort keys, row numbers and zstd-compressed instance columns (`pack_piece`) or, with spill_to_files,
-    where it lies.
+    packed sort keys, row numbers and zstd-compressed instance columns (`pack_piece`).
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
-    def __init__(self, config: CreateConfig, share_learned_chunks: bool = False):
+    def __init__(self, config: CreateConfig, vocab: JobVocab):
         self.config = config
-        self.share_learned_chunks = share_learned_chunks
+        self.vocab = vocab
 
     def setup(self):
-        vocab = self.config.load_vocab()
+        vocab = self.vocab.load()
         ids = vocab.ids
         self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
-        # Several local workers share the chunks their tokenizers learn (the files go with the staging area).
-        self.exchange = (ChunkExchange(output.staging_path(self.config.output, "chunks"), self.tokenizer)
-                         if self.share_learned_chunks else None)
         self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
                                   is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
         self.compressor = zstandard.ZstdCompressor(level=1)
 
     def process(self, element):
         key, docs = element
-        if self.config.spill_to_files:
-            docs = spill.unspilled(docs)
         split = key.split("/")[0]
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
         docs = sorted(docs, key=lambda d: (d[0], d[1] or "", d[2] or []))
-        if self.exchange is not None:
-            self.exchange.take_in()
         bucket, counts = self._tokenize(docs)
-        if self.exchange is not None:
-            self.exchange.share()
         yield tally.emit("create", counts)
         if bucket is None:
             return
-        tiebreak = stable_hash(key)
+        tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
         for seq in self.config.seq_configs:
             yield from self._instances_for(bucket, key, split, seq, tiebreak)
 
@@ -244,25 +230,13 @@ class BuildInstances(beam.DoFn):
         shard_of = keys % num_shards
         order = np.argsort(shard_of, kind="stable")
         bounds = np.searchsorted(shard_of[order], np.arange(num_shards + 1))
-        pieces = []
         for shard in range(num_shards):
             lo, hi = bounds[shard], bounds[shard + 1]
             if hi > lo:
                 rows_in = order[lo:hi]
                 # One compressed blob per piece: the shuffle moves a few large values.
                 blob = self.compressor.compress(instances.take(rows_in).to_bytes())
-                pieces.append((shard, pack_piece(keys[rows_in], rows_in, blob)))
-        if not self.config.spill_to_files:
-            for shard, piece in pieces:
-                yield (seq.name, split, shard), (tiebreak, piece)
-            return
-        # All of this bucket's pieces for this config in one file; a retry rewrites the same bytes.
-        path = output.staging_path(cfg.output, f"pieces/{seq.name}/{key.replace('/', '-')}.bin")
-        output.write_bytes(path, [piece for _, piece in pieces])
-        offset = 0
-        for shard, piece in pieces:
-            yield (seq.name, split, shard), (tiebreak, (path, offset, len(piece)))
-            offset += len(piece)
+                yield (seq.name, split, shard), (tiebreak, pack_piece(keys[rows_in], rows_in, blob))
 
 
 def pack_piece(keys: np.ndarray, rows: np.ndarray, instances: bytes) -> bytes:
@@ -277,17 +251,6 @@ def unpack_piece(data: bytes) -> tuple[np.ndarray, np.ndarray, memoryview]:
     return keys, rows, memoryview(data)[8 * (1 + 2 * n):]
 
 
-def spilled_piece_size(value: tuple[int, tuple[str, int, int]]) -> int:
-    """The size of a piece spilled to a file, from (bucket tie-break, where it lies)."""
-    return spill.spilled_size(value[1])
-
-
-def _piece_bytes(where) -> bytes:
-    """A piece carried by the shuffle, or read back from the (path, offset, size) it was spilled to."""
-    return where if isinstance(where, bytes) else spill.read_spilled(where)
-
-
-@beam.typehints.with_output_types(dict)  # declared: inferring it from the code costs ~10 ms at every launch
 class WriteShards(beam.DoFn):
     """((seq config, split, shard), pieces) → one staged TFRecord file, records sorted by their random keys."""
 
@@ -299,14 +262,14 @@ class WriteShards(beam.DoFn):
         yield self.write(seq_name, split, shard, list(pieces))
 
     def write(self, seq_name: str, split: str, shard: int, pieces: list) -> dict:
-        # piece: (bucket tie-break, packed piece or where it was spilled)
+        # piece: (bucket tie-break, packed piece)
         decompressor = zstandard.ZstdDecompressor()
         # Per instance: its sort key, its bucket's tie-break, its row in the bucket, its piece, its row in the piece.
         parts, columns = [], {"key": [], "tie": [], "row": [], "part": [], "at": []}
-        for tiebreak, where in pieces:
-            keys, rows, packed = unpack_piece(_piece_bytes(where))
+        for tiebreak, piece in pieces:
+            keys, rows, packed = unpack_piece(piece)
             parts.append(InstanceColumns.from_bytes(decompressor.decompress(packed)))
-            for name, values in (("key", keys), ("tie", tiebreak >> 1), ("row", rows), ("part", len(parts) - 1),
+            for name, values in (("key", keys), ("tie", tiebreak), ("row", rows), ("part", len(parts) - 1),
                                  ("at", np.arange(len(keys)))):
                 columns[name].append(np.broadcast_to(np.int64(values), len(keys)))
         key, tie, row, part, at = (np.concatenate([np.zeros(0, np.int64), *c]) for c in columns.values())
@@ -315,7 +278,7 @@ class WriteShards(beam.DoFn):
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)
         rel = shard_name(seq, split, shard, self.config.shards(split))
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), _records_in_order(
-            parts, part[order], at[order]), read_back=False)
+            parts, part[order], at[order]))
         return {"path": rel, "records": len(order), "bytes": size, "sha256": sha}
 
 
@@ -427,61 +390,40 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
 class CreatePretrainingData(beam.PTransform):
     """The whole job on a pipeline; returns the PCollection holding the manifest."""
 
-    def __init__(self, config: CreateConfig, vocab_sha256: str, input_files: list[str]):
+    def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, input_files: list[str]):
         super().__init__()
         self.config = config
+        self.vocab = vocab
         self.vocab_sha256 = vocab_sha256
         self.input_files = input_files
 
     def expand(self, pbegin):
         cfg = self.config
-        # The vocab's bytes go only to the step that tokenises and masks: Beam pickles and bz2-compresses every
-        # DoFn into the job, and each worker decompresses it again.
-        light = dataclasses.replace(cfg, vocab_bytes=None)
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
         # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the
-        # bucket → ((config, split, shard), records piece)
-        keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, light).with_output_types(
-            tuple[str, tuple[str, typing.Any, typing.Any]])
-        workers = runners.local_workers(pbegin.pipeline.options)
-        # Several local workers with files to spill to deal their keys out from one place, and share the chunks
-        # their tokenizers learn.
-        several = cfg.spill_to_files and workers > 1
-        # Places that dealing would gather on one worker: a place per bucket and spill file, then per bucket and
-        # shard. Beyond spill.DEAL_MAX_PLACES the keys are many enough to come out even when dealt as they come.
-        bucket_keys = cfg.num_buckets + cfg.eval_buckets
-        shard_keys = len(cfg.seq_configs) * (cfg.shards("train") + cfg.shards("eval"))
-        spill_files = cfg.input_bytes // spill.SPILL_BYTES + workers
-        deal_buckets = several and bucket_keys * spill_files <= spill.DEAL_MAX_PLACES
-        deal_shards = several and bucket_keys * shard_keys <= spill.DEAL_MAX_PLACES
-        if cfg.spill_to_files:
-            # → (bucket key, where some of the bucket's documents were written)
-            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(cfg.output, "documents"))
-        if deal_buckets:
-            keyed = keyed | "deal buckets" >> spill.DealToWorkers(workers, spill.spilled_size)
-        built = (keyed
+        # bucket → ((config, split, shard), (bucket tie-break, records piece))
+        built = (read.docs
+                 | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
+                     tuple[str, tuple[str, typing.Any, typing.Any]])
                  | "group into buckets" >> beam.GroupByKey()
-                 | "build instances" >> beam.ParDo(BuildInstances(cfg, share_learned_chunks=several))
-                 .with_output_types(tuple[tuple[str, str, int], typing.Any]).with_outputs(tally.TALLY, main="pieces"))
+                 | "build instances" >> beam.ParDo(BuildInstances(cfg, self.vocab))
+                 .with_output_types(tuple[tuple[str, str, int], tuple[int, bytes]])
+                 .with_outputs(tally.TALLY, main="pieces"))
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
-        pieces = built.pieces
-        if deal_shards:
-            pieces = pieces | "deal shards" >> spill.DealToWorkers(workers, spilled_piece_size)
-        shard_infos = (pieces
+        shard_infos = (built.pieces
                        | "group into shards" >> beam.GroupByKey()
-                       | "write shards" >> beam.ParDo(WriteShards(light)))
-        # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest.
-        # One combine for all three: a local runner runs each combine as stages of its own.
+                       | "write shards" >> beam.ParDo(WriteShards(cfg)))
+        # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
         labelled = [values | f"label {what}" >> beam.Map(_labelled, kind) for what, kind, values in (
             ("reading counts", "counts", read[tally.TALLY]), ("building counts", "counts", built[tally.TALLY]),
             ("file stats", "files", read.files), ("shard infos", "shards", shard_infos))]
         return (labelled
                 | "gather the outcome" >> beam.Flatten()
                 | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
-                | "publish" >> beam.ParDo(Publish(light, self.vocab_sha256)))
+                | "publish" >> beam.ParDo(Publish(cfg, self.vocab_sha256)))
 
 
 # ---------------------------------------------------------------------------------------------- command line
@@ -564,6 +506,21 @@ def config_from_args(args) -> CreateConfig:
                         num_buckets=args.num_buckets, bucket_mb=args.bucket_mb)
 
 
+def read_job_vocab(path: str, dry_run: bool, rendering: bool) -> tuple[JobVocab, str]:
+    """The vocab for the job and the sha256 the manifest records. It is read and checked before anything is
+    written; only a graph drawing, or a dry run that cannot reach a remote vocab, goes without it."""
+    if rendering:
+        return JobVocab(path), "not read (drawing the graph)"
+    try:
+        raw = read_vocab_bytes(path)
+    except VocabError:
+        if dry_run and output.is_remote(path):
+            return JobVocab(path), "unverified (remote vocab, not read at launch)"
+        raise
+    sha256 = Vocab.from_bytes(raw, path).sha256  # validates it
+    return JobVocab(path, sha256, raw), sha256
+
+
 def run(args, beam_args: list[str]) -> int:
     from pipeline.cli_util import print_summary, run_pipeline
     from pipeline.errors import UserError
@@ -573,29 +530,18 @@ def run(args, beam_args: list[str]) -> int:
     dry_run = runners.is_dry_run(options)
     config = config_from_args(args)
     files = match_inputs(config.inputs, allow_missing=dry_run)
-    config.input_bytes = sum(size for _, size in files)
-    remote_inputs = [p for p in config.inputs if output.is_remote(p)]
-    if not files and not remote_inputs and not dry_run:
+    input_bytes = sum(size for _, size in files)
+    if not files and not dry_run:
         raise UserError("no input files given")
-    if files and not remote_inputs and config.input_bytes == 0:
+    if files and input_bytes == 0:
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
-    vocab_sha = "unverified (remote vocab, not read at launch)"
-    if runners.is_rendering(options):
-        vocab_sha = "not read (drawing the graph)"
-    elif not output.is_remote(config.vocab):
-        raw = read_vocab_bytes(config.vocab)
-        vocab_sha = config.vocab_sha256 = Vocab.from_bytes(raw, config.vocab).sha256  # validates it, before any write
-        if not runners.workers_read_local_files(options):
-            config.vocab_bytes = raw
-    elif not dry_run:
-        vocab_sha = config.vocab_sha256 = Vocab.load(config.vocab).sha256
-    config = config.resolved()
-    config.spill_to_files = spill.spills_to_files(config.output)
+    vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, runners.is_rendering(options))
+    config = config.resolved(input_bytes)
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)
     _ = pipeline | "create pretraining data" >> CreatePretrainingData(
-        config, vocab_sha, [p for p, _ in files] + remote_inputs or list(config.inputs))
+        config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs))
     state = run_pipeline(pipeline, options, what="create")
     if state is None:
         return 0

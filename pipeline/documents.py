@@ -9,9 +9,6 @@ A document's shard is a stable hash of its id, and each shard is written sorted 
 bytes whatever the runner, its worker count and the order in which documents arrive. Shard files are written whole
 under fixed names in OUT/.staging, so a retried bundle rewrites the same file instead of adding one.
 
-For a local output the records go to the shard writers through files (pipeline/spill.py), not through a local
-runner's one process.
-
 Counts travel as tally dicts (pipeline/tally.py) with these names: `read` for every input item the job looked at,
 `skipped:<reason>` and `errors:<reason>` for those it set aside; the writer adds `kept` (documents written),
 `characters` (their text) and `skipped:duplicate_id`. The manifest states read = kept + skipped + errors, and
@@ -27,7 +24,7 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import output, runners, spill, tally
+from pipeline import output, tally
 from transforms.seeding import stable_hash
 
 METRICS = "documents"          # the Beam metrics namespace of every document count
@@ -88,20 +85,17 @@ class _WriteShard(beam.DoFn):
     def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
         self.output_dir, self.kind, self.suffix = output_dir, kind, suffix
         self.num_shards, self.fields, self.encode = num_shards, fields, encode
-        self.spilled = spill.spills_to_files(output_dir)  # the rows come as the places they were spilled to
 
     def file_name(self, shard: int) -> str:
         return f"{self.kind}-{shard:05d}-of-{self.num_shards:05d}.{self.suffix}"
 
     def process(self, element):
         shard, rows = element
-        if self.spilled:
-            rows = spill.unspilled(rows)
         # GroupByKey order is arbitrary: sorting fixes the bytes of the file.
         records = sorted((dict(zip(self.fields, row)) for row in rows), key=lambda r: _sort_key(r, self.fields))
         data, count, counts = self.encode(records)
         rel = self.file_name(shard)
-        size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data], read_back=False)
+        size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data])
         yield {"path": rel, "records": count, "bytes": size, "sha256": sha}
         if counts:
             yield tally.emit(METRICS, counts)
@@ -119,15 +113,9 @@ class _WriteShards(beam.PTransform):
 
     def expand(self, records):
         writer = self.writer
-        # record → (shard, row of its fields), or for a local output (shard, where some of its rows were spilled)
+        # record → (shard, row of its fields) → (shard, [rows]) → a staged file per shard that has records
         keyed = records | "assign shards" >> beam.Map(_keyed, writer.fields, writer.num_shards).with_output_types(
             tuple[int, typing.Any])
-        if writer.spilled:
-            workers = runners.local_workers(records.pipeline.options)
-            keyed = keyed | "spill to files" >> beam.ParDo(spill.SpillByKey(writer.output_dir, writer.kind))
-            if workers > 1:
-                keyed = keyed | "deal shards" >> spill.DealToWorkers(workers, spill.spilled_size)
-        # → (shard, [rows or places]) → a staged file per shard that has records
         written = (keyed
                    | "group into shards" >> beam.GroupByKey()
                    | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files"))

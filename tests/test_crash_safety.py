@@ -101,17 +101,14 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
                                 np.ones(3, int), np.zeros(3, int))
     piece = pack_piece(np.array([3, 1, 2]), np.arange(3),
                        zstandard.ZstdCompressor(level=1).compress(instances.to_bytes()))
-    spilled = tmp_path / "piece.bin"
-    spilled.write_bytes(b"x" * 5 + piece)
     staged = out / ".staging" / "seq8" / "train-00000-of-00001.tfrecord"
-    for carried in (piece, (str(spilled), 5, len(piece))):  # through the shuffle, or spilled to a file
-        element = (("seq8", "train", 0), [(5, carried)])
-        first = list(WriteShards(config).process(element))
-        bytes_once = staged.read_bytes()
-        # Sorted by key: the second instance, the third, then the first.
-        with open(staged, "rb") as f:
-            assert [parse_example(r)["input_ids"][1] for r in iter_tfrecords(f)] == [1997, 1998, 1996]
-        assert list(WriteShards(config).process(element)) == first and staged.read_bytes() == bytes_once
+    element = (("seq8", "train", 0), [(5, piece)])
+    first = list(WriteShards(config).process(element))
+    bytes_once = staged.read_bytes()
+    # Sorted by key: the second instance, the third, then the first.
+    with open(staged, "rb") as f:
+        assert [parse_example(r)["input_ids"][1] for r in iter_tfrecords(f)] == [1997, 1998, 1996]
+    assert list(WriteShards(config).process(element)) == first and staged.read_bytes() == bytes_once
 
     counts = {"documents_read": 1, "documents_kept": 1, "seq8:train:instances": 3}
     publish = Publish(config, "sha")
@@ -121,33 +118,3 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     assert manifest == again
     assert (out / "seq8" / "train-00000-of-00001.tfrecord").read_bytes() == bytes_once
     assert json.loads((out / "manifest.json").read_text()) == manifest[0]
-
-
-def test_spilled_pieces_are_rewritten_identically_under_retries(tmp_path):
-    from pipeline.create import BuildInstances, CreateConfig
-    from pipeline.spill import SpillByKey
-    from transforms.instances import SeqConfig
-
-    out = tmp_path / "out"
-    config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB), dupe_factor=2,
-                          seq_configs=[SeqConfig(128, 20)], num_shards=3, num_buckets=1, eval_fraction=0.0,
-                          spill_to_files=True)
-    documents = [(f"doc{i}", text, None) for i, text in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))]
-    # The bucket's documents reach it through a file too: spilled by the reading bundle, read back by the bucket.
-    spiller = SpillByKey(str(out), "documents")
-    spiller.setup()
-    spiller.start_bundle()
-    assert not [p for doc in documents for p in spiller.process(("train/000000", doc))]
-    places = [w.value[1] for w in spiller.finish_bundle()]
-    assert len(places) == 1
-    build = BuildInstances(config)
-    build.setup()
-
-    def attempt():
-        carried = [e for e in build.process(("train/000000", places)) if isinstance(e, tuple)]
-        return carried, digest(out / ".staging" / "pieces" / "seq128")
-
-    first, files = attempt()
-    assert len(first) == 3 and len(files) == 1  # one piece per shard, all in the bucket's one file
-    assert all(isinstance(where, tuple) for _, (_, where) in first)
-    assert attempt() == (first, files)

@@ -264,7 +264,7 @@ def real_documents() -> list[dict]:
 
 
 def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
-    from pipeline import documents, output, spill
+    from pipeline import documents, output
 
     out = tmp_path / "out"
     docs = real_documents()
@@ -272,33 +272,22 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
               {"input": "b.txt", "where": "file", "reason": "binary", "detail": "png"}]
     doc_writer = documents.WriteDocuments(str(out), 2).writer
     error_writer = documents.WriteErrors(str(out)).writer
-    assert doc_writer.spilled and error_writer.spilled  # a local output: rows reach the writers through files
     shards = {0: [], 1: []}
     for doc in docs:
         shard, row = documents._keyed(doc, documents.COLUMNS, 2)
         shards[shard].append(row)
     error_rows = [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]
 
-    def spilled(writer, shard: int, rows: list[tuple]) -> list:
-        """The places a bundle of these rows was spilled to, as the writer receives them from the shuffle."""
-        spiller = spill.SpillByKey(str(out), writer.kind, spill_bytes=2_000)  # several files per bundle
-        spiller.setup()
-        spiller.start_bundle()
-        places = [p for row in rows for p in spiller.process((shard, row))]
-        places += [w.value for w in spiller.finish_bundle()]
-        assert len(places) > 1 or len(rows) < 10
-        return [where for _, where in places]
-
     files, counts, staged = [], [], {}
     for writer, shard, rows in [(doc_writer, 0, shards[0]), (doc_writer, 1, shards[1]), (error_writer, 0, error_rows)]:
-        first = tagged(list(writer.process((shard, spilled(writer, shard, rows)))))
+        first = tagged(list(writer.process((shard, rows))))
         path = out / ".staging" / first[0]["path"]
         staged[first[0]["path"]] = path.read_bytes()
-        # A retried bundle gets the same rows, in whatever order the shuffle gives them this time, and spills them
-        # again, to other files; the file it writes is the same.
+        # A retried bundle gets the same rows, in whatever order the shuffle gives them this time; the file it
+        # writes is the same.
         again = list(rows)
         random.Random(shard).shuffle(again)
-        assert tagged(list(writer.process((shard, spilled(writer, shard, again))))) == first
+        assert tagged(list(writer.process((shard, again)))) == first
         assert path.read_bytes() == staged[first[0]["path"]]
         files.append(first[0])
         counts += [value for tag, value in first[1:]]
