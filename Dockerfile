@@ -5,13 +5,16 @@
 #   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.1.0 .
 #   docker push REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.1.0
 #
-# then launch with --sdk_container_image=<that tag> --sdk_location=container (docs/dataflow.md).
-FROM apache/beam_python3.11_sdk:2.77.0
+# then launch with --sdk_container_image=<that tag> --sdk_location=container (docs/dataflow.md). The image's Beam
+# must be the launching environment's: build with --build-arg BEAM_VERSION=$(python -c "import apache_beam as b;
+# print(b.__version__)") when yours is not the default below.
+ARG BEAM_VERSION=2.77.0
+FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
 
 WORKDIR /opt/bertcorpus
 # The same ranges as pyproject.toml's [project] dependencies; tests/test_dataflow_packaging.py checks this.
 RUN pip install --no-cache-dir \
-    "apache-beam[gcp]>=2.77,<2.78" \
+    "apache-beam[gcp]>=2.71,<3" \
     "tokenizers>=0.22,<0.24" \
     "pyarrow>=17,<26" \
     "zstandard>=0.22,<1" \

@@ -18,6 +18,7 @@ from pipeline.errors import UserError
 
 # The runners bertcorpus runs on Beam's FnApiRunner on this machine; no --runner runs locally too.
 LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
+RENDER_RUNNER = "apache_beam.runners.render.RenderRunner"
 
 
 def pipeline_options(beam_args: list[str]) -> PipelineOptions:

@@ -21,7 +21,7 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_dockerfile_base_image_and_dependencies_match_pyproject():
     instructions = dockerfile_instructions()
-    assert instructions[0] == ("FROM", "apache/beam_python3.11_sdk:2.77.0")
+    assert instructions[:2] == [("ARG", "BEAM_VERSION=2.77.0"), ("FROM", "apache/beam_python3.11_sdk:${BEAM_VERSION}")]
     requirements = []
     for kind, arg in instructions:
         if kind == "RUN" and "pip install" in arg:
