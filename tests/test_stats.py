@@ -274,6 +274,41 @@ def test_clear_errors(tmp_path, records_dir, capsys):
     assert "missing" in capsys.readouterr().err
 
 
+def _damaged(manifest: dict, damage) -> str:
+    damaged = json.loads(json.dumps(manifest))
+    damage(damaged)
+    return json.dumps(damaged)
+
+
+def test_an_invalid_manifest_is_named_with_what_is_wrong(tmp_path, records_dir, capsys):
+    text = (records_dir / "manifest.json").read_text()
+    manifest = json.loads(text)
+    cases = {
+        "truncated": (text[: len(text) // 2], "it is not JSON (Unterminated string"),
+        "array": ("[1, 2]", "it holds an array, not a JSON object"),
+        "inputs": (_damaged(manifest, lambda m: m.update(inputs=7)), 'its "inputs" is a number, not an array'),
+        "length": (_damaged(manifest, lambda m: m["outputs"]["seq128"].update(max_seq_length="128")),
+                   "its output seq128 has no integer max_seq_length and max_predictions_per_seq"),
+        "shard": (_damaged(manifest, lambda m: m["outputs"]["seq128"]["train"]["shards"][0].pop("records")),
+                  "output seq128: a train shard has no path or record count"),
+    }
+    for name, (content, why) in cases.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "manifest.json").write_text(content)
+        assert run_cli("stats", tmp_path / name) == 2, name
+        err = capsys.readouterr().err
+        assert f"{tmp_path / name / 'manifest.json'} is not a valid" in err and why in err, (name, err)
+        assert "no manifest.json" not in err and "Traceback" not in err
+    # Beside a valid stage, an invalid one is a warning that says the same.
+    run = tmp_path / "run"
+    shutil.copytree(records_dir, run / "records", ignore=shutil.ignore_patterns("stats.json", "report*"))
+    (run / "broken").mkdir()
+    (run / "broken" / "manifest.json").write_text("[1, 2]")
+    card = stats(run, "--output", tmp_path / "out", "--max-records", "100")
+    assert card["warnings"] == [f"{run / 'broken' / 'manifest.json'} is not a valid bertcorpus manifest: it holds "
+                                "an array, not a JSON object; skipped"]
+
+
 def test_the_decoder_reads_examples_serialized_by_tensorflow(records_dir):
     from transforms.record_stats import decode_batch
 
