@@ -22,6 +22,7 @@ import hashlib
 import io
 import math
 import os
+import re
 import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -43,6 +44,11 @@ MIB = 2**20
 BOOK_EXTENSIONS = (".txt", ".text", ".parquet")  # what a directory is searched for; named files are read whatever
 COMPRESSIONS = (".gz", ".bz2", ".zst")
 METADATA_NAME = "metadata.csv"
+# What an extraction run (extract-books, extract-wiki) and stats write into their output directory. An output
+# directory may be an input directory or lie inside one, and a rerun would then list the earlier run's files:
+# they are never books, so every listing leaves them out and the command says how many it left.
+RUN_OUTPUT = re.compile(r"documents-\d{5,}-of-\d{5,}\.parquet|errors-\d{5,}-of-\d{5,}\.jsonl|manifest\.json|"
+                        r"stats\.json|report\.html")
 # For the default shard count: English text compresses about 3x with gzip, bz2 or zstd.
 TEXT_PER_COMPRESSED_BYTE = 3.0
 
@@ -96,6 +102,10 @@ def _is_book_name(path: str, base: str) -> bool:
         BOOK_EXTENSIONS)
 
 
+def is_run_output(path: str) -> bool:
+    return RUN_OUTPUT.fullmatch(os.path.basename(path)) is not None
+
+
 def _is_metadata(path: str) -> bool:
     return os.path.basename(path).lower() == METADATA_NAME
 
@@ -115,14 +125,15 @@ def _match(pattern: str) -> list[tuple[str, int]]:
             if not m.path.endswith("/")]
 
 
-def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str]]:
+def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str], list[str]]:
     """A file, a glob, a directory or a glob of directories → ((path, size) of its book files, the metadata.csv
-    files among them).
+    files among them, the outputs of an earlier run that were left out).
 
     A directory is searched at every depth for book files by name (*.txt, *.text, *.parquet, compressed or not;
     hidden ones left out), so that notes and images beside the books are not read as books; a file that is named
-    or matched by a glob is read whatever its name. A pattern ending in '/' names directories (pg19/*/), and so
-    does a remote name that matches no object, since object stores have no directories.
+    or matched by a glob is read whatever its name, except the files a bertcorpus run writes (RUN_OUTPUT). A
+    pattern ending in '/' names directories (pg19/*/), and so does a remote name that matches no object, since
+    object stores have no directories.
     """
     directory = pattern.endswith("/") or (not output.is_remote(pattern) and os.path.isdir(pattern))
     found = [] if directory else _match(pattern)
@@ -132,8 +143,11 @@ def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str]]:
         base = _glob_free_prefix(pattern.rstrip("/") + "/")
         found = [(p, s) for p, s in _match(pattern.rstrip("/") + "/**")
                  if _is_metadata(p) or _is_book_name(p, base)]
-    books = sorted({(p, s) for p, s in found if not _is_metadata(p)})
-    return books, sorted({p for p, _ in found if _is_metadata(p)})
+    earlier = sorted(p for p, _ in found if is_run_output(p))
+    if earlier and not directory and not _has_glob(pattern):
+        raise InputError(f"{pattern} is an output of a bertcorpus run, not a book")
+    books = sorted({(p, s) for p, s in found if not _is_metadata(p) and not is_run_output(p)})
+    return books, sorted({p for p, _ in found if _is_metadata(p)}), earlier
 
 
 def _beside(path: str) -> list[str]:
@@ -244,7 +258,7 @@ class ListBookFiles(beam.DoFn):
     """pattern → (path, size) per book file; the metadata.csv files it matches go to 'metadata'."""
 
     def process(self, pattern: str):
-        books, metadata = list_inputs(pattern)
+        books, metadata, _ = list_inputs(pattern)
         if not books and not metadata:
             raise InputError(f"no book files match {pattern!r}")
         yield from books
@@ -496,15 +510,21 @@ def _estimated_text_bytes(path: str, size: int) -> float:
 def _book_files(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
     """(path, size) of the book files the patterns name. A local pattern that matches nothing fails here, before
     any output is touched; remote ones are listed too (no file is read), except in a dry run, which must work
-    offline."""
-    found = []
+    offline. The files of an earlier run found among the inputs are named in one line."""
+    found, earlier = [], []
     for pattern in patterns:
         if output.is_remote(pattern) and dry_run:
             continue
-        books, metadata = list_inputs(pattern)
+        books, metadata, outputs = list_inputs(pattern)
         if not books and not metadata and not dry_run:  # a dry run or a graph drawing needs only the shape
             raise InputError(f"no book files match {pattern!r}")
         found += books
+        earlier += outputs
+    if earlier:
+        names = sorted(set(earlier))
+        shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
+        print(f"bertcorpus {JOB}: left out {len(names):,} file{'s' * (len(names) != 1)} that an earlier run wrote "
+              f"({shown}): outputs, not books", file=sys.stderr)
     if not found and not dry_run:
         raise InputError(f"no book files in {' '.join(patterns)} (only metadata)")
     return sorted(set(found))

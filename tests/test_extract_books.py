@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from conftest import DATA, VOCAB, assert_same_extraction, run_cli
+from conftest import DATA, VOCAB, assert_same_extraction, file_digests, run_cli
 from pipeline.extract_books import book_id, list_inputs, read_metadata
 from transforms.book_cleaning import clean_book
 from transforms.book_decoding import decode_book
@@ -217,14 +217,41 @@ def test_bad_arguments_give_one_line_errors(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_rerun_into_its_own_input_directory_reads_only_the_books(tmp_path, capsys):
+    books = tmp_path / "books"
+    books.mkdir()
+    for path in (ALICE, HOLMES, FRANKENSTEIN):
+        shutil.copy(path, books / path.name)
+    first = extract(tmp_path / "first", books)
+    assert first["documents"]["read"] == 3
+    # The output is the input directory: documents-*.parquet would read as an HF bookcorpus Parquet book.
+    manifest = extract(books, books)
+    assert_same_extraction(manifest, books, tmp_path / "first")
+    capsys.readouterr()
+    manifest = extract(books, books, extra=["--overwrite"])
+    err = capsys.readouterr().err
+    assert_same_extraction(manifest, books, tmp_path / "first")
+    assert f"left out 1 file that an earlier run wrote ({books / 'documents-00000-of-00001.parquet'})" in err
+    # A glob matches manifest.json and errors-*.jsonl too; an output directory inside the input is searched.
+    (books / "stats.json").write_text("{}")
+    manifest = extract(books / "out", str(books / "*"))
+    assert manifest["documents"] == first["documents"]
+    assert file_digests(books / "out", "documents-*") == file_digests(tmp_path / "first", "documents-*")
+    manifest = extract(books, books, extra=["--overwrite"])
+    assert_same_extraction(manifest, books, tmp_path / "first")
+    # Named on its own, an output is refused with one line.
+    assert run_cli("extract-books", "--input", books / "manifest.json", "--output", tmp_path / "o", *LOCAL) == 2
+    assert "manifest.json is an output of a bertcorpus run, not a book" in capsys.readouterr().err
+
+
 # ---------------------------------------------------------------------------------------------- the pure functions
 
 def test_book_ids_and_directory_listing():
     assert [book_id(p) for p in ("a/84-0.txt", "b/pg84.txt.gz", "c/the-name.epub.txt", "d/lines.parquet")] == [
         "books:84-0", "books:pg84", "books:the-name.epub", "books:lines"]
-    found, metadata = list_inputs(str(BOOKS))
+    found, metadata, earlier = list_inputs(str(BOOKS))
     assert len(found) == 8 and not any(p.endswith("DATA.md") for p, _ in found)
-    assert metadata == [str(BOOKS / "pg19_format" / "metadata.csv")]
+    assert metadata == [str(BOOKS / "pg19_format" / "metadata.csv")] and earlier == []
     assert list_inputs(str(BOOKS / "DATA.md"))[0] == [(str(BOOKS / "DATA.md"), (BOOKS / "DATA.md").stat().st_size)]
 
 
