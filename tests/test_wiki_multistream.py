@@ -66,11 +66,11 @@ def test_malformed_index_line_is_an_error():
 
 
 def check_plan(ranges: list[tuple[int, int]], offsets: list[int], file_size: int) -> None:
-    assert ranges[0][0] == offsets[0]
+    assert ranges[0][0] == 0  # the header stream and any stream the index leaves out are read too
     assert ranges[-1][1] == file_size
     assert all(a[1] == b[0] for a, b in pairwise(ranges))  # contiguous
     assert all(start < end for start, end in ranges)
-    assert {start for start, _ in ranges} <= set(offsets)  # whole streams only
+    assert {start for start, _ in ranges[1:]} <= set(offsets)  # whole streams only
 
 
 def test_plan_byte_ranges_on_the_real_index():
@@ -85,13 +85,14 @@ def test_plan_byte_ranges_on_the_real_index():
     assert all(size < 1_000_000 + largest_stream for size in sizes[:-1])
     assert 10 <= len(ranges) <= 17  # 16.6 MB of page streams
     # One range per stream when the target is tiny; one range for everything when it is huge.
-    assert plan_byte_ranges(offsets, file_size, 1) == list(pairwise([*offsets, file_size]))
-    assert plan_byte_ranges(offsets, file_size, 1 << 40) == [(611, file_size)]
+    assert plan_byte_ranges(offsets, file_size, 1) == list(pairwise([0, *offsets, file_size]))
+    assert plan_byte_ranges(offsets, file_size, 1 << 40) == [(0, file_size)]
 
 
 def test_plan_byte_ranges_merges_a_small_remainder():
-    assert plan_byte_ranges([100, 200, 300, 400], 420, 100) == [(100, 200), (200, 300), (300, 420)]
-    assert plan_byte_ranges([100, 200, 300, 400], 460, 100) == [(100, 200), (200, 300), (300, 400), (400, 460)]
+    assert plan_byte_ranges([100, 200, 300, 400], 420, 100) == [(0, 100), (100, 200), (200, 300), (300, 420)]
+    assert plan_byte_ranges([100, 200, 300, 400], 460, 100) == [(0, 100), (100, 200), (200, 300), (300, 400),
+                                                                (400, 460)]
 
 
 def test_plan_byte_ranges_rejects_bad_input():
@@ -144,27 +145,42 @@ def test_range_output_is_streamed_in_bounded_chunks(multistream, monkeypatch):
     assert b"".join(chunks) == b"".join(pages) + footer
 
 
-def test_range_not_starting_on_a_stream_is_one_error(multistream):
+def test_ranges_cut_at_any_offset_read_every_stream_exactly_once(multistream):
+    # An index whose offsets are off by a few bytes, or no index at all: a range owns the streams that start in it.
+    dump, index = multistream
+    size = dump.stat().st_size
+    with open(index, "rb") as fileobj:
+        offsets = read_stream_offsets(fileobj)
+    shifted = [(0, offsets[1] + 7), (offsets[1] + 7, offsets[2] - 3), (offsets[2] - 3, size)]
+    assert read_ranges(dump, shifted) == list(enwiki_pages())
+    every_300_kb = list(pairwise([*range(0, size, 300_000), size]))
+    assert read_ranges(dump, every_300_kb) == list(enwiki_pages())
+    assert read_ranges(dump, [(offsets[1] + 7, offsets[2])]) == []  # no stream starts there
+
+
+def test_index_without_the_first_page_stream_loses_nothing(multistream):
     dump, index = multistream
     with open(index, "rb") as fileobj:
         offsets = read_stream_offsets(fileobj)
-    items = read_ranges(dump, [(offsets[1] + 7, offsets[2])])
-    assert len(items) == 1 and isinstance(items[0], PageError)
-    assert items[0].reason == "read_error" and items[0].where.startswith(f"bytes {offsets[1] + 7}-{offsets[2]}")
+    ranges = plan_byte_ranges(offsets[1:], dump.stat().st_size, 1)
+    assert ranges[0] == (0, offsets[1])
+    assert read_ranges(dump, ranges) == list(enwiki_pages())
 
 
-def test_range_cut_inside_a_stream_yields_the_complete_pages_then_one_error(multistream):
+def test_file_cut_inside_a_stream_yields_the_complete_streams_then_one_error(multistream, tmp_path):
     dump, index = multistream
     with open(index, "rb") as fileobj:
         offsets = read_stream_offsets(fileobj)
-    items = read_ranges(dump, [(offsets[0], offsets[2] - 1000)])
-    pages, error = items[:-1], items[-1]
-    assert 100 < len(pages) < 200  # the first stream, and the part of the second that decompressed
-    assert pages == list(enwiki_pages()[: len(pages)])
-    assert isinstance(error, PageError) and "cut off" in error.detail
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(dump.read_bytes()[: offsets[2] + 1000])
+    items = read_ranges(cut, [(0, offsets[2] + 1000)])
+    assert items[:-1] == list(enwiki_pages()[:200])
+    assert isinstance(items[-1], PageError) and items[-1].reason == "read_error"
+    assert f"the file ends at byte {offsets[2] + 1000}, inside the bz2 stream that starts at byte {offsets[2]}" in (
+        items[-1].detail)
 
 
-def test_corrupt_stream_in_a_range_yields_pages_before_it_then_one_error(tmp_path):
+def test_corrupt_stream_costs_that_stream_only(tmp_path):
     dump, index = build_multistream(ENWIKI_SMALL, tmp_path, pages_per_stream=1)
     with open(index, "rb") as fileobj:
         offsets = read_stream_offsets(fileobj)
@@ -173,17 +189,32 @@ def test_corrupt_stream_in_a_range_yields_pages_before_it_then_one_error(tmp_pat
     damaged.write_bytes(flip_bytes(data, (offsets[1] + offsets[2]) // 2))
     with open_dump(ENWIKI_SMALL) as stream:
         expected = [p for p in iter_pages(stream) if isinstance(p, Page)]
-    items = read_ranges(damaged, [(offsets[0], len(data))])
-    assert items[:1] == expected[:1]
-    assert len(items) == 2 and isinstance(items[1], PageError)
-    assert read_ranges(damaged, [(offsets[2], len(data))]) == expected[2:]  # other ranges are unaffected
+    items = read_ranges(damaged, [(0, len(data))])
+    assert [items[0], items[2]] == [expected[0], expected[2]]
+    assert len(items) == 3 and isinstance(items[1], PageError) and items[1].reason == "read_error"
+    assert f"bad bz2 data in the stream that starts at byte {offsets[1]}" in items[1].detail
 
 
-def test_range_past_the_end_of_the_file_is_one_error(multistream):
+def test_garbage_between_streams_is_one_error_and_no_page_is_lost(multistream, tmp_path):
     dump, index = multistream
-    size = dump.stat().st_size
     with open(index, "rb") as fileobj:
         offsets = read_stream_offsets(fileobj)
-    items = read_ranges(dump, [(offsets[-1], size + 100)])
-    assert [type(i) for i in items] == [Page] * 61 + [PageError]
-    assert "file ends" in items[-1].detail
+    data = dump.read_bytes()
+    garbage = bytes(range(256)) * 4
+    spliced = tmp_path / "spliced.xml.bz2"
+    spliced.write_bytes(data[: offsets[2]] + garbage + data[offsets[2] :])
+    moved = [*offsets[:2], *(offset + len(garbage) for offset in offsets[2:])]
+    items = read_ranges(spliced, plan_byte_ranges(moved, len(data) + len(garbage), 1))
+    pages, errors = [i for i in items if isinstance(i, Page)], [i for i in items if isinstance(i, PageError)]
+    assert pages == list(enwiki_pages())
+    last_before = enwiki_pages()[199].page_id
+    assert [e.detail for e in errors] == [f"bytes {offsets[2]}-{offsets[2] + len(garbage)} are not a bz2 stream "
+                                          f"(after page {last_before})"]
+
+
+def test_a_file_that_is_not_bz2_is_one_error(tmp_path):
+    plain = tmp_path / "plain.xml"
+    plain.write_bytes(read_xml(ENWIKI_SMALL))
+    items = read_ranges(plain, [(0, 5000), (5000, plain.stat().st_size)])
+    assert len(items) == 1 and items[0].reason == "read_error"
+    assert "the file does not start with a bz2 stream" in items[0].detail

@@ -36,6 +36,7 @@ def enwiki_2014_items() -> tuple[Page | PageError, ...]:
 
 
 def pages_and_errors(items) -> tuple[list[Page], list[PageError]]:
+    items = list(items)
     pages = [item for item in items if isinstance(item, Page)]
     errors = [item for item in items if isinstance(item, PageError)]
     return pages, errors
@@ -124,15 +125,166 @@ def test_cut_mid_page_yields_pages_before_the_cut_then_one_error():
     assert items[1].reason == "truncated" and "inside a page" in items[1].detail
 
 
-def test_corrupt_xml_tail_yields_pages_before_it_then_one_error():
+def page_spans(xml: bytes) -> list[tuple[int, int]]:
+    """(start, end) byte offsets of every <page> element of a well-formed sample."""
+    return [m.span() for m in re.finditer(rb"<page>.*?</page>", xml, re.S)]
+
+
+def damage_page(xml: bytes, number: int, old: bytes, new: bytes) -> tuple[bytes, int]:
+    """xml with the first `old` inside page `number` replaced by `new`, and that page's offset."""
+    start, end = page_spans(xml)[number]
+    at = xml.index(old, start, end)
+    return xml[:at] + new + xml[at + len(old) :], start
+
+
+def without(pages: list[Page], number: int) -> list[Page]:
+    return pages[:number] + pages[number + 1 :]
+
+
+def test_a_malformed_page_costs_that_page_only():
+    xml = read_xml(ENWIKI_2014)
+    good, _ = pages_and_errors(enwiki_2014_items())
+    broken, offset = damage_page(xml, 180, b"</title>", b"</titel>")
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(broken)))
+    assert pages == without(good, 180)
+    assert errors[0] == PageError(f"byte {offset}", "xml_error",
+                                  f"page {good[180].title!r}: mismatched tag (after page {good[179].page_id})")
+    assert [e.reason for e in errors[1:]] == ["truncated"]  # the sample's own missing </mediawiki>
+
+
+def test_a_malformed_page_in_a_fragment_costs_that_page_only():
+    _, page_elements, footer = split_dump(read_xml(ENWIKI_SMALL))
+    expected = read_all(ENWIKI_SMALL)
+    page_elements[1] = page_elements[1].replace(b"<ns>", b"<ns", 1)
+    items = list(iter_pages(io.BytesIO(b"".join(page_elements) + footer), fragment=True))
+    assert [items[0], items[2]] == [expected[0], expected[2]]
+    assert items[1].reason == "xml_error" and "'Computer accessibility'" in items[1].detail
+
+
+def test_a_page_without_its_end_tag_costs_that_page_only():
     xml = read_xml(ENWIKI_SMALL)
-    end_of_first = xml.index(b"</page>") + len(b"</page>")
-    broken = xml[:end_of_first] + b"\n  <page><title>x</titel></page>" + xml[end_of_first:]
+    expected = read_all(ENWIKI_SMALL)
+    broken, offset = damage_page(xml, 1, b"</page>", b"")
     items = list(iter_pages(io.BytesIO(broken)))
-    assert [type(i) for i in items] == [Page, PageError]
-    assert items[1].reason == "xml_error"
-    assert items[1].where.startswith("line ")
-    assert "mismatched tag" in items[1].detail and "after page 10" in items[1].detail
+    assert [items[0], items[2]] == [expected[0], expected[2]] and len(items) == 3
+    assert items[1].where == f"byte {offset}"
+    assert "the page is not closed before the next <page>" in items[1].detail
+
+
+def test_a_page_nested_in_another_keeps_the_inner_page():
+    xml = read_xml(ENWIKI_SMALL)
+    expected = read_all(ENWIKI_SMALL)
+    spans = page_spans(xml)
+    inner = xml[spans[2][0] : spans[2][1]]
+    revision = xml.index(b"<revision>", *spans[1])
+    nested = xml[:revision] + inner + xml[revision : spans[2][0]] + xml[spans[2][1] :]
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(nested)))
+    assert pages == [expected[0], expected[2]]
+    # the outer page is cut at the inner <page>, and what follows the inner page up to </page> is stray
+    assert [e.reason for e in errors] == ["xml_error", "xml_error"]
+    assert "not closed before the next <page>" in errors[0].detail and "between pages" in errors[1].detail
+
+
+def test_stray_text_between_pages_is_one_error_and_no_page_is_lost():
+    xml = read_xml(ENWIKI_SMALL)
+    expected = read_all(ENWIKI_SMALL)
+    end_of_first = page_spans(xml)[0][1]
+    garbage = bytes(range(1, 256)) * 40
+    items = list(iter_pages(io.BytesIO(xml[:end_of_first] + garbage + xml[end_of_first:])))
+    pages, errors = pages_and_errors(items)
+    assert pages == expected
+    assert len(errors) == 1 and errors[0].where == f"byte {end_of_first}" and "between pages" in errors[0].detail
+
+
+def test_bad_utf8_in_a_page_costs_that_page_only():
+    xml = read_xml(ENWIKI_2014)
+    good, _ = pages_and_errors(enwiki_2014_items())
+    broken, offset = damage_page(xml, 7, b"<text", b"\xff\xfe<text")
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(broken)))
+    assert pages == without(good, 7)
+    assert errors[0].where == f"byte {offset}" and errors[0].reason == "decode_error"
+    assert "invalid start byte" in errors[0].detail and good[7].title in errors[0].detail
+
+
+def test_bad_utf16_in_a_page_costs_that_page_only():
+    text = read_xml(BGWIKI_UTF16).decode("utf-16")
+    expected = read_all(BGWIKI_UTF16)
+    second = text.index("<page>", text.index("</page>"))
+    at = text.index("<text", second)
+    data = text[:at].encode("utf-16") + "\ud800".encode("utf-16-le", "surrogatepass") + text[at:].encode("utf-16-le")
+    items = list(iter_pages(io.BytesIO(data)))
+    assert [items[0], items[2]] == [expected[0], expected[2]] and len(items) == 3
+    assert items[1].reason == "decode_error" and items[1].where == f"character {second}"
+
+
+def test_an_undecodable_byte_between_pages_in_utf16_is_one_error():
+    text = read_xml(BGWIKI_UTF16).decode("utf-16")
+    expected = read_all(BGWIKI_UTF16)
+    end_of_first = text.index("</page>") + len("</page>")
+    data = (text[:end_of_first].encode("utf-16") + "\udc00".encode("utf-16-le", "surrogatepass")
+            + text[end_of_first:].encode("utf-16-le"))
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(data)))
+    assert pages == expected
+    assert [e.reason for e in errors] == ["decode_error"] and "between pages" in errors[0].detail
+
+
+def test_a_page_too_large_is_one_error_and_reading_goes_on(monkeypatch):
+    monkeypatch.setattr(wiki_pages, "CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(wiki_pages, "MAX_PAGE_SIZE", 150_000)
+    xml = read_xml(ENWIKI_2014)
+    good, _ = pages_and_errors(enwiki_2014_items())
+    spans = page_spans(xml)
+    large = [n for n, (start, end) in enumerate(spans) if end - start > 150_000]
+    assert len(large) == 9
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(xml)))
+    assert pages == [page for n, page in enumerate(good) if n not in large]
+    assert [e.where for e in errors[:-1]] == [f"byte {spans[n][0]}" for n in large]
+    assert {e.reason for e in errors[:-1]} == {"page_too_large"}
+
+
+def test_a_page_that_never_ends_is_held_only_up_to_the_cap(monkeypatch):
+    monkeypatch.setattr(wiki_pages, "CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(wiki_pages, "MAX_PAGE_SIZE", 1 << 20)
+    xml = read_xml(ENWIKI_SMALL)
+    endless = xml[: page_spans(xml)[1][0]] + b"<page><title>Endless</title><text>" + b"a" * (16 << 20)
+    tracemalloc.start()
+    try:
+        items = list(iter_pages(io.BytesIO(endless)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [type(i) for i in items] == [Page, PageError, PageError]
+    assert items[1].reason == "page_too_large" and "'Endless'" in items[1].detail
+    assert items[2].reason == "truncated"
+    assert peak < len(endless) + (4 << 20)  # the input itself, and about one capped page
+
+
+def test_a_page_without_a_title_is_an_error():
+    xml = read_xml(ENWIKI_SMALL)
+    broken, _ = damage_page(xml, 2, b"<title>Accessibility</title>", b"")
+    items = list(iter_pages(io.BytesIO(broken)))
+    assert [type(i) for i in items] == [Page, Page, PageError]
+    assert items[2] == PageError("page 302109 None", "bad_page_header", "page has no title")
+
+
+def test_an_unknown_declared_encoding_is_one_error_and_the_pages_are_read():
+    xml = read_xml(ENWIKI_SMALL)
+    declared = b'<?xml version="1.0" encoding="no-such-codec"?>\n' + xml
+    pages, errors = pages_and_errors(iter_pages(io.BytesIO(declared)))
+    assert pages == read_all(ENWIKI_SMALL)
+    assert [e.reason for e in errors] == ["xml_error"] and "unknown encoding" in errors[0].detail
+
+
+def test_two_documents_one_after_the_other_are_both_read():
+    first, second = read_xml(ENWIKI_SMALL), read_xml(ENWIKI_TABLES)
+    items = list(iter_pages(io.BytesIO(first + second)))
+    assert items == read_all(ENWIKI_SMALL) + read_all(ENWIKI_TABLES)
+
+
+@pytest.mark.parametrize("data", [bytes(range(256)) * 100, b"\x00" * 5000, b"   \n", b"just text"])
+def test_input_that_is_not_xml_is_one_error(data):
+    items = list(iter_pages(io.BytesIO(data)))
+    assert len(items) == 1 and items[0].reason in ("xml_error", "decode_error")
 
 
 def test_corrupt_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
@@ -158,6 +310,20 @@ def test_cut_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
     assert errors[0].reason == "read_error" and "EOFError" in errors[0].detail
     assert 0 < len(pages) < len(good_pages)
     assert pages == good_pages[: len(pages)]
+
+
+def test_a_cut_bz2_keeps_every_complete_page_before_the_cut(tmp_path):
+    good, _ = pages_and_errors(enwiki_2014_items())
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(ENWIKI_2014.read_bytes()[:400_000])
+    # bz2 restores whole blocks only: the pages that end in the blocks before the cut are the complete ones
+    recoverable = len(bz2.BZ2Decompressor().decompress(cut.read_bytes()))
+    complete = sum(end <= recoverable for _, end in page_spans(read_xml(ENWIKI_2014)))
+    assert complete == 71
+    items = read_all(cut)
+    assert items[:-1] == good[:complete]
+    assert items[-1].reason == "read_error" and "EOFError" in items[-1].detail
+    assert items[-1].detail.endswith(f"(after page {good[complete - 1].page_id})")
 
 
 def test_page_without_text_is_an_error_and_reading_goes_on():

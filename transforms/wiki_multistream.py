@@ -10,11 +10,12 @@ parallel instead of by a single reader.
 from __future__ import annotations
 
 import bz2
+import io
 import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from transforms.wiki_pages import Page, PageError, iter_pages_from_chunks, open_dump
+from transforms.wiki_pages import Damage, Page, PageError, iter_pages_from_chunks, open_dump
 
 # Compressed bytes read per step, and the most decompressed bytes produced per step: bz2 expands XML about 5x, but
 # a crafted stream can expand far more, so the output is capped rather than trusted.
@@ -28,8 +29,10 @@ _INDEX_OFFSET = re.compile(rb"\n(\d+):\d+:")
 _BAD_INDEX_LINE = re.compile(rb"\n(?!\d+:\d+:)[^\n]+")
 
 
-class StreamRangeError(OSError):
-    """A byte range that does not decompress as a sequence of whole bz2 streams."""
+# A bz2 stream starts with "BZh", the block size digit, then a block's magic number or, for an empty stream, the
+# end-of-stream magic; streams of a multistream dump are byte-aligned.
+_STREAM_START = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
+_STREAM_START_BYTES = 10
 
 
 def read_stream_offsets(index_stream: BinaryIO) -> list[int]:
@@ -58,11 +61,11 @@ def read_stream_offsets(index_stream: BinaryIO) -> list[int]:
 
 
 def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> list[tuple[int, int]]:
-    """Cover [first page-stream offset, file_size) with contiguous ranges of whole streams of about target_bytes.
+    """Cover the whole file, [0, file_size), with contiguous ranges cut at stream offsets, of about target_bytes.
 
-    The header stream before offsets[0] holds no pages and is left out. A range ends at the first stream boundary
-    that makes it target_bytes or more; the last range runs to the end of the file so that it takes the closing
-    stream too, and absorbs a remainder shorter than half a target rather than leaving a tiny range.
+    The first range starts at byte 0, so streams that the index does not list are read too. A range ends at the
+    first stream boundary that makes it target_bytes or more; the last range runs to the end of the file, and
+    absorbs a remainder shorter than half a target rather than leaving a tiny range.
     """
     if target_bytes <= 0:
         raise ValueError(f"target_bytes must be positive, not {target_bytes}")
@@ -72,8 +75,8 @@ def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> l
     if starts[0] < 0 or starts[-1] >= file_size:
         raise ValueError(f"stream offsets {starts[0]}..{starts[-1]} do not fit in a file of {file_size} bytes")
     ranges: list[tuple[int, int]] = []
-    begin = starts[0]
-    for boundary in starts[1:]:
+    begin = 0
+    for boundary in starts:
         if boundary - begin >= target_bytes:
             ranges.append((begin, boundary))
             begin = boundary
@@ -84,10 +87,12 @@ def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> l
 
 
 def iter_range_pages(fileobj: BinaryIO, start: int, end: int) -> Iterator[Page | PageError]:
-    """Yield the pages of the whole bz2 streams in bytes [start, end) of a multistream dump, in bounded memory.
+    """Yield the pages of the bz2 streams that start in bytes [start, end) of a multistream dump, in bounded memory.
 
-    Damage (a range that does not start on a stream, a corrupt or cut stream) ends the range with one PageError
-    after the pages read before it, as iter_pages does; its `where` names the range.
+    A range owns the streams that start in it, and reads the last one to its end even past `end`; a range that
+    does not start on a stream begins at the first stream start in it. So ranges cut at any offsets read every
+    stream exactly once, and an index that is wrong about some offsets loses nothing. A corrupt stream costs that
+    stream: one PageError (its `where` names the range), and reading goes on at the next stream.
     """
     for item in iter_pages_from_chunks(_decompressed_chunks(fileobj, start, end), fragment=True):
         if isinstance(item, PageError):
@@ -95,28 +100,71 @@ def iter_range_pages(fileobj: BinaryIO, start: int, end: int) -> Iterator[Page |
         yield item
 
 
-def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[bytes]:
-    """Decompress the streams in [start, end) one after another, restarting at each stream end."""
+def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[bytes | Damage]:
+    """The XML of the streams that start in [start, end), one stream after another; damage as Damage items."""
+    file_size = fileobj.seek(0, io.SEEK_END)
+    at = start if _starts_stream(fileobj, start) else _next_stream_start(fileobj, start, end)
+    if at is None and start == 0:
+        yield Damage("the file does not start with a bz2 stream")
+    while at is not None and at < end:
+        stream_end, problem = yield from _decompress_stream(fileobj, at)
+        if problem is not None:
+            yield Damage(problem)
+            if stream_end is None:
+                return
+            at = _next_stream_start(fileobj, at + 1, end)
+            continue
+        if stream_end >= file_size:
+            return
+        at = stream_end if _starts_stream(fileobj, stream_end) else _next_stream_start(fileobj, stream_end, file_size)
+        if at != stream_end:  # the bytes after this range's stream are not bz2: nothing else will read them
+            yield Damage(f"bytes {stream_end}-{file_size if at is None else at} are not a bz2 stream")
+
+
+def _decompress_stream(fileobj: BinaryIO, start: int):
+    """Yield the XML of the bz2 stream at `start`; returns (where it ends, None), or (where the damage stops the
+    decompression, what is wrong) with None for where when the file ends inside it."""
     fileobj.seek(start)
     position = start
     decompressor = bz2.BZ2Decompressor()
-    mid_stream = False  # the current decompressor has taken bytes of a stream that has not ended yet
+    while True:
+        data = fileobj.read(READ_BYTES)
+        if not data:
+            return None, f"the file ends at byte {position}, inside the bz2 stream that starts at byte {start}"
+        position += len(data)
+        try:
+            yield from _decompress(decompressor, data)
+        except OSError as exc:
+            return position, f"bad bz2 data in the stream that starts at byte {start}, before byte {position}: {exc}"
+        if decompressor.eof:
+            return position - len(decompressor.unused_data), None
+
+
+def _starts_stream(fileobj: BinaryIO, at: int) -> bool:
+    fileobj.seek(at)
+    return _STREAM_START.match(fileobj.read(_STREAM_START_BYTES)) is not None
+
+
+def _next_stream_start(fileobj: BinaryIO, start: int, end: int) -> int | None:
+    """The first offset in [start, end) where a bz2 stream starts, or None."""
+    fileobj.seek(start)
+    position, tail = start, b""
     while position < end:
         data = fileobj.read(min(READ_BYTES, end - position))
         if not data:
-            raise StreamRangeError(f"the file ends at byte {position}, before the range end {end}")
+            return None
+        block = tail + data
+        found = _STREAM_START.search(block)
+        if found is not None:
+            return position - len(tail) + found.start()
         position += len(data)
-        while data:
-            if decompressor.eof:
-                decompressor = bz2.BZ2Decompressor()
-            try:
-                yield from _decompress(decompressor, data)
-            except OSError as exc:
-                raise StreamRangeError(f"bad bz2 data before byte {position}: {exc}") from exc
-            mid_stream = not decompressor.eof
-            data = decompressor.unused_data if decompressor.eof else b""
-    if mid_stream:
-        raise StreamRangeError(f"the bz2 stream running into byte {end} is cut off by the range end")
+        tail = block[-(_STREAM_START_BYTES - 1) :]
+    # a stream that starts just before `end` is matched only with its bytes after `end`
+    fileobj.seek(position)
+    found = _STREAM_START.search(tail + fileobj.read(_STREAM_START_BYTES - 1))
+    if found is not None and position - len(tail) + found.start() < end:
+        return position - len(tail) + found.start()
+    return None
 
 
 def _decompress(decompressor: bz2.BZ2Decompressor, data: bytes) -> Iterator[bytes]:

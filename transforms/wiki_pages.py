@@ -1,9 +1,10 @@
 """Streaming reader for MediaWiki pages-articles XML dumps.
 
 Dumps are tens of GB, so pages are parsed incrementally with a pull parser and each finished page is detached
-from the tree at once: memory stays bounded by the largest single page. Damaged input (a truncated file, a corrupt
-compressed stream, malformed XML) never raises: every complete page before the damage is yielded, followed by
-exactly one PageError, so a pipeline can record the damage as a dead letter and carry on.
+from the tree at once: memory stays bounded by the largest single page. Damaged input never raises, and costs only
+what is damaged. The stream is cut at <page> and </page> before it is parsed, so a malformed page, bytes that do not
+decode, or stray text between pages give one PageError at their offset and reading resumes at the next <page>. A
+truncated file or a corrupt compressed stream yields every complete page before it, then one PageError.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import codecs
 import gzip
 import io
 import os
+import re
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -22,9 +24,27 @@ from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 # Large enough that the per-call overhead of feeding the parser vanishes, small enough to keep memory flat.
 CHUNK_BYTES = 1 << 20
+# A page longer than this (in bytes of UTF-8 XML, characters of other encodings) is damage, not an article: MediaWiki
+# caps an article's wikitext at 2 MiB, and XML escaping at most quadruples that. The cap keeps memory bounded when a
+# </page> and every later <page> are missing.
+MAX_PAGE_SIZE = 1 << 26
 
 # Errors a decompressing or network-backed reader raises on damaged data.
 _READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)
+_UNDECODABLE_MARK = "wiki_pages.mark_undecodable"
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_TITLE = re.compile(r"<title>([^<]{0,200})")
+
+
+def _mark_undecodable(error: UnicodeError) -> tuple[str, int]:
+    """Decode bytes that are invalid in the document's encoding to lone surrogates, which no valid decoding yields:
+    the page holding them is then found and rejected while the rest of the stream decodes on."""
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    return "".join(chr(0xDC00 | byte) for byte in error.object[error.start : error.end]), error.end
+
+
+codecs.register_error(_UNDECODABLE_MARK, _mark_undecodable)
 
 
 @dataclass(frozen=True)
@@ -42,10 +62,17 @@ class Page:
 
 @dataclass(frozen=True)
 class PageError:
-    """A page or a stretch of input that could not be read; `where` is a byte offset or a page id/title."""
+    """A page or a stretch of input that could not be read; `where` is an offset or a page id/title."""
 
     where: str
     reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A gap in a chunk stream: the bytes around it do not join (a corrupt compressed stream was skipped)."""
+
     detail: str
 
 
@@ -67,7 +94,10 @@ class SiteInfo:
 
 
 def detect_encoding(head: bytes) -> str:
-    """The document's encoding from its byte-order mark or XML declaration; UTF-8 when neither says otherwise."""
+    """The document's encoding from its byte-order mark or XML declaration; UTF-8 when neither says otherwise.
+
+    A declared encoding that Python does not know also gives UTF-8: the parser then reports the declaration, and the
+    pages, most likely UTF-8 anyway, are still read."""
     if head.startswith(codecs.BOM_UTF8):
         return "utf-8-sig"
     if head.startswith(codecs.BOM_UTF16_LE):
@@ -84,37 +114,57 @@ def detect_encoding(head: bytes) -> str:
             at = declaration.find(b"encoding=" + mark)
             if at >= 0:
                 name = declaration[at + len(b"encoding=") + 1 :].split(mark, 1)[0].decode("ascii", "replace")
-                return codecs.lookup(name).name
+                try:
+                    return codecs.lookup(name).name
+                except LookupError:
+                    return "utf-8"
     return "utf-8"
 
 
 def iter_pages(stream: BinaryIO, *, fragment: bool = False) -> Iterator[Page | PageError]:
-    """Yield every page of a pages-articles XML byte stream, then at most one PageError for damage.
+    """Yield every page of a pages-articles XML byte stream, and a PageError for each damaged stretch.
 
     `fragment=True` reads a bare sequence of <page> elements, as one multistream byte range decompresses to; a
     closing </mediawiki> at its end (the last stream of a dump carries one) is accepted.
     """
-    return iter_pages_from_chunks(iter(lambda: stream.read(CHUNK_BYTES), b""), fragment=fragment)
+    # read1 hands over what one step of decompression gives: read would gather a whole chunk first and lose it,
+    # pages that were complete included, when the compressed file is cut.
+    read = getattr(stream, "read1", stream.read)
+    return iter_pages_from_chunks(iter(lambda: read(CHUNK_BYTES), b""), fragment=fragment)
 
 
-def iter_pages_from_chunks(chunks: Iterable[bytes], *, fragment: bool = False) -> Iterator[Page | PageError]:
-    """iter_pages over an iterable of byte chunks; a read error raised by the iterable becomes the PageError."""
+def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool = False
+                           ) -> Iterator[Page | PageError]:
+    """iter_pages over an iterable of byte chunks; a read error raised by the iterable ends the stream with a
+    PageError, and a Damage item among the chunks gives one and resumes at the next <page>."""
     reader = _PageReader(fragment)
     source = iter(chunks)
-    while not reader.failed:
+    while True:
         try:
             chunk = next(source)
         except StopIteration:
             yield from reader.finish()
             return
         except _READ_ERRORS as exc:
-            yield from reader.fail("read_error", f"{type(exc).__name__}: {exc}")
+            yield from reader.fail(f"{type(exc).__name__}: {exc}")
             return
-        yield from reader.feed(chunk)
+        if isinstance(chunk, Damage):
+            yield from reader.resume_after(chunk.detail)
+        else:
+            yield from reader.feed(chunk)
+
+
+# Where the reader is in the stream: between pages (the text there goes to the parser), inside a page (held until
+# its </page>), inside a page too large to hold, or skipping the rest of a stretch that could not be parsed.
+_BETWEEN, _PAGE, _OVERSIZE, _SKIP = "between", "page", "oversize", "skip"
 
 
 class _PageReader:
-    """Feeds bytes to a pull parser and turns its events into Pages, detaching each finished page at once.
+    """Cuts the decoded stream at <page> and </page> and feeds it to a pull parser one page at a time.
+
+    A page goes to the parser whole, so an error in it is known to be that page's: the parser is then replaced by a
+    fresh one under a synthetic root and the next page parses as if nothing had happened. The text between pages
+    (the root start tag, <siteinfo>, </mediawiki>) goes to the same parser, so damage there is found too.
 
     UTF-8 goes to expat as bytes (the fast path). Any other encoding is decoded here and fed as str, so every codec
     Python knows is accepted and a fragment's synthetic root element can be written in the same form as its data.
@@ -122,96 +172,242 @@ class _PageReader:
 
     def __init__(self, fragment: bool) -> None:
         self.fragment = fragment
-        self.parser = XMLPullParser(events=("start", "end"))
         self.decoder: codecs.IncrementalDecoder | None = None
         self.started = False
-        self.root: Element | None = None
-        self.depth = 0
-        self.closed = False
         self.failed = False
         self.bytes_read = 0
         self.last_page: str | None = None
+        self.buffer: bytes | str = b""
+        self.base = 0     # offset in the XML of buffer[0]: bytes of UTF-8, characters of a decoded encoding
+        self.pos = 0      # buffer[:pos] is done with
+        self.scanned = 0  # inside a page: buffer[pos:scanned] holds neither </page> nor another <page
+        self.state = _BETWEEN
+        self.any_element = False
+        self._use_tokens(str_data=False)
+        self.parser = XMLPullParser()
+        self.open: list[Element] = []  # the elements the parser has open, outermost first
+        self.root_started = False
+
+    def _use_tokens(self, str_data: bool) -> None:
+        """The tokens the stream is cut at, and the synthetic root, in the form of the data: bytes or str."""
+        self.page_start = re.compile(r"<page[\s>]" if str_data else rb"<page[\s>]")
+        self.page_end = "</page>" if str_data else b"</page>"
+        self.root_tag = "<mediawiki>" if str_data else b"<mediawiki>"
+        self.root_end = "</mediawiki>" if str_data else b"</mediawiki>"
+        self.unit = "character" if str_data else "byte"
+
+    # -- input
 
     def feed(self, chunk: bytes) -> Iterator[Page | PageError]:
         if not self.started:
-            self.started = True
-            encoding = detect_encoding(chunk[:256])
-            if encoding == "utf-8-sig" and self.fragment:
-                chunk = chunk[len(codecs.BOM_UTF8) :]
-            elif encoding not in ("utf-8", "utf-8-sig"):
-                codec = "utf-16" if encoding.endswith("-bom") else encoding
-                self.decoder = codecs.getincrementaldecoder(codec)("strict")
-            if self.fragment:
-                self.parser.feed("<mediawiki>" if self.decoder else b"<mediawiki>")
+            chunk = self._start(chunk)
         self.bytes_read += len(chunk)
-        if self.decoder is not None:
-            try:
-                data: str | bytes = self.decoder.decode(chunk)
-            except UnicodeDecodeError as exc:
-                yield from self.fail("decode_error", str(exc))
-                return
-        else:
-            data = chunk
-        self.parser.feed(data)
-        yield from self.drain()
+        data = self.decoder.decode(chunk) if self.decoder is not None else chunk
+        self.buffer = self.buffer[self.pos :] + data
+        self.base += self.pos
+        self.scanned = max(self.scanned - self.pos, 0)
+        self.pos = 0
+        yield from self._split()
+
+    def _start(self, chunk: bytes) -> bytes:
+        self.started = True
+        encoding = detect_encoding(chunk[:256])
+        if encoding == "utf-8-sig" and self.fragment:
+            chunk = chunk[len(codecs.BOM_UTF8) :]
+        elif encoding not in ("utf-8", "utf-8-sig"):
+            codec = "utf-16" if encoding.endswith("-bom") else encoding
+            self.decoder = codecs.getincrementaldecoder(codec)(_UNDECODABLE_MARK)
+            self.buffer = ""
+            self._use_tokens(str_data=True)
+        self._new_parser(synthetic_root=self.fragment)
+        return chunk
 
     def finish(self) -> Iterator[Page | PageError]:
         """End of input: a complete document closes cleanly; anything else is reported as truncated."""
         if not self.started:
             if not self.fragment:  # an empty fragment is an empty range; an empty document is damage
-                yield from self.fail("truncated", "input is empty")
+                yield self._error(0, "truncated", "input is empty")
             return
         if self.decoder is not None:
-            try:
-                self.parser.feed(self.decoder.decode(b"", final=True))
-            except UnicodeDecodeError as exc:
-                yield from self.fail("decode_error", str(exc))
-                return
-            yield from self.drain()
-        if self.failed or self.closed:
+            self.buffer = self.buffer[self.pos :] + self.decoder.decode(b"", final=True)
+            self.base, self.pos = self.base + self.pos, 0
+            yield from self._split()
+        if self.state == _PAGE:
+            yield self._error(self.base + self.pos, "truncated", "input ends inside a page", self._rest())
             return
-        if self.fragment and self.depth <= 1:
-            self.parser.feed("</mediawiki>" if self.decoder else b"</mediawiki>")
-            yield from self.drain()
+        if self.state == _BETWEEN:
+            yield from self._between(self.buffer[self.pos :], self.base + self.pos)
+        if self.fragment or self.state == _SKIP or self._closed():
             return
-        if self.root is None:
-            yield from self.fail("xml_error", "the input holds no XML element")
+        if not self.any_element:
+            yield self._error(self.base + len(self.buffer), "xml_error", "the input holds no XML element")
         else:
-            yield from self.fail(
-                "truncated", "input ends " + ("inside a page" if self.depth > 1 else "before </mediawiki>")
-            )
+            yield self._error(self.base + len(self.buffer), "truncated", "input ends before </mediawiki>")
 
-    def fail(self, reason: str, detail: str, where: str | None = None) -> Iterator[Page | PageError]:
-        """Yield the pages already parsed, then the one PageError that ends the stream."""
-        yield from self.drain()
-        if not self.failed:
-            self.failed = True
-            after = f"after page {self.last_page}" if self.last_page else "before any complete page"
-            yield PageError(where or f"byte {self.bytes_read}", reason, f"{detail} ({after})")
+    def fail(self, detail: str) -> Iterator[Page | PageError]:
+        """A read error ends the stream: the page it cut is lost with it."""
+        self.failed = True
+        yield PageError(f"byte {self.bytes_read}", "read_error", f"{detail} ({self._after()})")
 
-    def drain(self) -> Iterator[Page | PageError]:
-        if self.failed:
+    def resume_after(self, detail: str) -> Iterator[Page | PageError]:
+        """A gap in the input: the page it cuts is lost, and reading resumes at the next <page>."""
+        at = self.base + (self.pos if self.state == _PAGE else len(self.buffer))
+        cut = "; the page there is cut" if self.state == _PAGE else ""
+        yield self._error(at, "read_error", detail + cut, self._rest() if cut else "")
+        self.pos, self.state = len(self.buffer), _SKIP
+        if self.decoder is not None:
+            self.decoder.reset()
+        self._new_parser(synthetic_root=True)
+
+    # -- cutting the stream into pages
+
+    def _split(self) -> Iterator[Page | PageError]:
+        buffer = self.buffer
+        while True:
+            if self.state in (_BETWEEN, _SKIP):
+                found = self.page_start.search(buffer, self.pos)
+                # without a <page here, keep the last characters: they may begin one, or a </mediawiki>
+                cut = found.start() if found else max(len(buffer) - len("</mediawiki"), self.pos)
+                if self.state == _BETWEEN and cut > self.pos:
+                    yield from self._between(buffer[self.pos : cut], self.base + self.pos)
+                self.pos = cut
+                if found is None:
+                    return
+                self.state, self.scanned = _PAGE, cut + 1
+                continue
+            end = buffer.find(self.page_end, self.scanned)
+            following = self.page_start.search(buffer, self.scanned, end if end >= 0 else len(buffer))
+            if following is not None:
+                if self.state == _PAGE:
+                    yield self._error(self.base + self.pos, "xml_error", "the page is not closed before the next "
+                                      "<page>", buffer[self.pos : following.start()])
+                self.pos, self.scanned, self.state = following.start(), following.start() + 1, _PAGE
+            elif end >= 0:
+                stop = end + len(self.page_end)
+                if self.state == _PAGE and stop - self.pos > MAX_PAGE_SIZE:
+                    yield self._too_large(buffer[self.pos : stop])
+                elif self.state == _PAGE:
+                    yield from self._parse_page(buffer[self.pos : stop], self.base + self.pos)
+                self.pos, self.state = stop, _BETWEEN
+            else:
+                self.scanned = max(len(buffer) - len("</page"), self.scanned)  # a token may straddle the chunks
+                if self.state == _PAGE and len(buffer) - self.pos > MAX_PAGE_SIZE:
+                    yield self._too_large(self._rest())
+                    self.state = _OVERSIZE
+                if self.state == _OVERSIZE:
+                    self.pos = self.scanned
+                return
+
+    def _too_large(self, piece: bytes | str) -> PageError:
+        return self._error(self.base + self.pos, "page_too_large", f"the page is longer than {MAX_PAGE_SIZE:,} "
+                           f"{self.unit}s", piece)
+
+    def _rest(self) -> str | bytes:
+        return self.buffer[self.pos :]
+
+    # -- parsing
+
+    def _new_parser(self, synthetic_root: bool) -> None:
+        """A fresh parser; under a synthetic root, pages parse as children of a <mediawiki> that is already open."""
+        self.parser = XMLPullParser(events=("start", "end"))
+        self.open = []
+        self.root_started = False
+        if synthetic_root:
+            self.parser.feed(self.root_tag)
+            self._track(self.parser.read_events())
+
+    def _track(self, events) -> Element | None:
+        """Follow the parser's events; returns the first element started."""
+        first = None
+        for event, elem in events:
+            if event == "start":
+                if first is None:
+                    first = elem
+                self.open.append(elem)
+                self.root_started = self.any_element = True
+            else:
+                self.open.pop()
+        return first
+
+    def _closed(self) -> bool:
+        return self.root_started and not self.open
+
+    def _between(self, text: bytes | str, offset: int) -> Iterator[PageError]:
+        """Feed the text between pages to the parser, a document's end tag and what follows it apart."""
+        while text and self.state == _BETWEEN:
+            end = text.find(self.root_end)
+            part = text if end < 0 else text[: end + len(self.root_end)]
+            yield from self._feed_between(part, offset)
+            text, offset = text[len(part) :], offset + len(part)
+
+    def _feed_between(self, text: bytes | str, offset: int) -> Iterator[PageError]:
+        """Damage between pages is one error, and the rest of the stretch is skipped."""
+        if self._closed() and text.strip():
+            self._new_parser(synthetic_root=self.fragment)  # a second document follows the first
+        problem = None
+        if self.decoder is not None and _LONE_SURROGATE.search(text):
+            problem = ("decode_error", "bytes that are not valid in the document's encoding")
+        else:
+            try:
+                self.parser.feed(text)
+                self._track(self.parser.read_events())
+            except ParseError as exc:
+                problem = ("xml_error", _without_position(exc))
+            except LookupError as exc:  # expat asks Python for an encoding it does not know itself
+                problem = ("xml_error", str(exc))
+        if problem is not None:
+            yield self._error(offset, problem[0], f"{problem[1]}, between pages")
+            self.state = _SKIP
+            self._new_parser(synthetic_root=True)
+
+    def _parse_page(self, piece: bytes | str, offset: int) -> Iterator[Page | PageError]:
+        if self.decoder is not None and _LONE_SURROGATE.search(piece):
+            yield self._error(offset, "decode_error", "bytes that are not valid in the document's encoding", piece)
             return
+        if not self.open:  # no root is open: the document has none, or it was closed before this page
+            self._new_parser(synthetic_root=True)
+        depth = len(self.open)
         try:
-            for event, elem in self.parser.read_events():
-                if event == "start":
-                    if self.root is None:
-                        self.root = elem
-                    self.depth += 1
-                    continue
-                self.depth -= 1
-                if self.depth == 0:
-                    self.closed = True
-                elif self.depth == 1 and _local(elem.tag) == "page":
-                    item = _page_from_element(elem)
-                    if isinstance(item, Page):
-                        self.last_page = str(item.page_id)
-                    assert self.root is not None
-                    self.root.clear()
-                    yield item
+            self.parser.feed(piece)
+            page = self._track(self.parser.read_events())
         except ParseError as exc:
-            line, column = exc.position
-            yield from self.fail("xml_error", str(exc), f"line {line} column {column}")
+            yield self._error(offset, *self._parse_problem(exc, piece), piece)
+            self._new_parser(synthetic_root=True)
+            return
+        if page is None or len(self.open) != depth:  # </page> was inside a comment or CDATA
+            yield self._error(offset, "xml_error", "the page is not closed", piece)
+            self._new_parser(synthetic_root=True)
+            return
+        self.open[-1].remove(page)
+        item = _page_from_element(page)
+        if isinstance(item, Page):
+            self.last_page = str(item.page_id)
+        yield item
+
+    def _parse_problem(self, exc: ParseError, piece: bytes | str) -> tuple[str, str]:
+        """Expat calls bytes that are not UTF-8 an invalid token, like any other: tell them apart for the record."""
+        if isinstance(piece, bytes):
+            try:
+                piece.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return "decode_error", f"{bad.reason}: byte {bad.start} of the page is not UTF-8"
+        return "xml_error", _without_position(exc)
+
+    def _error(self, offset: int, reason: str, detail: str, piece: bytes | str = "") -> PageError:
+        """One PageError at an offset of the XML; the detail names the page's title where it can be found, and the
+        last good page."""
+        head = piece[:4096]
+        title = _TITLE.search(head if isinstance(head, str) else head.decode("utf-8", "replace"))
+        named = f"page {title.group(1)!r}: " if title else ""
+        return PageError(f"{self.unit} {offset}", reason, f"{named}{detail} ({self._after()})")
+
+    def _after(self) -> str:
+        return f"after page {self.last_page}" if self.last_page else "before any complete page"
+
+
+def _without_position(exc: ParseError) -> str:
+    """Expat's message without its line and column, which count from the last reset, not from the file's start."""
+    return str(exc).split(": line ", 1)[0]
 
 
 def _local(tag: str) -> str:
@@ -219,7 +415,8 @@ def _local(tag: str) -> str:
 
 
 def _page_from_element(page: Element) -> Page | PageError:
-    """Build a Page from a complete <page> element; a page without <text> or with bad ids is a PageError."""
+    """Build a Page from a complete <page> element; a page without <text> or a title, or with bad ids, is a
+    PageError."""
     title = ns = page_id = None
     redirect = False
     revision: Element | None = None
@@ -241,6 +438,8 @@ def _page_from_element(page: Element) -> Page | PageError:
         nsn = int(ns) if ns is not None else 0
     except ValueError:
         return PageError(where, "bad_page_header", f"page id {page_id!r}, namespace {ns!r}")
+    if not title:
+        return PageError(where, "bad_page_header", "page has no title")
     revision_id = timestamp = None
     text_elem = None
     if revision is not None:
