@@ -35,6 +35,18 @@ from wordpiece.tokenizer import WordPieceTokenizer
 from wordpiece.vocab import CLS, MASK, SEP, Vocab, VocabError, read_vocab_bytes
 
 RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord"]
+# Bytes of text per stored byte of a compressed input, measured on the bundled books and Wikipedia articles
+# (docs/dataflow.md): buckets and shards are sized by the text they will hold, not by the bytes that hold it.
+TEXT_PER_STORED_BYTE = {".parquet": 2.5, ".zst": 2.7, ".gz": 2.6, ".bz2": 3.5}
+SHARD_TARGET_MB = 256  # of records, per train shard when --num-shards is left to the job
+RECORD_BYTES_PER_TEXT_BYTE = 2  # per dupe pass, at 128/20 and at 512/80 alike
+
+
+def estimated_text_bytes(path: str, size: int) -> float:
+    """How much text a file of `size` bytes holds, from its name alone: sizes come from the filesystem's
+    listing, the same for a local and a remote copy of the file, and no file is opened at launch."""
+    name = path.lower()
+    return size * next((factor for suffix, factor in TEXT_PER_STORED_BYTE.items() if name.endswith(suffix)), 1.0)
 
 
 @dataclass
@@ -55,15 +67,15 @@ class CreateConfig:
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
 
-    def resolved(self, input_bytes: int) -> "CreateConfig":
-        """A copy with the automatic sizes decided from the inputs' total size, so the manifest records what
+    def resolved(self, text_bytes: float) -> "CreateConfig":
+        """A copy with the automatic sizes decided from the inputs' estimated text, so the manifest records what
         actually ran."""
-        mb = max(input_bytes, 1) / 2**20
+        mb = max(text_bytes, 1) / 2**20
         buckets = self.num_buckets or max(1, math.ceil(mb / self.bucket_mb))
-        # Records take ~2 bytes per input byte per dupe pass; aim at ~256 MB shards, and at least 4
-        # files so that the reference trainer's 4-way interleave has something to interleave. A multiple
-        # of 4 shares the writing evenly between 2 or 4 workers.
-        shards = self.num_shards or 4 * math.ceil(max(4, 2 * mb * self.dupe_factor / 256) / 4)
+        # Aim at SHARD_TARGET_MB shards, and at least 4 files so that the reference trainer's 4-way interleave
+        # has something to interleave. A multiple of 4 shares the writing evenly between 2 or 4 workers.
+        records_mb = RECORD_BYTES_PER_TEXT_BYTE * mb * self.dupe_factor
+        shards = self.num_shards or 4 * math.ceil(max(4, records_mb / SHARD_TARGET_MB) / 4)
         return CreateConfig(**{**asdict(self), "seq_configs": list(self.seq_configs),
                                "num_buckets": buckets, "num_shards": shards})
 
@@ -530,13 +542,12 @@ def run(args, beam_args: list[str]) -> int:
     dry_run = runners.is_dry_run(options)
     config = config_from_args(args)
     files = match_inputs(config.inputs, allow_missing=dry_run)
-    input_bytes = sum(size for _, size in files)
     if not files and not dry_run:
         raise UserError("no input files given")
-    if files and input_bytes == 0:
+    if files and not any(size for _, size in files):
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
     vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, runners.is_rendering(options))
-    config = config.resolved(input_bytes)
+    config = config.resolved(sum(estimated_text_bytes(path, size) for path, size in files))
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)

@@ -1,0 +1,105 @@
+"""create's sizing at full scale, simulated: the listing of an 18.5 GB Wikipedia + BooksCorpus input goes through the
+launch code's sizing, and what it decides is checked against the bounds docs/dataflow.md states. No 18 GB run: a
+bucket's memory is measured on a real bucket of the bundled books, and the records' size on a real run."""
+from __future__ import annotations
+
+import json
+import re
+import tracemalloc
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from conftest import VOCAB, book_sections
+
+from pipeline.create import (RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, BuildInstances, CreateConfig, JobVocab,
+                             bucket_key, estimated_text_bytes)
+from transforms.instances import SeqConfig
+from wordpiece.vocab import read_vocab_bytes
+
+MB = 2**20
+DATAFLOW_DOC = Path(__file__).resolve().parent.parent / "docs" / "dataflow.md"
+# The full corpus as extract-wiki and extract-books leave it (docs/dataflow.md): 14 GB of article text in about
+# 6.2 M articles, 4.5 GB of books in about 11,000 books, as zstd Parquet shards of ~128 MB of text each.
+WIKI_TEXT, WIKI_DOCUMENTS = 14e9, 6_200_000
+BOOKS_TEXT, BOOKS = 4.5e9, 11_000
+SEQ_CONFIGS = [SeqConfig(128, 20), SeqConfig(512, 80)]
+
+
+def full_corpus_listing() -> list[tuple[str, int]]:
+    """(path, size) of every documents file, as FileSystems.match lists them: ~145 Parquet shards."""
+    listing = []
+    for source, text in (("wiki", WIKI_TEXT), ("books", BOOKS_TEXT)):
+        shards = round(text / (128 * MB))
+        listing += [(f"gs://corpus/{source}/documents-{i:05d}-of-{shards:05d}.parquet", round(text / shards / 2.5))
+                    for i in range(shards)]
+    return listing
+
+
+def documented(name: str) -> float:
+    """A bound docs/dataflow.md states in its plan, e.g. 'memory per bucket: at most 512 MB'."""
+    found = re.search(rf"{name}: (?:at most |about )?([\d,.]+) MB", DATAFLOW_DOC.read_text())
+    assert found, f"docs/dataflow.md states no '{name}'"
+    return float(found.group(1).replace(",", ""))
+
+
+@pytest.fixture(scope="module")
+def plan() -> CreateConfig:
+    config = CreateConfig(inputs=["gs://corpus/*/documents-*.parquet"], output="gs://corpus/records", vocab="v",
+                          seq_configs=SEQ_CONFIGS)
+    return config.resolved(sum(estimated_text_bytes(path, size) for path, size in full_corpus_listing()))
+
+
+def largest_bucket_text(config: CreateConfig) -> float:
+    """The most text one bucket receives, with documents placed by create's own bucket hash. Books, few and large,
+    make the tail: all 11,000 are placed. Articles are many and small, so their share per bucket varies little: a
+    1/32 slice is placed over 1/32 of the buckets, which keeps their number per bucket."""
+    books = Counter(bucket_key(f"books:book-{i:05d}", "train", config) for i in range(BOOKS))
+    slice_ = CreateConfig(inputs=[], output="", vocab="", num_buckets=config.num_buckets // 32)
+    articles = Counter(bucket_key(f"enwiki:{i}", "train", slice_) for i in range(WIKI_DOCUMENTS // 32))
+    return max(books.values()) * BOOKS_TEXT / BOOKS + max(articles.values()) * WIKI_TEXT / WIKI_DOCUMENTS
+
+
+def bucket_memory_per_text_mb() -> float:
+    """Peak memory of building one real bucket of ~1 MB of book text at 128/20 and 512/80, dupe factor 10, per MB
+    of its text. Its outputs are let go as they come, as a runner takes them."""
+    docs, size = [], 0
+    for doc_id, text in book_sections():
+        docs.append((doc_id, text, None))
+        size += len(text.encode())
+    config = CreateConfig(inputs=[], output="", vocab=str(VOCAB), seq_configs=SEQ_CONFIGS, num_buckets=1,
+                          num_shards=1448)
+    build = BuildInstances(config, JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB))))
+    build.setup()
+    for _ in build.process(("train/000000", docs[:2])):  # the tokenizer's own tables, made once per worker
+        pass
+    tracemalloc.start()
+    try:
+        for _ in build.process(("train/000000", docs)):
+            pass
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return peak / (size / MB)
+
+
+def test_buckets_hold_the_documented_text_and_fit_the_documented_memory(plan):
+    text_mb = (WIKI_TEXT + BOOKS_TEXT) / MB
+    assert abs(plan.num_buckets - text_mb / plan.bucket_mb) <= 1  # ~1 MB of text each, not of compressed Parquet
+    largest = largest_bucket_text(plan) / MB
+    assert 1 < largest < documented("largest bucket")
+    per_mb = bucket_memory_per_text_mb() / MB
+    assert per_mb * largest < documented("memory per bucket")
+
+
+def test_shards_come_out_near_the_documented_size(plan, records_dir):
+    # The records' bytes per byte of text per dupe pass, on a real run of the bundled text.
+    manifest = json.loads((records_dir / "manifest.json").read_text())
+    text = sum(f["size"] for f in manifest["inputs"])  # JSONL and plain text: their size is their text, near enough
+    records = sum(s["bytes"] for split in ("train", "eval") for s in manifest["outputs"]["seq128"][split]["shards"])
+    measured = records / text / manifest["config"]["dupe_factor"]
+    assert abs(measured / RECORD_BYTES_PER_TEXT_BYTE - 1) < 0.15
+    shard_mb = measured * (WIKI_TEXT + BOOKS_TEXT) * plan.dupe_factor / plan.num_shards / MB
+    assert SHARD_TARGET_MB == documented("train shard size")
+    assert 0.85 * SHARD_TARGET_MB < shard_mb < 1.15 * SHARD_TARGET_MB
+    assert plan.num_shards % 4 == 0 and plan.eval_shards >= 1
