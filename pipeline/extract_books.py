@@ -41,6 +41,9 @@ SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
 REMOVED_KINDS = ("licence_lines", "credit_lines", "toc_lines", "heading_lines", "title_page_lines",
                  "separator_lines", "art_lines", "illustration_lines")
 MIB = 2**20
+# zstd input fed to the decompressor at a time: a piece inflates at most 32768-fold (run-length blocks), so what
+# one call can return stays bounded however the file was made.
+ZSTD_PIECE = 1024
 BOOK_EXTENSIONS = (".txt", ".text", ".parquet")  # what a directory is searched for; named files are read whatever
 COMPRESSIONS = (".gz", ".bz2", ".zst")
 METADATA_NAME = "metadata.csv"
@@ -160,14 +163,31 @@ def _beside(path: str) -> list[str]:
 
 
 def read_metadata(data: bytes) -> dict[str, tuple[str | None, str | None]]:
-    """PG-19's metadata.csv (id, title, year, url; a header row is allowed) → {id: (title, url)}."""
+    """PG-19's metadata.csv (id, title, year, url; a header row is allowed) → {id: (title, url)}. Bytes that are not
+    UTF-8 become U+FFFD and rows of fewer than two fields are passed over; what the csv module cannot split
+    raises csv.Error, naming the line."""
     table = {}
-    for row in csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"))):
-        if len(row) < 2 or row[0].strip().lower() in ("_id", "id", "book_id"):
-            continue
-        url = row[3].strip() if len(row) > 3 and "://" in row[3] else None
-        table[row[0].strip()] = (row[1].strip() or None, url)
+    reader = csv.reader(io.StringIO(data.decode("utf-8-sig", errors="replace"), newline=None))  # CR, LF or CRLF
+    try:
+        for row in reader:
+            if len(row) < 2 or row[0].strip().lower() in ("_id", "id", "book_id"):
+                continue
+            url = row[3].strip() if len(row) > 3 and "://" in row[3] else None
+            table[row[0].strip()] = (row[1].strip() or None, url)
+    except csv.Error as e:
+        raise csv.Error(f"line {reader.line_num}: {e}") from None
     return table
+
+
+def metadata_table(path: str) -> dict[str, tuple[str | None, str | None]]:
+    """The table of the metadata.csv at path; one that cannot be read is the user's to repair (InputError)."""
+    try:
+        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+            return read_metadata(f.read())
+    except csv.Error as e:
+        raise InputError(f"{path} is not a metadata CSV: {e}") from None
+    except OSError as e:
+        raise InputError(f"cannot read the metadata file {path}: {e}") from None
 
 
 def _read_limited(stream, limit: int) -> bytes:
@@ -182,18 +202,40 @@ def _read_limited(stream, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+def _read_zstd(raw: bytes, limit: int) -> bytes:
+    """Every frame of a .zst file, at most limit + 1 bytes. Each frame is checked for its end, since zstandard's
+    readers stop quietly at the end of a cut file; a frame cut short raises EOFError, as gzip and bz2 do."""
+    import zstandard
+
+    pieces, size, rest = [], 0, memoryview(raw)
+    while len(rest) and size <= limit:
+        frame = zstandard.ZstdDecompressor().decompressobj()
+        for start in range(0, len(rest), ZSTD_PIECE):
+            chunk = rest[start:start + ZSTD_PIECE]
+            pieces.append(frame.decompress(chunk))
+            size += len(pieces[-1])
+            if frame.eof or size > limit:
+                break
+        if size > limit:
+            break
+        if not frame.eof:
+            raise EOFError("the zstd stream ends inside a frame")
+        rest = rest[start + len(chunk) - len(frame.unused_data):]
+    return b"".join(pieces)
+
+
 def _decompress(raw: bytes, path: str, limit: int) -> bytes:
-    """The file's bytes, decompressed by the suffix of its name; at most limit + 1 bytes."""
+    """The file's bytes, decompressed by the suffix of its name; at most limit + 1 bytes. A file of no bytes is
+    empty, whatever its suffix."""
     name = path.lower()
+    if not raw:
+        return raw
     if name.endswith(".gz"):
         return _read_limited(gzip.GzipFile(fileobj=io.BytesIO(raw)), limit)
     if name.endswith(".bz2"):
         return _read_limited(bz2.BZ2File(io.BytesIO(raw)), limit)
     if name.endswith(".zst"):
-        import zstandard
-
-        return _read_limited(zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw), read_across_frames=True),
-                             limit)
+        return _read_zstd(raw, limit)
     return raw
 
 
@@ -276,12 +318,7 @@ class ReadMetadata(beam.DoFn):
             if named:
                 raise InputError(f"metadata file {path} does not exist")
             return
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
-            data = f.read()
-        try:
-            yield path, (named, read_metadata(data))
-        except csv.Error as e:
-            raise InputError(f"{path} is not a metadata CSV: {e}") from None
+        yield path, (named, metadata_table(path))
 
 
 class ReadBooks(beam.DoFn):
@@ -507,11 +544,12 @@ def _estimated_text_bytes(path: str, size: int) -> float:
     return size * TEXT_PER_COMPRESSED_BYTE if path.lower().endswith(COMPRESSIONS) else size
 
 
-def _book_files(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
-    """(path, size) of the book files the patterns name. A local pattern that matches nothing fails here, before
-    any output is touched; remote ones are listed too (no file is read), except in a dry run, which must work
-    offline. The files of an earlier run found among the inputs are named in one line."""
-    found, earlier = [], []
+def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int]], list[str]]:
+    """((path, size) of the book files the patterns name, the metadata.csv files among them). A local pattern that
+    matches nothing fails here, before any output is touched; remote ones are listed too (no file is read), except
+    in a dry run, which must work offline. The files of an earlier run found among the inputs are named in one
+    line."""
+    found, listed, earlier = [], [], []
     for pattern in patterns:
         if output.is_remote(pattern) and dry_run:
             continue
@@ -519,6 +557,7 @@ def _book_files(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
         if not books and not metadata and not dry_run:  # a dry run or a graph drawing needs only the shape
             raise InputError(f"no book files match {pattern!r}")
         found += books
+        listed += metadata
         earlier += outputs
     if earlier:
         names = sorted(set(earlier))
@@ -527,7 +566,7 @@ def _book_files(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
               f"({shown}): outputs, not books", file=sys.stderr)
     if not found and not dry_run:
         raise InputError(f"no book files in {' '.join(patterns)} (only metadata)")
-    return sorted(set(found))
+    return sorted(set(found)), sorted(set(listed))
 
 
 def config_from_args(args, dry_run: bool) -> BooksConfig:
@@ -548,7 +587,12 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
     missing = [p for p in metadata if not output.is_remote(p) and not os.path.isfile(p)]
     if missing:
         raise InputError(f"--metadata {missing[0]} is not a file")
-    files = _book_files(inputs, dry_run)
+    files, listed = _book_files(inputs, dry_run)
+    # Local metadata files are read once here too, so that a damaged one stops the run before any output is touched.
+    beside = {m for p, _ in files for m in _beside(p) if not output.is_remote(m) and os.path.isfile(m)}
+    for path in sorted({*metadata, *listed, *beside}):
+        if not output.is_remote(path):
+            metadata_table(path)
     num_shards = args.num_shards or documents.default_num_shards(
         math.ceil(sum(_estimated_text_bytes(p, s) for p, s in files)))
     return BooksConfig(inputs=inputs, output=args.output, metadata=metadata, num_shards=num_shards,

@@ -7,6 +7,7 @@ import bz2
 import gzip
 import hashlib
 import json
+import random
 import re
 import shutil
 import time
@@ -215,6 +216,53 @@ def test_bad_arguments_give_one_line_errors(tmp_path, capsys):
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_damaged_input_of_every_kind(tmp_path, capsys):
+    books = tmp_path / "in"
+    books.mkdir()
+    holmes, alice = HOLMES.read_bytes(), ALICE.read_bytes()
+    zst = zstandard.ZstdCompressor().compress(holmes)
+    damaged = {
+        "cut-after-a-block.txt.zst": zst[: len(zst) * 9 // 10],  # the first blocks decompress, the end is gone
+        "cut.txt.gz": gzip.compress(holmes)[:20_000],
+        "cut.txt.bz2": bz2.compress(holmes)[:20_000],
+        "no-bytes.txt.bz2": b"", "no-bytes.txt.gz": b"", "no-bytes.txt.zst": b"",
+        "not-gzip.txt.gz": b"plain text, not gzip " * 50,
+        "zip-archive.txt": b"PK\x03\x04" + bytes(26) + alice[:3000],
+        "noise.txt": random.Random(7).randbytes(100_000),
+        "koi8.txt": ("Война и мир. " * 2000).encode("koi8-r"),
+        "cut.parquet": b"PAR1" + bytes(1000),
+        "utf16-without-bom.txt": ALICE.read_text(encoding="utf-8").encode("utf-16-le"),
+        "one-line.txt": FRANKENSTEIN.read_text(encoding="utf-8").replace("\n", " ").encode("utf-8") * 4,
+        "holmes.txt": holmes,
+    }
+    for name, data in damaged.items():
+        (books / name).write_bytes(data)
+    # Old Mac line endings: one CR between rows.
+    (books / "metadata.csv").write_bytes(b"_id,title,year,url\rholmes,The Adventures of Sherlock Holmes,1892,\r")
+    out = tmp_path / "out"
+    manifest = extract(out, books, extra=["--max-error-rate", "1"])
+    assert_accounted(manifest, out)
+    reasons = {Path(e["input"]).name: (e["reason"], e["detail"]) for e in errors(out)}
+    assert {name: reason for name, (reason, _) in reasons.items()} == {
+        "cut-after-a-block.txt.zst": "read_error", "cut.txt.gz": "read_error", "cut.txt.bz2": "read_error",
+        "not-gzip.txt.gz": "read_error", "no-bytes.txt.bz2": "empty", "no-bytes.txt.gz": "empty",
+        "no-bytes.txt.zst": "empty", "zip-archive.txt": "binary", "noise.txt": "binary", "koi8.txt": "undecodable",
+        "cut.parquet": "bad_parquet"}
+    assert reasons["cut-after-a-block.txt.zst"][1] == "cannot decompress: EOFError: the zstd stream ends inside a frame"
+    docs = documents(out)
+    assert sorted(docs) == ["books:holmes", "books:one-line", "books:utf16-without-bom"]
+    assert docs["books:holmes"]["title"] == "The Adventures of Sherlock Holmes"
+    assert docs["books:utf16-without-bom"]["text"] == clean_book(decode_book(alice).text).text
+    assert docs["books:one-line"]["text"].count("\n") == 0 and len(docs["books:one-line"]["text"]) > 1_500_000
+    assert "Traceback" not in capsys.readouterr().err
+    # A metadata.csv the csv module cannot split stops the run before any output is touched, naming the line.
+    (books / "metadata.csv").write_bytes(b"_id,title\nholmes,\"A title that never ends\n" + b"x" * 200_000)
+    assert run_cli("extract-books", "--input", books, "--output", tmp_path / "never", *LOCAL) == 2
+    err = capsys.readouterr().err
+    assert f"{books / 'metadata.csv'} is not a metadata CSV: line 3: field larger than field limit" in err
+    assert "Traceback" not in err and not (tmp_path / "never").exists()
 
 
 def test_rerun_into_its_own_input_directory_reads_only_the_books(tmp_path, capsys):
