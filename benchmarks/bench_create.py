@@ -10,7 +10,10 @@ The large input is real text: the Gutenberg books and the cleaned enwiki sample 
 JSONL documents and repeated (with fresh ids) until it reaches --mb megabytes.
 
     .venv/bin/python benchmarks/bench_create.py [--mb 20] [--modes multi_processing:1,multi_processing:2]
-        [--speedup-rounds 5] [--control] [--reference SCRIPT]
+        [--speedup-rounds 5] [--control] [--reference SCRIPT] [--baseline TREE]
+
+With --baseline TREE (a checkout of another version of this repository, e.g. `git worktree add /tmp/old REV`),
+every mode is measured for that code too, alternately with the current code, and the marginal figures are compared.
 
 With --reference PATH (a runnable copy of google-research/bert's create_pretraining_data.py, its tokenization.py
 beside it, `import tensorflow as tf` pointed at `tensorflow.compat.v1`), the reference runs side by side on a
@@ -115,9 +118,9 @@ def write_reference_corpus(path: Path, megabytes: float) -> int:
     return size
 
 
-def create_command(exe: str, inputs: list, output: Path, *options: str) -> list[str]:
+def create_command(exe: list[str], inputs: list, output: Path, *options: str) -> list[str]:
     """The `create` command every measurement runs: 128/20 (the defaults), dupe factor 10, the reference vocab."""
-    return [exe, "create", "--input", *map(str, inputs), "--vocab", str(VOCAB), "--output", str(output),
+    return [*exe, "create", "--input", *map(str, inputs), "--vocab", str(VOCAB), "--output", str(output),
             "--dupe-factor", "10", *options]
 
 
@@ -137,7 +140,7 @@ def marginal_us(tiny: dict, large: dict) -> float:
     return (large["cpu"] - tiny["cpu"]) / (large["instances"] - tiny["instances"]) * 1e6
 
 
-def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Path, exe: str) -> None:
+def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Path, exe: list[str]) -> None:
     """Marginal CPU-µs per instance of the reference and of `create` (in memory) on the same text files."""
     corpus = tmp / "reference-corpus.txt"
     size = write_reference_corpus(corpus, megabytes)
@@ -183,11 +186,16 @@ def main() -> None:
     parser.add_argument("--speedup-rounds", type=int, default=0, metavar="N",
                         help="also run N rounds of one 1-worker and one 2-worker run on the large input, "
                              "alternating, and report each round's wall-clock speed-up and their median")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="also measure every mode with the code of this checkout, alternately with the current")
     parser.add_argument("--control", action="store_true",
                         help="also measure what this machine gives two independent create runs at once (the "
                              "ceiling for a 2-worker speed-up at the time of the run)")
     args = parser.parse_args()
-    exe = str(Path(sys.executable).parent / "bertcorpus")
+    exe = [str(Path(sys.executable).parent / "bertcorpus")]
+    codes = {"current": exe}
+    if args.baseline:
+        codes["baseline"] = ["env", f"PYTHONPATH={args.baseline.resolve()}", sys.executable, "-m", "pipeline"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.jsonl"
@@ -196,23 +204,28 @@ def main() -> None:
         for mode in filter(None, args.modes.split(",")):
             running_mode, workers = mode.split(":")
             beam = [f"--direct_running_mode={running_mode}", f"--direct_num_workers={workers}"]
-            runs = {}
-            for name, inputs in (("tiny", [SAMPLE]), ("large", [corpus])):
-                best = None
-                for _ in range(args.repeat):
-                    out = fresh(tmp / f"out-{name}")
-                    r = measure(create_command(exe, inputs, out, *beam))
-                    r["instances"] = instances(out)
-                    best = cheaper(best, r)
-                runs[name] = best
-            tiny, large = runs["tiny"], runs["large"]
-            marginal = marginal_us(tiny, large)
-            print(json.dumps({"mode": mode, "startup_cpu_s": round(tiny["cpu"], 2),
-                              "large_cpu_s": round(large["cpu"], 2), "large_wall_s": round(large["wall"], 2),
-                              "instances": large["instances"], "marginal_cpu_us_per_instance": round(marginal, 2),
-                              "instances_per_cpu_s": round(1e6 / marginal),
-                              "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
-                              "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+            runs: dict = {}
+            for _ in range(args.repeat):
+                for code, command in codes.items():  # alternately, so that both see the machine alike
+                    for name, inputs in (("tiny", [SAMPLE]), ("large", [corpus])):
+                        out = fresh(tmp / f"out-{name}")
+                        r = measure(create_command(command, inputs, out, *beam))
+                        r["instances"] = instances(out)
+                        runs[(code, name)] = cheaper(runs.get((code, name)), r)
+            marginal = {}
+            for code in codes:
+                tiny, large = runs[(code, "tiny")], runs[(code, "large")]
+                marginal[code] = marginal_us(tiny, large)
+                print(json.dumps({"mode": mode, "code": code, "startup_cpu_s": round(tiny["cpu"], 2),
+                                  "large_cpu_s": round(large["cpu"], 2), "large_wall_s": round(large["wall"], 2),
+                                  "instances": large["instances"],
+                                  "marginal_cpu_us_per_instance": round(marginal[code], 2),
+                                  "instances_per_cpu_s": round(1e6 / marginal[code]),
+                                  "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
+                                  "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+            if "baseline" in marginal:
+                print(json.dumps({"mode": mode, "marginal_current_over_baseline":
+                                  round(marginal["current"] / marginal["baseline"], 3)}), flush=True)
         if args.speedup_rounds:
             speedup_rounds(exe, corpus, tmp, args.speedup_rounds)
         if args.control:
@@ -221,7 +234,7 @@ def main() -> None:
             compare_with_reference(args.reference.resolve(), args.reference_mb, args.repeat, tmp, exe)
 
 
-def speedup_rounds(exe: str, corpus: Path, tmp: Path, rounds: int) -> None:
+def speedup_rounds(exe: list[str], corpus: Path, tmp: Path, rounds: int) -> None:
     """Wall-clock speed-up from 1 to 2 worker processes, a 1-worker and a 2-worker run side by side per round:
     the VM's speed drifts between minutes, and a pair taken together sees the same machine."""
     ratios = []
@@ -237,7 +250,7 @@ def speedup_rounds(exe: str, corpus: Path, tmp: Path, rounds: int) -> None:
     print(json.dumps({"speedup_median": round(statistics.median(ratios), 3), "rounds": rounds}), flush=True)
 
 
-def control(exe: str, corpus: Path, tmp: Path, repeat: int) -> None:
+def control(exe: list[str], corpus: Path, tmp: Path, repeat: int) -> None:
     """Wall time of one in-memory create run on a 4 MB slice of the corpus, and of two such runs at once."""
     from bench_extract_wiki import best_wall
 
