@@ -385,14 +385,19 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
             }
         outputs[seq.name] = {"max_seq_length": seq.max_seq_length,
                              "max_predictions_per_seq": seq.max_predictions_per_seq, **per_split}
-    skipped = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("documents_skipped:")}
+    # Lines and rows that never became documents (bad JSON, a null text) count as read and skipped, by reason,
+    # beside documents without tokens, so that read = kept + skipped.
+    skipped = {k.split(":", 1)[1]: v for k, v in counts.items()
+               if k.startswith(("documents_skipped:", "lines_skipped:"))}
     return {
         "tool": "bertcorpus", "version": output.TOOL_VERSION, "job": "create",
         "config": cfg.describe(),
         "vocab": {"path": cfg.vocab, "sha256": vocab_sha256},
         "inputs": [{k: f[k] for k in ("path", "size", "sha256", "documents")} for f in merge_file_stats(files)],
-        "documents": {"read": counts.get("documents_read", 0), "kept": counts.get("documents_kept", 0),
-                      "skipped": skipped, "errors": 0},
+        "documents": {"read": counts.get("documents_read", 0) + sum(v for k, v in counts.items()
+                                                                    if k.startswith("lines_skipped:")),
+                      "kept": counts.get("documents_kept", 0), "skipped": dict(sorted(skipped.items())),
+                      "errors": 0},
         "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "replaced_chars",
                                                   "single_sentence_documents")},
         "outputs": outputs,

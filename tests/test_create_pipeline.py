@@ -348,3 +348,23 @@ def test_run_named_job_from_yaml(tmp_path, capsys):
     assert run_cli("run", "sample", "--profile", "local-in-memory", "--set", f"output={out}",
                    "--set", "dupe-factor=2") == 0
     assert json.loads((out / "manifest.json").read_text())["config"]["dupe_factor"] == 2
+
+
+def test_lines_and_rows_that_are_not_documents_are_counted_in_the_manifest(tmp_path, books_jsonl):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    lines = books_jsonl.read_text().splitlines()[:20]
+    jsonl = tmp_path / "mixed.jsonl"
+    jsonl.write_text("\n".join(lines[:10] + ['{"id": "cut", "text": "no end', '{"id": "no-text"}',
+                                            '{"id": "number", "text": 7}', "[1, 2]"] + lines[10:]) + "\n")
+    parquet = tmp_path / "documents-00000-of-00001.parquet"
+    rows = [json.loads(line) for line in lines[:5]]
+    pq.write_table(pa.table({"id": [r["id"] + ":p" for r in rows] + ["empty-1", "empty-2"],
+                             "text": [r["text"] for r in rows] + [None, None]}), parquet)
+    out = tmp_path / "o"
+    assert run_cli("create", "--input", jsonl, parquet, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1") == 0
+    docs = json.loads((out / "manifest.json").read_text())["documents"]
+    assert docs["skipped"] == {"bad_jsonl_line": 4, "null_text": 2}
+    assert docs["kept"] == 25 and docs["read"] == 31
+    assert docs["read"] == docs["kept"] + sum(docs["skipped"].values()) + docs["errors"]
