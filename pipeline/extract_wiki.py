@@ -3,13 +3,15 @@
     without --index:  dump paths ─ match ─ drop duplicates ─ read pages (one reader per file) ──┐
     with --index:     (dump, index) ─ plan byte ranges ─ Reshuffle ─ read pages (one per range) ─┤
         (Dump, Page) ─ clean text ─ documents ─ WriteDocuments ───────────────────────────────────┐
-        damage, pages without <text> ─ errors ─ WriteErrors ──────────────────────────────────────┼─ publish
+        damage, bad pages, index offsets past the dump ─ errors ─ WriteErrors ────────────────────┼─ publish
         counts, input fingerprints ───────────────────────────────────────────────────────────────┘
 
 Only articles become documents: namespace 0, not redirects, not disambiguation pages, with at least --min-chars of
-clean text. Every page read is kept, skipped for a counted reason, or recorded as an error; damage to a file (a
-truncated or corrupt stream, malformed XML) ends that file or byte range after its last complete page and is
-recorded as one error, and the run goes on. The multistream index is read by a worker, never by the launcher.
+clean text. Every page read is kept, skipped for a counted reason, or recorded as an error. Damage costs only what
+is damaged: a malformed page is one error and reading resumes at the next <page>, a corrupt bz2 stream of a
+multistream dump is one error and reading resumes at the next stream, and a truncated file keeps every complete page
+before the cut. The multistream index only cuts the dump into ranges (streams it leaves out are read all the same);
+it is read by a worker, never by the launcher.
 """
 from __future__ import annotations
 
@@ -139,7 +141,8 @@ def _route(dump: Dump, items):
 
 
 class ReadDumpFiles(beam.DoFn):
-    """dump path → (Dump, Page) per page, then damage to 'errors'; the file's size and sha256 go to 'inputs'.
+    """dump path → (Dump, Page) per page, bad pages and damage to 'errors'; the file's size and sha256 go to
+    'inputs'.
 
     The sha256 is computed from the bytes as the parser reads them, so the file is read once."""
 
@@ -155,8 +158,9 @@ class ReadDumpFiles(beam.DoFn):
 
 class PlanByteRanges(beam.DoFn):
     """(dump path, index path) → (Dump, start, end) per byte range of whole bz2 streams; the dump's size and
-    fingerprint and the index's sha256 go to 'inputs'. A dump is too big to hash in one place, and no worker reads
-    all of it, so it is fingerprinted by its first and last MiB.
+    fingerprint and the index's sha256 go to 'inputs', and index offsets beyond the end of the dump to 'errors'. A
+    dump is too big to hash in one place, and no worker reads all of it, so it is fingerprinted by its first and last
+    MiB.
 
     The ranges come out in an order shuffled by a generator seeded from the file name: a local runner deals them
     to its workers in turn, and neighbouring ranges of a dump tend to cost alike, so in file order one worker could
@@ -180,10 +184,14 @@ class PlanByteRanges(beam.DoFn):
         with _open(path) as f:
             size = f.seek(0, os.SEEK_END)
             fingerprint = _head_tail_fingerprint(f, size)
-        try:
-            ranges = plan_byte_ranges(offsets, size, self.range_bytes or auto_range_bytes(size))
-        except ValueError as e:
-            raise InputError(f"{index} is not the index of {path}: {e}") from None
+        ranges = plan_byte_ranges(offsets, size, self.range_bytes or auto_range_bytes(size))
+        beyond = [offset for offset in offsets if offset >= size]
+        if beyond:  # the pages of those streams are missing: the dump is cut, or the index is another dump's
+            yield beam.pvalue.TaggedOutput("errors", {
+                "input": path, "where": f"byte {size}", "reason": "truncated",
+                "detail": f"{index} lists {len(beyond)} bz2 streams at byte {beyond[0]} or later, beyond the end of "
+                          "the file: the dump is cut, or the index is not its own"})
+            yield tally.emit(documents.METRICS, {"read": 1, "errors:truncated": 1})
         dump = _read_dump_header(path)
         for start, end in python_rng(0, "range order", os.path.basename(path)).sample(ranges, len(ranges)):
             yield dump, start, end
@@ -193,7 +201,8 @@ class PlanByteRanges(beam.DoFn):
 
 
 class ReadByteRanges(beam.DoFn):
-    """(Dump, start, end) → (Dump, Page) for every page of the range's bz2 streams, then damage to 'errors'."""
+    """(Dump, start, end) → (Dump, Page) for every page of the bz2 streams that start in the range; bad pages and
+    damage to 'errors'."""
 
     def process(self, element):
         dump, start, end = element
@@ -230,11 +239,13 @@ class ExtractWikipedia(beam.PTransform):
             planned = (pbegin
                        | "list dumps and indexes" >> beam.Create(list(zip(cfg.inputs, cfg.index)))
                        | "plan byte ranges" >> beam.ParDo(PlanByteRanges(int(cfg.range_mb * MIB))).with_outputs(
-                           "inputs", main="ranges"))
+                           "inputs", "errors", tally.TALLY, main="ranges"))
             read = (planned.ranges
                     | "spread ranges" >> beam.Reshuffle()
                     | "read pages" >> beam.ParDo(ReadByteRanges()).with_outputs("errors", tally.TALLY, main="pages"))
             inputs = planned.inputs
+            rejected = (planned.errors, read.errors) | "merge errors" >> beam.Flatten()
+            read_counts = (planned[tally.TALLY], read[tally.TALLY]) | "merge read counts" >> beam.Flatten()
         else:
             # paths and patterns → distinct file paths; Distinct groups by path, which also spreads the files
             paths = (pbegin
@@ -244,15 +255,15 @@ class ExtractWikipedia(beam.PTransform):
                      | "drop duplicate files" >> beam.Distinct())
             read = paths | "read pages" >> beam.ParDo(ReadDumpFiles()).with_outputs(
                 "inputs", "errors", tally.TALLY, main="pages")
-            inputs = read.inputs
+            inputs, rejected, read_counts = read.inputs, read.errors, read[tally.TALLY]
         # (Dump, Page) → {id, source, title, text, url} for the articles kept
         cleaned = read.pages | "clean text" >> beam.ParDo(CleanText(cfg.source, cfg.min_chars)).with_outputs(
             tally.TALLY, main="documents")
         written = cleaned.documents | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
-        errors = read.errors | "write errors" >> documents.WriteErrors(cfg.output)
+        errors = rejected | "write errors" >> documents.WriteErrors(cfg.output)
         # Every skip reason appears in the manifest, also with a count of 0.
         zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
-        counts = ((zeros, read[tally.TALLY], cleaned[tally.TALLY], written[tally.TALLY])
+        counts = ((zeros, read_counts, cleaned[tally.TALLY], written[tally.TALLY])
                   | "merge counts" >> beam.Flatten())
         return ({"documents": written["files"], "errors": errors["files"], "counts": counts, "inputs": inputs}
                 | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))

@@ -169,15 +169,6 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(enwiki, tmp_path
     assert_same_extraction(manifest, tmp_path, enwiki)
 
 
-def test_documents_through_the_shuffle_or_through_files_are_byte_identical(enwiki, tmp_path, monkeypatch):
-    # Local outputs pass the documents to the shard writers through files; object-store outputs through the shuffle.
-    import pipeline.spill
-
-    monkeypatch.setattr(pipeline.spill, "spills_to_files", lambda output_dir: False)
-    manifest = extract(tmp_path, ENWIKI_2014, extra=["--num-shards", "3"])
-    assert_same_extraction(manifest, tmp_path, enwiki)
-
-
 def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(multistream):
     from pipeline.extract_wiki import MIB, PlanByteRanges, auto_range_bytes
 
@@ -186,27 +177,81 @@ def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(mu
     planned = [out for out in PlanByteRanges(1).process((str(dump), str(index)))
                if not hasattr(out, "tag")]
     ranges = [(start, end) for _, start, end in planned]
-    assert len(ranges) == 4 and ranges != sorted(ranges)  # one per stream, not in file order: workers draw a mix
+    assert len(ranges) == 5 and ranges != sorted(ranges)  # one per stream, not in file order: workers draw a mix
     starts, ends = zip(*sorted(ranges))
-    assert list(starts[1:]) == list(ends[:-1]) and ends[-1] == dump.stat().st_size  # contiguous, to the end
+    assert starts[0] == 0 and list(starts[1:]) == list(ends[:-1]) and ends[-1] == dump.stat().st_size  # the file
     again = [(start, end) for _, start, end in (out for out in PlanByteRanges(1).process(
         (str(dump), str(index))) if not hasattr(out, "tag"))]
     assert again == ranges
 
 
-def test_a_corrupt_stream_costs_its_range_only(multistream, tmp_path):
+def test_a_corrupt_stream_costs_that_stream_only(multistream, tmp_path):
     dump, index = multistream
     starts = sorted({int(line.split(b":")[0]) for line in bz2.decompress(index.read_bytes()).splitlines()})
     damaged = tmp_path / "enwiki-damaged-multistream.xml.bz2"
     damaged.write_bytes(flip_bytes(dump.read_bytes(), (starts[1] + starts[2]) // 2))  # inside the second stream
     manifest = extract(tmp_path / "out", damaged, extra=["--index", index, "--range-mb", "0.5"])
     [error] = errors(tmp_path / "out")
-    assert error["input"] == str(damaged) and error["where"].startswith(f"bytes {starts[0]}-")
+    assert error["input"] == str(damaged) and error["where"].startswith("bytes 0-")
     assert error["reason"] == "read_error"
+    assert f"bad bz2 data in the stream that starts at byte {starts[1]}" in error["detail"]
     docs = manifest["documents"]
-    # The damaged range keeps its first stream and the part of the second before the damage; the other two ranges
-    # (161 pages) are whole.
+    # The second stream keeps the pages of its bz2 blocks before the damage; the other three streams are whole.
     assert docs["errors"] == 1 and 100 + 161 + 1 < docs["read"] < 362
+    assert_accounted(manifest, tmp_path / "out")
+
+
+def test_a_malformed_page_in_a_single_stream_dump_costs_that_page_only(enwiki, tmp_path):
+    xml = read_xml(ENWIKI_2014)
+    page = xml.index(b"<page>", len(xml) // 2)
+    title_end = xml.index(b"</title>", page)
+    damaged = tmp_path / "enwiki-damaged.xml.bz2"
+    damaged.write_bytes(bz2.compress(xml[:title_end] + b"</titel>" + xml[title_end + len(b"</title>"):]))
+    manifest = extract(tmp_path / "out", damaged)
+    whole = json.loads((enwiki / "manifest.json").read_text())["documents"]
+    docs = manifest["documents"]
+    assert docs["read"] == whole["read"] and docs["errors"] == 2  # the page, and the sample's missing end tag
+    assert docs["kept"] + sum(docs["skipped"].values()) == whole["kept"] + sum(whole["skipped"].values()) - 1
+    assert {"input": str(damaged), "where": f"byte {page}", "reason": "xml_error",
+            "detail": "page 'Art': mismatched tag (after page 751)"} in errors(tmp_path / "out")
+    assert_accounted(manifest, tmp_path / "out")
+
+
+def test_a_cut_bz2_keeps_its_complete_pages_and_exits_1_as_the_error_rate_says(tmp_path):
+    cut = tmp_path / "enwiki-cut.xml.bz2"
+    cut.write_bytes(ENWIKI_2014.read_bytes()[:400_000])
+    manifest = extract(tmp_path / "out", cut, expect=1)
+    assert manifest["documents"]["read"] == 71 + 1 and manifest["documents"]["kept"] == 8
+    [error] = errors(tmp_path / "out")
+    assert error["reason"] == "read_error" and "EOFError" in error["detail"]
+    assert_accounted(manifest, tmp_path / "out")
+    extract(tmp_path / "tolerant", cut, extra=["--max-error-rate", "0.02"])
+
+
+def test_an_index_without_the_first_page_stream_loses_nothing(enwiki, multistream, tmp_path):
+    dump, index = multistream
+    lines = bz2.decompress(index.read_bytes()).splitlines(keepends=True)
+    first_stream = lines[0].split(b":")[0] + b":"
+    partial = tmp_path / "partial-index.txt"
+    partial.write_bytes(b"".join(line for line in lines if not line.startswith(first_stream)))
+    manifest = extract(tmp_path / "out", dump, extra=["--index", partial, "--num-shards", "3"])
+    assert file_digests(tmp_path / "out", "documents-*") == file_digests(enwiki, "documents-*")
+    assert manifest["documents"]["read"] == 361 and manifest["documents"]["errors"] == 0
+
+
+def test_a_dump_shorter_than_its_index_keeps_its_pages_and_says_so(multistream, tmp_path):
+    dump, index = multistream
+    lines = bz2.decompress(index.read_bytes()).splitlines()
+    starts = sorted({int(line.split(b":")[0]) for line in lines})
+    page_200 = lines[199].split(b":")[1].decode()
+    cut = tmp_path / "enwiki-cut-multistream.xml.bz2"
+    cut.write_bytes(dump.read_bytes()[: starts[2]])  # the first two page streams, whole
+    manifest = extract(tmp_path / "out", cut, extra=["--index", index])  # 2 errors in 202: under 1%
+    assert manifest["documents"]["read"] == 200 + 2 and manifest["documents"]["errors_by_reason"] == {"truncated": 2}
+    assert sorted(e["detail"] for e in errors(tmp_path / "out")) == [
+        f"{index} lists 2 bz2 streams at byte {starts[2]} or later, beyond the end of the file: the dump is cut, "
+        "or the index is not its own",
+        f"the dump ends at byte {starts[2]} without </mediawiki>: it is cut (after page {page_200})"]
     assert_accounted(manifest, tmp_path / "out")
 
 
@@ -225,7 +270,7 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
                    "--index", "gs://bertcorpus-test/enwiki-pages-articles-multistream-index.txt.bz2",
                    "--output", "gs://bertcorpus-test/documents", "--runner", "DataflowRunner",
                    "--project", "my-project", "--region", "us-central1",
-                   "--temp_location", "gs://bertcorpus-test/tmp", "--dry_run=True")
+                   "--temp_location", "gs://bertcorpus-test/tmp", "--setup_file", "./setup.py", "--dry_run=True")
     assert code == 0 and "dry run" in capsys.readouterr().out
     assert time.monotonic() - started < 30
 
@@ -246,10 +291,10 @@ def test_bad_input_gives_one_line_errors(multistream, tmp_path, capsys):
     not_an_index.write_text("this is not an index\n")
     expect_error(capsys, "--input", dump, "--index", not_an_index, "--output", tmp_path / "o",
                  match="is not a multistream index: line 1")
-    wrong_index = tmp_path / "wrong-index.txt"
-    wrong_index.write_text(f"{dump.stat().st_size + 5}:1:Far beyond the end\n")
-    expect_error(capsys, "--input", dump, "--index", wrong_index, "--output", tmp_path / "o",
-                 match="is not the index of")
+    cut_index = tmp_path / "cut-index.txt.bz2"
+    cut_index.write_bytes(index.read_bytes()[:1000])
+    expect_error(capsys, "--input", dump, "--index", cut_index, "--output", tmp_path / "o",
+                 match="is not a multistream index: the file is damaged (EOFError")
     assert not (tmp_path / "o" / "manifest.json").exists()
 
 

@@ -62,6 +62,12 @@ def test_malformed_index_line_is_an_error():
         read_stream_offsets(io.BytesIO(b"\n".join(lines)))
 
 
+def test_a_cut_index_is_an_error():
+    data = SZLWIKI_INDEX.read_bytes()
+    with pytest.raises(ValueError, match=r"the file is damaged \(EOFError"):
+        read_stream_offsets(io.BytesIO(data[: len(data) // 2]))
+
+
 # --- planning ------------------------------------------------------------------------------------------------------
 
 
@@ -95,10 +101,10 @@ def test_plan_byte_ranges_merges_a_small_remainder():
                                                                 (400, 460)]
 
 
-def test_plan_byte_ranges_rejects_bad_input():
-    assert plan_byte_ranges([], 1000, 10) == []
-    with pytest.raises(ValueError):
-        plan_byte_ranges([100, 2000], 1000, 10)
+def test_plan_byte_ranges_covers_the_file_whatever_the_index_says():
+    assert plan_byte_ranges([], 1000, 10) == [(0, 1000)]
+    assert plan_byte_ranges([100, 2000, 5000], 1000, 10) == [(0, 100), (100, 1000)]  # offsets beyond are left out
+    assert plan_byte_ranges([100], 0, 10) == []
     with pytest.raises(ValueError):
         plan_byte_ranges([100], 1000, 0)
 
@@ -177,6 +183,18 @@ def test_file_cut_inside_a_stream_yields_the_complete_streams_then_one_error(mul
     assert items[:-1] == list(enwiki_pages()[:200])
     assert isinstance(items[-1], PageError) and items[-1].reason == "read_error"
     assert f"the file ends at byte {offsets[2] + 1000}, inside the bz2 stream that starts at byte {offsets[2]}" in (
+        items[-1].detail)
+
+
+def test_a_dump_cut_between_two_streams_is_found_by_its_missing_end_tag(multistream, tmp_path):
+    dump, index = multistream
+    with open(index, "rb") as fileobj:
+        offsets = read_stream_offsets(fileobj)
+    cut = tmp_path / "cut.xml.bz2"
+    cut.write_bytes(dump.read_bytes()[: offsets[2]])
+    items = read_ranges(cut, plan_byte_ranges(offsets, offsets[2], 1))
+    assert items[:-1] == list(enwiki_pages()[:200])
+    assert items[-1].reason == "truncated" and f"the dump ends at byte {offsets[2]} without </mediawiki>" in (
         items[-1].detail)
 
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from transforms.wiki_pages import Damage, Page, PageError, iter_pages_from_chunks, open_dump
+from transforms.wiki_pages import _READ_ERRORS, Damage, Page, PageError, iter_pages_from_chunks, open_dump
 
 # Compressed bytes read per step, and the most decompressed bytes produced per step: bz2 expands XML about 5x, but
 # a crafted stream can expand far more, so the output is capped rather than trusted.
@@ -46,7 +46,10 @@ def read_stream_offsets(index_stream: BinaryIO) -> list[int]:
     pending = b""
     lines_before = 0
     while True:
-        chunk = reader.read(_INDEX_BLOCK_BYTES)
+        try:
+            chunk = reader.read(_INDEX_BLOCK_BYTES)
+        except _READ_ERRORS as exc:
+            raise ValueError(f"the file is damaged ({type(exc).__name__}: {exc})") from None
         data = pending + chunk
         cut = data.rfind(b"\n") + 1 if chunk else len(data)
         block, pending = b"\n" + data[:cut], data[cut:]
@@ -65,15 +68,14 @@ def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> l
 
     The first range starts at byte 0, so streams that the index does not list are read too. A range ends at the
     first stream boundary that makes it target_bytes or more; the last range runs to the end of the file, and
-    absorbs a remainder shorter than half a target rather than leaving a tiny range.
+    absorbs a remainder shorter than half a target rather than leaving a tiny range. Offsets at or beyond the end
+    of the file are left out (the caller reports them: the file is cut, or the index is not its own).
     """
     if target_bytes <= 0:
         raise ValueError(f"target_bytes must be positive, not {target_bytes}")
-    starts = sorted(set(offsets))
-    if not starts:
+    if file_size <= 0:
         return []
-    if starts[0] < 0 or starts[-1] >= file_size:
-        raise ValueError(f"stream offsets {starts[0]}..{starts[-1]} do not fit in a file of {file_size} bytes")
+    starts = sorted(offset for offset in set(offsets) if offset < file_size)
     ranges: list[tuple[int, int]] = []
     begin = 0
     for boundary in starts:
@@ -92,7 +94,8 @@ def iter_range_pages(fileobj: BinaryIO, start: int, end: int) -> Iterator[Page |
     A range owns the streams that start in it, and reads the last one to its end even past `end`; a range that
     does not start on a stream begins at the first stream start in it. So ranges cut at any offsets read every
     stream exactly once, and an index that is wrong about some offsets loses nothing. A corrupt stream costs that
-    stream: one PageError (its `where` names the range), and reading goes on at the next stream.
+    stream: one PageError (its `where` names the range), and reading goes on at the next stream. The stream that
+    ends the file must end with </mediawiki>, so a dump cut between two streams is found too.
     """
     for item in iter_pages_from_chunks(_decompressed_chunks(fileobj, start, end), fragment=True):
         if isinstance(item, PageError):
@@ -107,7 +110,8 @@ def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[by
     if at is None and start == 0:
         yield Damage("the file does not start with a bz2 stream")
     while at is not None and at < end:
-        stream_end, problem = yield from _decompress_stream(fileobj, at)
+        tail = bytearray()
+        stream_end, problem = yield from _keeping_the_tail(_decompress_stream(fileobj, at), tail)
         if problem is not None:
             yield Damage(problem)
             if stream_end is None:
@@ -115,10 +119,23 @@ def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[by
             at = _next_stream_start(fileobj, at + 1, end)
             continue
         if stream_end >= file_size:
+            if not tail.rstrip().endswith(b"</mediawiki>"):
+                yield Damage(f"the dump ends at byte {file_size} without </mediawiki>: it is cut", "truncated")
             return
         at = stream_end if _starts_stream(fileobj, stream_end) else _next_stream_start(fileobj, stream_end, file_size)
         if at != stream_end:  # the bytes after this range's stream are not bz2: nothing else will read them
             yield Damage(f"bytes {stream_end}-{file_size if at is None else at} are not a bz2 stream")
+
+
+def _keeping_the_tail(chunks, tail: bytearray):
+    """Pass the chunks on, keeping their last bytes in `tail`; returns what the chunk generator returns."""
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration as stop:
+            return stop.value
+        tail[:] = (tail + chunk[-64:])[-64:]
+        yield chunk
 
 
 def _decompress_stream(fileobj: BinaryIO, start: int):

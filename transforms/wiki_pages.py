@@ -74,6 +74,7 @@ class Damage:
     """A gap in a chunk stream: the bytes around it do not join (a corrupt compressed stream was skipped)."""
 
     detail: str
+    reason: str = "read_error"
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,7 @@ def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool =
             yield from reader.fail(f"{type(exc).__name__}: {exc}")
             return
         if isinstance(chunk, Damage):
-            yield from reader.resume_after(chunk.detail)
+            yield from reader.resume_after(chunk)
         else:
             yield from reader.feed(chunk)
 
@@ -249,11 +250,11 @@ class _PageReader:
         self.failed = True
         yield PageError(f"byte {self.bytes_read}", "read_error", f"{detail} ({self._after()})")
 
-    def resume_after(self, detail: str) -> Iterator[Page | PageError]:
+    def resume_after(self, damage: Damage) -> Iterator[Page | PageError]:
         """A gap in the input: the page it cuts is lost, and reading resumes at the next <page>."""
         at = self.base + (self.pos if self.state == _PAGE else len(self.buffer))
         cut = "; the page there is cut" if self.state == _PAGE else ""
-        yield self._error(at, "read_error", detail + cut, self._rest() if cut else "")
+        yield self._error(at, damage.reason, damage.detail + cut, self._rest() if cut else "")
         self.pos, self.state = len(self.buffer), _SKIP
         if self.decoder is not None:
             self.decoder.reset()
