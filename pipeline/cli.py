@@ -6,6 +6,7 @@ import logging
 import os
 import sys
 
+from pipeline import flags
 from pipeline.errors import user_message
 
 DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
@@ -13,6 +14,10 @@ DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
 Beam pipeline options (--runner, --direct_running_mode, --direct_num_workers, --project, --region,
 --temp_location, --dry_run, ...) are passed through to Beam unchanged, as Beam's own examples do.
 Without --runner, jobs run locally on Beam's direct runner."""
+
+
+# Commands whose extra flags belong to the command they run (a named job's), which checks them itself.
+FORWARDING_COMMANDS = {"run", "graph"}
 
 
 def _commands() -> dict:
@@ -33,11 +38,17 @@ def _commands() -> dict:
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only the chosen command's module is imported (so `create` never loads the trainer)."""
+    return _build_parsers(command)[0]
+
+
+def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser | None]:
+    """The parser, and the chosen command's own parser (None if the command is not known)."""
     import importlib
 
     parser = argparse.ArgumentParser(prog="bertcorpus", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    chosen = None
     for name, (module, summary) in _commands().items():
         p = sub.add_parser(name, help=summary, description=summary)
         p.add_argument("-v", "--verbose", action="store_true", help="show log messages from Beam and others")
@@ -47,7 +58,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             loaded.add_arguments(p)
             if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
                 p.epilog = "Beam pipeline options may follow, e.g. --runner DataflowRunner --dry_run=True."
-    return parser
+            chosen = p
+    return parser, chosen
+
+
+def command_flags(command: str) -> set[str]:
+    """The flags a command defines itself (--x and --no-x for booleans), without Beam's."""
+    return _own_flags(_build_parsers(command)[1])
+
+
+def _own_flags(command_parser: argparse.ArgumentParser) -> set[str]:
+    return {flag for action in command_parser._actions for flag in action.option_strings if flag.startswith("--")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,12 +81,13 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     words = argv if argv is not None else sys.argv[1:]
     command = next((w for w in words if not w.startswith("-")), None)
-    parser = build_parser(command)
+    parser, command_parser = _build_parsers(command)
     args, beam_args = parser.parse_known_args(argv)
     module = importlib.import_module(args.module)
-    if beam_args and not getattr(module, "ACCEPTS_BEAM_OPTIONS", True):
-        parser.error(f"unrecognized arguments: {' '.join(beam_args)}")
     try:
+        if args.command not in FORWARDING_COMMANDS:
+            flags.check_unknown_flags(beam_args, _own_flags(command_parser),
+                                      getattr(module, "ACCEPTS_BEAM_OPTIONS", True))
         return module.run(args, beam_args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

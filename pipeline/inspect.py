@@ -37,25 +37,53 @@ def format_example(features: dict[str, list], tokens: tuple[str, ...]) -> str:
     ])
 
 
+FEATURES = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+            "next_sentence_labels"}
+
+
 def run(args, beam_args: list[str]) -> int:
     from pipeline.errors import UserError
 
+    if args.num < 0 or args.skip < 0:
+        raise UserError("--num and --skip must be >= 0")
     vocab = Vocab.load(args.vocab)
-    if not FileSystems.exists(args.file):
-        raise UserError(f"no such file: {args.file}")
-    with FileSystems.open(args.file, compression_type="uncompressed") as f:
-        try:
-            records = list(itertools.islice(iter_tfrecords(f), args.skip, args.skip + args.num))
-        except ValueError as e:
-            raise UserError(f"{args.file}: {e}") from None
+    records = read_records(args.file, args.skip, args.num)
     for n, record in enumerate(records, start=args.skip):
-        features = parse_example(record)
-        missing = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                   "masked_lm_weights", "next_sentence_labels"} - features.keys()
-        if missing:
-            raise UserError(f"record {n} is not a pretraining example (lacks {', '.join(sorted(missing))})")
+        features = decoded_example(record, n, len(vocab))
         print(f"record {n}:")
         print(format_example(features, vocab.tokens))
     if not records:
         print("no records")
     return 0
+
+
+def read_records(path: str, skip: int, num: int) -> list[bytes]:
+    from pipeline.errors import UserError
+
+    if not FileSystems.exists(path):
+        raise UserError(f"no such file: {path}")
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            return list(itertools.islice(iter_tfrecords(f), skip, skip + num))
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from None
+    except OSError as e:  # a directory, a file it may not read
+        raise UserError(f"{path}: {e.strerror or e}") from None
+
+
+def decoded_example(record: bytes, n: int, vocab_size: int) -> dict[str, list]:
+    """The record's features, checked to be a pretraining example whose ids the vocab has."""
+    from pipeline.errors import UserError
+
+    try:
+        features = parse_example(record)
+    except (IndexError, ValueError, UnicodeDecodeError):
+        raise UserError(f"record {n} is not a tf.train.Example") from None
+    missing = FEATURES - features.keys()
+    if missing:
+        raise UserError(f"record {n} is not a pretraining example (lacks {', '.join(sorted(missing))})")
+    beyond = max(features["input_ids"] + features["masked_lm_ids"], default=0)
+    if beyond >= vocab_size:
+        raise UserError(f"record {n} has token id {beyond}, beyond the {vocab_size:,} tokens of --vocab; "
+                        "give the vocab the records were made with")
+    return features

@@ -36,6 +36,11 @@ def load_jobs_file(path: str | None) -> dict:
     raise UserError(f"no jobs file found (looked for {', '.join(c for c in candidates if c)})")
 
 
+def _kebab(key: str) -> str:
+    """Our flags are kebab-case; --set and the jobs file may also spell them in snake_case."""
+    return key.replace("_", "-")
+
+
 def _flag(key: str, value) -> list[str]:
     """A YAML entry → command-line words. Lists repeat the value; booleans become --x / --no-x."""
     if isinstance(value, bool):
@@ -51,17 +56,22 @@ def command_line(spec: dict, job: str, profile: str, overrides: list[str], extra
         raise UserError(f"unknown job {job!r}; jobs: {', '.join(sorted(jobs))}")
     if profile not in profiles:
         raise UserError(f"unknown profile {profile!r}; profiles: {', '.join(sorted(profiles))}")
-    job_args = dict(jobs[job].get("args") or {})
+    job_args = {_kebab(k): v for k, v in (jobs[job].get("args") or {}).items()}
     beam_opts = {k: v for k, v in (profiles[profile] or {}).items()}
+    own_flags = None
     for item in overrides:
         key, sep, value = item.partition("=")
         if not sep:
             raise UserError(f"--set wants KEY=VALUE, got {item!r}")
         parsed = yaml.safe_load(value) if value else ""
-        if key in beam_opts or "_" in key:
-            beam_opts[key] = parsed
+        if own_flags is None:
+            from pipeline import cli
+
+            own_flags = cli.command_flags(jobs[job]["command"])
+        if key not in beam_opts and f"--{_kebab(key)}" in own_flags:
+            job_args[_kebab(key)] = parsed  # the job's own flag, in either spelling, replaced
         else:
-            job_args[key] = parsed
+            beam_opts[key] = parsed  # a Beam option; the command refuses a name that is neither
     words = [jobs[job]["command"]]
     for key, value in job_args.items():
         words += _flag(key, value)

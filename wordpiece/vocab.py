@@ -29,6 +29,16 @@ def read_vocab_bytes(path: str) -> bytes:
         raise VocabError(f"cannot read vocab file {path}: {e}") from None
 
 
+def _decode_utf8(raw: bytes, name: str) -> str:
+    """The file's text; a byte that is not UTF-8 would silently become another token, so it is refused."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise VocabError(f"vocab file {name} is not UTF-8: line {line:,} has the byte 0x{raw[e.start]:02x} "
+                         f"({e.reason}); a vocab file must be UTF-8 text") from None
+
+
 @dataclass(frozen=True)
 class Vocab:
     tokens: tuple[str, ...]
@@ -40,7 +50,7 @@ class Vocab:
 
     @classmethod
     def from_bytes(cls, raw: bytes, name: str = "vocab") -> "Vocab":
-        text = raw.decode("utf-8", errors="replace")
+        text = _decode_utf8(raw, name)
         # The reference strips each line; keep the same ids (line numbers).
         tokens = tuple(line.strip() for line in text.splitlines())
         if not tokens:

@@ -1,0 +1,121 @@
+"""The command line on mistakes: misspelled flags, unreadable vocab files and records, filesystem errors. Each ends
+with one clear line and a non-zero exit, never a traceback, and a flag is never silently ignored."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import SAMPLE_TEXT, VOCAB, run_cli
+
+
+def _create(out: Path, *extra) -> int:
+    return run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, *extra)
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1, err
+    return err.strip()
+
+
+# Flags: ours, or Beam's, or an error naming the closest valid one.
+
+def test_a_misspelled_flag_is_refused_naming_the_closest(tmp_path, capsys):
+    assert _create(tmp_path / "out", "--dupe-factr", "1") == 2
+    assert _error_line(capsys) == "bertcorpus create: error: unknown flag --dupe-factr; did you mean --dupe-factor?"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_beam_option_spelled_in_kebab_case_is_refused_naming_beams_spelling(tmp_path, capsys):
+    assert _create(tmp_path / "out", "--direct-num-workers=2") == 2
+    assert _error_line(capsys) == ("bertcorpus create: error: unknown flag --direct-num-workers; "
+                                   "did you mean --direct_num_workers?")
+
+
+def test_a_stray_word_is_refused(tmp_path, capsys):
+    assert _create(tmp_path / "out", "seq128") == 2
+    assert _error_line(capsys) == "bertcorpus create: error: unexpected argument 'seq128'"
+
+
+def test_a_command_without_beam_options_names_its_own_closest_flag(tmp_path, capsys):
+    assert run_cli("inspect", tmp_path / "x.tfrecord", "--vocab", VOCAB, "--nmu", "2") == 2
+    assert _error_line(capsys) == "bertcorpus inspect: error: unknown flag --nmu; did you mean --num?"
+    assert run_cli("stats", tmp_path, "--runner", "DirectRunner") == 2
+    assert _error_line(capsys) == ("bertcorpus stats: error: unknown flag --runner; "
+                                   "this command takes no Beam pipeline options")
+
+
+def test_a_bad_beam_option_value_is_one_line(tmp_path, capsys):
+    assert _create(tmp_path / "out", "--direct_running_mode", "many") == 2
+    assert _error_line(capsys) == ("bertcorpus create: error: argument --direct_running_mode: invalid choice: "
+                                   "'many' (choose from 'in_memory', 'multi_threading', 'multi_processing')")
+
+
+def test_options_of_the_named_runner_are_known(tmp_path, capsys):
+    """RenderRunner's --render_output is registered only once that runner's module is loaded."""
+    graph = tmp_path / "create.dot"
+    assert _create(tmp_path / "out", "--runner", "apache_beam.runners.render.RenderRunner",
+                   "--render_output", graph) == 0
+    assert graph.read_text().startswith("digraph")
+
+
+def test_set_replaces_a_job_flag_in_either_spelling(capsys):
+    for spelling in ("dupe_factor", "dupe-factor"):
+        assert run_cli("run", "sample", "--print-command", "--set", f"{spelling}=1") == 0
+        command = capsys.readouterr().out.split()
+        assert [w for w in command if "dupe" in w] == ["--dupe-factor"]
+        assert command[command.index("--dupe-factor") + 1] == "1"
+
+
+def test_a_job_run_with_set_uses_the_value_set(tmp_path, capsys):
+    out = tmp_path / "sample"
+    assert run_cli("run", "sample", "--profile", "local-in-memory", "--set", "dupe_factor=1",
+                   "--set", f"input={SAMPLE_TEXT}", "--set", f"vocab={VOCAB}", "--set", f"output={out}") == 0
+    assert json.loads((out / "manifest.json").read_text())["config"]["dupe_factor"] == 1
+
+
+def test_set_with_a_misspelled_flag_is_refused(tmp_path, capsys):
+    assert run_cli("run", "sample", "--set", "dupe_factr=1", "--set", f"output={tmp_path / 'out'}") == 2
+    assert _error_line(capsys) == "bertcorpus create: error: unknown flag --dupe_factr; did you mean --dupe-factor?"
+
+
+# Vocab files and records.
+
+@pytest.fixture
+def latin1_vocab(tmp_path) -> Path:
+    """The real vocab with one token on line 2,001 written in Latin-1, as an editor might save it."""
+    lines = VOCAB.read_bytes().split(b"\n")
+    lines[2000] = "café".encode("latin-1")
+    path = tmp_path / "vocab-latin1.txt"
+    path.write_bytes(b"\n".join(lines))
+    return path
+
+
+def test_a_vocab_that_is_not_utf8_is_refused_with_its_line(tmp_path, capsys, latin1_vocab):
+    out = tmp_path / "out"
+    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", latin1_vocab, "--output", out) == 2
+    assert _error_line(capsys) == (f"bertcorpus create: error: vocab file {latin1_vocab} is not UTF-8: line 2,001 "
+                                   "has the byte 0xe9 (invalid continuation byte); a vocab file must be UTF-8 text")
+    assert not out.exists()
+
+
+def test_inspect_on_a_directory_is_one_line(tmp_path, capsys):
+    assert run_cli("inspect", tmp_path, "--vocab", VOCAB) == 2
+    assert _error_line(capsys) == f"bertcorpus inspect: error: {tmp_path}: Is a directory"
+
+
+def test_inspect_with_the_wrong_vocab_is_one_line(tmp_path, capsys, records_dir):
+    small = tmp_path / "vocab-small.txt"
+    small.write_text("\n".join(VOCAB.read_text(encoding="utf-8").splitlines()[:110]) + "\n", encoding="utf-8")
+    shard = sorted((records_dir / "seq128").glob("train-*.tfrecord"))[0]
+    assert run_cli("inspect", shard, "--vocab", small, "-n", "1") == 2
+    line = _error_line(capsys)
+    assert line.startswith("bertcorpus inspect: error: record 0 has token id ")
+    assert line.endswith(", beyond the 110 tokens of --vocab; give the vocab the records were made with")
+
+
+def test_inspect_on_text_is_one_line(capsys):
+    assert run_cli("inspect", SAMPLE_TEXT, "--vocab", VOCAB) == 2
+    assert _error_line(capsys) == f"bertcorpus inspect: error: {SAMPLE_TEXT}: TFRecord length CRC mismatch"
