@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 from conftest import DATA, VOCAB, assert_same_extraction, file_digests, run_cli
-from pipeline.extract_books import book_id, list_inputs, read_metadata
+from pipeline.book_files import book_id, list_inputs, read_metadata
 from transforms.book_cleaning import clean_book
 from transforms.book_decoding import decode_book
 from transforms.book_duplicates import band_keys, lsh_rows, minhash_signature, near_copies
@@ -194,7 +194,7 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
     code = run_cli("extract-books", "--input", "gs://bertcorpus-test/books/", "gs://bertcorpus-test/pg19/train",
                    "--metadata", "gs://bertcorpus-test/pg19/metadata.csv", "--output", "gs://bertcorpus-test/docs",
                    "--runner", "DataflowRunner", "--project", "my-project", "--region", "us-central1",
-                   "--temp_location", "gs://bertcorpus-test/tmp", "--dry_run=True")
+                   "--temp_location", "gs://bertcorpus-test/tmp", "--setup_file", "./setup.py", "--dry_run=True")
     assert code == 0 and "dry run" in capsys.readouterr().out
     assert time.monotonic() - started < 30
 

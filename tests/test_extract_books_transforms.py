@@ -14,8 +14,9 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from conftest import DATA
 from pipeline import tally
+from pipeline.book_files import book_id
 from pipeline.extract_books import (Book, BooksConfig, CleanBooks, DecodeBooks, DropDuplicates, ListBookFiles,
-                                    ReadBooks, ReadMetadata, book_id)
+                                    ReadBooks, ReadMetadata)
 from transforms.book_cleaning import clean_book
 from transforms.book_decoding import decode_book
 from transforms.book_duplicates import dedup_key, minhash_signature
