@@ -24,9 +24,9 @@ import numpy as np
 import zstandard
 
 from pipeline import output, runners, tally
-from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
+from pipeline.sources import InputError, PlanReads, ReadStats, merge_file_stats, read_documents
 from transforms.instance_columns import InstanceColumns
-from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document
+from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document, sample_fragments
 from transforms.masking import SpecialIds, assemble, mask_tokens
 from transforms.seeding import numpy_rng, python_rng, stable_hash, unit_interval
 from transforms.sentences import document_sentences
@@ -38,8 +38,22 @@ RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord"]
 # Bytes of text per stored byte of a compressed input, measured on the bundled books and Wikipedia articles
 # (docs/dataflow.md): buckets and shards are sized by the text they will hold, not by the bytes that hold it.
 TEXT_PER_STORED_BYTE = {".parquet": 2.5, ".zst": 2.7, ".gz": 2.6, ".bz2": 3.5}
+NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
+NEGATIVE_SHARE = 0.5  # of a bucket's tokens, sent to them as fragments: a pool of many distinct segments
 SHARD_TARGET_MB = 256  # of records, per train shard when --num-shards is left to the job
 RECORD_BYTES_PER_TEXT_BYTE = 2  # per dupe pass, at 128/20 and at 512/80 alike
+
+
+# The automatic eval split: 1% of the documents, but at least EVAL_TEXT_BYTES of text where the input allows (up to
+# 10%), so that a small corpus's eval split holds enough documents for random next segments; none below
+# MIN_EVAL_TEXT_BYTES of eval text, where a split of a few documents would measure nothing.
+EVAL_TEXT_BYTES = 256 * 1024
+MIN_EVAL_TEXT_BYTES = 32 * 1024
+
+
+def auto_eval_fraction(text_bytes: float) -> float:
+    fraction = min(0.1, max(0.01, EVAL_TEXT_BYTES / max(text_bytes, 1)))
+    return fraction if fraction * text_bytes >= MIN_EVAL_TEXT_BYTES else 0.0
 
 
 def estimated_text_bytes(path: str, size: int) -> float:
@@ -63,7 +77,7 @@ class CreateConfig:
     do_lower_case: bool = True
     whole_word_mask: bool = False
     num_shards: int = 0          # train shards per seq config; 0 = sized from the input
-    eval_fraction: float = 0.01
+    eval_fraction: float | None = None  # None = sized from the input (auto_eval_fraction)
     num_buckets: int = 0         # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
 
@@ -76,8 +90,9 @@ class CreateConfig:
         # has something to interleave. A multiple of 4 shares the writing evenly between 2 or 4 workers.
         records_mb = RECORD_BYTES_PER_TEXT_BYTE * mb * self.dupe_factor
         shards = self.num_shards or 4 * math.ceil(max(4, records_mb / SHARD_TARGET_MB) / 4)
-        return CreateConfig(**{**asdict(self), "seq_configs": list(self.seq_configs),
-                               "num_buckets": buckets, "num_shards": shards})
+        eval_fraction = auto_eval_fraction(text_bytes) if self.eval_fraction is None else self.eval_fraction
+        return CreateConfig(**{**asdict(self), "seq_configs": list(self.seq_configs), "num_buckets": buckets,
+                               "num_shards": shards, "eval_fraction": eval_fraction})
 
     @property
     def eval_buckets(self) -> int:
@@ -149,9 +164,26 @@ def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None
     return bucket_key(doc.id, split_of(doc.id, config), config), (doc.id, doc.text, doc.sentences)
 
 
-class BuildInstances(beam.DoFn):
-    """(bucket key, documents) → ((seq config, split, shard), (bucket tie-break, piece)), where a piece is the
-    packed sort keys, row numbers and zstd-compressed instance columns (`pack_piece`).
+def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[str]]]:
+    """Bucket key → (buckets in its split, the buckets it sends fragments to). A split's buckets that hold
+    documents stand in a ring, in an order seeded by the run's seed; each sends fragments of its documents to the
+    NEGATIVE_TARGETS buckets after it. So every bucket draws its random next segments from as many other buckets,
+    whatever its own size, and eval buckets only from eval buckets. A split of one bucket sends nothing."""
+    splits: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        splits.setdefault(key.split("/")[0], []).append(key)
+    targets = {}
+    for ring in splits.values():
+        ring.sort(key=lambda k: stable_hash(seed, "negatives ring", k))
+        after = min(NEGATIVE_TARGETS, len(ring) - 1)
+        for i, key in enumerate(ring):
+            targets[key] = (len(ring), [ring[(i + j) % len(ring)] for j in range(1, after + 1)])
+    return targets
+
+
+class TokenizeBuckets(beam.DoFn):
+    """(bucket key, documents) → (bucket key, ("bucket", tokenised documents, buckets in the split)) and, for each
+    bucket it sends fragments to, (that key, ("fragments", this key, fragments)); counts to TALLY.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
@@ -160,28 +192,29 @@ class BuildInstances(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
-        vocab = self.vocab.load()
-        ids = vocab.ids
-        self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
-        self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
-                                  is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
-        self.compressor = zstandard.ZstdCompressor(level=1)
+        self.tokenizer = WordPieceTokenizer(self.vocab.load(), self.config.do_lower_case)
 
-    def process(self, element):
+    def process(self, element, targets: dict):
         key, docs = element
-        split = key.split("/")[0]
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
         docs = sorted(docs, key=lambda d: (d[0], d[1] or "", d[2] or []))
-        bucket, counts = self._tokenize(docs)
+        tokenized, counts = self._tokenize(docs)
         yield tally.emit("create", counts)
-        if bucket is None:
-            return
-        tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
-        for seq in self.config.seq_configs:
-            yield from self._instances_for(bucket, key, split, seq, tiebreak)
+        if tokenized:
+            ring_size, receivers = targets[key]
+            yield key, ("bucket", tokenized, ring_size)
+            yield from self._fragments(Bucket.from_documents(tokenized), key, receivers)
 
-    def _tokenize(self, docs) -> tuple[Bucket | None, dict[str, int]]:
-        """(id, text, sentences) documents → a Bucket of those with any tokens (None if none has), and counts."""
+    def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
+        """(receiver, ("fragments", key, fragments)) for every bucket this one sends fragments to."""
+        fragment_tokens = 2 * max(seq.max_seq_length for seq in self.config.seq_configs)
+        count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
+        for receiver in receivers:
+            rng = python_rng(self.config.seed, "negative fragments", key, receiver)
+            yield receiver, ("fragments", key, sample_fragments(bucket, count, fragment_tokens, rng))
+
+    def _tokenize(self, docs) -> tuple[list, dict[str, int]]:
+        """(id, text, sentences) documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
         tokenized = []
         counts = {"documents_kept": 0, "sentences": 0, "tokens": 0, "single_sentence_documents": 0,
                   "documents_skipped:empty": 0}
@@ -199,9 +232,54 @@ class BuildInstances(beam.DoFn):
             counts["single_sentence_documents"] += int(len(lengths) == 1)
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
-        return (Bucket.from_documents(tokenized) if tokenized else None), counts
+        return tokenized, counts
 
-    def _instances_for(self, bucket: Bucket, key: str, split: str, seq: SeqConfig, tiebreak: int):
+
+class UnbalancedSplitError(InputError):
+    """A split whose documents cannot give random next segments: no other document to draw from."""
+
+
+class BuildInstances(beam.DoFn):
+    """(bucket key, [its tokenised documents, fragments from other buckets]) → ((seq config, split, shard),
+    (bucket tie-break, piece)), where a piece is the packed sort keys, row numbers and zstd-compressed instance
+    columns (`pack_piece`)."""
+
+    def __init__(self, config: CreateConfig, vocab: JobVocab):
+        self.config = config
+        self.vocab = vocab
+
+    def setup(self):
+        vocab = self.vocab.load()
+        ids = vocab.ids
+        self.special = SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
+                                  is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
+        self.compressor = zstandard.ZstdCompressor(level=1)
+
+    def process(self, element):
+        key, values = element
+        # A bucket whose documents had no tokens sends no "bucket" value; the fragments sent to it go unused.
+        for _, documents, ring_size in (v for v in values if v[0] == "bucket"):
+            yield from self._bucket_instances(key, documents, ring_size, values)
+
+    def _bucket_instances(self, key: str, documents: list, ring_size: int, values: list):
+        split = key.split("/")[0]
+        # The fragments in the order of the buckets that sent them: the pool is the same on every runner.
+        fragments = [f for v in sorted((v for v in values if v[0] == "fragments"), key=lambda v: v[1])
+                     for f in v[2]]
+        if not fragments and len(documents) < 2 and ring_size == 1:
+            remedy = ("pass --eval-fraction 0 for no eval split, or a larger one" if split == "eval" else
+                      "give create more than one document")
+            raise UnbalancedSplitError(f"the {split} split holds a single document ({documents[0][0]}), so it can "
+                                       f"have no random next segments and its NSP labels could not be balanced; "
+                                       f"{remedy}")
+        bucket = Bucket.from_documents(documents + fragments)
+        pool = range(len(documents), len(documents) + len(fragments)) if fragments else None
+        tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
+        for seq in self.config.seq_configs:
+            yield from self._instances_for(bucket, len(documents), pool, key, split, seq, tiebreak)
+
+    def _instances_for(self, bucket: Bucket, documents: int, pool: range | None, key: str, split: str,
+                       seq: SeqConfig, tiebreak: int):
         cfg = self.config
         num_shards = cfg.shards(split)
         passes: list[InstanceColumns] = []
@@ -211,8 +289,9 @@ class BuildInstances(beam.DoFn):
         for dupe in range(cfg.dupe_factor):
             batch = InstanceBatch()
             rng = python_rng(cfg.seed, "instances", key, seq.name, dupe)
-            for doc in range(len(bucket)):
-                create_instances_from_document(bucket, doc, seq.max_seq_length - 3, cfg.short_seq_prob, rng, batch)
+            for doc in range(documents):
+                create_instances_from_document(bucket, doc, seq.max_seq_length - 3, cfg.short_seq_prob, rng, batch,
+                                               pool)
             for reason, n in batch.skipped.items():
                 skipped[reason] = skipped.get(reason, 0) + n
             if not len(batch):
@@ -357,12 +436,34 @@ class Publish(beam.DoFn):
             for i in range(cfg.shards(split)) if shard_name(seq, split, i, cfg.shards(split)) not in written]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
         manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files)
+        problem = unbalanced_outputs(manifest)
+        if problem:
+            output.discard_staging(cfg.output)
+            raise UnbalancedSplitError(f"{problem}; nothing was published")
         output.publish(cfg.output, [s["path"] for s in shard_infos], manifest, RECORD_GLOBS)
         yield manifest
 
 
 class NoDocumentsError(RuntimeError):
     pass
+
+
+def random_next_bound(instances: int) -> float:
+    """How far an output's random-next share may stray from 0.5: 0.01 from 10,000 instances on, and for fewer, four
+    standard errors of a fair coin (a balanced output passes this but once in ~16,000)."""
+    return max(0.01, 4 * 0.5 / math.sqrt(instances)) if instances < 10_000 else 0.01
+
+
+def unbalanced_outputs(manifest: dict) -> str | None:
+    """Which outputs' random-next shares stray outside random_next_bound, in one line; None if none does."""
+    strays = [f"{name}/{split} {entry['random_next_share']:.4f} over {entry['instances']:,} instances"
+              for name, out in manifest["outputs"].items() for split in ("train", "eval")
+              if split in out and out[split]["instances"]
+              and abs(out[split]["random_next_share"] - 0.5) > random_next_bound(out[split]["instances"])]
+    if not strays:
+        return None
+    return "NSP labels outside 0.5 ± their bound (0.01 from 10,000 instances, 4 standard errors below): " + \
+        "; ".join(strays)
 
 
 def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], counts: dict, files: list) -> dict:
@@ -420,12 +521,24 @@ class CreatePretrainingData(beam.PTransform):
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
-        # SourceDocument → (bucket key, (id, text, sentences)) → (bucket key, [documents]) → tokenised in the
-        # bucket → ((config, split, shard), (bucket tie-break, records piece))
-        built = (read.docs
-                 | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
-                     tuple[str, tuple[str, typing.Any, typing.Any]])
-                 | "group into buckets" >> beam.GroupByKey()
+        # SourceDocument → (bucket key, (id, text, sentences))
+        keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
+            tuple[str, tuple[str, typing.Any, typing.Any]])
+        # bucket keys → {bucket key: (buckets in its split, buckets it sends fragments to)}, one small dict
+        targets = (keyed
+                   | "list buckets" >> beam.Keys()
+                   | "distinct buckets" >> beam.Distinct()
+                   | "gather buckets" >> beam.combiners.ToList()
+                   | "plan negatives" >> beam.Map(fragment_targets, cfg.seed))
+        # → (bucket key, [documents]) → (bucket key, tokenised documents) + (other bucket key, fragments)
+        tokenized = (keyed
+                     | "group into buckets" >> beam.GroupByKey()
+                     | "tokenize buckets" >> beam.ParDo(TokenizeBuckets(cfg, self.vocab),
+                                                        targets=beam.pvalue.AsSingleton(targets))
+                     .with_outputs(tally.TALLY, main="buckets"))
+        # → (bucket key, [its documents, fragments from other buckets]) → ((config, split, shard), (tie, piece))
+        built = (tokenized.buckets
+                 | "gather negatives" >> beam.GroupByKey()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg, self.vocab))
                  .with_output_types(tuple[tuple[str, str, int], tuple[int, bytes]])
                  .with_outputs(tally.TALLY, main="pieces"))
@@ -435,7 +548,8 @@ class CreatePretrainingData(beam.PTransform):
                        | "write shards" >> beam.ParDo(WriteShards(cfg)))
         # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
         labelled = [values | f"label {what}" >> beam.Map(_labelled, kind) for what, kind, values in (
-            ("reading counts", "counts", read[tally.TALLY]), ("building counts", "counts", built[tally.TALLY]),
+            ("reading counts", "counts", read[tally.TALLY]), ("tokenizing counts", "counts", tokenized[tally.TALLY]),
+            ("building counts", "counts", built[tally.TALLY]),
             ("file stats", "files", read.files), ("shard infos", "shards", shard_infos))]
         return (labelled
                 | "gather the outcome" >> beam.Flatten()
@@ -493,14 +607,15 @@ def add_arguments(parser) -> None:
     layout = parser.add_argument_group("layout and scale")
     layout.add_argument("--num-shards", type=int, default=0,
                         help="train shards per seq config (default: ~256 MB each, at least 4)")
-    layout.add_argument("--eval-fraction", type=float, default=0.01,
-                        help="share of documents held out for eval shards (0 disables the eval split)")
+    layout.add_argument("--eval-fraction", type=float, default=None,
+                        help="share of documents held out for eval shards (0 disables the eval split; default: "
+                             "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
+                             "input under ~320 KB)")
     layout.add_argument("--num-buckets", type=int, default=0,
-                        help="document buckets; each is one worker's unit of memory and NSP negatives "
+                        help="document buckets; each is one worker's unit of memory "
                              "(default: one per --bucket-mb of input)")
     layout.add_argument("--bucket-mb", type=float, default=1.0,
-                        help="input MB per bucket for the default (1); raise it for corpora of few, long "
-                             "documents such as books only, so that each bucket holds many documents")
+                        help="MB of text per bucket for the default (1): a bucket is what a worker holds at once")
 
 
 def config_from_args(args) -> CreateConfig:
@@ -509,7 +624,7 @@ def config_from_args(args) -> CreateConfig:
     checks = [(args.dupe_factor >= 1, "--dupe-factor must be at least 1"),
               (0 < args.masked_lm_prob < 1, "--masked-lm-prob must be between 0 and 1"),
               (0 <= args.short_seq_prob <= 1, "--short-seq-prob must be between 0 and 1"),
-              (0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
+              (args.eval_fraction is None or 0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
               (args.num_shards >= 0 and args.num_buckets >= 0, "--num-shards/--num-buckets must be >= 0"),
               (args.bucket_mb > 0, "--bucket-mb must be positive")]
     for ok, message in checks:

@@ -163,7 +163,7 @@ def test_inspect_prints_decoded_examples(records_dir, capsys):
     shard = sorted((records_dir / "seq128").glob("train-*"))[0]
     assert run_cli("inspect", shard, "--vocab", VOCAB, "-n", "2") == 0
     out = capsys.readouterr().out
-    assert out.count("record ") == 2 and "[CLS]" in out and "[MASK]" in out and "next_sentence_label" in out
+    assert sum(line.startswith("record ") for line in out.splitlines()) == 2 and "[CLS]" in out and "[MASK]" in out and "next_sentence_label" in out
 
 
 def test_summary_prints_the_manifest_counts(tmp_path, capsys):
@@ -260,15 +260,14 @@ def test_awkward_documents_work_and_are_counted(tmp_path):
     assert structural_errors(rec, 128, 20) == []
 
 
-def test_one_document_corpus(tmp_path):
+def test_a_split_of_one_document_is_refused_before_anything_is_written(tmp_path, capsys):
     doc = tmp_path / "one.txt"
     doc.write_text("\n".join(SAMPLE_TEXT.read_text().split("\n\n")[0].splitlines()) + "\n")
     out = tmp_path / "o"
-    assert run_cli("create", "--input", doc, "--vocab", VOCAB, "--output", out, "--dupe-factor", "3") == 0
-    manifest = json.loads((out / "manifest.json").read_text())
-    train = manifest["outputs"]["seq128"]["train"]
-    assert train["instances"] > 0 and train["random_next_share"] == 0.0
-    assert train["nsp_draws_skipped"]["random_next_without_other_document"] > 0
+    assert run_cli("create", "--input", doc, "--vocab", VOCAB, "--output", out, "--dupe-factor", "3") == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "single document (one:0)" in line and "random next" in line
+    assert not list(out.rglob("*.tfrecord")) and not (out / "manifest.json").exists()
 
 
 def test_file_boundaries_are_document_boundaries(tmp_path):

@@ -66,7 +66,7 @@ def test_every_local_mode_makes_the_same_records(tmp_path):
         assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2",
                        "--runner=DirectRunner", f"--direct_running_mode={mode}", "--direct_num_workers=2") == 0
         outputs[mode] = file_digests(out, "seq128/*.tfrecord")
-    assert len(outputs["in_memory"]) == 5
+    assert len(outputs["in_memory"]) == 4  # train shards: the sample is too small for an eval split
     assert outputs["in_memory"] == outputs["multi_threading"] == outputs["multi_processing"]
 
 

@@ -4,13 +4,18 @@ This follows the reference's create_instances_from_document (target length with 
 sentences, a random A/B split, a random next from another document with the unused sentences put back, and
 truncate_seq_pair), with three deliberate fixes:
 
-1. The NSP label is drawn first, with probability 1/2, whatever the chunk looks like. The reference forces a
-   random next on every single-sentence chunk, which makes ~54% of its labels "random". Here a one-sentence
-   chunk that drew IsNext takes the following sentence(s) as B, or, at the end of a document, pairs with the
-   sentence before it. Only a one-sentence document cannot form IsNext; such draws are counted and skipped.
-2. A random next always comes from another document of the same bucket (the reference gives up after 10 tries
-   and silently uses the same document). A bucket with one document has no negatives; such draws become
-   IsNext and are counted.
+1. The NSP label is drawn first, whatever the chunk looks like, and labels come in balanced pairs: of two
+   consecutive chunks of a pass over a bucket, a coin decides which one gets the random next. Each label is
+   still 1/2 either way, but an output's share stays at 0.5 far closer than independent draws would keep it.
+   The reference forces a random next on every single-sentence chunk, which makes ~54% of its labels "random".
+   Here a one-sentence chunk that drew IsNext takes the following sentence(s) as B, or, at the end of a
+   document, pairs with the sentence before it. Only a one-sentence document cannot form IsNext; such draws
+   are counted and skipped.
+2. A random next never comes from the same document (the reference gives up after 10 tries and silently uses
+   the same document). It comes from fragments of documents of other buckets of the same split, sampled by
+   `sample_fragments` and appended to the bucket as a pool, so that a bucket's negatives do not depend on how
+   many documents it holds; only where the split is a single bucket does the pool fall back to the bucket's
+   other documents. A draw with nowhere to go becomes IsNext and is counted.
 3. File boundaries are document boundaries (the readers guarantee it; nothing here joins documents).
 
 Segments are kept as token ranges into one flat array per bucket, so the Python loop only moves integers;
@@ -57,6 +62,12 @@ class Bucket:
     def __len__(self) -> int:
         return len(self.doc_ids)
 
+    def document(self, doc: int) -> tuple[str, np.ndarray, np.ndarray]:
+        """(id, token ids, tokens per sentence) of one document, as from_documents takes it."""
+        first, end = self.first_list[doc], self.first_list[doc + 1]
+        return (self.doc_ids[doc], self.tokens[self.starts_list[first]:self.starts_list[end]],
+                np.diff(self.sentence_starts[first:end + 1]).astype(np.int32))
+
     def __post_init__(self) -> None:
         # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.
         self.starts_list: list[int] = self.sentence_starts.tolist()
@@ -71,6 +82,8 @@ class InstanceBatch:
     rows: list[tuple[int, int, int, int, bool]] = field(default_factory=list)
     # Draws that could not be honoured, by reason (see the module docstring).
     skipped: dict[str, int] = field(default_factory=dict)
+    # The label the next chunk takes, the second of a balanced pair; None when a new pair is due.
+    paired_label: bool | None = None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -80,6 +93,15 @@ class InstanceBatch:
 
     def count(self, reason: str) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+    def next_label(self, rng: random.Random) -> bool:
+        """is_random_next for the next chunk: a fair coin for the first of a pair, its opposite for the second."""
+        if self.paired_label is None:
+            label = rng.random() < 0.5
+            self.paired_label = not label
+            return label
+        label, self.paired_label = self.paired_label, None
+        return label
 
     def columns(self) -> np.ndarray:
         """(5, N) int64: a_start, a_end, b_start, b_end, is_random_next."""
@@ -113,15 +135,34 @@ def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Ra
     return max_num_tokens
 
 
+def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random
+                     ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """`count` fragments of the bucket's documents for other buckets' random next segments: each a run of whole
+    sentences from a random sentence of a random document (as the reference picks a random next), of at least
+    `fragment_tokens` tokens where the document has them. (donor id, token ids, tokens per sentence) each."""
+    fragments = []
+    for _ in range(count):
+        doc = int(rng.random() * len(bucket))
+        first, end = bucket.first_list[doc], bucket.first_list[doc + 1]
+        start = first + int(rng.random() * (end - first))
+        last = _extend_to_length(bucket.starts_list, start, end, fragment_tokens)
+        starts = bucket.sentence_starts
+        fragments.append((bucket.doc_ids[doc], bucket.tokens[starts[start]:starts[last + 1]],
+                          np.diff(starts[start:last + 2]).astype(np.int32)))
+    return fragments
+
+
 def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float,
-                                   rng: random.Random, out: InstanceBatch) -> None:
-    """Append the instances of one pass over document `doc` of `bucket` to `out`."""
+                                   rng: random.Random, out: InstanceBatch, pool: range | None = None) -> None:
+    """Append the instances of one pass over document `doc` of `bucket` to `out`. Random next segments come from
+    the bucket's pseudo-documents in `pool` (fragments of other buckets' documents, starting in their first
+    half), or, without a pool, from the bucket's other documents below `doc`'s own count."""
     starts = bucket.starts_list
     first = bucket.first_list[doc]
     end = bucket.first_list[doc + 1]
     if end == first:
         return
-    num_docs = len(bucket)
+    num_docs = len(bucket) if pool is None else pool.start
     target = target_seq_length(max_num_tokens, short_seq_prob, rng)
     rand = rng.random
     add = out.rows.append
@@ -131,17 +172,21 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
         # The chunk is sentences [chunk_start, i]: the shortest run that reaches the target, or the rest.
         i = min(bisect_left(starts, starts[chunk_start] + target, chunk_start + 1) - 1, end - 1)
         k = i + 1 - chunk_start
-        is_random = rand() < 0.5
-        if is_random and num_docs < 2:
+        is_random = out.next_label(rng)
+        if is_random and not pool and num_docs < 2:
             out.count("random_next_without_other_document")
             is_random = False
         if is_random:
             a_end = chunk_start + (1 if k < 2 else 1 + int(rand() * (k - 1)))
-            other = int(rand() * (num_docs - 1))
-            other += other >= doc
-            o_first = bucket.first_list[other]
-            o_end = bucket.first_list[other + 1]
-            b_first = o_first + int(rand() * (o_end - o_first))
+            if pool:
+                other = pool.start + int(rand() * len(pool))
+                o_first, o_end = bucket.first_list[other], bucket.first_list[other + 1]
+                b_first = o_first + int(rand() * ((o_end - o_first + 1) // 2))
+            else:
+                other = int(rand() * (num_docs - 1))
+                other += other >= doc
+                o_first, o_end = bucket.first_list[other], bucket.first_list[other + 1]
+                b_first = o_first + int(rand() * (o_end - o_first))
             b_last = _extend_to_length(starts, b_first, o_end, target - (starts[a_end] - starts[chunk_start]))
             add((starts[chunk_start], starts[a_end], starts[b_first], starts[b_last + 1], True))
             chunk_start = a_end  # put the unused sentences back
