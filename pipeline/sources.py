@@ -23,6 +23,8 @@ from typing import BinaryIO, Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.output import FILESYSTEM_ERRORS, filesystem_error_cause, is_remote
+
 INPUT_FORMATS = ("documents", "text", "jsonl")
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
@@ -314,8 +316,8 @@ def merge_file_stats(parts: list[dict]) -> list[dict]:
 
 
 def match_on_worker(pattern: str) -> Iterator[tuple[str, int]]:
-    """A local file as matched at launch, or a remote pattern matched now → (file path, size)."""
-    if "://" not in pattern:
+    """A file as matched at launch → (its path, size); a remote pattern, as a dry run leaves it, is matched now."""
+    if not is_remote(pattern):
         yield pattern, os.path.getsize(pattern)
         return
     for m in FileSystems.match([pattern])[0].metadata_list:
@@ -323,8 +325,8 @@ def match_on_worker(pattern: str) -> Iterator[tuple[str, int]]:
 
 
 class PlanReads(beam.PTransform):
-    """Local input files and remote patterns → (file path, start, stop) per reader, spread over the workers: a
-    large text or JSONL file is read in byte spans (plan_reads), by several workers."""
+    """Input files (match_inputs) → (file path, start, stop) per reader, spread over the workers: a large text
+    or JSONL file is read in byte spans (plan_reads), by several workers."""
 
     def __init__(self, inputs: list[str], input_format: str):
         super().__init__()
@@ -339,21 +341,87 @@ class PlanReads(beam.PTransform):
                 | "spread reads" >> beam.Reshuffle())
 
 
-def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:
-    """(path, size) of every file the local patterns match; remote patterns are matched on the workers.
+@dataclass
+class FoundInputs:
+    """Every input file once, with its size from the filesystem's metadata, and the names that were dropped
+    because they named a file already listed."""
+    files: list[tuple[str, int]] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)   # a name that was dropped → the path kept for its file
 
-    Raises InputError when a local pattern matches nothing, before any output is touched (unless
-    allow_missing: a dry run or a graph drawing only needs the job's shape).
+    def note(self) -> str | None:
+        """One line for the user when an input file was named more than once, else None."""
+        if not self.aliases:
+            return None
+        named = ", ".join(f"{alias} (= {kept})" for alias, kept in sorted(self.aliases.items()))
+        return f"{len(self.aliases)} input path(s) name a file already listed and were left out: {named}"
+
+
+def find_inputs(patterns: list[str], allow_missing: bool = False) -> FoundInputs:
+    """(path, size) of every file the patterns match, local or remote, sorted by path, each file once.
+
+    Sizes come from FileSystems.match, which gives them for gs://, s3:// and local paths alike, so the same bytes
+    size a job the same way wherever they lie. A directory stands for the files in it, and so does a remote name
+    that matches no object (object stores have no directories). A local file named by several paths (relative,
+    with '..', through a symlink) is listed once, under the first of its absolute paths in sorted order; its
+    name is kept rather than the symlink's target, as ids and the input format come from the name.
+
+    Raises InputError when a pattern matches nothing or cannot be listed, before any output is touched. With
+    allow_missing (a dry run or a graph drawing, which only need the job's shape and must work offline) local
+    patterns may match nothing and remote ones are not listed.
     """
-    found: list[tuple[str, int]] = []
+    by_identity: dict[object, list[tuple[str, int]]] = {}
     for pattern in patterns:
-        if "://" in pattern:
+        if is_remote(pattern) and allow_missing:
             continue
-        if os.path.isdir(pattern):
-            pattern = os.path.join(pattern, "*")
-        metadata = FileSystems.match([pattern])[0].metadata_list
-        files = [(m.path, m.size_in_bytes) for m in metadata if not os.path.isdir(m.path)]
+        files = _match_remote(pattern) if is_remote(pattern) else _match_local(pattern)
         if not files and not allow_missing:
             raise InputError(f"no input files match {pattern!r}")
-        found.extend(files)
-    return sorted(set(found))
+        for path, size in files:
+            by_identity.setdefault(_identity(path), []).append((path, size))
+    found = FoundInputs()
+    for names in by_identity.values():
+        kept = min(names)
+        found.files.append(kept)
+        found.aliases.update({path: kept[0] for path, _ in names if path != kept[0]})
+    found.files.sort()
+    return found
+
+
+def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:
+    """find_inputs' files: (path, size) of every input file, each once."""
+    return find_inputs(patterns, allow_missing).files
+
+
+def _has_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def _match_local(pattern: str) -> list[tuple[str, int]]:
+    pattern = os.path.abspath(pattern)
+    if os.path.isdir(pattern):
+        pattern = os.path.join(pattern, "*")
+    metadata = FileSystems.match([pattern])[0].metadata_list
+    return [(m.path, m.size_in_bytes) for m in metadata if not os.path.isdir(m.path)]
+
+
+def _match_remote(pattern: str) -> list[tuple[str, int]]:
+    files = _listed(pattern)
+    if not files and not _has_glob(pattern):
+        files = _listed(pattern.rstrip("/") + "/*")
+    return files
+
+
+def _listed(pattern: str) -> list[tuple[str, int]]:
+    try:
+        metadata = FileSystems.match([pattern])[0].metadata_list
+    except FILESYSTEM_ERRORS as e:
+        raise InputError(f"cannot list {pattern}: {filesystem_error_cause(e)}") from None
+    return [(m.path, m.size_in_bytes) for m in metadata if not m.path.endswith("/")]
+
+
+def _identity(path: str) -> object:
+    """What tells files apart: a local file's device and inode (one file under several names), else the path."""
+    if is_remote(path):
+        return path
+    stat = os.stat(path)
+    return stat.st_dev, stat.st_ino

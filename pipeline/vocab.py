@@ -26,7 +26,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import output, tally
-from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
+from pipeline.sources import FoundInputs, PlanReads, ReadStats, find_inputs, merge_file_stats, read_documents
 from transforms.seeding import unit_interval
 from wordpiece.training import (BERT_DEFAULT_RESERVED, LAYOUTS, ChunkBatch, HeldOutWords, TrainingConfig,
                                 WordCounter, drop_long_words, measure, prune_plan, train)
@@ -285,14 +285,14 @@ def count_with_beam(cfg: VocabConfig, options) -> CorpusCounts | None:
     """
     from pipeline import runners
     from pipeline.errors import UserError
-    from pipeline.sources import match_inputs
 
     dry_run = runners.is_dry_run(options)
-    input_files = [p for p, _ in match_inputs(cfg.inputs, allow_missing=dry_run)]
-    input_files += [p for p in cfg.inputs if output.is_remote(p)]
-    if not input_files and not dry_run:
+    found = find_inputs(cfg.inputs, allow_missing=dry_run)
+    _print_note(found)
+    # A dry run needs only the job's shape: remote patterns stay as given.
+    input_files = [p for p, _ in found.files] or list(cfg.inputs)
+    if not found.files and not dry_run:
         raise UserError("no input files given")
-    input_files = input_files or list(cfg.inputs)  # a dry run only needs the job's shape
     if cfg.counts_dir is not None:
         return _run_count_job(cfg, input_files, options)
     if not runners.is_local(options) and not dry_run:
@@ -443,17 +443,10 @@ def config_from_args(args) -> VocabConfig:
                        max_words=args.max_words, count_with_beam=args.count_with_beam, counts_dir=args.counts_dir)
 
 
-def _expand_inputs(patterns: list[str]) -> list[tuple[str, int]]:
-    """Every input file with its size, local and remote, sorted by path (the in-process reading order)."""
-    from pipeline.sources import InputError, match_inputs
-
-    found = match_inputs(patterns)
-    for pattern in (p for p in patterns if output.is_remote(p)):
-        metadata = FileSystems.match([pattern])[0].metadata_list
-        if not metadata:
-            raise InputError(f"no input files match {pattern!r}")
-        found.extend((m.path, m.size_in_bytes) for m in metadata)
-    return sorted(set(found))
+def _print_note(found: FoundInputs) -> None:
+    note = found.note()
+    if note:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def run(args, beam_args: list[str]) -> int:
@@ -475,10 +468,11 @@ def run(args, beam_args: list[str]) -> int:
         if counts is None:
             return 0
     else:
-        files = _expand_inputs(cfg.inputs)
-        if not files:
+        found = find_inputs(cfg.inputs)
+        _print_note(found)
+        if not found.files:
             raise UserError("no input files given")
-        counts = count_in_process(files, cfg)
+        counts = count_in_process(found.files, cfg)
     if not counts.train.counts:
         raise UserError(f"no words to train on: {counts.documents['read']:,} documents read from "
                         f"{', '.join(cfg.inputs)} ({counts.documents[TRAIN]:,} for training); nothing was written")
