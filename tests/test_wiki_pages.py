@@ -287,17 +287,20 @@ def test_input_that_is_not_xml_is_one_error(data):
     assert len(items) == 1 and items[0].reason in ("xml_error", "decode_error")
 
 
-def test_corrupt_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
-    good_pages, _ = pages_and_errors(enwiki_2014_items())
+def test_a_corrupt_bz2_block_costs_the_pages_of_that_block_only(tmp_path):
+    good, _ = pages_and_errors(enwiki_2014_items())
     data = ENWIKI_2014.read_bytes()
     damaged = tmp_path / "damaged.xml.bz2"
     damaged.write_bytes(flip_bytes(data, len(data) // 2))
-    items = read_all(damaged)
-    pages, errors = pages_and_errors(items)
-    assert len(errors) == 1 and items[-1] is errors[0]
-    assert errors[0].reason in ("read_error", "xml_error")
-    assert 0 < len(pages) < len(good_pages)
-    assert pages == good_pages[: len(pages)]
+    pages, errors = pages_and_errors(read_all(damaged))
+    first_lost = next(n for n, (read, whole) in enumerate(zip(pages, good)) if read != whole)
+    last_lost = len(good) - len(pages) + first_lost
+    assert pages == good[:first_lost] + good[last_lost:]
+    spans = page_spans(read_xml(ENWIKI_2014))
+    assert spans[last_lost - 1][1] - spans[first_lost][0] < 1_100_000  # about one 900 kB block of XML
+    assert [e.reason for e in errors] == ["read_error", "truncated"]
+    assert f"bad bz2 data after byte " in errors[0].detail and errors[0].detail.endswith(
+        f"(after page {good[first_lost - 1].page_id})")
 
 
 def test_cut_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
@@ -307,7 +310,8 @@ def test_cut_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
     items = read_all(cut)
     pages, errors = pages_and_errors(items)
     assert len(errors) == 1 and items[-1] is errors[0]
-    assert errors[0].reason == "read_error" and "EOFError" in errors[0].detail
+    assert errors[0].reason == "truncated" and "the file ends at byte 1000000, inside a bz2 stream" in (
+        errors[0].detail)
     assert 0 < len(pages) < len(good_pages)
     assert pages == good_pages[: len(pages)]
 
@@ -322,7 +326,7 @@ def test_a_cut_bz2_keeps_every_complete_page_before_the_cut(tmp_path):
     assert complete == 71
     items = read_all(cut)
     assert items[:-1] == good[:complete]
-    assert items[-1].reason == "read_error" and "EOFError" in items[-1].detail
+    assert items[-1].reason == "truncated" and "the file ends at byte 400000" in items[-1].detail
     assert items[-1].detail.endswith(f"(after page {good[complete - 1].page_id})")
 
 

@@ -15,7 +15,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from transforms.wiki_pages import _READ_ERRORS, Damage, Page, PageError, iter_pages_from_chunks, open_dump
+from transforms.bz2_blocks import Damage
+from transforms.wiki_pages import READ_ERRORS, Page, PageError, iter_pages_from_chunks, open_dump
 
 # Compressed bytes read per step, and the most decompressed bytes produced per step: bz2 expands XML about 5x, but
 # a crafted stream can expand far more, so the output is capped rather than trusted.
@@ -48,7 +49,7 @@ def read_stream_offsets(index_stream: BinaryIO) -> list[int]:
     while True:
         try:
             chunk = reader.read(_INDEX_BLOCK_BYTES)
-        except _READ_ERRORS as exc:
+        except READ_ERRORS as exc:
             raise ValueError(f"the file is damaged ({type(exc).__name__}: {exc})") from None
         data = pending + chunk
         cut = data.rfind(b"\n") + 1 if chunk else len(data)

@@ -9,7 +9,6 @@ truncated file or a corrupt compressed stream yields every complete page before 
 
 from __future__ import annotations
 
-import bz2
 import codecs
 import gzip
 import io
@@ -22,6 +21,8 @@ from typing import BinaryIO
 from urllib.parse import quote
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
+from transforms.bz2_blocks import Bz2Reader, Damage
+
 # Large enough that the per-call overhead of feeding the parser vanishes, small enough to keep memory flat.
 CHUNK_BYTES = 1 << 20
 # A page longer than this (in bytes of UTF-8 XML, characters of other encodings) is damage, not an article: MediaWiki
@@ -30,7 +31,7 @@ CHUNK_BYTES = 1 << 20
 MAX_PAGE_SIZE = 1 << 26
 
 # Errors a decompressing or network-backed reader raises on damaged data.
-_READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)
 _UNDECODABLE_MARK = "wiki_pages.mark_undecodable"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _TITLE = re.compile(r"<title>([^<]{0,200})")
@@ -67,14 +68,6 @@ class PageError:
     where: str
     reason: str
     detail: str
-
-
-@dataclass(frozen=True)
-class Damage:
-    """A gap in a chunk stream: the bytes around it do not join (a corrupt compressed stream was skipped)."""
-
-    detail: str
-    reason: str = "read_error"
 
 
 @dataclass(frozen=True)
@@ -128,8 +121,10 @@ def iter_pages(stream: BinaryIO, *, fragment: bool = False) -> Iterator[Page | P
     `fragment=True` reads a bare sequence of <page> elements, as one multistream byte range decompresses to; a
     closing </mediawiki> at its end (the last stream of a dump carries one) is accepted.
     """
+    if isinstance(stream, Bz2Reader):  # its chunks carry the damage it skipped
+        return iter_pages_from_chunks(stream.chunks(), fragment=fragment)
     # read1 hands over what one step of decompression gives: read would gather a whole chunk first and lose it,
-    # pages that were complete included, when the compressed file is cut.
+    # pages that were complete included, when a compressed file is cut.
     read = getattr(stream, "read1", stream.read)
     return iter_pages_from_chunks(iter(lambda: read(CHUNK_BYTES), b""), fragment=fragment)
 
@@ -146,7 +141,7 @@ def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool =
         except StopIteration:
             yield from reader.finish()
             return
-        except _READ_ERRORS as exc:
+        except READ_ERRORS as exc:
             yield from reader.fail(f"{type(exc).__name__}: {exc}")
             return
         if isinstance(chunk, Damage):
@@ -469,7 +464,7 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
     while len(head) < max_bytes and "</siteinfo>" not in text and "<page" not in text:
         try:
             chunk = stream.read(1 << 16)
-        except _READ_ERRORS:
+        except READ_ERRORS:
             return None
         if not chunk:
             break
@@ -502,6 +497,7 @@ def open_dump(path_or_fileobj: str | os.PathLike | BinaryIO) -> BinaryIO:
     """Open a dump for reading, decompressing .bz2 (single or multistream) and .gz by their magic bytes.
 
     Sniffing the content rather than the suffix also handles renamed or suffix-less files. The caller closes it.
+    A bz2 dump is read by a Bz2Reader, so that a corrupt block costs that block only.
     """
     if isinstance(path_or_fileobj, (str, os.PathLike)):
         raw: BinaryIO = open(path_or_fileobj, "rb")  # noqa: SIM115 - returned to the caller
@@ -511,7 +507,7 @@ def open_dump(path_or_fileobj: str | os.PathLike | BinaryIO) -> BinaryIO:
         raw = io.BufferedReader(raw)  # type: ignore[arg-type]
     magic = raw.peek(3)[:3]  # type: ignore[attr-defined]
     if magic == b"BZh":
-        return bz2.BZ2File(raw)  # type: ignore[return-value]
+        return Bz2Reader(raw, close_raw=isinstance(path_or_fileobj, (str, os.PathLike)))  # type: ignore[return-value]
     if magic[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
     return raw

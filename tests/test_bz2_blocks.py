@@ -1,0 +1,78 @@
+"""The damage-tolerant bz2 reader, on the real 2014 enwiki sample (12 bz2 blocks in one stream)."""
+
+from __future__ import annotations
+
+import bz2
+import io
+from functools import cache
+from itertools import pairwise
+
+import pytest
+from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
+
+from transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
+
+
+def all_magics(data: bytes, magic: int) -> list[int]:
+    found, bit = [], 0
+    while (bit := find_magic(data, magic, bit)) is not None:
+        found.append(bit)
+        bit += 1
+    return found
+
+
+@cache
+def sample() -> tuple[bytes, bytes, list[int], int]:
+    data = ENWIKI_2014.read_bytes()
+    return data, read_xml(ENWIKI_2014), all_magics(data, BLOCK_MAGIC), all_magics(data, END_MAGIC)[0]
+
+
+def read(data: bytes) -> tuple[bytes, list[tuple[int, Damage]]]:
+    """The decompressed bytes, and each Damage with the number of bytes decompressed before it."""
+    output, damage = [], []
+    for chunk in Bz2Reader(io.BytesIO(data)).chunks():
+        if isinstance(chunk, Damage):
+            damage.append((sum(map(len, output)), chunk))
+        else:
+            output.append(chunk)
+    return b"".join(output), damage
+
+
+def test_every_block_is_found_and_decodes_on_its_own():
+    data, xml, blocks, end = sample()
+    assert len(blocks) == 12 and blocks[0] == 32  # just after "BZh9"
+    assert b"".join(decode_block(data, a, b, b"9") for a, b in pairwise([*blocks, end])) == xml
+
+
+def test_a_clean_file_reads_like_bz2_decompress():
+    data, xml, _, _ = sample()
+    assert read(data) == (xml, [])
+    assert Bz2Reader(io.BytesIO(data)).read() == xml
+
+
+def test_a_corrupt_block_costs_that_block_only():
+    data, xml, blocks, end = sample()
+    damaged = flip_bytes(data, (blocks[5] + blocks[6]) // 16)  # inside the sixth block
+    output, damage = read(damaged)
+    sizes = [len(decode_block(data, a, b, b"9")) for a, b in pairwise([*blocks, end])]
+    lost_from, lost_to = sum(sizes[:5]), sum(sizes[:6])
+    assert output == xml[:lost_from] + xml[lost_to:]
+    assert [(at, d.reason) for at, d in damage] == [(lost_from, "read_error")]
+    with pytest.raises(OSError, match="bad bz2 data after byte"):
+        Bz2Reader(io.BytesIO(damaged)).read()
+
+
+def test_a_cut_file_keeps_every_whole_block():
+    data, xml, blocks, _ = sample()
+    output, damage = read(data[: blocks[4] // 8 + 1000])
+    assert output == bz2.BZ2Decompressor().decompress(data[: blocks[4] // 8 + 1000])
+    assert len(output) < len(xml) and xml.startswith(output)
+    assert [d.reason for _, d in damage] == ["truncated"]
+
+
+def test_garbage_between_streams_is_one_damage_and_both_streams_are_read():
+    first, second = ENWIKI_SMALL.read_bytes(), bz2.compress(read_xml(ENWIKI_SMALL))
+    output, damage = read(first + bytes(range(256)) * 3 + second)
+    assert output == read_xml(ENWIKI_SMALL) * 2
+    assert [(at, d.detail) for at, d in damage] == [
+        (len(read_xml(ENWIKI_SMALL)), f"the bytes at {len(first)} are not a bz2 stream")]
