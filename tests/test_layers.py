@@ -44,7 +44,7 @@ def imported_names(node: ast.AST, importer: str) -> list[str]:
         return [alias.name for alias in node.names]
     base = node.module or ""
     if node.level:
-        package = importer.split(".")[: -node.level] if node.level else []
+        package = importer.split(".")[: -node.level]
         base = ".".join(package + ([base] if base else []))
     return [f"{base}.{alias.name}" for alias in node.names] + [base]
 
