@@ -109,6 +109,32 @@ class GcsEmulator:
         return local
 
 
+def local_files(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def comparable(manifest: dict, *locations) -> str:
+    """The manifest with every input and output location replaced by one word."""
+    text = json.dumps(manifest, sort_keys=True)
+    for location in locations:
+        text = text.replace(str(location), "LOCATION")
+    return text
+
+
+def assert_same_output(gcs: GcsEmulator, url: str, local: Path, *locations) -> None:
+    """The objects under url are the files under local, byte for byte, and so are the manifests but for the
+    input and output locations they name."""
+    remote = gcs.objects(url)
+    files = local_files(local)
+    assert remote.keys() == files.keys()
+    assert {k: v for k, v in remote.items() if k != "manifest.json"} == \
+           {k: v for k, v in files.items() if k != "manifest.json"}
+    manifest = json.loads(gcs.download(f"{url}/manifest.json", local.parent / "remote-manifest.json").read_text())
+    assert comparable(manifest, url, *locations) == \
+           comparable(json.loads((local / "manifest.json").read_text()), local, *locations)
+
+
 @contextmanager
 def running_emulator(workdir: Path) -> Iterator[GcsEmulator]:
     """Start the emulator with one bucket, point this process at it, and stop it afterwards."""

@@ -3,7 +3,6 @@ the loopback (tests/gcs_server.py): the same bytes as from local paths, sizes fr
 cleared by prefix, and one-line errors for outputs that cannot be written."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import signal
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, SAMPLE_TEXT, VOCAB, file_digests, run_cli
-from gcs_server import running_emulator
+from gcs_server import assert_same_output, running_emulator
 from wiki_fixtures import ENWIKI_TABLES, build_multistream
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,31 +25,6 @@ BOOKS = DATA / "books"
 def gcs(tmp_path_factory):
     with running_emulator(tmp_path_factory.mktemp("gcs")) as server:
         yield server
-
-
-def local_files(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
-
-
-def comparable(manifest: dict, *locations: str) -> str:
-    """The manifest with every input and output location replaced by one word."""
-    text = json.dumps(manifest, sort_keys=True)
-    for location in locations:
-        text = text.replace(str(location), "LOCATION")
-    return text
-
-
-def assert_same_output(gcs, url: str, local: Path, *locations: str) -> None:
-    """The objects under url are the files under local, byte for byte, but for the manifest's locations."""
-    remote = gcs.objects(url)
-    files = local_files(local)
-    assert remote.keys() == files.keys()
-    assert {k: v for k, v in remote.items() if k != "manifest.json"} == \
-           {k: v for k, v in files.items() if k != "manifest.json"}
-    manifest = json.loads(gcs.download(f"{url}/manifest.json", local.parent / "remote-manifest.json").read_text())
-    assert comparable(manifest, url, *locations) == \
-           comparable(json.loads((local / "manifest.json").read_text()), local, *locations)
 
 
 # ------------------------------------------------------------------------------------------------ create
