@@ -90,7 +90,8 @@ _CONTENTS_HEADING = re.compile(
     r"[ \t]*(?i:(?:table of )?contents?|list of (?:illustrations|plates)|illustrations|page)[.:]?[ \t]*"
 )
 _TOC_ENTRY = re.compile(
-    rf"[ \t]*(?:{HEADING_KEYWORD}\.?[ \t]+{HEADING_NUMERAL}|[IVXLCDM]+(?:\.|[ \t]{{2,}}|$)|\d{{1,3}}(?:\.|[ \t]{{2,}}|$))"
+    rf"[ \t]*(?:{HEADING_KEYWORD}\.?[ \t]+{HEADING_NUMERAL}"
+    rf"|[IVXLCDM]+(?:\.|[ \t]{{2,}}|$)|\d{{1,3}}(?:\.|[ \t]{{2,}}|$))"
 )
 _PAGE_END_CHARS = frozenset("0123456789ivxlcdm")
 _PAGE_REF = re.compile(r"\S(?: {3,}|[ \t]*\.{5,}[ \t]*)(?:\d{1,4}|[ivxlcdm]{1,7})$")
