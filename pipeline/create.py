@@ -39,7 +39,7 @@ RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord"]
 # (docs/dataflow.md): buckets and shards are sized by the text they will hold, not by the bytes that hold it.
 TEXT_PER_STORED_BYTE = {".parquet": 2.5, ".zst": 2.7, ".gz": 2.6, ".bz2": 3.5}
 NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
-NEGATIVE_SHARE = 0.5  # of a bucket's tokens, sent to them as fragments: a pool of many distinct segments
+NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
 SHARD_TARGET_MB = 256  # of records, per train shard when --num-shards is left to the job
 RECORD_BYTES_PER_TEXT_BYTE = 2  # per dupe pass, at 128/20 and at 512/80 alike
 
@@ -207,7 +207,7 @@ class TokenizeBuckets(beam.DoFn):
 
     def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
         """(receiver, ("fragments", key, fragments)) for every bucket this one sends fragments to."""
-        fragment_tokens = 2 * max(seq.max_seq_length for seq in self.config.seq_configs)
+        fragment_tokens = max(seq.max_seq_length for seq in self.config.seq_configs)
         count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
         for receiver in receivers:
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)

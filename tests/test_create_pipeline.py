@@ -367,3 +367,36 @@ def test_lines_and_rows_that_are_not_documents_are_counted_in_the_manifest(tmp_p
     assert docs["skipped"] == {"bad_jsonl_line": 4, "null_text": 2}
     assert docs["kept"] == 25 and docs["read"] == 31
     assert docs["read"] == docs["kept"] + sum(docs["skipped"].values()) + docs["errors"]
+
+
+def nsp_shares(out: Path) -> dict[str, tuple[int, float]]:
+    """split → (instances, random-next share) of seq128, as the manifest states them."""
+    outputs = json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]
+    return {split: (o["instances"], o["random_next_share"]) for split, o in outputs.items()
+            if isinstance(o, dict) and o.get("instances")}
+
+
+@pytest.mark.parametrize("buckets", [[], ["--num-buckets", "20000"]], ids=["default", "a-document-per-bucket"])
+def test_random_next_is_balanced_whatever_the_buckets(tmp_path, books_jsonl, buckets):
+    from pipeline.create import random_next_bound
+
+    out = tmp_path / "o"
+    assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", out, *buckets) == 0
+    shares = nsp_shares(out)
+    assert set(shares) == {"train", "eval"}  # the default eval split of a small corpus has documents to draw from
+    assert shares["train"][0] >= 10_000 and abs(shares["train"][1] - 0.5) <= 0.01
+    assert abs(shares["eval"][1] - 0.5) <= random_next_bound(shares["eval"][0])
+
+
+def test_random_next_is_balanced_in_a_corpus_of_a_few_long_books(tmp_path):
+    books = tmp_path / "books.jsonl"
+    with open(books, "w") as f:
+        for path in sorted((Path(__file__).parent / "data" / "books_more").glob("*.txt")):
+            f.write(json.dumps({"id": path.stem, "text": path.read_text(encoding="utf-8", errors="replace")}) + "\n")
+    out = tmp_path / "o"
+    assert run_cli("create", "--input", books, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2",
+                   "--eval-fraction", "0") == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["documents"]["kept"] == 5 and manifest["config"]["num_buckets"] >= 4
+    instances, share = nsp_shares(out)["train"]
+    assert instances >= 10_000 and abs(share - 0.5) <= 0.01

@@ -155,8 +155,8 @@ def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: rand
 def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float,
                                    rng: random.Random, out: InstanceBatch, pool: range | None = None) -> None:
     """Append the instances of one pass over document `doc` of `bucket` to `out`. Random next segments come from
-    the bucket's pseudo-documents in `pool` (fragments of other buckets' documents, starting in their first
-    half), or, without a pool, from the bucket's other documents below `doc`'s own count."""
+    the bucket's pseudo-documents in `pool` (fragments of other buckets' documents, each from its first
+    sentence), or, without a pool, from the bucket's other documents below `doc`'s own count."""
     starts = bucket.starts_list
     first = bucket.first_list[doc]
     end = bucket.first_list[doc + 1]
@@ -178,10 +178,10 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
             is_random = False
         if is_random:
             a_end = chunk_start + (1 if k < 2 else 1 + int(rand() * (k - 1)))
-            if pool:
+            if pool:  # a fragment already starts at a random sentence of its document
                 other = pool.start + int(rand() * len(pool))
                 o_first, o_end = bucket.first_list[other], bucket.first_list[other + 1]
-                b_first = o_first + int(rand() * ((o_end - o_first + 1) // 2))
+                b_first = o_first
             else:
                 other = int(rand() * (num_docs - 1))
                 other += other >= doc

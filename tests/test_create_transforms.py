@@ -1,0 +1,138 @@
+"""create's steps one at a time, each in a TestPipeline with assert_that, on real text: bucketing, the ring that
+NSP negatives travel around, tokenising buckets, building instances and writing shards."""
+from __future__ import annotations
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import BeamAssertException, assert_that, equal_to, is_not_empty
+from conftest import SAMPLE_TEXT, VOCAB, book_sections
+
+from pipeline import tally
+from pipeline.create import (NEGATIVE_TARGETS, BuildInstances, CreateConfig, JobVocab, TokenizeBuckets, WriteShards,
+                             assign_bucket, fragment_targets, unpack_piece)
+from pipeline.sources import SourceDocument
+from transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
+from transforms.seeding import python_rng
+from wordpiece.vocab import read_vocab_bytes
+
+LOCAL = ["--runner=DirectRunner"]
+
+
+def config(**overrides) -> CreateConfig:
+    settings = {"inputs": [], "output": "", "vocab": str(VOCAB), "num_buckets": 4, "num_shards": 2,
+                "eval_fraction": 0.1, "dupe_factor": 2, **overrides}
+    return CreateConfig(**settings)
+
+
+def job_vocab() -> JobVocab:
+    return JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB)))
+
+
+def documents() -> list[SourceDocument]:
+    return [SourceDocument(doc_id, text) for doc_id, text in book_sections()]
+
+
+def all_true(found: list) -> None:
+    if not found or not all(found):
+        raise BeamAssertException(f"expected only True, found {found}")
+
+
+def test_assign_buckets_keys_every_document_by_split_and_bucket():
+    cfg = config()
+    expected = [assign_bucket(doc, cfg)[0] for doc in documents()]
+    assert {k.split("/")[0] for k in expected} == {"train", "eval"}
+    with TestPipeline(argv=LOCAL) as p:
+        keys = (p | beam.Create(documents()) | beam.Map(assign_bucket, cfg) | beam.Keys())
+        assert_that(keys, equal_to(expected))
+
+
+def test_every_bucket_draws_negatives_from_as_many_other_buckets_of_its_split():
+    keys = [f"train/{i:06d}" for i in range(9)] + ["eval/000000", "eval/000001"]
+    targets = fragment_targets(keys, seed=12345)
+    senders = {key: [] for key in keys}
+    for key, (ring_size, receivers) in targets.items():
+        assert ring_size == (9 if key.startswith("train") else 2)
+        assert key not in receivers and all(r.split("/")[0] == key.split("/")[0] for r in receivers)
+        for receiver in receivers:
+            senders[receiver].append(key)
+    assert all(len(senders[k]) == NEGATIVE_TARGETS for k in keys if k.startswith("train"))
+    assert senders["eval/000000"] == ["eval/000001"] and senders["eval/000001"] == ["eval/000000"]
+    assert fragment_targets(["train/000003"], seed=1) == {"train/000003": (1, [])}  # alone: its own documents
+    assert fragment_targets(keys, seed=1) != targets  # the ring's order follows the seed
+
+
+def test_tokenize_buckets_sends_fragments_of_its_own_documents_to_its_receivers():
+    cfg = config()
+    docs = [(doc.id, doc.text, None) for doc in documents()[:12]]
+    targets = {"train/000000": (3, ["train/000001", "train/000002"])}
+    with TestPipeline(argv=LOCAL) as p:
+        out = (p | beam.Create([("train/000000", docs)])
+               | beam.ParDo(TokenizeBuckets(cfg, job_vocab()), targets=targets).with_outputs(tally.TALLY,
+                                                                                               main="out"))
+        sent = out.out | beam.Filter(lambda kv: kv[1][0] == "fragments")
+        assert_that(sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1][1])),
+                    equal_to([("train/000001", "train/000000"), ("train/000002", "train/000000")]),
+                    label="fragments go to the receivers")
+        own_ids = {doc_id for doc_id, _, _ in docs}
+        assert_that(sent | "donors" >> beam.FlatMap(lambda kv: [f[0] in own_ids and len(f[1]) > 0 for f in kv[1][2]]),
+                    all_true,
+                    label="fragments come from the bucket's documents")
+        assert_that(out.out | beam.Filter(lambda kv: kv[1][0] == "bucket") | beam.Map(lambda kv: len(kv[1][1])),
+                    equal_to([12]), label="the bucket itself")
+
+
+def test_random_next_segments_come_from_the_pool_only():
+    rng = python_rng(1, "test")
+    tokens = np.arange(1000, 1000 + 40 * 30, dtype=np.int32)
+    own = [(f"own{i}", tokens[i * 30:(i + 1) * 30], np.full(3, 10, np.int32)) for i in range(20)]
+    donor = Bucket.from_documents([(f"other{i}", tokens[600 + i * 30:630 + i * 30], np.full(3, 10, np.int32))
+                                   for i in range(20)])
+    fragments = sample_fragments(donor, 30, 20, rng)
+    assert all(f[0].startswith("other") for f in fragments)
+    bucket = Bucket.from_documents(own + fragments)
+    pool = range(len(own), len(own) + len(fragments))
+    batch = InstanceBatch()
+    for doc in range(len(own)):
+        create_instances_from_document(bucket, doc, 25, 0.1, rng, batch, pool)
+    a_start, a_end, b_start, b_end, random_next = batch.columns()
+    pool_tokens = bucket.sentence_starts[bucket.doc_first_sentence[len(own)]]
+    assert random_next.sum() > 0 and (random_next == 0).sum() > 0
+    assert (b_start[random_next == 1] >= pool_tokens).all() and (b_end[random_next == 1] <= len(bucket.tokens)).all()
+    assert (b_end[random_next == 0] <= pool_tokens).all() and (a_end <= pool_tokens).all()
+    assert abs(random_next.mean() - 0.5) <= 1 / len(random_next) + 1e-9  # labels in balanced pairs
+
+
+def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_negatives():
+    cfg = config()
+    build = TokenizeBuckets(cfg, job_vocab())
+    build.setup()
+    docs = [(doc.id, doc.text, None) for doc in documents()]
+    own, _ = build._tokenize(docs[:10])
+    donor = Bucket.from_documents(build._tokenize(docs[10:30])[0])
+    fragments = sample_fragments(donor, 20, 256, python_rng(1, "fragments"))
+    element = ("train/000000", [("bucket", own, 2), ("fragments", "train/000001", fragments)])
+    with TestPipeline(argv=LOCAL) as p:
+        built = (p | beam.Create([element])
+                 | beam.ParDo(BuildInstances(cfg, job_vocab())).with_outputs(tally.TALLY, main="pieces"))
+        assert_that(built.pieces | beam.Map(lambda kv: kv[0]),
+                    equal_to([("seq128", "train", 0), ("seq128", "train", 1)]), label="one piece per shard")
+        assert_that(built.pieces | beam.Map(lambda kv: len(unpack_piece(kv[1][1])[0]) > 0), equal_to([True, True]),
+                    label="pieces hold instances")
+        assert_that(built[tally.TALLY], is_not_empty(), label="counts")
+
+
+def test_write_shards_writes_each_shard_once_sorted(tmp_path):
+    cfg = config(output=str(tmp_path), num_shards=1, eval_fraction=0.0)
+    build = BuildInstances(cfg, job_vocab())
+    build.setup()
+    tokenizer = TokenizeBuckets(cfg, job_vocab())
+    tokenizer.setup()
+    own, _ = tokenizer._tokenize([(f"s{i}", None, block.splitlines())
+                                  for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))])
+    pieces = [kv for kv in build.process(("train/000000", [("bucket", own, 1)])) if isinstance(kv, tuple)]
+    with TestPipeline(argv=LOCAL) as p:
+        infos = (p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg)))
+        assert_that(infos | beam.Map(lambda info: (info["path"], info["records"] > 0)),
+                    equal_to([("seq128/train-00000-of-00001.tfrecord", True)]))
+    assert (tmp_path / ".staging" / "seq128" / "train-00000-of-00001.tfrecord").stat().st_size > 0
