@@ -11,6 +11,7 @@ import pytest
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
 
 from transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
+from transforms.wiki_pages import iter_pages
 
 
 def all_magics(data: bytes, magic: int) -> list[int]:
@@ -76,3 +77,10 @@ def test_garbage_between_streams_is_one_damage_and_both_streams_are_read():
     assert output == read_xml(ENWIKI_SMALL) * 2
     assert [(at, d.detail) for at, d in damage] == [
         (len(read_xml(ENWIKI_SMALL)), f"the bytes at {len(first)} are not a bz2 stream")]
+
+
+def test_a_file_that_is_bz2_only_by_its_first_bytes_is_one_damage():
+    output, damage = read(b"BZh9" + bytes(range(256)) * 40)
+    assert output == b"" and [d.detail for _, d in damage] == ["bad bz2 data after byte 0: Invalid data stream"]
+    pages = list(iter_pages(Bz2Reader(io.BytesIO(b"BZh9" + bytes(range(256)) * 40))))
+    assert [(p.where, p.reason) for p in pages] == [("byte 0", "read_error")]

@@ -181,7 +181,7 @@ def test_file_cut_inside_a_stream_yields_the_complete_streams_then_one_error(mul
     cut.write_bytes(dump.read_bytes()[: offsets[2] + 1000])
     items = read_ranges(cut, [(0, offsets[2] + 1000)])
     assert items[:-1] == list(enwiki_pages()[:200])
-    assert isinstance(items[-1], PageError) and items[-1].reason == "read_error"
+    assert isinstance(items[-1], PageError) and items[-1].reason == "truncated"
     assert f"the file ends at byte {offsets[2] + 1000}, inside the bz2 stream that starts at byte {offsets[2]}" in (
         items[-1].detail)
 

@@ -112,9 +112,9 @@ def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[by
         yield Damage("the file does not start with a bz2 stream")
     while at is not None and at < end:
         tail = bytearray()
-        stream_end, problem = yield from _keeping_the_tail(_decompress_stream(fileobj, at), tail)
-        if problem is not None:
-            yield Damage(problem)
+        stream_end, damage = yield from _keeping_the_tail(_decompress_stream(fileobj, at), tail)
+        if damage is not None:
+            yield damage
             if stream_end is None:
                 return
             at = _next_stream_start(fileobj, at + 1, end)
@@ -141,19 +141,21 @@ def _keeping_the_tail(chunks, tail: bytearray):
 
 def _decompress_stream(fileobj: BinaryIO, start: int):
     """Yield the XML of the bz2 stream at `start`; returns (where it ends, None), or (where the damage stops the
-    decompression, what is wrong) with None for where when the file ends inside it."""
+    decompression, the Damage) with None for where when the file ends inside it."""
     fileobj.seek(start)
     position = start
     decompressor = bz2.BZ2Decompressor()
     while True:
         data = fileobj.read(READ_BYTES)
         if not data:
-            return None, f"the file ends at byte {position}, inside the bz2 stream that starts at byte {start}"
+            return None, Damage(f"the file ends at byte {position}, inside the bz2 stream that starts at byte {start}",
+                                "truncated")
         position += len(data)
         try:
             yield from _decompress(decompressor, data)
         except OSError as exc:
-            return position, f"bad bz2 data in the stream that starts at byte {start}, before byte {position}: {exc}"
+            return position, Damage(f"bad bz2 data in the stream that starts at byte {start}, before byte {position}: "
+                                    f"{exc}")
         if decompressor.eof:
             return position - len(decompressor.unused_data), None
 

@@ -221,7 +221,8 @@ class _PageReader:
     def finish(self) -> Iterator[Page | PageError]:
         """End of input: a complete document closes cleanly; anything else is reported as truncated."""
         if not self.started:
-            if not self.fragment:  # an empty fragment is an empty range; an empty document is damage
+            # an empty fragment is an empty range; an empty document is damage, unless a damage report said why
+            if not self.fragment and self.state != _SKIP:
                 yield self._error(0, "truncated", "input is empty")
             return
         if self.decoder is not None:
