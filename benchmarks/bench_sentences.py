@@ -31,7 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from transforms.book_text import DecodedBook, clean_book, decode_book  # noqa: E402
+from transforms.book_cleaning import clean_book  # noqa: E402
+from transforms.book_decoding import DecodedBook, decode_book  # noqa: E402
 from transforms.sentences import split_paragraphs, split_sentences  # noqa: E402
 from transforms.wiki_pages import Page, iter_pages  # noqa: E402
 from transforms.wikitext import clean_wikitext  # noqa: E402

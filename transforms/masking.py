@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from transforms.instances import truncated_lengths
-from transforms.ranges import concat_ranges
+from wordpiece.ranges import concat_ranges
 
 
 @dataclass(frozen=True)
