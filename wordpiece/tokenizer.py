@@ -75,7 +75,6 @@ class WordPieceTokenizer:
         self.lowercase = lowercase
         self.cache_limit = cache_limit
         self._hf = build_hf_tokenizer(vocab, lowercase)
-        self._generation = 0
         self._clear_cache()
 
     def _clear_cache(self) -> None:
@@ -85,7 +84,6 @@ class WordPieceTokenizer:
         self._count = np.zeros(1024, np.int64)      # row → number of ids
         self._flat = np.zeros(1 << 16, np.int32)
         self._used = 0                              # ids stored in _flat
-        self._generation += 1
 
     def encode(self, text: str) -> np.ndarray:
         """All ids of a text, in order (int32)."""
@@ -152,34 +150,6 @@ class WordPieceTokenizer:
         self._used += len(ids)
         self._number.update(zip(chunks, range(rows.start, rows.stop)))
         self._chunks += chunks
-
-    # Tokenizers with the same vocab and casing may share what they learned (wordpiece/shared_chunks.py): a
-    # chunk's ids are a pure function of the chunk, so where they came from never changes a result.
-
-    @property
-    def generation(self) -> int:
-        """Changes whenever the table is cleared, so that row numbers from before no longer count."""
-        return self._generation
-
-    def known_chunks(self) -> int:
-        return len(self._chunks)
-
-    def learned(self, first_row: int) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """(chunks, id count of each, their ids back to back) of the rows from first_row on."""
-        rows = np.arange(first_row, len(self._chunks))
-        counts = self._count[rows]
-        return self._chunks[first_row:], counts, self._flat[concat_ranges(self._start[rows], counts)]
-
-    def absorb(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> int:
-        """Add what another tokenizer learned (as `learned` gives it), where not known and while the table has
-        room; the number of chunks added."""
-        fresh = [i for i, chunk in enumerate(chunks) if chunk not in self._number]
-        if not fresh or len(self._number) + len(fresh) > self.cache_limit:
-            return 0
-        fresh = np.asarray(fresh, dtype=np.int64)
-        starts = np.cumsum(counts) - counts
-        self._add([chunks[i] for i in fresh], counts[fresh], ids[concat_ranges(starts[fresh], counts[fresh])])
-        return len(fresh)
 
 
 def _grown(array: np.ndarray, size: int) -> np.ndarray:
