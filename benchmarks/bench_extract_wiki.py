@@ -72,8 +72,7 @@ def timed(commands: list[list[str]]) -> tuple[float, float, list[float]]:
 
 
 def worker_cpu(roots: set[int]) -> dict[int, float]:
-    """CPU seconds so far of the Beam SDK worker processes below `roots`: forked from a root, or started by Beam
-    through `sh -c`."""
+    """CPU seconds so far of the Beam SDK worker processes below `roots`, which Beam starts through `sh -c`."""
     processes = {}
     for entry in Path("/proc").iterdir():
         try:
@@ -90,10 +89,8 @@ def worker_cpu(roots: set[int]) -> dict[int, float]:
         return pid in roots
 
     def is_worker(pid: int) -> bool:
-        """Beam's own worker command, or a process the launcher forked (pipeline/forked_workers.py)."""
-        parent, _, argv = processes[pid]
-        forked = parent in roots and parent in processes and argv == processes[parent][2]
-        return forked or (argv[-2:] == [b"-m", b"apache_beam.runners.worker.sdk_worker_main"] and below_roots(pid))
+        argv = processes[pid][2]
+        return argv[-2:] == [b"-m", b"apache_beam.runners.worker.sdk_worker_main"] and below_roots(pid)
 
     tick = os.sysconf("SC_CLK_TCK")
     return {pid: ticks / tick for pid, (_, ticks, argv) in processes.items() if pid not in roots and is_worker(pid)}
