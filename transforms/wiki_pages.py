@@ -178,6 +178,7 @@ class _PageReader:
         self.pos = 0      # buffer[:pos] is done with
         self.scanned = 0  # inside a page: buffer[pos:scanned] holds neither </page> nor another <page
         self.state = _BETWEEN
+        self.pages_begun = False  # a <page> has been seen
         self.any_element = False
         self._use_tokens(str_data=False)
         self.parser = XMLPullParser()
@@ -270,7 +271,7 @@ class _PageReader:
                 self.pos = cut
                 if found is None:
                     return
-                self.state, self.scanned = _PAGE, cut + 1
+                self.state, self.scanned, self.pages_begun = _PAGE, cut + 1, True
                 continue
             end = buffer.find(self.page_end, self.scanned)
             following = self.page_start.search(buffer, self.scanned, end if end >= 0 else len(buffer))
@@ -353,7 +354,8 @@ class _PageReader:
             except LookupError as exc:  # expat asks Python for an encoding it does not know itself
                 problem = ("xml_error", str(exc))
         if problem is not None:
-            yield self._error(offset, problem[0], f"{problem[1]}, between pages")
+            place = "between pages" if self.pages_begun else "before the first <page>"
+            yield self._error(offset, problem[0], f"{problem[1]}, {place}")
             self.state = _SKIP
             self._new_parser(synthetic_root=True)
 
