@@ -52,6 +52,22 @@ STRATEGIES = ("auto", "tpu", "mirrored", "one_device", "default")
 PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 KERAS_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss")
+# What a model that learned nothing from the inputs scores on the same eval data: always the most frequent
+# masked token, always the more frequent next-sentence label.
+EVAL_BASELINES = {"masked_lm_accuracy": "masked_lm_baseline_accuracy", "next_sentence_accuracy": "next_sentence_baseline_accuracy"}
+
+# Peak learning rates when --learning-rate is not given: smaller models take larger rates. base and large use
+# the reference's 1e-4; the others are spaced between it and 1e-3, the rate at which the tiny shape learns
+# fastest here (docs/trainer.md).
+PRESET_LEARNING_RATES: dict[str, float] = {
+    "tiny": 1e-3,
+    "mini": 5e-4,
+    "small": 3e-4,
+    "medium": 2e-4,
+    "base": 1e-4,
+    "large": 1e-4,
+}
+DEFAULT_WARMUP_FRACTION = 0.01  # the reference warms up over 10,000 of its 1,000,000 steps
 
 
 @dataclass
@@ -65,8 +81,9 @@ class TrainConfig:
     steps: int = 100_000  # total, including the steps of earlier runs that this one resumes
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
-    learning_rate: float = 1e-4
-    warmup_steps: int = 10_000  # capped at steps
+    learning_rate: float | None = None  # default: PRESET_LEARNING_RATES[model]
+    warmup_steps: int | None = None  # default: warmup_fraction × steps; capped at steps
+    warmup_fraction: float = DEFAULT_WARMUP_FRACTION
     optimizer: str = "adamw"  # adamw | lamb
     weight_decay: float = 0.01
     beta1: float = 0.9
@@ -171,8 +188,22 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"peak": self.peak, "warmup": self.warmup, "total": self.total}
 
 
+def peak_learning_rate(config: TrainConfig) -> float:
+    return PRESET_LEARNING_RATES[config.model] if config.learning_rate is None else config.learning_rate
+
+
+def warmup_steps(config: TrainConfig) -> int:
+    steps = round(config.warmup_fraction * config.steps) if config.warmup_steps is None else config.warmup_steps
+    return min(steps, config.steps)
+
+
+def with_schedule_defaults(config: TrainConfig) -> TrainConfig:
+    """The config with the peak learning rate and the warm-up that the run will use, for config.json."""
+    return dataclasses.replace(config, learning_rate=peak_learning_rate(config), warmup_steps=warmup_steps(config))
+
+
 def make_schedule(config: TrainConfig) -> WarmupLinearDecay:
-    return WarmupLinearDecay(config.learning_rate, min(config.warmup_steps, config.steps), config.steps)
+    return WarmupLinearDecay(peak_learning_rate(config), warmup_steps(config), config.steps)
 
 
 def make_optimizer(config: TrainConfig, model: keras.Model, precision: str) -> keras.optimizers.Optimizer:
@@ -210,7 +241,10 @@ def make_train_function(model: keras.Model, optimizer: keras.optimizers.Optimize
             scaled = loss / replicas
             if scale_loss:
                 scaled = optimizer.scale_loss(scaled)
-        return tape.gradient(scaled, variables), tf.stack([loss, mlm_loss, nsp_loss])
+        # The embedding lookups give sparse gradients; summing them here, inside the compiled step, spares
+        # the optimizer a conversion outside it (the tied token embeddings also get a dense gradient).
+        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in tape.gradient(scaled, variables)]
+        return grads, tf.stack([loss, mlm_loss, nsp_loss])
 
     # XLA fuses the forward and backward passes. The update stays outside the compiled function because
     # it sums gradients across devices, which XLA cannot do here; a TPU compiles the whole step anyway.
@@ -233,8 +267,10 @@ def make_train_function(model: keras.Model, optimizer: keras.optimizers.Optimize
     return train_steps
 
 
-def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy):
-    """A tf.function returning, for one batch, the sums that the eval metrics are ratios of."""
+def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy, jit_compile: bool):
+    """A tf.function returning, for one batch, the sums that the eval metrics are ratios of, and the weight
+    of each token id among the masked-LM targets (for the most-frequent-token baseline)."""
+    vocab_size = model.config.vocab_size
 
     def step(batch):
         outputs = model(batch, training=False)
@@ -243,14 +279,20 @@ def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy):
         mlm_hit = tf.cast(tf.argmax(outputs["mlm_logits"], -1, output_type=tf.int32) == batch["masked_lm_ids"], tf.float32)
         nsp_labels = tf.reshape(batch["next_sentence_labels"], [-1])
         nsp_hit = tf.cast(tf.argmax(outputs["nsp_logits"], -1, output_type=tf.int32) == nsp_labels, tf.float32)
-        return tf.stack([
+        sums = tf.stack([
             tf.reduce_sum(weights * mlm_nll),
             tf.reduce_sum(weights * mlm_hit),
             tf.reduce_sum(weights),
             tf.reduce_sum(nsp_nll),
             tf.reduce_sum(nsp_hit),
             tf.cast(tf.size(nsp_labels), tf.float32),
+            tf.reduce_sum(tf.cast(nsp_labels, tf.float32)),
         ])
+        target_weights = tf.math.unsorted_segment_sum(tf.reshape(weights, [-1]), tf.reshape(batch["masked_lm_ids"], [-1]), vocab_size)
+        return sums, target_weights
+
+    if jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
+        step = tf.function(step, jit_compile=True)
 
     @tf.function
     def eval_step(batch):
@@ -260,28 +302,42 @@ def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy):
 
 
 def evaluate(model: keras.Model, strategy: tf.distribute.Strategy, files: list[str], config: TrainConfig) -> dict[str, float]:
-    """The reference's eval metrics: masked-LM accuracy and loss weighted by masked_lm_weights; NSP means."""
+    """The reference's eval metrics (masked-LM accuracy and loss weighted by masked_lm_weights; NSP means),
+    each accuracy with the baseline that predicting without looking at the input reaches on the same data."""
     batch_size = config.eval_batch_size or config.batch_size
     data = strategy.experimental_distribute_dataset(eval_dataset(files, batch_size, config.max_seq_length, config.max_predictions_per_seq))
-    eval_step = make_eval_function(model, strategy)
-    sums, steps = np.zeros(6), 0
+    eval_step = make_eval_function(model, strategy, config.jit_compile)
+    sums, target_weights, steps = np.zeros(7), np.zeros(model.config.vocab_size), 0
     try:
         for batch in itertools.islice(data, config.eval_steps):
-            sums += eval_step(batch).numpy()
+            batch_sums, batch_target_weights = eval_step(batch)
+            sums += batch_sums.numpy()
+            target_weights += batch_target_weights.numpy()
             steps += 1
     except tf.errors.DataLossError as err:
         raise corrupt_file_error(find_corrupt_file(files) or config.eval_data, err) from None
     if steps == 0:
         raise TrainerError(f"--eval-data {config.eval_data!r} holds fewer records than one batch of {batch_size}")
-    mlm_loss, mlm_hits, weight, nsp_loss, nsp_hits, sequences = sums
+    mlm_loss, mlm_hits, weight, nsp_loss, nsp_hits, sequences, random_next = sums
     return {
         "masked_lm_accuracy": float(mlm_hits / weight),
+        "masked_lm_baseline_accuracy": float(target_weights.max() / weight),
         "masked_lm_loss": float(mlm_loss / weight),
         "next_sentence_accuracy": float(nsp_hits / sequences),
+        "next_sentence_baseline_accuracy": float(max(random_next, sequences - random_next) / sequences),
         "next_sentence_loss": float(nsp_loss / sequences),
         "eval_steps": steps,
         "eval_sequences": int(sequences),
     }
+
+
+def eval_summary(results: dict[str, float]) -> str:
+    """One line: each metric, and each accuracy next to its baseline."""
+    def metric(name: str) -> str:
+        baseline = f" (baseline {results[EVAL_BASELINES[name]]:.4f})" if name in EVAL_BASELINES else ""
+        return f"{name} {results[name]:.4f}{baseline}"
+
+    return "eval: " + ", ".join(metric(name) for name in EVAL_METRICS)
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -356,10 +412,17 @@ def check_config(config: TrainConfig) -> None:
         raise TrainerError(f"--max-seq-length {config.max_seq_length} exceeds the {BertConfig.max_position} position embeddings")
     if config.max_predictions_per_seq > config.max_seq_length:
         raise TrainerError("--max-predictions-per-seq cannot exceed --max-seq-length")
+    if config.learning_rate is not None and config.learning_rate < 0:
+        raise TrainerError("--learning-rate cannot be negative")
+    if config.warmup_steps is not None and config.warmup_steps < 0:
+        raise TrainerError("--warmup-steps cannot be negative")
+    if not 0 <= config.warmup_fraction <= 1:
+        raise TrainerError("--warmup-fraction must be between 0 and 1")
 
 
 def train(config: TrainConfig) -> TrainResult:
     check_config(config)
+    config = with_schedule_defaults(config)
     train_files = list_files(config.data)
     check_records(train_files, config.max_seq_length, config.max_predictions_per_seq)
     eval_files = list_files(config.eval_data) if config.eval_data else []
@@ -422,9 +485,9 @@ def train(config: TrainConfig) -> TrainResult:
         with tf.io.gfile.GFile(os.path.join(config.output, "eval_results.json"), "w") as f:
             json.dump(eval_results, f, indent=2)
         eval_writer = tf.summary.create_file_writer(os.path.join(config.output, "tensorboard", "eval"))
-        write_scalars(eval_writer, {k: eval_results[k] for k in EVAL_METRICS}, eval_results["global_step"])
+        write_scalars(eval_writer, {k: eval_results[k] for k in (*EVAL_METRICS, *EVAL_BASELINES.values())}, eval_results["global_step"])
         eval_writer.close()
-        print("eval: " + ", ".join(f"{k} {eval_results[k]:.4f}" for k in EVAL_METRICS), flush=True)
+        print(eval_summary(eval_results), flush=True)
     return TrainResult(int(step_counter.numpy()), int(optimizer.iterations.numpy()), eval_results)
 
 
@@ -521,8 +584,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=d.steps, help="total training steps (default: %(default)s)")
     parser.add_argument("--max-seq-length", type=int, default=d.max_seq_length, help="L of the records (default: %(default)s)")
     parser.add_argument("--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq, help="P of the records (default: %(default)s)")
-    parser.add_argument("--learning-rate", type=float, default=d.learning_rate, help="peak learning rate (default: %(default)s)")
-    parser.add_argument("--warmup-steps", type=int, default=d.warmup_steps, help="linear warm-up, capped at --steps (default: %(default)s)")
+    rates = ", ".join(f"{name} {rate:g}" for name, rate in PRESET_LEARNING_RATES.items())
+    parser.add_argument("--learning-rate", type=float, help=f"peak learning rate (default by --config: {rates})")
+    parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps, capped at --steps (default: --warmup-fraction of --steps)")
+    parser.add_argument("--warmup-fraction", type=float, default=d.warmup_fraction,
+                        help="warm-up as a share of --steps, when --warmup-steps is not given (default: %(default)s)")
     parser.add_argument("--optimizer", default=d.optimizer, choices=["adamw", "lamb"], help="default: %(default)s")
     parser.add_argument("--weight-decay", type=float, default=d.weight_decay, help="not applied to LayerNorm and biases (default: %(default)s)")
     parser.add_argument("--beta1", type=float, default=d.beta1, help="default: %(default)s")
