@@ -230,6 +230,15 @@ def test_garbage_between_streams_is_one_error_and_no_page_is_lost(multistream, t
                                           f"(after page {last_before})"]
 
 
+def test_garbage_before_the_first_stream_is_one_error(multistream, tmp_path):
+    dump, index = multistream
+    prefixed = tmp_path / "prefixed.xml.bz2"
+    prefixed.write_bytes(b"<html>not bz2</html>" + dump.read_bytes())
+    items = read_ranges(prefixed, [(0, 500_000), (500_000, prefixed.stat().st_size)])
+    assert items[1:] == list(enwiki_pages())
+    assert items[0].reason == "read_error" and "bytes 0-20 are not a bz2 stream" in items[0].detail
+
+
 def test_a_file_that_is_not_bz2_is_one_error(tmp_path):
     plain = tmp_path / "plain.xml"
     plain.write_bytes(read_xml(ENWIKI_SMALL))

@@ -108,8 +108,10 @@ def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[by
     """The XML of the streams that start in [start, end), one stream after another; damage as Damage items."""
     file_size = fileobj.seek(0, io.SEEK_END)
     at = start if _starts_stream(fileobj, start) else _next_stream_start(fileobj, start, end)
-    if at is None and start == 0:
+    if start == 0 and at is None:  # no range before this one reads these bytes
         yield Damage("the file does not start with a bz2 stream")
+    elif start == 0 and at:
+        yield Damage(f"bytes 0-{at} are not a bz2 stream")
     while at is not None and at < end:
         tail = bytearray()
         stream_end, damage = yield from _keeping_the_tail(_decompress_stream(fileobj, at), tail)

@@ -170,7 +170,6 @@ class _PageReader:
         self.fragment = fragment
         self.decoder: codecs.IncrementalDecoder | None = None
         self.started = False
-        self.failed = False
         self.bytes_read = 0
         self.last_page: str | None = None
         self.buffer: bytes | str = b""
@@ -244,7 +243,6 @@ class _PageReader:
 
     def fail(self, detail: str) -> Iterator[Page | PageError]:
         """A read error ends the stream: the page it cut is lost with it."""
-        self.failed = True
         yield PageError(f"byte {self.bytes_read}", "read_error", f"{detail} ({self._after()})")
 
     def resume_after(self, damage: Damage) -> Iterator[Page | PageError]:
