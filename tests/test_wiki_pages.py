@@ -267,12 +267,18 @@ def test_a_page_without_a_title_is_an_error():
     assert items[2] == PageError("page 302109 None", "bad_page_header", "page has no title")
 
 
-def test_an_unknown_declared_encoding_is_one_error_and_the_pages_are_read():
+@pytest.mark.parametrize(("codec", "complaint"), [
+    ("no-such-codec", "the declared encoding cannot be used (unknown encoding: no-such-codec)"),
+    ("base64", "the declared encoding cannot be used ('base64' is not a text encoding"),
+    ("UTF-16", "encoding specified in XML declaration is incorrect"),
+    ("undefined", "the declared encoding cannot be used (decoding with 'undefined' codec failed"),
+    ("idna", "the declared encoding cannot be used (")])
+def test_an_unusable_declared_encoding_is_one_error_and_the_pages_are_read(codec, complaint):
     xml = read_xml(ENWIKI_SMALL)
-    declared = b'<?xml version="1.0" encoding="no-such-codec"?>\n' + xml
+    declared = f'<?xml version="1.0" encoding="{codec}"?>\n'.encode() + xml
     pages, errors = pages_and_errors(iter_pages(io.BytesIO(declared)))
     assert pages == read_all(ENWIKI_SMALL)
-    assert [e.reason for e in errors] == ["xml_error"] and "unknown encoding" in errors[0].detail
+    assert [e.reason for e in errors] == ["xml_error"] and complaint in errors[0].detail
 
 
 def test_two_documents_one_after_the_other_are_both_read():

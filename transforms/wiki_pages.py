@@ -90,8 +90,9 @@ class SiteInfo:
 def detect_encoding(head: bytes) -> str:
     """The document's encoding from its byte-order mark or XML declaration; UTF-8 when neither says otherwise.
 
-    A declared encoding that Python does not know also gives UTF-8: the parser then reports the declaration, and the
-    pages, most likely UTF-8 anyway, are still read."""
+    A declared encoding that Python does not know, or cannot use here (one that is not ASCII-compatible, as the
+    declaration was read, or that cannot mark the bytes it fails on), also gives UTF-8: the parser then reports the
+    declaration, and the pages, most likely UTF-8 anyway, are still read."""
     if head.startswith(codecs.BOM_UTF8):
         return "utf-8-sig"
     if head.startswith(codecs.BOM_UTF16_LE):
@@ -108,10 +109,12 @@ def detect_encoding(head: bytes) -> str:
             at = declaration.find(b"encoding=" + mark)
             if at >= 0:
                 name = declaration[at + len(b"encoding=") + 1 :].split(mark, 1)[0].decode("ascii", "replace")
-                try:
-                    return codecs.lookup(name).name
-                except LookupError:
-                    return "utf-8"
+                try:  # a text encoding, ASCII-compatible, that can mark the bytes it cannot decode
+                    readable = ("<?xml".encode(name) == b"<?xml"
+                                and b"<?xml\xff\xfe".decode(name, _UNDECODABLE_MARK).startswith("<?xml"))
+                except (LookupError, UnicodeError):
+                    readable = False
+                return codecs.lookup(name).name if readable else "utf-8"
     return "utf-8"
 
 
@@ -349,8 +352,8 @@ class _PageReader:
                 self._track(self.parser.read_events())
             except ParseError as exc:
                 problem = ("xml_error", _without_position(exc))
-            except LookupError as exc:  # expat asks Python for an encoding it does not know itself
-                problem = ("xml_error", str(exc))
+            except (LookupError, UnicodeError) as exc:  # expat asks Python for an encoding it does not know itself
+                problem = ("xml_error", f"the declared encoding cannot be used ({exc})")
         if problem is not None:
             place = "between pages" if self.pages_begun else "before the first <page>"
             yield self._error(offset, problem[0], f"{problem[1]}, {place}")
