@@ -12,6 +12,7 @@ file, a read-only directory, a missing bucket) stops the job with one line namin
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -98,16 +99,19 @@ def prepare_output_dir(output: str, overwrite: bool) -> None:
 
 
 def _check_writable(output: str) -> None:
-    """Write and delete a small file in the output, so that a path that cannot be written fails now, in one
-    line, rather than in a worker after the job has started."""
     if not is_remote(output) and os.path.exists(output) and not os.path.isdir(output):
         raise UserError(f"cannot write to {output}: it is a file, not a directory")
+    check_writable(output, join(output, WRITE_CHECK))
+
+
+def check_writable(output: str, probe: str) -> None:
+    """Write and delete an empty file at probe, a name the output owns, so that an output that cannot be written
+    fails now, in one line naming it, rather than in a worker or after hours of work."""
     with _output_errors("write to", output):
-        check = join(output, WRITE_CHECK)
-        _make_local_parent(check)
-        with FileSystems.create(check) as f:
+        _make_local_parent(probe)
+        with FileSystems.create(probe) as f:
             f.write(b"")
-        FileSystems.delete([check])
+        FileSystems.delete([probe])
 
 
 def delete_under(directory: str) -> None:
@@ -129,8 +133,12 @@ def staging_path(output: str, relative: str) -> str:
 
 def _make_local_parent(path: str) -> None:
     """Object stores have no directories; local filesystems need the parent before a create."""
-    if not is_remote(path):
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    if is_remote(path):
+        return
+    parent = os.path.dirname(path) or "."
+    if os.path.exists(parent) and not os.path.isdir(parent):  # makedirs would call this "File exists"
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent)
+    os.makedirs(parent, exist_ok=True)
 
 
 def write_bytes(path: str, chunks: Iterable[bytes], read_back: bool = True) -> tuple[int, str]:

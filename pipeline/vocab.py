@@ -349,10 +349,14 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options) -> CorpusC
 
 # ------------------------------------------------------------------------------------------- writing
 
+def temporary_name(path: str) -> str:
+    return f"{path}.tmp"
+
+
 def write_atomically(path: str, data: bytes) -> None:
     """Write to a temporary name beside path, then rename: readers never see a partial vocab. The name is
     fixed, so a write killed before its rename leaves nothing that the next one does not replace."""
-    tmp = f"{path}.tmp"
+    tmp = temporary_name(path)
     try:
         output.write_bytes(tmp, [data])
         if output.is_remote(path):
@@ -463,6 +467,8 @@ def run(args, beam_args: list[str]) -> int:
         raise output.OutputExistsError(f"{cfg.output} already exists; choose another --output or pass --overwrite")
     if not output.is_remote(cfg.output) and os.path.isdir(cfg.output):
         raise UserError(f"--output {cfg.output} is a directory; name the vocab file, e.g. {cfg.output}/vocab.txt")
+    if not runners.is_dry_run(options):
+        output.check_writable(cfg.output, temporary_name(cfg.output))
     if cfg.count_with_beam:
         counts = count_with_beam(cfg, options)
         if counts is None:

@@ -124,11 +124,19 @@ def test_output_that_cannot_be_written_is_one_line(gcs, corpus, tmp_path, capsys
     a_file.write_text("not a directory")
     cases = [(a_file, f"cannot write to {a_file}: it is a file, not a directory"),
              (a_file / "out", f"cannot write to {a_file / 'out'}: Not a directory"),
-             ("gs://no-such-bucket-here/out", "cannot write to gs://no-such-bucket-here/out: ")]
+             ("gs://no-such-bucket-here/out", "cannot write to gs://no-such-bucket-here/out: HTTP 404 Not Found")]
     for out, message in cases:
         assert run_cli(*create_args([corpus["local"]], out)) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"bertcorpus create: error: {message}") and "\n" not in err
+    # vocab finds out before it counts a word
+    for out, message in [(a_file / "vocab.txt", f"cannot write to {a_file / 'vocab.txt'}: Not a directory"),
+                         ("gs://no-such-bucket-here/vocab.txt",
+                          "cannot write to gs://no-such-bucket-here/vocab.txt: HTTP 404 Not Found")]:
+        assert run_cli("vocab", "--input", corpus["local"], "--output", out) == 2
+        captured = capsys.readouterr()
+        assert captured.err.strip().startswith(f"bertcorpus vocab: error: {message}") and "counting" not in \
+            captured.err
 
 
 # ------------------------------------------------------------------------------------------------ extraction
