@@ -79,11 +79,11 @@ def kill_when(args: list, ready, timeout: float = 120) -> None:
 
 def test_killed_run_on_gcs_then_a_rerun_leaves_no_stale_object(gcs, corpus):
     url, clean = gcs.url("killed", "out"), gcs.url("killed", "clean")
-    # Killed while writing its shards into the staging area, with 6 train shards per config...
-    kill_when(create_args([corpus["remote"]], url, "--num-shards", "6"),
+    # Killed while writing its shards into the staging area, with two configs and 6 train shards each...
+    kill_when(create_args([corpus["remote"]], url, "--num-shards", "6", "--seq-configs", "128:20,512:80"),
               lambda: any(name.endswith(".tfrecord") for name in gcs.objects(f"{url}/.staging")))
     assert "manifest.json" not in gcs.objects(url)
-    # ... then run again with 4: nothing of the killed run may stay, in the staging area or beside the shards.
+    # ... then run again with one config and 4: nothing of the killed run may stay, staged or beside the shards.
     assert run_cli(*create_args([corpus["remote"]], url, "--num-shards", "4")) == 0
     assert run_cli(*create_args([corpus["remote"]], clean, "--num-shards", "4")) == 0
     rerun, fresh = gcs.objects(url), gcs.objects(clean)
