@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import bz2
 import io
+import random
+import tracemalloc
 from functools import cache
 from itertools import pairwise
 
@@ -84,3 +86,20 @@ def test_a_file_that_is_bz2_only_by_its_first_bytes_is_one_damage():
     assert output == b"" and [d.detail for _, d in damage] == ["bad bz2 data after byte 0: Invalid data stream"]
     pages = list(iter_pages(Bz2Reader(io.BytesIO(b"BZh9" + bytes(range(256)) * 40))))
     assert [(p.where, p.reason) for p in pages] == [("byte 0", "read_error")]
+
+
+def test_garbage_after_damage_is_read_in_bounded_memory():
+    xml = read_xml(ENWIKI_SMALL)
+    damaged = flip_bytes(ENWIKI_SMALL.read_bytes(), 10_000)
+    garbage = random.Random(7).randbytes(8 << 20)
+    data = damaged + garbage + bz2.compress(xml)
+    tracemalloc.start()
+    try:
+        output, damage = read(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert output == xml
+    assert [d.detail for _, d in damage] == ["bad bz2 data after byte 0: Invalid data stream",
+                                             f"the bytes at {len(damaged)} are not a bz2 stream"]
+    assert peak < 4 << 20  # about two blocks, where all the garbage was held before

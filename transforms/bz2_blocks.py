@@ -18,6 +18,9 @@ from typing import BinaryIO
 
 READ_BYTES = 1 << 16
 MAX_OUTPUT_BYTES = 1 << 22
+# A block holds at most 900 kB after run-length coding, and its Huffman coding grows incompressible data by a few
+# percent at most: anything longer between two magic numbers is not one block.
+MAX_BLOCK_BYTES = 1 << 20
 
 BLOCK_MAGIC = 0x314159265359
 END_MAGIC = 0x177245385090
@@ -202,13 +205,16 @@ class _Bz2Chunks:
         before any of it, and the blocks in data that had been decompressed already are left out."""
         yield damage
         in_gap = True
-        at, is_end = self._next_marker(0)
+        at, is_end = self._find_marker()
         while at is not None and not is_end:
-            end, end_is_end = self._next_marker(at + _MAGIC_BITS)
-            if end is None:
+            end, end_is_end = self._marker_after_block(at)
+            if end is None:  # the block never ends: the file ends, or garbage follows it
                 if not in_gap:
-                    yield Damage(f"the file ends inside the bz2 block at byte {self.offset + at // 8}", "truncated")
-                break
+                    yield Damage(f"the bz2 block at byte {self.offset + at // 8} does not end", "truncated")
+                in_gap = True
+                self._drop(at // 8 + 1)
+                at, is_end = self._find_marker()
+                continue
             try:
                 output = decode_block(self.data, at, end, self.level)
             except OSError as exc:
@@ -221,23 +227,38 @@ class _Bz2Chunks:
                     yield output
             self._drop(at // 8)
             at, is_end = end - at // 8 * 8, end_is_end
-        if at is None or not is_end:  # the file ended
+        if at is None:  # the file ended
             self._drop(len(self.data))
-            return
-        self._drop_through_end(at)
+        else:
+            self._drop_through_end(at)
 
-    def _next_marker(self, from_bit: int) -> tuple[int | None, bool]:
-        """The first block or end magic at or after from_bit, reading on as needed: (its bit, whether it is the end
-        magic), or (None, False) at the end of the file."""
+    def _find_marker(self) -> tuple[int | None, bool]:
+        """The first block or end magic in data, reading on and dropping what holds none: (its bit, whether it is
+        the end magic), or (None, False) at the end of the file."""
         while True:
-            block = find_magic(self.data, BLOCK_MAGIC, from_bit)
-            end = find_magic(self.data, END_MAGIC, from_bit)
-            if end is not None and (block is None or end < block):
-                return end, True
-            if block is not None:
-                return block, False
+            found = self._first_marker(0)
+            if found[0] is not None:
+                return found
+            self._drop(max(len(self.data) - _MAGIC_BITS // 8, 0))  # a magic may begin in the last bytes
             if not self._read():
                 return None, False
+
+    def _marker_after_block(self, at: int) -> tuple[int | None, bool]:
+        """Where the block at bit `at` ends: the next block or end magic, reading on; (None, False) when the file
+        ends first or the block would be longer than any bz2 block."""
+        while True:
+            found = self._first_marker(at + _MAGIC_BITS)
+            if found[0] is not None:
+                return found
+            if len(self.data) - at // 8 > MAX_BLOCK_BYTES or not self._read():
+                return None, False
+
+    def _first_marker(self, from_bit: int) -> tuple[int | None, bool]:
+        block = find_magic(self.data, BLOCK_MAGIC, from_bit)
+        end = find_magic(self.data, END_MAGIC, from_bit)
+        if end is not None and (block is None or end < block):
+            return end, True
+        return block, False
 
     def _drop_through_end(self, end_bit: int) -> None:
         """Drop the stream up to its end: the end magic, the checksum, the padding to a byte."""
