@@ -259,6 +259,21 @@ def test_a_page_that_never_ends_is_held_only_up_to_the_cap(monkeypatch):
     assert peak < len(endless) + (4 << 20)  # the input itself, and about one capped page
 
 
+def test_well_formed_elements_between_pages_are_not_kept(monkeypatch):
+    monkeypatch.setattr(wiki_pages, "CHUNK_BYTES", 1 << 16)
+    xml = read_xml(ENWIKI_SMALL)
+    end_of_first = page_spans(xml)[0][1]
+    stuffed = io.BytesIO(xml[:end_of_first] + b"<junk>x</junk>" * 1_000_000 + xml[end_of_first:])
+    tracemalloc.start()
+    try:
+        items = list(iter_pages(stuffed))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert items == read_all(ENWIKI_SMALL)
+    assert peak < 2_000_000  # a million elements would take over 100 MB
+
+
 def test_a_page_without_a_title_is_an_error():
     xml = read_xml(ENWIKI_SMALL)
     broken, _ = damage_page(xml, 2, b"<title>Accessibility</title>", b"")

@@ -350,6 +350,8 @@ class _PageReader:
             try:
                 self.parser.feed(text)
                 self._track(self.parser.read_events())
+                for elem in self.open:  # what ended here is not a page and need not be kept
+                    del elem[:]
             except ParseError as exc:
                 problem = ("xml_error", _without_position(exc))
             except (LookupError, UnicodeError) as exc:  # expat asks Python for an encoding it does not know itself
