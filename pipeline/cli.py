@@ -84,15 +84,21 @@ def main(argv: list[str] | None = None) -> int:
     parser, command_parser = _build_parsers(command)
     args, beam_args = parser.parse_known_args(argv)
     module = importlib.import_module(args.module)
+    running = False
     try:
         if args.command not in FORWARDING_COMMANDS:
             flags.check_unknown_flags(beam_args, _own_flags(command_parser),
                                       getattr(module, "ACCEPTS_BEAM_OPTIONS", True))
+        running = True
         return module.run(args, beam_args)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if running:
+            _discard_staging(args, module, beam_args)
+        print(f"bertcorpus {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 — the one place that turns errors into exit codes
+        if running:
+            _discard_staging(args, module, beam_args)
         message = user_message(e)
         if message is None:
             raise
@@ -100,5 +106,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _discard_staging(args, module, beam_args: list[str]) -> None:
+    """A failed or interrupted local run leaves no staged files behind: on a full disk they would keep it full.
+    (A remote job may still be running and using its staging.) The output itself may be what failed, so trouble
+    here only leaves them in place."""
+    if not getattr(module, "ACCEPTS_BEAM_OPTIONS", True) or args.command in FORWARDING_COMMANDS:
+        return
+    from pipeline import output, runners
+
+    try:
+        if not runners.is_local(runners.pipeline_options(beam_args)):
+            return
+        for name in ("output", "counts_dir"):
+            path = getattr(args, name, None)
+            if isinstance(path, str) and path:
+                output.discard_staging(path)
+    except Exception:  # noqa: BLE001 — the run's own error is the one to report
+        logging.getLogger(__name__).info("staging left in place", exc_info=True)
+
+
 def entry_point() -> None:
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # pressed while an error was being reported, or as the command ended
+        print("bertcorpus: interrupted", file=sys.stderr)
+        sys.exit(130)

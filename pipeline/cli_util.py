@@ -10,7 +10,52 @@ BooleanFlag = argparse.BooleanOptionalAction
 
 
 def run_pipeline(pipeline, options, what: str):
-    """Run and wait; None for a dry run or a job handed to a remote runner without waiting."""
+    """Run and wait; None for a dry run or a job handed to a remote runner without waiting. A local run stopped by
+    Ctrl-C raises KeyboardInterrupt, whatever Beam made of it, and one whose worker process died WorkerDiedError."""
+    from pipeline import runners
+    from pipeline.errors import WorkerDiedError
+    from pipeline.run_watch import RunWatch
+
+    if not runners.is_local(options):
+        return _run_and_wait(pipeline, options, what)
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    quiet = (options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+             and not logging.getLogger().isEnabledFor(logging.INFO))  # not --verbose
+    with RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
+        try:
+            state = _run_and_wait(pipeline, options, what)
+        except BaseException:
+            if watch.interrupted:
+                raise KeyboardInterrupt from None
+            if watch.dead_worker_status is not None:
+                raise WorkerDiedError(watch.worker_death()) from None
+            raise
+    if watch.interrupted:
+        raise KeyboardInterrupt
+    return state
+
+
+def step_names(pipeline) -> list[str]:
+    """The full labels of the job's steps, composite ones included."""
+    from apache_beam.pipeline import PipelineVisitor
+
+    class Labels(PipelineVisitor):
+        def __init__(self):
+            self.labels = []
+
+        def enter_composite_transform(self, node):
+            self.labels.append(node.full_label)
+
+        def visit_transform(self, node):
+            self.labels.append(node.full_label)
+
+    labels = Labels()
+    pipeline.visit(labels)
+    return labels.labels
+
+
+def _run_and_wait(pipeline, options, what: str):
     from pipeline import runners
 
     started = time.time()

@@ -2,12 +2,16 @@
 with one clear line and a non-zero exit, never a traceback, and a flag is never silently ignored."""
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_TEXT, VOCAB, run_cli
+from conftest import SAMPLE_TEXT, TESTS, VOCAB, run_cli
 
 
 def _create(out: Path, *extra) -> int:
@@ -119,3 +123,90 @@ def test_inspect_with_the_wrong_vocab_is_one_line(tmp_path, capsys, records_dir)
 def test_inspect_on_text_is_one_line(capsys):
     assert run_cli("inspect", SAMPLE_TEXT, "--vocab", VOCAB) == 2
     assert _error_line(capsys) == f"bertcorpus inspect: error: {SAMPLE_TEXT}: TFRecord length CRC mismatch"
+
+
+# Filesystem errors: one line naming the path and the cause, and the run's staging removed.
+
+WIKI_DUMP = TESTS / "data" / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"
+EXTRACTIONS = {
+    "create": ["--input", TESTS / "data" / "create" / "11-0.txt", "--vocab", VOCAB],
+    "extract-wiki": ["--input", WIKI_DUMP],
+    "extract-books": ["--input", TESTS / "data" / "books_more"],
+}
+
+
+@contextlib.contextmanager
+def _mounted_tmpfs(where: Path, options: str):
+    where.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A real 256 kB filesystem, which every job's output overflows."""
+    with _mounted_tmpfs(tmp_path / "disk", "size=256k") as disk:
+        yield disk
+
+
+@pytest.fixture
+def read_only_disk(tmp_path):
+    with _mounted_tmpfs(tmp_path / "ro", "size=64k,ro") as disk:
+        yield disk
+
+
+@pytest.mark.parametrize("command", EXTRACTIONS)
+def test_a_full_disk_is_one_line_and_the_staging_goes(full_disk, capsys, command):
+    out = full_disk / "out"
+    assert run_cli(command, *EXTRACTIONS[command], "--output", out) == 2
+    line = _error_line(capsys)
+    assert line.startswith(f"bertcorpus {command}: error: cannot write {out}/.staging/")
+    assert ": No space left on device" in line
+    assert list(out.iterdir()) == []
+
+
+def test_a_full_disk_with_worker_processes_is_one_line(full_disk):
+    """The workers' own tracebacks of the failed bundle stay off the terminal."""
+    out = full_disk / "out"
+    done = subprocess.run([sys.executable, "-m", "pipeline", "create", *map(str, EXTRACTIONS["create"]),
+                           "--output", str(out), "--runner", "DirectRunner", "--direct_running_mode",
+                           "multi_processing", "--direct_num_workers", "2"],
+                          cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"bertcorpus create: error: cannot write {out}/.staging/seq128/")
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", EXTRACTIONS)
+def test_a_read_only_output_is_one_line(read_only_disk, capsys, command):
+    out = read_only_disk / "out"
+    assert run_cli(command, *EXTRACTIONS[command], "--output", out) == 2
+    assert _error_line(capsys) == f"bertcorpus {command}: error: cannot write to {out}: Read-only file system"
+
+
+@pytest.mark.parametrize("command", EXTRACTIONS)
+def test_an_output_that_is_a_file_is_one_line(tmp_path, capsys, command):
+    out = tmp_path / "out"
+    out.write_text("not a directory\n")
+    assert run_cli(command, *EXTRACTIONS[command], "--output", out) == 2
+    assert _error_line(capsys) == f"bertcorpus {command}: error: cannot write to {out}: it is a file, not a directory"
+    assert out.read_text() == "not a directory\n"
+
+
+def test_an_os_error_raised_in_a_worker_is_one_line_naming_its_path():
+    """Beam brings a worker's OSError back as text inside a RuntimeError."""
+    from pipeline.errors import user_message
+
+    wrapped = RuntimeError("Traceback (most recent call last):\n  ...\nOSError: [Errno 28] No space left on device: "
+                           "'/data/out/.staging/x.parquet' [while running 'extract books/write documents']\n")
+    assert user_message(wrapped) == ("/data/out/.staging/x.parquet: No space left on device "
+                                     "(in step 'extract books/write documents')")
+    assert user_message(PermissionError(13, "Permission denied", "/data/in.txt")) == "/data/in.txt: Permission denied"

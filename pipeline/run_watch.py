@@ -1,0 +1,156 @@
+"""A local run watched for Ctrl-C and for worker processes that die, so that either ends in one line.
+
+While a job runs, Ctrl-C is noted before it interrupts the launcher, and it stops the worker processes the run
+started (which the terminal's Ctrl-C also reaches). Beam turns the interrupt into other errors (a RuntimeError
+naming the step it hit, or a worker that went away); whatever error the run ends with, `interrupted` says it was
+Ctrl-C. A worker process that dies for another reason is noted with the stage that was running. Exceptions in
+Beam's threads are logged (shown with --verbose) rather than printed, and so, in multi_processing mode, is what
+the worker processes write to standard error: Beam's workers print there every failed bundle's traceback, which
+the launcher already has, and their own on Ctrl-C.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+
+# Beam's local runner logs the stage of each bundle it runs here, at debug level.
+BUNDLE_LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner.run_bundle"
+_WORKER_EXIT = re.compile(r"Worker subprocess exited with return code (-?\d+)")
+_REFERENCE = re.compile(r"^ref_AppliedPTransform_(.+)_\d+$")
+_INTERRUPTED_STATUSES = {-signal.SIGINT, 128 + signal.SIGINT}  # a worker's Ctrl-C, directly or through a shell
+
+
+class RunWatch:
+    def __init__(self, step_names: list[str] = (), quiet_workers: bool = False):
+        """step_names: the job's step labels, to name a stage by them. quiet_workers: worker processes started
+        during the run write their standard error nowhere."""
+        self.step_names = list(step_names)
+        self.quiet_workers = quiet_workers
+        self.interrupted = False
+        self.dead_worker_status: int | None = None   # the exit status of the first worker process that died
+        self.stage: str | None = None                # the stage whose bundle ran last
+        self._active = threading.current_thread() is threading.main_thread()
+
+    def __enter__(self) -> "RunWatch":
+        if not self._active:
+            return self
+        self._children_before = _descendants(os.getpid())
+        if self.quiet_workers:
+            self._stderr = _redirect_stderr_fd(os.devnull)
+        self._handler = signal.signal(signal.SIGINT, self._ctrl_c)
+        self._excepthook, threading.excepthook = threading.excepthook, self._thread_failed
+        self._watch_stages()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if not self._active:
+            return False
+        self._unwatch_stages()
+        threading.excepthook = self._excepthook
+        signal.signal(signal.SIGINT, self._handler)
+        if self.quiet_workers:
+            _restore_stderr_fd(self._stderr)
+        return False
+
+    def _ctrl_c(self, signum, frame) -> None:
+        self.interrupted = True
+        for pid in _descendants(os.getpid()) - self._children_before:
+            _terminate(pid)
+        raise KeyboardInterrupt
+
+    def worker_death(self) -> str:
+        """One line on the worker process that died."""
+        status = self.dead_worker_status
+        signum = -status if status < 0 else status - 128 if status > 128 else None  # a shell reports 128 + N
+        how = f"was killed by {signal.Signals(signum).name}" if signum in signal.valid_signals() else \
+            f"exited with status {status}"
+        where = f" while running {readable_stage(self.stage, self.step_names)}" if self.stage else ""
+        return f"a worker process {how}{where} (out of memory?); the run stopped and published nothing"
+
+    def _thread_failed(self, args) -> None:
+        found = _WORKER_EXIT.search(str(args.exc_value))
+        if found and int(found.group(1)) in _INTERRUPTED_STATUSES:
+            self.interrupted = True
+        elif found and self.dead_worker_status is None:
+            self.dead_worker_status = int(found.group(1))
+        logging.getLogger(__name__).info("in thread %s", args.thread.name if args.thread else "?",
+                                         exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+
+    def _watch_stages(self) -> None:
+        watch = self
+
+        class StageNoted(logging.Handler):
+            def emit(self, record):
+                if str(record.msg).startswith("Running bundle for stage") and record.args:
+                    watch.stage = str(record.args[0])
+
+        logger = logging.getLogger(BUNDLE_LOGGER)
+        self._logger_state = logger.level, logger.propagate
+        self._stage_handler = StageNoted()
+        logger.addHandler(self._stage_handler)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False  # its debug lines are not for the user
+
+    def _unwatch_stages(self) -> None:
+        logger = logging.getLogger(BUNDLE_LOGGER)
+        logger.removeHandler(self._stage_handler)
+        logger.level, logger.propagate = self._logger_state
+
+
+def readable_stage(stage: str, step_names: list[str]) -> str:
+    """A fused stage's name → the job's own steps in it, two levels deep: 'create pretraining data/write shards'.
+    Beam names a step inside a stage by its label, or by the label with each run of other characters made '-'."""
+    by_reference = {re.sub(r"[^A-Za-z0-9_-]+", "-", name): name for name in step_names}
+    steps = []
+    for part in re.split(r"[()+]+", stage):
+        reference = _REFERENCE.match(part)
+        name = by_reference.get(reference.group(1), part) if reference else part
+        step = "/".join(name.split("/")[:2])
+        if step and step not in steps:
+            steps.append(step)
+    return " + ".join(steps) if steps else stage
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes below pid (Linux; elsewhere none are known)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _redirect_stderr_fd(path: str) -> int:
+    """Point file descriptor 2, which new processes inherit, at path; return a copy of the old one. Output to
+    sys.stderr meanwhile goes there too."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    target = os.open(path, os.O_WRONLY)
+    os.dup2(target, 2)
+    os.close(target)
+    return saved
+
+
+def _restore_stderr_fd(saved: int) -> None:
+    sys.stderr.flush()
+    os.dup2(saved, 2)
+    os.close(saved)
+
+
+def _terminate(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        pass  # gone already
