@@ -44,7 +44,18 @@ def read(data: bytes) -> tuple[bytes, list[tuple[int, Damage]]]:
 def test_every_block_is_found_and_decodes_on_its_own():
     data, xml, blocks, end = sample()
     assert len(blocks) == 12 and blocks[0] == 32  # just after "BZh9"
-    assert b"".join(decode_block(data, a, b, b"9") for a, b in pairwise([*blocks, end])) == xml
+    assert b"".join(decode_block(data, a, b) for a, b in pairwise([*blocks, end])) == xml
+
+
+def test_blocks_of_a_smaller_block_size_decode_too():
+    part = sample()[1][:2_000_000]
+    data = bz2.compress(part, 1)  # blocks of 100 kB
+    blocks = all_magics(data, BLOCK_MAGIC)
+    assert len(blocks) == 20
+    end = all_magics(data, END_MAGIC)[0]
+    assert b"".join(decode_block(data, a, b) for a, b in pairwise([*blocks, end])) == part
+    output, damage = read(flip_bytes(data, blocks[10] // 8 + 500))
+    assert len(damage) == 1 and 0 < len(part) - len(output) < 200_000
 
 
 def test_a_clean_file_reads_like_bz2_decompress():
@@ -57,7 +68,7 @@ def test_a_corrupt_block_costs_that_block_only():
     data, xml, blocks, end = sample()
     damaged = flip_bytes(data, (blocks[5] + blocks[6]) // 16)  # inside the sixth block
     output, damage = read(damaged)
-    sizes = [len(decode_block(data, a, b, b"9")) for a, b in pairwise([*blocks, end])]
+    sizes = [len(decode_block(data, a, b)) for a, b in pairwise([*blocks, end])]
     lost_from, lost_to = sum(sizes[:5]), sum(sizes[:6])
     assert output == xml[:lost_from] + xml[lost_to:]
     assert [(at, d.reason) for at, d in damage] == [(lost_from, "read_error")]

@@ -71,10 +71,11 @@ def find_magic(data: bytes, magic: int, from_bit: int = 0) -> int | None:
     return best
 
 
-def decode_block(data: bytes, start_bit: int, end_bit: int, level: bytes) -> bytes:
+def decode_block(data: bytes, start_bit: int, end_bit: int) -> bytes:
     """Decompress the one block in bits [start_bit, end_bit) of data by rewriting it as a stream of its own: the
-    header, the block, the end magic and, as the stream's checksum, the block's own (the two are equal for a stream
-    of one block). Raises OSError when the block is corrupt."""
+    header (with the largest block size, which fits a block of any size), the block, the end magic and, as the
+    stream's checksum, the block's own (the two are equal for a stream of one block). Raises OSError when the block
+    is corrupt."""
     length = end_bit - start_bit
     if length <= _MAGIC_BITS + _CRC_BITS:
         raise OSError("no room for a block between two magic numbers")
@@ -86,7 +87,7 @@ def decode_block(data: bytes, start_bit: int, end_bit: int, level: bytes) -> byt
     size = length + _MAGIC_BITS + _CRC_BITS
     padded = stream << (-size % 8)
     decompressor = bz2.BZ2Decompressor()
-    output = decompressor.decompress(b"BZh" + level + padded.to_bytes((size + 7) // 8, "big"))
+    output = decompressor.decompress(b"BZh9" + padded.to_bytes((size + 7) // 8, "big"))
     if not decompressor.eof:
         raise OSError("the block does not end where the next one starts")
     return output
@@ -136,13 +137,11 @@ class _Bz2Chunks:
         self.raw = raw
         self.data = b""  # compressed bytes read and not yet decoded
         self.offset = 0  # file offset of data[0]
-        self.level = b"9"
         self.emitted_until = 0  # the blocks that end before this file offset have been decompressed
 
     def chunks(self) -> Iterator[bytes | Damage]:
         while self.data or self._read():
             if self.data[:3] == b"BZh" and self.data[3:4].isdigit() and self.data[3:4] != b"0":
-                self.level = self.data[3:4]
                 yield from self._stream()
             else:
                 yield from self._blocks_after_damage(Damage(f"the bytes at {self.offset} are not a bz2 stream"))
@@ -216,7 +215,7 @@ class _Bz2Chunks:
                 at, is_end = self._find_marker()
                 continue
             try:
-                output = decode_block(self.data, at, end, self.level)
+                output = decode_block(self.data, at, end)
             except OSError as exc:
                 if not in_gap:
                     yield Damage(f"bad bz2 block at byte {self.offset + at // 8}: {exc}")
