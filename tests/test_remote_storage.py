@@ -79,13 +79,16 @@ def kill_when(args: list, ready, timeout: float = 120) -> None:
 
 def test_killed_run_on_gcs_then_a_rerun_leaves_no_stale_object(gcs, corpus):
     url, clean = gcs.url("killed", "out"), gcs.url("killed", "clean")
-    # Killed while writing its shards into the staging area, with two configs and 6 train shards each...
-    kill_when(create_args([corpus["remote"]], url, "--num-shards", "6", "--seq-configs", "128:20,512:80"),
+    inputs = [corpus["remote"]]
+    # A finished run with 6 train shards; a rerun over it, killed while it writes two configs' shards into the
+    # staging area...
+    assert run_cli(*create_args(inputs, url, "--num-shards", "6")) == 0
+    kill_when(create_args(inputs, url, "--overwrite", "--num-shards", "6", "--seq-configs", "128:20,512:80"),
               lambda: any(name.endswith(".tfrecord") for name in gcs.objects(f"{url}/.staging")))
-    assert "manifest.json" not in gcs.objects(url)
-    # ... then run again with one config and 4: nothing of the killed run may stay, staged or beside the shards.
-    assert run_cli(*create_args([corpus["remote"]], url, "--num-shards", "4")) == 0
-    assert run_cli(*create_args([corpus["remote"]], clean, "--num-shards", "4")) == 0
+    assert "manifest.json" not in gcs.objects(url)  # the old shards no longer claim to be a finished run
+    # ... then a run with one config and 4 shards: nothing of the earlier runs may stay, staged or published.
+    assert run_cli(*create_args(inputs, url, "--overwrite", "--num-shards", "4")) == 0
+    assert run_cli(*create_args(inputs, clean, "--num-shards", "4")) == 0
     rerun, fresh = gcs.objects(url), gcs.objects(clean)
     assert not [name for name in rerun if name.startswith(".staging/")]
     assert {k: v for k, v in rerun.items() if k != "manifest.json"} == \
