@@ -36,6 +36,11 @@ def _commands() -> dict:
     }
 
 
+def job_commands() -> list[str]:
+    """The commands a named job may run: every command but those that run named jobs themselves."""
+    return [name for name in _commands() if name not in FORWARDING_COMMANDS]
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only the chosen command's module is imported (so `create` never loads the trainer)."""
     return _build_parsers(command)[0]

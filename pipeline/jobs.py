@@ -28,12 +28,36 @@ def load_jobs_file(path: str | None) -> dict:
     candidates = [path] if path else [DEFAULT_FILE, str(Path(__file__).resolve().parent.parent / DEFAULT_FILE)]
     for candidate in candidates:
         if candidate and os.path.exists(candidate):
-            with open(candidate) as f:
-                data = yaml.safe_load(f) or {}
-            if not isinstance(data.get("jobs"), dict) or not isinstance(data.get("profiles"), dict):
+            data = _read_yaml(candidate)
+            if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict) \
+                    or not isinstance(data.get("profiles"), dict):
                 raise UserError(f"{candidate} needs top-level 'jobs' and 'profiles' mappings")
             return data
     raise UserError(f"no jobs file found (looked for {', '.join(c for c in candidates if c)})")
+
+
+def _read_yaml(path: str):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return yaml.safe_load(f) or {}
+    except UnicodeDecodeError as e:
+        raise UserError(f"{path} is not UTF-8 text (byte {e.start:,})") from None
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        line = f", line {where.line + 1}" if where is not None else ""
+        raise UserError(f"{path} is not valid YAML{line}: {getattr(e, 'problem', None) or e}") from None
+
+
+def _job(spec: dict, name: str) -> dict:
+    """The job's entry, checked: a mapping with a command this tool has and, if any, a mapping of args."""
+    from pipeline import cli
+
+    job = spec["jobs"][name]
+    if not isinstance(job, dict) or job.get("command") not in cli.job_commands():
+        raise UserError(f"job {name!r} in the jobs file needs a 'command', one of {', '.join(cli.job_commands())}")
+    if not isinstance(job.get("args") or {}, dict):
+        raise UserError(f"job {name!r} in the jobs file: 'args' must be a mapping of flag: value")
+    return job
 
 
 def _kebab(key: str) -> str:
@@ -56,7 +80,10 @@ def command_line(spec: dict, job: str, profile: str, overrides: list[str], extra
         raise UserError(f"unknown job {job!r}; jobs: {', '.join(sorted(jobs))}")
     if profile not in profiles:
         raise UserError(f"unknown profile {profile!r}; profiles: {', '.join(sorted(profiles))}")
-    job_args = {_kebab(k): v for k, v in (jobs[job].get("args") or {}).items()}
+    command = _job(spec, job)["command"]
+    job_args = {_kebab(str(k)): v for k, v in (jobs[job].get("args") or {}).items()}
+    if not isinstance(profiles[profile] or {}, dict):
+        raise UserError(f"profile {profile!r} in the jobs file must be a mapping of Beam option: value")
     beam_opts = {k: v for k, v in (profiles[profile] or {}).items()}
     own_flags = None
     for item in overrides:
@@ -67,12 +94,12 @@ def command_line(spec: dict, job: str, profile: str, overrides: list[str], extra
         if own_flags is None:
             from pipeline import cli
 
-            own_flags = cli.command_flags(jobs[job]["command"])
+            own_flags = cli.command_flags(command)
         if key not in beam_opts and f"--{_kebab(key)}" in own_flags:
             job_args[_kebab(key)] = parsed  # the job's own flag, in either spelling, replaced
         else:
             beam_opts[key] = parsed  # a Beam option; the command refuses a name that is neither
-    words = [jobs[job]["command"]]
+    words = [command]
     for key, value in job_args.items():
         words += _flag(key, value)
     for key, value in beam_opts.items():
@@ -90,7 +117,8 @@ def run(args, beam_args: list[str]) -> int:
     if args.list or not args.job:
         print("jobs:")
         for name, job in spec["jobs"].items():
-            print(f"  {name:20} {job.get('command', '?'):8} {job.get('help', '')}")
+            job = job if isinstance(job, dict) else {}
+            print(f"  {name:20} {str(job.get('command', '?')):8} {job.get('help', '')}")
         print("profiles: " + ", ".join(spec["profiles"]))
         return 0
     words = command_line(spec, args.job, args.profile, args.set, beam_args)

@@ -210,3 +210,25 @@ def test_an_os_error_raised_in_a_worker_is_one_line_naming_its_path():
     assert user_message(wrapped) == ("/data/out/.staging/x.parquet: No space left on device "
                                      "(in step 'extract books/write documents')")
     assert user_message(PermissionError(13, "Permission denied", "/data/in.txt")) == "/data/in.txt: Permission denied"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("jobs: [\n  a: b\n", "is not valid YAML, line 3: expected ',' or ']', but got '<stream end>'"),
+    ("- 1\n- 2\n", "needs top-level 'jobs' and 'profiles' mappings"),
+    ("jobs:\n  sample: 3\nprofiles:\n  local: {}\n",
+     "job 'sample' in the jobs file needs a 'command', one of extract-wiki, extract-books, vocab, create, inspect, "
+     "stats, demo, train"),
+    ("jobs:\n  sample:\n    command: create\n    args: [1]\nprofiles:\n  local: {}\n",
+     "job 'sample' in the jobs file: 'args' must be a mapping of flag: value"),
+])
+def test_a_damaged_jobs_file_is_one_line(tmp_path, capsys, text, message):
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(text)
+    assert run_cli("run", "sample", "--jobs-file", jobs) == 2
+    line = _error_line(capsys)
+    assert line == f"bertcorpus run: error: {message}" or line == f"bertcorpus run: error: {jobs} {message}"
+
+
+def test_a_vocab_that_is_a_directory_is_one_line(tmp_path, capsys):
+    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", tmp_path, "--output", tmp_path / "out") == 2
+    assert _error_line(capsys) == f"bertcorpus create: error: cannot read vocab file {tmp_path}: Is a directory"

@@ -26,7 +26,8 @@ def read_vocab_bytes(path: str) -> bytes:
         with FileSystems.open(path, compression_type="uncompressed") as f:
             return f.read()
     except Exception as e:  # FileNotFoundError locally, various errors on remote filesystems
-        raise VocabError(f"cannot read vocab file {path}: {e}") from None
+        cause = e.strerror if isinstance(e, OSError) and e.strerror else e
+        raise VocabError(f"cannot read vocab file {path}: {cause}") from None
 
 
 def _decode_utf8(raw: bytes, name: str) -> str:
