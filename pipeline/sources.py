@@ -400,8 +400,7 @@ def _match_local(pattern: str) -> list[tuple[str, int]]:
     pattern = os.path.abspath(pattern)
     if os.path.isdir(pattern):
         pattern = os.path.join(pattern, "*")
-    metadata = FileSystems.match([pattern])[0].metadata_list
-    return [(m.path, m.size_in_bytes) for m in metadata if not os.path.isdir(m.path)]
+    return [(path, size) for path, size in _listed(pattern) if not os.path.isdir(path)]
 
 
 def _match_remote(pattern: str) -> list[tuple[str, int]]:
