@@ -137,13 +137,14 @@ class _Bz2Chunks:
         self.raw = raw
         self.data = b""  # compressed bytes read and not yet decoded
         self.offset = 0  # file offset of data[0]
-        self.emitted_until = 0  # the blocks that end before this file offset have been decompressed
+        self.decoded_to = 0  # the blocks that end before this file offset have been decompressed
 
     def chunks(self) -> Iterator[bytes | Damage]:
         while self.data or self._read():
             if self.data[:3] == b"BZh" and self.data[3:4].isdigit() and self.data[3:4] != b"0":
                 yield from self._stream()
             else:
+                self.decoded_to = self.offset
                 yield from self._blocks_after_damage(Damage(f"the bytes at {self.offset} are not a bz2 stream"))
 
     def _read(self) -> bool:
@@ -160,6 +161,7 @@ class _Bz2Chunks:
         # The pieces fed since the one in which output last came: the block in progress starts in them.
         window: list[bytes] = []
         window_offset = position = self.offset
+        self.decoded_to = self.offset + len(b"BZh9")  # where the first block starts
         piece, self.data = self.data, b""
         while True:
             piece = piece or self.raw.read(READ_BYTES)
@@ -175,13 +177,12 @@ class _Bz2Chunks:
                 yield from self._blocks_after_damage(Damage(f"bad bz2 data after byte {window_offset}: {exc}"))
                 return
             if produced:
-                window, window_offset, self.emitted_until = [piece], position, position + len(piece)
+                window, window_offset, self.decoded_to = [piece], position, position + len(piece)
             else:
                 window.append(piece)
             position += len(piece)
             if decompressor.eof:
                 self.data, self.offset = decompressor.unused_data, position - len(decompressor.unused_data)
-                self.emitted_until = self.offset
                 return
             piece = b""
 
@@ -198,35 +199,45 @@ class _Bz2Chunks:
         return produced
 
     def _blocks_after_damage(self, damage: Damage) -> Iterator[bytes | Damage]:
-        """Report the damage, then decode block by block from the first block magic in data to the stream's end.
+        """Decode block by block from the first block magic in data to the stream's end, yielding `damage` where
+        the first block is lost, and one more Damage for each later run of lost blocks.
 
-        Data starts where the block in progress when decompression failed may start, so the damage is reported
-        before any of it, and the blocks in data that had been decompressed already are left out."""
-        yield damage
-        in_gap = True
+        Data starts where the block in progress when decompression failed may start: the blocks that end before
+        `decoded_to` were decompressed already and are left out, and a first block that starts after it means that
+        one was lost before it. When every block decodes (the damage was in the stream's checksum), nothing was
+        lost and nothing is reported."""
+        pending: Damage | None = damage
+        in_gap = False
         at, is_end = self._find_marker()
+        if at is None or self.offset * 8 + at > self.decoded_to * 8:
+            yield damage
+            pending, in_gap = None, True
         while at is not None and not is_end:
             end, end_is_end = self._marker_after_block(at)
+            lost = None
             if end is None:  # the block never ends: the file ends, or garbage follows it
-                if not in_gap:
-                    yield Damage(f"the bz2 block at byte {self.offset + at // 8} does not end", "truncated")
-                in_gap = True
+                lost = Damage(f"the bz2 block at byte {self.offset + at // 8} does not end", "truncated")
+            else:
+                try:
+                    output = decode_block(self.data, at, end)
+                except OSError as exc:
+                    lost = Damage(f"bad bz2 block at byte {self.offset + at // 8}: {exc}")
+            if lost is not None:
+                if pending is not None or not in_gap:
+                    yield pending or lost
+                pending, in_gap = None, True
+            elif self.offset * 8 + end > self.decoded_to * 8:
+                in_gap = False
+                yield output
+            if end is None:
                 self._drop(at // 8 + 1)
                 at, is_end = self._find_marker()
-                continue
-            try:
-                output = decode_block(self.data, at, end)
-            except OSError as exc:
-                if not in_gap:
-                    yield Damage(f"bad bz2 block at byte {self.offset + at // 8}: {exc}")
-                in_gap = True
             else:
-                in_gap = False
-                if self.offset * 8 + end > self.emitted_until * 8:
-                    yield output
-            self._drop(at // 8)
-            at, is_end = end - at // 8 * 8, end_is_end
+                self._drop(at // 8)
+                at, is_end = end - at // 8 * 8, end_is_end
         if at is None:  # the file ended
+            if pending is not None:
+                yield pending
             self._drop(len(self.data))
         else:
             self._drop_through_end(at)
