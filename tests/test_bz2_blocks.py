@@ -13,7 +13,7 @@ import pytest
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
 
 from transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
-from transforms.wiki_pages import iter_pages
+from transforms.wiki_pages import PageError, iter_pages, open_dump
 
 
 def all_magics(data: bytes, magic: int) -> list[int]:
@@ -114,3 +114,9 @@ def test_garbage_after_damage_is_read_in_bounded_memory():
     assert [d.detail for _, d in damage] == ["bad bz2 data after byte 0: Invalid data stream",
                                              f"the bytes at {len(damaged)} are not a bz2 stream"]
     assert peak < 4 << 20  # about two blocks, where all the garbage was held before
+
+
+def test_pages_read_from_a_path_opened_inline(tmp_path):
+    # nothing but the page iterator refers to the reader that open_dump made, and it must stay open while it runs
+    pages = [p for p in iter_pages(open_dump(ENWIKI_SMALL)) if not isinstance(p, PageError)]
+    assert [p.page_id for p in pages] == [10, 411964, 302109]

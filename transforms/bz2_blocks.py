@@ -112,7 +112,7 @@ class Bz2Reader(io.RawIOBase):
         super().close()
 
     def chunks(self) -> Iterator[bytes | Damage]:
-        return _Bz2Chunks(self._raw).chunks()
+        yield from _Bz2Chunks(self._raw).chunks()  # a generator of this reader's, so it stays open while it runs
 
     def readinto(self, buffer) -> int:
         if self._chunks is None:
