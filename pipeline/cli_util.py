@@ -13,7 +13,7 @@ def run_pipeline(pipeline, options, what: str):
     """Run and wait; None for a dry run or a job handed to a remote runner without waiting. A local run stopped by
     Ctrl-C raises KeyboardInterrupt, whatever Beam made of it, and one whose worker process died WorkerDiedError."""
     from pipeline import runners
-    from pipeline.errors import WorkerDiedError
+    from pipeline.errors import WorkerDiedError, user_message
     from pipeline.run_watch import RunWatch
 
     if not runners.is_local(options):
@@ -25,10 +25,10 @@ def run_pipeline(pipeline, options, what: str):
     with RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
         try:
             state = _run_and_wait(pipeline, options, what)
-        except BaseException:
+        except BaseException as e:
             if watch.interrupted:
                 raise KeyboardInterrupt from None
-            if watch.dead_worker_status is not None:
+            if watch.dead_worker_status is not None and user_message(e) is None:  # not a worker's own error
                 raise WorkerDiedError(watch.worker_death()) from None
             raise
     if watch.interrupted:

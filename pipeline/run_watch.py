@@ -69,7 +69,8 @@ class RunWatch:
         how = f"was killed by {signal.Signals(signum).name}" if signum in signal.valid_signals() else \
             f"exited with status {status}"
         where = f" while running {readable_stage(self.stage, self.step_names)}" if self.stage else ""
-        return f"a worker process {how}{where} (out of memory?); the run stopped and published nothing"
+        hint = " (out of memory?)" if signum == signal.SIGKILL else ""  # what the kernel's OOM killer sends
+        return f"a worker process {how}{where}{hint}; the run stopped and published nothing"
 
     def _thread_failed(self, args) -> None:
         found = _WORKER_EXIT.search(str(args.exc_value))
