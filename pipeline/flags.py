@@ -64,4 +64,7 @@ def _load_runner(options) -> None:
 
     runner = options.view_as(StandardOptions).runner
     if runner not in LOCAL_RUNNER_NAMES:
-        create_runner(runner)
+        try:
+            create_runner(runner)
+        except (ImportError, AttributeError) as e:  # a runner not there, or whose extras are not installed
+            raise UserError(f"--runner {runner} cannot be loaded here: {e}") from None

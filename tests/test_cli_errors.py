@@ -232,3 +232,9 @@ def test_a_damaged_jobs_file_is_one_line(tmp_path, capsys, text, message):
 def test_a_vocab_that_is_a_directory_is_one_line(tmp_path, capsys):
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", tmp_path, "--output", tmp_path / "out") == 2
     assert _error_line(capsys) == f"bertcorpus create: error: cannot read vocab file {tmp_path}: Is a directory"
+
+
+def test_a_runner_that_cannot_be_loaded_is_one_line(tmp_path, capsys):
+    assert _create(tmp_path / "out", "--runner", "apache_beam.runners.NoSuchRunner") == 2
+    assert _error_line(capsys) == ("bertcorpus create: error: --runner apache_beam.runners.NoSuchRunner cannot be "
+                                   "loaded here: module 'apache_beam.runners' has no attribute 'NoSuchRunner'")
