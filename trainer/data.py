@@ -50,10 +50,12 @@ def _flag_for(name: str) -> str:
     return "--max-seq-length" if name in seq_features else "--max-predictions-per-seq"
 
 
-def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int) -> None:
-    """Read the first record and compare it with the feature spec, so a mismatch is named before training.
+def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int, vocab_size: int | None = None) -> None:
+    """Read the first record and compare it with the feature spec (and its token ids with the vocab size), so
+    that a mismatch is named before training.
 
-    Parsing would otherwise fail deep inside tf.data with a message that names neither the feature nor the flag.
+    Parsing would otherwise fail deep inside tf.data with a message that names neither the feature nor the flag,
+    and an id past the embedding table fails on CPU only (a GPU silently looks up zeros).
     """
     first = None
     for path in files:
@@ -83,6 +85,10 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
                 raise TrainerError(f"{path}: next_sentence_labels has {found} values, expected 1")
             flag = _flag_for(name)
             raise TrainerError(f"{path}: {name} has {found} values but {flag} is {expected}")
+    if vocab_size is not None:
+        largest = max(max(features[name].int64_list.value) for name in ("input_ids", "masked_lm_ids"))
+        if largest >= vocab_size:
+            raise TrainerError(f"{path}: records hold token id {largest} but --vocab-size is {vocab_size}")
 
 
 def corrupt_file_error(path: str, err: tf.errors.DataLossError) -> TrainerError:

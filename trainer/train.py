@@ -76,6 +76,7 @@ class TrainConfig:
     output: str
     eval_data: str | None = None
     model: str = "base"  # a BertConfig preset (the --config flag)
+    vocab_size: int = BertConfig.vocab_size  # the vocab the records were made with
     batch_size: int = 32  # global: split over the replicas
     eval_batch_size: int | None = None  # default: batch_size
     steps: int = 100_000  # total, including the steps of earlier runs that this one resumes
@@ -405,7 +406,7 @@ def check_config(config: TrainConfig) -> None:
         raise TrainerError(f"unknown --config {config.model!r}; choose from {', '.join(PRESETS)}")
     if config.optimizer not in ("adamw", "lamb"):
         raise TrainerError(f"unknown --optimizer {config.optimizer!r}; choose adamw or lamb")
-    for name in ("batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "steps_per_execution", "log_every", "checkpoint_every"):
+    for name in ("vocab_size", "batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "steps_per_execution", "log_every", "checkpoint_every"):
         if getattr(config, name) < 1:
             raise TrainerError(f"--{name.replace('_', '-')} must be at least 1")
     if config.max_seq_length > BertConfig.max_position:
@@ -424,10 +425,10 @@ def train(config: TrainConfig) -> TrainResult:
     check_config(config)
     config = with_schedule_defaults(config)
     train_files = list_files(config.data)
-    check_records(train_files, config.max_seq_length, config.max_predictions_per_seq)
+    check_records(train_files, config.max_seq_length, config.max_predictions_per_seq, config.vocab_size)
     eval_files = list_files(config.eval_data) if config.eval_data else []
     if eval_files:
-        check_records(eval_files, config.max_seq_length, config.max_predictions_per_seq)
+        check_records(eval_files, config.max_seq_length, config.max_predictions_per_seq, config.vocab_size)
     if keras.backend.backend() != "tensorflow":
         raise TrainerError(f"the trainer runs on the TensorFlow backend; unset KERAS_BACKEND (now {keras.backend.backend()})")
 
@@ -441,7 +442,7 @@ def train(config: TrainConfig) -> TrainResult:
 
     keras.utils.set_random_seed(config.seed)
     keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
-    bert_config = BertConfig.preset(config.model)
+    bert_config = BertConfig.preset(config.model, vocab_size=config.vocab_size)
     with strategy.scope():
         model = BertPretrainer(bert_config)
         model(dummy_batch(1, config.max_seq_length, config.max_predictions_per_seq))  # create the weights
@@ -578,6 +579,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-data", help="eval records (globs); evaluated once at the end of training")
     parser.add_argument("--output", required=True, help="run directory: checkpoints, logs, eval results; rerun to resume")
     parser.add_argument("--config", dest="model", default=d.model, choices=list(PRESETS), help="model size (default: %(default)s)")
+    parser.add_argument("--vocab-size", type=int, default=d.vocab_size,
+                        help="tokens in the vocab the records were made with; a smaller vocab makes a smaller, faster model (default: %(default)s)")
     parser.add_argument("--init-checkpoint", help="start from the weights of this run directory or checkpoint (phase 2)")
     parser.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size (default: %(default)s)")
     parser.add_argument("--eval-batch-size", type=int, help="default: --batch-size")
