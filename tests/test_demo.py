@@ -19,3 +19,8 @@ def test_demo_runs_the_whole_chain(tmp_path, capsys):
     assert sum(1 for _ in open(out / "vocab.txt", encoding="utf-8")) == 8000
     results = json.loads((out / "train" / "eval_results.json").read_text())
     assert {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"} <= set(results)
+    train_row = next(line for line in table.splitlines() if line.startswith("  train "))
+    assert (f"masked_lm_accuracy {results['masked_lm_accuracy']:.3f} "
+            f"(most frequent token {results['masked_lm_baseline_accuracy']:.3f}), "
+            f"next_sentence_accuracy {results['next_sentence_accuracy']:.3f} "
+            f"(chance {results['next_sentence_baseline_accuracy']:.3f})") in train_row
