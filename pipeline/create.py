@@ -15,6 +15,7 @@ shuffles the output globally without holding it in one place. The graph is the s
 from __future__ import annotations
 
 import math
+import sys
 import typing
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -656,12 +657,15 @@ def read_job_vocab(path: str, dry_run: bool, rendering: bool) -> tuple[JobVocab,
 def run(args, beam_args: list[str]) -> int:
     from pipeline.cli_util import print_summary, run_pipeline
     from pipeline.errors import UserError
-    from pipeline.sources import match_inputs
+    from pipeline.sources import find_inputs
 
     options = runners.pipeline_options(beam_args)
     dry_run = runners.is_dry_run(options)
     config = config_from_args(args)
-    files = match_inputs(config.inputs, allow_missing=dry_run)
+    found = find_inputs(config.inputs, allow_missing=dry_run)
+    if found.note():
+        print(f"note: {found.note()}", file=sys.stderr)
+    files = found.files
     if not files and not dry_run:
         raise UserError("no input files given")
     if files and not any(size for _, size in files):

@@ -21,10 +21,13 @@ from typing import Iterable, Iterator
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
 from google.api_core.exceptions import GoogleAPIError
-from google.cloud.storage.exceptions import InvalidResponse
 
-from pipeline import direct_io
 from pipeline.errors import UserError
+
+try:
+    from google.cloud.storage.exceptions import InvalidResponse
+except ImportError:  # google-cloud-storage before 3.0, as Beam 2.71 installs it
+    from google.resumable_media import InvalidResponse
 
 MANIFEST = "manifest.json"
 STAGING = ".staging"
@@ -141,31 +144,19 @@ def _make_local_parent(path: str) -> None:
     os.makedirs(parent, exist_ok=True)
 
 
-def write_bytes(path: str, chunks: Iterable[bytes], read_back: bool = True) -> tuple[int, str]:
+def write_bytes(path: str, chunks: Iterable[bytes]) -> tuple[int, str]:
     """Write chunks (bytes, or any contiguous buffer of bytes) to path, parent directories created; return
-    (bytes, sha256).
-
-    read_back=False is for the files a job publishes and does not read again: a local one is then written past
-    the page cache where the filesystem allows it (direct_io.py)."""
+    (bytes, sha256)."""
     with _output_errors("write", path):
         _make_local_parent(path)
     digest = hashlib.sha256()
     size = 0
-
-    def counted(chunks: Iterable[bytes]) -> Iterable[bytes]:
-        nonlocal size
+    remote = is_remote(path)
+    with _output_errors("write", path), FileSystems.create(path) as f:
         for chunk in chunks:
             digest.update(chunk)
             size += len(chunk)
-            yield chunk
-
-    remote = is_remote(path)
-    with _output_errors("write", path):
-        if not read_back and not remote and direct_io.write_file(path, counted(chunks)):
-            return size, digest.hexdigest()
-        with FileSystems.create(path) as f:
-            for chunk in counted(chunks):
-                f.write(bytes(chunk) if remote and not isinstance(chunk, bytes) else chunk)  # object stores want bytes
+            f.write(bytes(chunk) if remote and not isinstance(chunk, bytes) else chunk)  # object stores want bytes
     return size, digest.hexdigest()
 
 

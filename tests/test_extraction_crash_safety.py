@@ -22,6 +22,8 @@ from typing import Callable
 
 import pytest
 from conftest import DATA, run_cli
+
+from pipeline.errors import UserError
 from test_crash_safety import digest, kill_when
 from wiki_fixtures import ENWIKI_2014
 
@@ -304,7 +306,7 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 
     # The manifest is the last thing publishing writes: when writing it fails, every file has already moved.
     (out / "manifest.json.tmp").mkdir()
-    with pytest.raises(OSError):
+    with pytest.raises(UserError, match=r"cannot write .*manifest\.json.*: Is a directory"):
         list(publish.process(list(reversed(files)), total, inputs))
     assert not (out / "manifest.json").exists() and not (out / ".staging").exists()
     assert {p: (out / p).read_bytes() for p in staged} == staged

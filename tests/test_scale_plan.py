@@ -13,7 +13,7 @@ import pytest
 from conftest import VOCAB, book_sections
 
 from pipeline.create import (RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, BuildInstances, CreateConfig, JobVocab,
-                             bucket_key, estimated_text_bytes)
+                             TokenizeBuckets, bucket_key, estimated_text_bytes)
 from transforms.instances import SeqConfig
 from wordpiece.vocab import read_vocab_bytes
 
@@ -60,27 +60,43 @@ def largest_bucket_text(config: CreateConfig) -> float:
     return max(books.values()) * BOOKS_TEXT / BOOKS + max(articles.values()) * WIKI_TEXT / WIKI_DOCUMENTS
 
 
-def bucket_memory_per_text_mb() -> float:
-    """Peak memory of building one real bucket of ~1 MB of book text at 128/20 and 512/80, dupe factor 10, per MB
-    of its text. Its outputs are let go as they come, as a runner takes them."""
-    docs, size = [], 0
-    for doc_id, text in book_sections():
-        docs.append((doc_id, text, None))
-        size += len(text.encode())
-    config = CreateConfig(inputs=[], output="", vocab=str(VOCAB), seq_configs=SEQ_CONFIGS, num_buckets=1,
-                          num_shards=1448)
-    build = BuildInstances(config, JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB))))
-    build.setup()
-    for _ in build.process(("train/000000", docs[:2])):  # the tokenizer's own tables, made once per worker
-        pass
+def peak_memory(steps) -> tuple[list, int]:
+    """What the steps yield, and the peak memory traced while they ran."""
     tracemalloc.start()
     try:
-        for _ in build.process(("train/000000", docs)):
-            pass
-        peak = tracemalloc.get_traced_memory()[1]
+        made = list(steps)
+        return made, tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    return peak / (size / MB)
+
+
+def bucket_memory_per_text_mb() -> float:
+    """Peak memory of one real bucket of ~1 MB of book text at 128/20 and 512/80, dupe factor 10, per MB of its
+    text, in each of its two steps: tokenising it (and cutting the fragments it sends to four other buckets),
+    then building its instances with the fragments four buckets sent it. Instances are let go as they come, as a
+    runner takes them."""
+    docs = [(doc_id, text, None) for doc_id, text in book_sections()]
+    size = sum(len(text.encode()) for _, text, _ in docs)
+    config = CreateConfig(inputs=[], output="", vocab=str(VOCAB), seq_configs=SEQ_CONFIGS, num_buckets=5,
+                          num_shards=1448, eval_fraction=0.0)
+    vocab = JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB)))
+    tokenize, build = TokenizeBuckets(config, vocab), BuildInstances(config, vocab)
+    tokenize.setup()
+    build.setup()
+    others = [f"train/{i:06d}" for i in range(1, 5)]
+    targets = {"train/000000": (5, others)}
+    list(tokenize.process(("train/000000", docs[:2]), targets))  # the tokenizer's own tables, made once per worker
+    made, tokenizing = peak_memory(kv for kv in tokenize.process(("train/000000", docs), targets)
+                                   if isinstance(kv, tuple))
+    bucket = [value for key, value in made if key == "train/000000"]
+    # The four buckets before it send it what it sends the four after it: as many fragments, of the same text.
+    sent = [value for key, value in made if key != "train/000000"]
+    received = [("fragments", sender, fragments) for sender, (_, _, fragments) in zip(others, sent)]
+    assert len(bucket) == 1 and len(received) == 4 and all(len(f[2]) > 20 for f in received)
+    instances, building = peak_memory(i for i in build.process(("train/000000", bucket + received))
+                                      if isinstance(i, tuple))
+    assert len(instances) > 100
+    return max(tokenizing, building) / (size / MB)
 
 
 def test_buckets_hold_the_documented_text_and_fit_the_documented_memory(plan):
