@@ -83,3 +83,12 @@ def records_dir(tmp_path_factory, books_jsonl) -> Path:
     assert run_cli("create", "--input", books_jsonl, SAMPLE_TEXT, "--vocab", VOCAB, "--output", out,
                    "--dupe-factor", "5", "--eval-fraction", "0.1", "--num-buckets", "2", "--overwrite") == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def gcs(tmp_path_factory):
+    """A Cloud Storage JSON API server on the loopback (tests/gcs_server.py), shared by the tests that need one."""
+    from gcs_server import running_emulator
+
+    with running_emulator(tmp_path_factory.mktemp("gcs")) as server:
+        yield server

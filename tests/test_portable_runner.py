@@ -13,18 +13,12 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
-from gcs_server import assert_same_output, running_emulator
+from gcs_server import assert_same_output
 from portable_services import running_services
 from wiki_fixtures import ENWIKI_TABLES, build_multistream
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 BOOKS = DATA / "books"
-
-
-@pytest.fixture(scope="module")
-def gcs(tmp_path_factory):
-    with running_emulator(tmp_path_factory.mktemp("gcs")) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
