@@ -130,11 +130,11 @@ def bench(config_name: str, seq_len: int, batch_size: int, precision: str, secon
 
     for _ in range(2):  # compile, then one more call so that every buffer is allocated
         loss = run()
-    calls, start = 0, time.perf_counter()
+    calls, start, cpu_start = 0, time.perf_counter(), time.process_time()
     while calls < 3 or time.perf_counter() - start < seconds:
         loss = run()
         calls += 1
-    elapsed = time.perf_counter() - start
+    elapsed, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
 
     seq_per_s = calls * steps_per_call * batch_size / elapsed
     flops = train_flops_per_sequence(config, seq_len, predictions)
@@ -145,6 +145,8 @@ def bench(config_name: str, seq_len: int, batch_size: int, precision: str, secon
         "seq_len": seq_len, "predictions": predictions, "batch_size": batch_size, "precision": precision,
         "seq_per_s": round(seq_per_s, 1), "tflops": round(seq_per_s * flops / 1e12, 3),
         "mfu": round(seq_per_s * flops / peak, 3) if peak else None, "loss": round(loss, 3),
+        # CPU time of this process per step: on a machine shared with other jobs it varies far less than seq/s.
+        "cpu_s_per_step": round(cpu_seconds / (calls * steps_per_call), 3),
     }
 
 
@@ -162,8 +164,8 @@ def main() -> None:
 
     kind = "cpu" if device_name() == "cpu" else "gpu"
     precision = args.precision if args.precision != "auto" else ("bf16" if kind == "gpu" else "fp32")
-    print("| backend | device | config | L | batch | precision | seq/s | model TFLOP/s | MFU |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| backend | device | config | L | batch | precision | seq/s | model TFLOP/s | MFU | CPU s/step |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for config_name in args.configs.split(","):
         for seq_len in (int(s) for s in args.seq_lengths.split(",")):
             batch_size = args.batch_size or DEFAULT_BATCH[(kind, 512 if seq_len > 128 else 128)]
@@ -172,7 +174,7 @@ def main() -> None:
                 result["mfu"] = round(result["tflops"] / args.peak_tflops, 3)
             mfu = f"{100 * result['mfu']:.1f}%" if result["mfu"] is not None else "–"
             print(f"| {result['backend']} | {result['device']} | {config_name} | {seq_len} | {batch_size} | {precision} | "
-                  f"{result['seq_per_s']} | {result['tflops']} | {mfu} |", flush=True)
+                  f"{result['seq_per_s']} | {result['tflops']} | {mfu} | {result['cpu_s_per_step']} |", flush=True)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps(result) + "\n")
