@@ -273,7 +273,7 @@ def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy, jit
     of each token id among the masked-LM targets (for the most-frequent-token baseline)."""
     vocab_size = model.config.vocab_size
 
-    def step(batch):
+    def sums_of(batch):
         outputs = model(batch, training=False)
         mlm_nll, nsp_nll = prediction_losses(outputs, batch)
         weights = batch["masked_lm_weights"]
@@ -293,7 +293,10 @@ def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy, jit
         return sums, target_weights
 
     if jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
-        step = tf.function(step, jit_compile=True)
+        sums_of = tf.function(sums_of, jit_compile=True)
+
+    def step(batch):  # a plain function, as in training: strategy.run on a compiled one mixes up the replicas' devices
+        return sums_of(batch)
 
     @tf.function
     def eval_step(batch):
