@@ -3,7 +3,8 @@
 While a job runs, Ctrl-C is noted before it interrupts the launcher, and it stops the worker processes the run
 started (which the terminal's Ctrl-C also reaches). Beam turns the interrupt into other errors (a RuntimeError
 naming the step it hit, or a worker that went away); whatever error the run ends with, `interrupted` says it was
-Ctrl-C. A worker process that dies for another reason is noted with the stage that was running. Exceptions in
+Ctrl-C. A worker process that dies for another reason is noted with the stage that was running, and stops the
+run the same way (Beam could otherwise wait for it forever). Exceptions in
 Beam's threads are logged (shown with --verbose) rather than printed, and so, in multi_processing mode, is what
 the worker processes write to standard error: Beam's workers print there every failed bundle's traceback, which
 the launcher already has, and their own on Ctrl-C.
@@ -50,14 +51,18 @@ class RunWatch:
         if not self._active:
             return False
         self._unwatch_stages()
-        threading.excepthook = self._excepthook
+        if exc[0] is None:
+            # After a failure Beam's threads may still end with errors of their own (a worker stopped under them)
+            # while the command reports the failure: they stay logged, not printed.
+            threading.excepthook = self._excepthook
         signal.signal(signal.SIGINT, self._handler)
         if self.quiet_workers:
             _restore_stderr_fd(self._stderr)
         return False
 
     def _ctrl_c(self, signum, frame) -> None:
-        self.interrupted = True
+        if self.dead_worker_status is None:  # else sent by _thread_failed
+            self.interrupted = True
         for pid in _descendants(os.getpid()) - self._children_before:
             _terminate(pid)
         raise KeyboardInterrupt
@@ -78,6 +83,8 @@ class RunWatch:
             self.interrupted = True
         elif found and self.dead_worker_status is None:
             self.dead_worker_status = int(found.group(1))
+            # The run cannot finish, and Beam may wait for the dead worker forever: stop it as Ctrl-C would.
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
         logging.getLogger(__name__).info("in thread %s", args.thread.name if args.thread else "?",
                                          exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
 

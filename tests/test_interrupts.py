@@ -60,12 +60,36 @@ def _wait_until(condition, run: subprocess.Popen, what: str, timeout: float = 24
         time.sleep(0.05)
 
 
+def _workers(marker: str) -> list[int]:
+    """The run's worker processes (Beam starts each through a shell, which is left out)."""
+    return [pid for pid in _processes_marked(marker, "sdk_worker_main")
+            if not _command_line(pid).startswith("/bin/sh")]
+
+
+def _command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def _wait_for_work(run: subprocess.Popen, out: Path, marker: str, mode: str) -> None:
-    """Until the job is running: its staging area exists and, in multi_processing mode, its worker processes."""
-    _wait_until(lambda: (out / ".staging").exists(), run, "staging area")
+    """Until the job is running: its output is prepared and, in multi_processing mode, its worker processes have
+    started; then two seconds into its work (of some fifteen)."""
+    _wait_until(out.exists, run, "output directory")
     if mode == "multi_processing":
-        _wait_until(lambda: len(_processes_marked(marker, "sdk_worker_main")) == 2, run, "two worker processes")
-    time.sleep(0.5)
+        _wait_until(lambda: len(_workers(marker)) == 2, run, "two worker processes")
+    time.sleep(2)
+    assert run.poll() is None, f"the run ended before it could be stopped: {run.communicate()}"
+
+
+def _finish(run: subprocess.Popen) -> str:
+    """The run's stderr once it has ended; a run that does not end is killed, with its process group."""
+    try:
+        return run.communicate(timeout=120)[1]
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        pytest.fail(f"the run did not end within 120 s of the signal: {run.communicate()[1][-2000:]}")
 
 
 def _assert_nothing_left(out: Path, marker: str) -> None:
@@ -83,7 +107,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, long_input, mode):
     run, marker = _start_create(long_input, out, mode)
     _wait_for_work(run, out, marker, mode)
     os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground process group
-    _, err = run.communicate(timeout=120)
+    err = _finish(run)
     assert (run.returncode, err) == (130, "bertcorpus create: interrupted\n")
     _assert_nothing_left(out, marker)
 
@@ -93,7 +117,7 @@ def test_ctrl_c_sent_to_the_launcher_alone_stops_its_workers(tmp_path, long_inpu
     run, marker = _start_create(long_input, out, "multi_processing")
     _wait_for_work(run, out, marker, "multi_processing")
     run.send_signal(signal.SIGINT)
-    _, err = run.communicate(timeout=120)
+    err = _finish(run)
     assert (run.returncode, err) == (130, "bertcorpus create: interrupted\n")
     _assert_nothing_left(out, marker)
 
@@ -102,10 +126,8 @@ def test_a_killed_worker_is_one_line_naming_the_stage(tmp_path, long_input):
     out = tmp_path / "out"
     run, marker = _start_create(long_input, out, "multi_processing")
     _wait_for_work(run, out, marker, "multi_processing")
-    worker = next(pid for pid in _processes_marked(marker, "sdk_worker_main")
-                  if "/bin/sh" not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace"))
-    os.kill(worker, signal.SIGKILL)
-    _, err = run.communicate(timeout=120)
+    os.kill(_workers(marker)[0], signal.SIGKILL)
+    err = _finish(run)
     assert run.returncode == 2
     assert len(err.splitlines()) == 1, err
     assert err.startswith("bertcorpus create: error: a worker process was killed by SIGKILL while running "
