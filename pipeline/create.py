@@ -457,10 +457,11 @@ def random_next_bound(instances: int) -> float:
 
 def unbalanced_outputs(manifest: dict) -> str | None:
     """Which outputs' random-next shares stray outside random_next_bound, in one line; None if none does."""
-    strays = [f"{name}/{split} {entry['random_next_share']:.4f} over {entry['instances']:,} instances"
-              for name, out in manifest["outputs"].items() for split in ("train", "eval")
-              if split in out and out[split]["instances"]
-              and abs(out[split]["random_next_share"] - 0.5) > random_next_bound(out[split]["instances"])]
+    entries = [(f"{name}/{split}", out[split]) for name, out in manifest["outputs"].items()
+               for split in ("train", "eval") if split in out and out[split]["instances"]]
+    strays = [f"{where} {entry['random_next_share']:.4f} over {entry['instances']:,} instances"
+              for where, entry in entries
+              if abs(entry["random_next_share"] - 0.5) > random_next_bound(entry["instances"])]
     if not strays:
         return None
     return "NSP labels outside 0.5 ± their bound (0.01 from 10,000 instances, 4 standard errors below): " + \

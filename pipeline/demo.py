@@ -60,6 +60,8 @@ def run(args, beam_args: list[str]) -> int:
         print(f"\n=== {name}: bertcorpus {' '.join(words)}", flush=True)
         started = time.time()
         code = cli.main(words)
+        if code == 130:  # interrupted: the stage said so in its one line
+            raise SystemExit(130)
         if code != 0:
             raise SystemExit(f"demo stage {name!r} failed with exit status {code}")
         rows.append((name, counts(), f"{time.time() - started:.1f} s", str(output)))

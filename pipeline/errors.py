@@ -14,7 +14,8 @@ class WorkerDiedError(UserError):
 
 # Errors raised inside workers reach the launcher wrapped in runner-specific exceptions; these are the ones
 # that carry a message meant for the user.
-_USER_ERROR_NAMES = ("UserError", "InputError", "VocabError", "NoDocumentsError", "OutputExistsError")
+_USER_ERROR_NAMES = ("UserError", "InputError", "VocabError", "NoDocumentsError", "OutputExistsError",
+                     "UnbalancedSplitError")
 _WRAPPED = re.compile(r"(?:%s): (.+)" % "|".join(_USER_ERROR_NAMES))
 
 
@@ -23,8 +24,17 @@ _WRAPPED = re.compile(r"(?:%s): (.+)" % "|".join(_USER_ERROR_NAMES))
 _WRAPPED_OS_ERROR = re.compile(r"\[Errno \d+\] ([^:\n\[]+)(?:: '([^'\n]+)')?(?:.*?\[while running '([^'\n]+)'\])?")
 
 
+# Where Beam adds the step that raised: the message says what to change; the step's name is noise.
+_BEAM_STEP = re.compile(r"\s*\[while running '[^'\n]*'\]")
+
+
 def user_message(error: BaseException) -> str | None:
     """The user-facing message inside a (possibly wrapped) exception, or None for a genuine bug."""
+    message = _message(error)
+    return _BEAM_STEP.sub("", message) if message is not None else None
+
+
+def _message(error: BaseException) -> str | None:
     if type(error).__name__ in _USER_ERROR_NAMES or isinstance(error, (UserError, ValueError)):
         return str(error)
     if isinstance(error, OSError) and error.strerror:
