@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import apache_beam as beam
 import numpy as np
+import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to, is_not_empty
 from conftest import SAMPLE_TEXT, VOCAB, book_sections
@@ -136,3 +137,23 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
         assert_that(infos | beam.Map(lambda info: (info["path"], info["records"] > 0)),
                     equal_to([("seq128/train-00000-of-00001.tfrecord", True)]))
     assert (tmp_path / ".staging" / "seq128" / "train-00000-of-00001.tfrecord").stat().st_size > 0
+
+
+def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
+    from pipeline.create import Publish, UnbalancedSplitError, random_next_bound
+
+    assert random_next_bound(10_000) == random_next_bound(1_000_000) == 0.01
+    assert random_next_bound(100) == pytest.approx(0.2) and random_next_bound(40_000 // 16) == pytest.approx(0.04)
+    cfg = config(output=str(tmp_path), num_shards=1, eval_fraction=0.0)
+    staged = tmp_path / ".staging" / "seq128" / "train-00000-of-00001.tfrecord"
+    staged.parent.mkdir(parents=True)
+    staged.write_bytes(b"")
+    shard = {"path": "seq128/train-00000-of-00001.tfrecord", "records": 0, "bytes": 0, "sha256": ""}
+    counts = {"documents_read": 3, "documents_kept": 3, "seq128:train:instances": 20_000,
+              "seq128:train:random_next": 10_250}
+    with pytest.raises(UnbalancedSplitError, match=r"seq128/train 0\.5125 over 20,000 instances"):
+        list(Publish(cfg, "sha").process({"counts": counts, "files": [], "shards": [shard]}))
+    assert not (tmp_path / "manifest.json").exists() and not list(tmp_path.rglob("*.tfrecord"))
+    counts["seq128:train:random_next"] = 10_150  # 0.5075: within 0.01
+    [manifest] = Publish(cfg, "sha").process({"counts": counts, "files": [], "shards": [shard]})
+    assert manifest["outputs"]["seq128"]["train"]["random_next_share"] == 0.5075
