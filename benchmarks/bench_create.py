@@ -195,7 +195,9 @@ def main() -> None:
     exe = [str(Path(sys.executable).parent / "bertcorpus")]
     codes = {"current": exe}
     if args.baseline:
-        codes["baseline"] = ["env", f"PYTHONPATH={args.baseline.resolve()}", sys.executable, "-m", "pipeline"]
+        # Its modules first on the path (`python -m` would put the current directory, this checkout, first).
+        codes["baseline"] = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(args.baseline.resolve())!r}); "
+                             "from pipeline.cli import entry_point; entry_point()"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.jsonl"

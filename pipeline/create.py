@@ -183,8 +183,9 @@ def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[st
 
 
 class TokenizeBuckets(beam.DoFn):
-    """(bucket key, documents) → (bucket key, ("bucket", tokenised documents, buckets in the split)) and, for each
-    bucket it sends fragments to, (that key, ("fragments", this key, fragments)); counts to TALLY.
+    """(bucket key, documents) → (bucket key, ("bucket", the tokenised Bucket's bytes, buckets in the split)) and,
+    for each bucket it sends fragments to, (that key, ("fragments", this key, their Bucket's bytes)); counts to
+    TALLY. Bytes cross the shuffle as one value each, where Beam would pickle every array of a list.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
@@ -203,16 +204,18 @@ class TokenizeBuckets(beam.DoFn):
         yield tally.emit("create", counts)
         if tokenized:
             ring_size, receivers = targets[key]
-            yield key, ("bucket", tokenized, ring_size)
-            yield from self._fragments(Bucket.from_documents(tokenized), key, receivers)
+            bucket = Bucket.from_documents(tokenized)
+            yield key, ("bucket", bucket.to_bytes(), ring_size)
+            yield from self._fragments(bucket, key, receivers)
 
     def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
-        """(receiver, ("fragments", key, fragments)) for every bucket this one sends fragments to."""
+        """(receiver, ("fragments", key, fragments as a Bucket's bytes)) for every bucket this one sends to."""
         fragment_tokens = max(seq.max_seq_length for seq in self.config.seq_configs)
         count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
         for receiver in receivers:
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)
-            yield receiver, ("fragments", key, sample_fragments(bucket, count, fragment_tokens, rng))
+            fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
+            yield receiver, ("fragments", key, fragments.to_bytes())
 
     def _tokenize(self, docs) -> tuple[list, dict[str, int]]:
         """(id, text, sentences) documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
@@ -259,25 +262,26 @@ class BuildInstances(beam.DoFn):
     def process(self, element):
         key, values = element
         # A bucket whose documents had no tokens sends no "bucket" value; the fragments sent to it go unused.
-        for _, documents, ring_size in (v for v in values if v[0] == "bucket"):
-            yield from self._bucket_instances(key, documents, ring_size, values)
+        for _, packed, ring_size in (v for v in values if v[0] == "bucket"):
+            yield from self._bucket_instances(key, Bucket.from_bytes(packed), ring_size, values)
 
-    def _bucket_instances(self, key: str, documents: list, ring_size: int, values: list):
+    def _bucket_instances(self, key: str, own: Bucket, ring_size: int, values: list):
         split = key.split("/")[0]
         # The fragments in the order of the buckets that sent them: the pool is the same on every runner.
-        fragments = [f for v in sorted((v for v in values if v[0] == "fragments"), key=lambda v: v[1])
-                     for f in v[2]]
-        if not fragments and len(documents) < 2 and ring_size == 1:
+        fragments = [Bucket.from_bytes(v[2]) for v in sorted((v for v in values if v[0] == "fragments"),
+                                                              key=lambda v: v[1])]
+        pool_size = sum(len(f) for f in fragments)
+        if not pool_size and len(own) < 2 and ring_size == 1:
             remedy = ("pass --eval-fraction 0 for no eval split, or a larger one" if split == "eval" else
                       "give create more than one document")
-            raise UnbalancedSplitError(f"the {split} split holds a single document ({documents[0][0]}), so it can "
+            raise UnbalancedSplitError(f"the {split} split holds a single document ({own.doc_ids[0]}), so it can "
                                        f"have no random next segments and its NSP labels could not be balanced; "
                                        f"{remedy}")
-        bucket = Bucket.from_documents(documents + fragments)
-        pool = range(len(documents), len(documents) + len(fragments)) if fragments else None
+        bucket = Bucket.concatenate([own, *fragments]) if pool_size else own
+        pool = range(len(own), len(own) + pool_size) if pool_size else None
         tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
         for seq in self.config.seq_configs:
-            yield from self._instances_for(bucket, len(documents), pool, key, split, seq, tiebreak)
+            yield from self._instances_for(bucket, len(own), pool, key, split, seq, tiebreak)
 
     def _instances_for(self, bucket: Bucket, documents: int, pool: range | None, key: str, split: str,
                        seq: SeqConfig, tiebreak: int):

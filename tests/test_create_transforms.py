@@ -76,11 +76,11 @@ def test_tokenize_buckets_sends_fragments_of_its_own_documents_to_its_receivers(
                     equal_to([("train/000001", "train/000000"), ("train/000002", "train/000000")]),
                     label="fragments go to the receivers")
         own_ids = {doc_id for doc_id, _, _ in docs}
-        assert_that(sent | "donors" >> beam.FlatMap(lambda kv: [f[0] in own_ids and len(f[1]) > 0 for f in kv[1][2]]),
-                    all_true,
-                    label="fragments come from the bucket's documents")
-        assert_that(out.out | beam.Filter(lambda kv: kv[1][0] == "bucket") | beam.Map(lambda kv: len(kv[1][1])),
-                    equal_to([12]), label="the bucket itself")
+        donors = sent | "donors" >> beam.FlatMap(lambda kv: Bucket.from_bytes(kv[1][2]).doc_ids)
+        assert_that(donors | beam.Map(lambda donor: donor in own_ids),
+                    all_true, label="fragments come from the bucket's documents")
+        assert_that(out.out | beam.Filter(lambda kv: kv[1][0] == "bucket")
+                    | beam.Map(lambda kv: len(Bucket.from_bytes(kv[1][1]))), equal_to([12]), label="the bucket itself")
 
 
 def test_random_next_segments_come_from_the_pool_only():
@@ -112,7 +112,8 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
     own, _ = build._tokenize(docs[:10])
     donor = Bucket.from_documents(build._tokenize(docs[10:30])[0])
     fragments = sample_fragments(donor, 20, 256, python_rng(1, "fragments"))
-    element = ("train/000000", [("bucket", own, 2), ("fragments", "train/000001", fragments)])
+    element = ("train/000000", [("bucket", Bucket.from_documents(own).to_bytes(), 2),
+                                ("fragments", "train/000001", Bucket.from_documents(fragments).to_bytes())])
     with TestPipeline(argv=LOCAL) as p:
         built = (p | beam.Create([element])
                  | beam.ParDo(BuildInstances(cfg, job_vocab())).with_outputs(tally.TALLY, main="pieces"))
@@ -131,7 +132,8 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
     tokenizer.setup()
     own, _ = tokenizer._tokenize([(f"s{i}", None, block.splitlines())
                                   for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))])
-    pieces = [kv for kv in build.process(("train/000000", [("bucket", own, 1)])) if isinstance(kv, tuple)]
+    pieces = [kv for kv in build.process(("train/000000", [("bucket", Bucket.from_documents(own).to_bytes(), 1)]))
+              if isinstance(kv, tuple)]
     with TestPipeline(argv=LOCAL) as p:
         infos = (p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg)))
         assert_that(infos | beam.Map(lambda info: (info["path"], info["records"] > 0)),
@@ -157,3 +159,20 @@ def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
     counts["seq128:train:random_next"] = 10_150  # 0.5075: within 0.01
     [manifest] = Publish(cfg, "sha").process({"counts": counts, "files": [], "shards": [shard]})
     assert manifest["outputs"]["seq128"]["train"]["random_next_share"] == 0.5075
+
+
+def test_a_bucket_crosses_the_shuffle_as_bytes_unchanged():
+    tokenize = TokenizeBuckets(config(), job_vocab())
+    tokenize.setup()
+    own, _ = tokenize._tokenize([(doc.id, doc.text, None) for doc in documents()[:5]])
+    own.append(("odd\nid é", np.array([70_000, 3], np.int32), np.array([2], np.int32)))  # ids past 16 bits
+    bucket = Bucket.from_documents(own)
+    back = Bucket.from_bytes(bucket.to_bytes())
+    assert back.doc_ids == bucket.doc_ids
+    for a, b in ((back.tokens, bucket.tokens), (back.sentence_starts, bucket.sentence_starts),
+                 (back.doc_first_sentence, bucket.doc_first_sentence)):
+        assert np.array_equal(a, b)
+    both = Bucket.concatenate([back, Bucket.from_documents(own[:2])])
+    assert both.doc_ids == bucket.doc_ids + bucket.doc_ids[:2] and len(both.tokens) == len(bucket.tokens) + sum(
+        len(d[1]) for d in own[:2])
+

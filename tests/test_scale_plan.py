@@ -14,7 +14,7 @@ from conftest import VOCAB, book_sections
 
 from pipeline.create import (RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, BuildInstances, CreateConfig, JobVocab,
                              TokenizeBuckets, bucket_key, estimated_text_bytes)
-from transforms.instances import SeqConfig
+from transforms.instances import Bucket, SeqConfig
 from wordpiece.vocab import read_vocab_bytes
 
 MB = 2**20
@@ -92,7 +92,7 @@ def bucket_memory_per_text_mb() -> float:
     # The four buckets before it send it what it sends the four after it: as many fragments, of the same text.
     sent = [value for key, value in made if key != "train/000000"]
     received = [("fragments", sender, fragments) for sender, (_, _, fragments) in zip(others, sent)]
-    assert len(bucket) == 1 and len(received) == 4 and all(len(f[2]) > 20 for f in received)
+    assert len(bucket) == 1 and len(received) == 4 and all(len(Bucket.from_bytes(f[2])) > 20 for f in received)
     instances, building = peak_memory(i for i in build.process(("train/000000", bucket + received))
                                       if isinstance(i, tuple))
     assert len(instances) > 100

@@ -62,11 +62,38 @@ class Bucket:
     def __len__(self) -> int:
         return len(self.doc_ids)
 
-    def document(self, doc: int) -> tuple[str, np.ndarray, np.ndarray]:
-        """(id, token ids, tokens per sentence) of one document, as from_documents takes it."""
-        first, end = self.first_list[doc], self.first_list[doc + 1]
-        return (self.doc_ids[doc], self.tokens[self.starts_list[first]:self.starts_list[end]],
-                np.diff(self.sentence_starts[first:end + 1]).astype(np.int32))
+    @classmethod
+    def concatenate(cls, buckets: list["Bucket"]) -> "Bucket":
+        """One bucket holding the documents of several, in order."""
+        tokens = np.concatenate([b.tokens for b in buckets])
+        lengths = np.concatenate([np.diff(b.sentence_starts) for b in buckets])
+        per_doc = np.concatenate([np.diff(b.doc_first_sentence) for b in buckets])
+        return cls([i for b in buckets for i in b.doc_ids], tokens, np.concatenate(([0], np.cumsum(lengths))),
+                   np.concatenate(([0], np.cumsum(per_doc))))
+
+    def to_bytes(self) -> bytes:
+        """The bucket in a few flat arrays, to cross a shuffle as one value: ids in 16 bits where they fit."""
+        wide = bool(len(self.tokens)) and int(self.tokens.max()) >= 1 << 16
+        names = [i.encode("utf-8", "surrogatepass") for i in self.doc_ids]
+        header = np.array([len(names), len(self.sentence_starts) - 1, len(self.tokens), wide], np.int64)
+        return b"".join([header.tobytes(), self.tokens.astype(np.int32 if wide else np.uint16).tobytes(),
+                         np.diff(self.sentence_starts).astype(np.int32).tobytes(),
+                         np.diff(self.doc_first_sentence).astype(np.int32).tobytes(),
+                         np.array([len(n) for n in names], np.int32).tobytes(), *names])
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Bucket":
+        docs, sentences, tokens, wide = np.frombuffer(data, np.int64, 4).tolist()
+        parts, at = [], 32
+        for dtype, count in ((np.int32 if wide else np.uint16, tokens), (np.int32, sentences), (np.int32, docs),
+                             (np.int32, docs)):
+            parts.append(np.frombuffer(data, dtype, count, at))
+            at += parts[-1].nbytes
+        ids, lengths, per_doc, name_lengths = parts
+        ends = (at + np.cumsum(name_lengths)).tolist()
+        doc_ids = [data[start:end].decode("utf-8", "surrogatepass") for start, end in zip([at, *ends[:-1]], ends)]
+        return cls(doc_ids, ids.astype(np.int32), np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
+                   np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))))
 
     def __post_init__(self) -> None:
         # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.
