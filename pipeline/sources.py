@@ -13,6 +13,7 @@ import bz2
 import gzip
 import hashlib
 import io
+import zlib
 import json
 import math
 import os
@@ -21,12 +22,23 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 
 import apache_beam as beam
+import zstandard
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline.output import FILESYSTEM_ERRORS, filesystem_error_cause, is_remote
 
 INPUT_FORMATS = ("documents", "text", "jsonl")
 _REPLACEMENT_BYTES = "\ufffd".encode()
+
+
+# What the decompressors raise for damaged data: a cut stream (EOFError), a bad gzip header or deflate stream, bad
+# zstd frames. bz2 raises a bare OSError("Invalid data stream"), told apart from a filesystem's by its message.
+DECOMPRESSION_ERRORS = (EOFError, gzip.BadGzipFile, zlib.error, zstandard.ZstdError, OSError)
+
+
+def is_damaged_data(error: BaseException) -> bool:
+    return not isinstance(error, OSError) or isinstance(error, gzip.BadGzipFile) or \
+        str(error) == "Invalid data stream"
 
 
 class InputError(ValueError):
@@ -99,12 +111,43 @@ class _HashingReader(io.RawIOBase):
         super().close()
 
 
+class _ZstdFrames(io.RawIOBase):
+    """The frames of a zstd stream, one after another. zstandard's own reader stops quietly where a cut file ends;
+    this one notes it (`cut`) once everything before the cut has been read. Raising there instead would make the
+    buffered reader above it drop what it had gathered."""
+
+    def __init__(self, raw: BinaryIO):
+        import zstandard
+
+        self.raw, self.new_frame = raw, zstandard.ZstdDecompressor().decompressobj
+        self.frame, self.pending, self.fed, self.cut = self.new_frame(), b"", False, False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.pending:
+            chunk = self.raw.read(1 << 16)
+            if not chunk:
+                self.cut = self.fed and not self.frame.eof
+                return 0
+            while chunk:
+                self.fed = True
+                self.pending += self.frame.decompress(chunk)
+                chunk = b""
+                if self.frame.eof:
+                    chunk = self.frame.unused_data
+                    self.frame, self.fed = self.new_frame(), False
+        size = min(len(buffer), len(self.pending))
+        buffer[:size] = self.pending[:size]
+        self.pending = self.pending[size:]
+        return size
+
+
 def _decompressed(raw: BinaryIO, path: str) -> BinaryIO:
     name = path.lower()
     if name.endswith(".zst"):
-        import zstandard
-
-        return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
+        return io.BufferedReader(_ZstdFrames(raw), MIB)
     if name.endswith(".gz"):
         return gzip.GzipFile(fileobj=raw)
     if name.endswith(".bz2"):
@@ -259,8 +302,17 @@ def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 
                 _fingerprint(path, stats)
             return
         hashed = _HashingReader(raw, stats)
+        stream = _decompressed(hashed, path)
         try:
-            yield from _counted(_READERS[fmt](_decompressed(hashed, path), path, stats, Span()), stats)
+            yield from _counted(_READERS[fmt](stream, path, stats, Span()), stats)
+            if getattr(getattr(stream, "raw", None), "cut", False):
+                raise EOFError("the zstd stream ends inside a frame")
+        except DECOMPRESSION_ERRORS as e:
+            if not is_damaged_data(e):
+                raise
+            # What the file held before the damage was read; the rest is lost, and counted as one damaged file.
+            stats.skipped["damaged_compressed_file"] = stats.skipped.get("damaged_compressed_file", 0) + 1
+            hashed_to_the_end(hashed)
         finally:
             hashed.close()
 

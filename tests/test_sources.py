@@ -121,3 +121,41 @@ def test_create_reads_a_file_in_spans_with_the_same_result(tmp_path, monkeypatch
     whole, spans = (json.loads((tmp_path / d / "manifest.json").read_text()) for d in ("whole", "spans"))
     assert whole == spans
     assert whole["inputs"][0]["sha256"] == hashlib.sha256(corpus.read_bytes()).hexdigest()
+
+
+def test_a_damaged_compressed_file_keeps_what_came_before_the_damage_and_is_counted(tmp_path, books_jsonl):
+    import bz2
+    import gzip
+
+    import zstandard
+
+
+    lines = books_jsonl.read_bytes().splitlines(keepends=True)
+    first, second = b"".join(lines[:20]), b"".join(lines[20:40])
+    whole_frame = zstandard.ZstdCompressor().compress(first)
+    cut_frame = zstandard.ZstdCompressor().compress(second)
+    damaged = {
+        "frame-then-cut.jsonl.zst": whole_frame + cut_frame[:len(cut_frame) // 2],
+        "cut.jsonl.gz": gzip.compress(first)[:300],
+        "not-gzip.jsonl.gz": first,
+        "cut.jsonl.bz2": bz2.compress(first)[:300],
+    }
+    for name, data in damaged.items():
+        (tmp_path / name).write_bytes(data)
+        stats = ReadStats(name)
+        documents = list(read_documents(str(tmp_path / name), "auto", stats))
+        assert stats.skipped == {"damaged_compressed_file": 1}, name
+        assert stats.size == len(data) and stats.sha256  # the whole file is still fingerprinted
+        if name.endswith(".zst"):
+            assert len(documents) == 20  # the frame before the cut
+    whole = tmp_path / "two-frames.jsonl.zst"
+    whole.write_bytes(whole_frame + zstandard.ZstdCompressor().compress(second))
+    stats = ReadStats(str(whole))
+    assert len(list(read_documents(str(whole), "auto", stats))) == 40 and not stats.skipped
+
+    out = tmp_path / "o"
+    assert run_cli("create", "--input", books_jsonl, *(tmp_path / n for n in damaged), "--vocab", VOCAB,
+                   "--output", out, "--dupe-factor", "1") == 0
+    documents = json.loads((out / "manifest.json").read_text())["documents"]
+    assert documents["skipped"]["damaged_compressed_file"] == 4
+    assert documents["read"] == documents["kept"] + sum(documents["skipped"].values())
