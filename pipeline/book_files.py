@@ -16,13 +16,10 @@ import re
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import output
-from pipeline.sources import InputError
+from pipeline.sources import InputError, ZstdFrames
 from transforms.book_decoding import BookRejection
 
 MIB = 2**20
-# zstd input fed to the decompressor at a time: a piece inflates at most 32768-fold (run-length blocks), so what
-# one call can return stays bounded however the file was made.
-ZSTD_PIECE = 1024
 BOOK_EXTENSIONS = (".txt", ".text", ".parquet")  # what a directory is searched for; named files are read whatever
 COMPRESSIONS = (".gz", ".bz2", ".zst")
 METADATA_NAME = "metadata.csv"
@@ -150,25 +147,12 @@ def _read_limited(stream, limit: int) -> bytes:
 
 
 def _read_zstd(raw: bytes, limit: int) -> bytes:
-    """Every frame of a .zst file, at most limit + 1 bytes. Each frame is checked for its end, since zstandard's
-    readers stop quietly at the end of a cut file; a frame cut short raises EOFError, as gzip and bz2 do."""
-    import zstandard
-
-    pieces, size, rest = [], 0, memoryview(raw)
-    while len(rest) and size <= limit:
-        frame = zstandard.ZstdDecompressor().decompressobj()
-        for start in range(0, len(rest), ZSTD_PIECE):
-            chunk = rest[start:start + ZSTD_PIECE]
-            pieces.append(frame.decompress(chunk))
-            size += len(pieces[-1])
-            if frame.eof or size > limit:
-                break
-        if size > limit:
-            break
-        if not frame.eof:
-            raise EOFError("the zstd stream ends inside a frame")
-        rest = rest[start + len(chunk) - len(frame.unused_data):]
-    return b"".join(pieces)
+    """Every frame of a .zst file, at most limit + 1 bytes; a frame cut short raises EOFError, as gzip and bz2 do."""
+    frames = ZstdFrames(io.BytesIO(raw))
+    data = _read_limited(io.BufferedReader(frames, MIB), limit)
+    if frames.cut:
+        raise EOFError("the zstd stream ends inside a frame")
+    return data
 
 
 def _decompress(raw: bytes, path: str, limit: int) -> bytes:

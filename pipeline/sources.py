@@ -111,43 +111,48 @@ class _HashingReader(io.RawIOBase):
         super().close()
 
 
-class _ZstdFrames(io.RawIOBase):
-    """The frames of a zstd stream, one after another. zstandard's own reader stops quietly where a cut file ends;
-    this one notes it (`cut`) once everything before the cut has been read. Raising there instead would make the
-    buffered reader above it drop what it had gathered."""
+# zstd input fed to the decompressor at a time: a piece inflates at most 32768-fold (run-length blocks), so what
+# one call can return stays bounded however the file was made.
+ZSTD_PIECE = 1024
+
+
+class ZstdFrames(io.RawIOBase):
+    """The frames of a zstd stream, one after another, in bounded memory. zstandard's own reader stops quietly
+    where a cut file ends; this one notes it (`cut`) once everything before the cut has been read. Raising there
+    instead would make a buffered reader above it drop what it had gathered."""
 
     def __init__(self, raw: BinaryIO):
-        import zstandard
-
         self.raw, self.new_frame = raw, zstandard.ZstdDecompressor().decompressobj
-        self.frame, self.pending, self.fed, self.cut = self.new_frame(), b"", False, False
+        self.frame, self.input, self.at, self.output = self.new_frame(), memoryview(b""), 0, b""
+        self.fed = self.cut = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
-        while not self.pending:
-            chunk = self.raw.read(1 << 16)
-            if not chunk:
-                self.cut = self.fed and not self.frame.eof
-                return 0
-            while chunk:
-                self.fed = True
-                self.pending += self.frame.decompress(chunk)
-                chunk = b""
-                if self.frame.eof:
-                    chunk = self.frame.unused_data
-                    self.frame, self.fed = self.new_frame(), False
-        size = min(len(buffer), len(self.pending))
-        buffer[:size] = self.pending[:size]
-        self.pending = self.pending[size:]
+        while not self.output:
+            if self.at == len(self.input):
+                self.input, self.at = memoryview(self.raw.read(1 << 16)), 0
+                if not self.input:
+                    self.cut = self.fed and not self.frame.eof
+                    return 0
+            piece = self.input[self.at:self.at + ZSTD_PIECE]
+            self.at += len(piece)
+            self.fed = True
+            self.output = self.frame.decompress(piece)
+            if self.frame.eof:  # what followed the frame's end starts the next frame
+                self.input, self.at = memoryview(self.frame.unused_data + bytes(self.input[self.at:])), 0
+                self.frame, self.fed = self.new_frame(), False
+        size = min(len(buffer), len(self.output))
+        buffer[:size] = self.output[:size]
+        self.output = self.output[size:]
         return size
 
 
 def _decompressed(raw: BinaryIO, path: str) -> BinaryIO:
     name = path.lower()
     if name.endswith(".zst"):
-        return io.BufferedReader(_ZstdFrames(raw), MIB)
+        return io.BufferedReader(ZstdFrames(raw), MIB)
     if name.endswith(".gz"):
         return gzip.GzipFile(fileobj=raw)
     if name.endswith(".bz2"):
