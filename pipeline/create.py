@@ -1,16 +1,19 @@
 """`bertcorpus create`: documents → NSP pairs → masked-LM instances → globally shuffled TFRecord shards.
 
-    input files ─ read documents ─┬─ (bucket, document) ─ GroupByKey ─ build instances: tokenize, then
-                                  │      per seq config × dupe pass: NSP pairs, masking
+    input files ─ read documents ─┬─ (bucket, document) ─ GroupByKey ─ tokenize buckets (ring of bucket keys
+                                  │   as a side input) ─ (bucket, its tokenised documents) and, to each of the 4
+                                  │   next buckets of its split, (that bucket, fragments of its documents)
+                                  │   ─ GroupByKey ─ build instances: per seq config × dupe pass: NSP pairs, masking
                                   │   ─ ((config, split, shard), instances with random sort keys)
                                   │   ─ GroupByKey ─ write shards: records made in key order ─┐
                                   └─ counts, file stats ─────────────────────────────────────┴─ publish + manifest
 
 Documents are tokenised once; every dupe pass and every seq config reuses the ids. A bucket (documents grouped
 by a stable hash of their id) is the unit of memory and of randomness: it has its own seeded generators, and
-its NSP negatives come from its own documents. Instances get random 63-bit keys and travel to their shard in
-compact columns (transforms/instance_columns.py); each shard's records are made and written in key order, which
-shuffles the output globally without holding it in one place. The graph is the same on every runner.
+its random next segments come from fragments of the documents of other buckets of its split. Instances get
+random 63-bit keys and travel to their shard in compact columns (transforms/instance_columns.py); each shard's
+records are made and written in key order, which shuffles the output globally without holding it in one place.
+The graph is the same on every runner.
 """
 from __future__ import annotations
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from conftest import VOCAB, book_sections
 
-from transforms.instances import (Bucket, InstanceBatch, create_instances_from_document, target_seq_length,
-                                  truncated_lengths)
+from transforms.instances import (MAX_OWED_LABELS, Bucket, InstanceBatch, create_instances_from_document,
+                                  target_seq_length, truncated_lengths)
 from transforms.sentences import document_sentences
 from wordpiece.tokenizer import WordPieceTokenizer
 from wordpiece.vocab import Vocab
@@ -103,6 +103,34 @@ def test_single_sentence_documents_are_used_without_biasing_labels():
     assert all(batch.is_random_next)  # a lone sentence has no true next
     draws = len(batch) + batch.skipped["isnext_in_single_sentence_document"]
     assert abs(len(batch) / draws - 0.5) < 0.03
+
+
+def test_labels_come_in_pairs_and_a_random_next_taken_instead_is_repaid():
+    batch, rng = InstanceBatch(), random.Random(5)
+    labels = [batch.next_label(rng) for _ in range(1000)]
+    assert all(a != b for a, b in zip(labels[::2], labels[1::2])) and batch.balance == 0
+    taken = 0
+    while batch.random_instead():
+        taken += 1
+    assert taken == MAX_OWED_LABELS // 2 and batch.balance == 2 * taken
+    assert [batch.next_label(rng) for _ in range(2 * taken)] == [False] * (2 * taken) and batch.balance == 0
+
+
+def test_a_documents_last_sentence_alone_takes_a_random_next(monkeypatch):
+    # Four 100-token sentences at 125: chunks of two, and the last sentence often left alone.
+    bucket = synthetic_bucket([[100, 100, 100, 100]] * 40)
+    doc_ends = set(bucket.sentence_starts[bucket.doc_first_sentence[1:]].tolist())
+
+    def last_alone(batch):  # the rows, and how many have a document's last sentence alone as A
+        rows = np.array(batch.rows, dtype=np.int64).reshape(-1, 5)
+        return rows, sum(1 for a0, a1, *_ in rows if a1 in doc_ends and a1 - a0 == 100)
+
+    rows, alone = last_alone(build(bucket, passes=20, short_seq_prob=0))
+    monkeypatch.setattr("transforms.instances.MAX_OWED_LABELS", 0)  # never take a random next instead
+    old_rows, old_alone = last_alone(build(bucket, passes=20, short_seq_prob=0))
+    assert alone > 1.5 * old_alone
+    assert abs(rows[:, 4].mean() - 0.5) <= MAX_OWED_LABELS / len(rows)
+    assert abs(old_rows[:, 4].mean() - 0.5) <= 1 / len(old_rows)
 
 
 def test_one_document_corpus_makes_only_isnext_and_counts_it():

@@ -8,9 +8,11 @@ truncate_seq_pair), with three deliberate fixes:
    consecutive chunks of a pass over a bucket, a coin decides which one gets the random next. Each label is
    still 1/2 either way, but an output's share stays at 0.5 far closer than independent draws would keep it.
    The reference forces a random next on every single-sentence chunk, which makes ~54% of its labels "random".
-   Here a one-sentence chunk that drew IsNext takes the following sentence(s) as B, or, at the end of a
-   document, pairs with the sentence before it. Only a one-sentence document cannot form IsNext; such draws
-   are counted and skipped.
+   Here a one-sentence chunk that drew IsNext takes the following sentence(s) as B. At the end of a document,
+   where nothing follows, it takes a random next as the reference's does, and leaves its IsNext label to the
+   chunks after it (`InstanceBatch.random_instead`): the pair fills to the target length, and instance lengths
+   follow the reference's without its bias. Only when MAX_OWED_LABELS are already owed does such a chunk pair
+   with the sentence before it, or, in a one-sentence document, count its draw as skipped.
 2. A random next never comes from the same document (the reference gives up after 10 tries and silently uses
    the same document). It comes from fragments of documents of other buckets of the same split, sampled by
    `sample_fragments` and appended to the bucket as a pool, so that a bucket's negatives do not depend on how
@@ -28,6 +30,8 @@ from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
+
+MAX_OWED_LABELS = 2  # IsNext labels that chunks taking a random next instead may leave to the chunks after them
 
 
 @dataclass(frozen=True)
@@ -109,8 +113,9 @@ class InstanceBatch:
     rows: list[tuple[int, int, int, int, bool]] = field(default_factory=list)
     # Draws that could not be honoured, by reason (see the module docstring).
     skipped: dict[str, int] = field(default_factory=dict)
-    # The label the next chunk takes, the second of a balanced pair; None when a new pair is due.
-    paired_label: bool | None = None
+    # Random-next labels given minus IsNext ones: the next label repays a difference, and a fair coin draws it
+    # when there is none, so that labels come in balanced pairs.
+    balance: int = 0
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -123,12 +128,17 @@ class InstanceBatch:
 
     def next_label(self, rng: random.Random) -> bool:
         """is_random_next for the next chunk: a fair coin for the first of a pair, its opposite for the second."""
-        if self.paired_label is None:
-            label = rng.random() < 0.5
-            self.paired_label = not label
-            return label
-        label, self.paired_label = self.paired_label, None
+        label = self.balance < 0 if self.balance else rng.random() < 0.5
+        self.balance += 1 if label else -1
         return label
+
+    def random_instead(self) -> bool:
+        """Whether a chunk that drew IsNext may take a random next instead, owing IsNext to the chunks after it;
+        at most MAX_OWED_LABELS are owed at once, so an output's share stays within that many of one half."""
+        if self.balance + 2 > MAX_OWED_LABELS:
+            return False
+        self.balance += 2
+        return True
 
     def columns(self) -> np.ndarray:
         """(5, N) int64: a_start, a_end, b_start, b_end, is_random_next."""
@@ -203,6 +213,10 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
         if is_random and not pool and num_docs < 2:
             out.count("random_next_without_other_document")
             is_random = False
+        elif not is_random and k < 2 and i + 1 == end and (pool or num_docs >= 2) and out.random_instead():
+            # A document's last sentence alone has no IsNext of its own: like the reference's one-sentence
+            # chunks, it takes a random next, which fills the pair to the target length.
+            is_random = True
         if is_random:
             a_end = chunk_start + (1 if k < 2 else 1 + int(rand() * (k - 1)))
             if pool:  # a fragment already starts at a random sentence of its document
