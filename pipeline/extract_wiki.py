@@ -307,25 +307,13 @@ def _estimated_text_bytes(path: str, size: int) -> float:
 
 
 def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
-    """(path, size) of every file the patterns match; no file is read. A local pattern that matches nothing fails
-    here, before any output is touched. A dry run (also a graph drawing) needs only the job's shape and must work
-    offline: there remote patterns, and local ones that match nothing, stay as given with size 0."""
-    found: list[tuple[str, int]] = []
-    for pattern in patterns:
-        if not output.is_remote(pattern):
-            found.extend(match_inputs([pattern], allow_missing=dry_run) or [(pattern, 0)])
-            continue
-        if dry_run:
-            found.append((pattern, 0))
-            continue
-        try:
-            files = [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list]
-        except Exception as e:  # each filesystem raises its own types
-            raise InputError(f"cannot list {pattern}: {e}") from None
-        if not files:
-            raise InputError(f"no input files match {pattern!r}")
-        found.extend(files)
-    return sorted(set(found))
+    """(path, size) of every file the patterns match, as create and vocab list theirs; no file is read. A pattern
+    that matches nothing fails here, before any output is touched. A dry run (also a graph drawing) needs only the
+    job's shape and must work offline: there remote patterns, and local ones that match nothing, stay as given
+    with size 0."""
+    if not dry_run:
+        return match_inputs(patterns)
+    return sorted({f for pattern in patterns for f in match_inputs([pattern], allow_missing=True) or [(pattern, 0)]})
 
 
 def config_from_args(args, dry_run: bool) -> WikiConfig:
