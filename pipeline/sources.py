@@ -10,6 +10,7 @@ that fall back to a position use the byte offset, which no split changes.
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import hashlib
 import io
@@ -62,11 +63,16 @@ class ReadStats:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
+COMPRESSED_SUFFIXES = (".zst", ".gz", ".bz2")
+
+
 def guess_format(path: str) -> str:
     name = path.lower()
+    for suffix in COMPRESSED_SUFFIXES:  # a compressed file holds the format its name gives without the suffix
+        name = name.removesuffix(suffix)
     if name.endswith(".parquet"):
         return "documents"
-    if name.endswith((".jsonl", ".jsonl.zst", ".jsonl.gz", ".json")):
+    if name.endswith((".jsonl", ".json")):
         return "jsonl"
     return "text"
 
@@ -149,15 +155,61 @@ class ZstdFrames(io.RawIOBase):
         return size
 
 
+class UpToDamage(io.RawIOBase):
+    """A decompressing reader's bytes up to the first damage (a cut, a bad header or block), taken one piece at a
+    time, so that a buffered reader above keeps everything before the damage; `cut` then says the rest is lost.
+    gzip's and bz2's own read(n) would drop the up to n bytes they had gathered when the damage stops them."""
+
+    def __init__(self, decompressing: BinaryIO):
+        self.decompressing, self.damaged = decompressing, False
+        # read1 returns what one step gives; a raw reader's read is one step already.
+        self._read = getattr(decompressing, "read1", decompressing.read)
+
+    @property
+    def cut(self) -> bool:
+        return self.damaged or getattr(self.decompressing, "cut", False)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.damaged:
+            return 0
+        try:
+            data = self._read(len(buffer))
+        except DECOMPRESSION_ERRORS as e:
+            if not is_damaged_data(e):
+                raise
+            self.damaged = True
+            return 0
+        buffer[:len(data)] = data
+        return len(data)
+
+
 def _decompressed(raw: BinaryIO, path: str) -> BinaryIO:
     name = path.lower()
     if name.endswith(".zst"):
-        return io.BufferedReader(ZstdFrames(raw), MIB)
-    if name.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw)
-    if name.endswith(".bz2"):
-        return bz2.BZ2File(raw)
-    return raw
+        decompressing = ZstdFrames(raw)
+    elif name.endswith(".gz"):
+        decompressing = gzip.GzipFile(fileobj=raw)
+    elif name.endswith(".bz2"):
+        decompressing = bz2.BZ2File(raw)
+    else:
+        return raw
+    return io.BufferedReader(UpToDamage(decompressing), MIB)
+
+
+def _is_cut(stream: BinaryIO) -> bool:
+    """Whether the stream (from _decompressed) stopped at damage."""
+    return getattr(getattr(stream, "raw", None), "cut", False)
+
+
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The stream's lines. A line that the damage of a compressed file cut short is part of the damage, not a line."""
+    for raw in io.BufferedReader(stream, 1 << 20):
+        if not raw.endswith(b"\n") and _is_cut(stream):
+            return
+        yield raw
 
 
 def _stem(path: str) -> str:
@@ -175,7 +227,7 @@ def read_text_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Spa
     and the offset of that line, so it does not depend on how the file is split between readers."""
     stem, pos, sentences = _stem(path), span.line_start, []
     owned, previous_blank, first = False, span.line_start == 0, 0
-    for raw in io.BufferedReader(stream, 1 << 20):
+    for raw in _lines(stream):
         at, pos = pos, pos + len(raw)
         text, replaced = decode_line(raw)
         line = text.strip()
@@ -200,12 +252,14 @@ def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Sp
     """One {"id", "text"} object per line, belonging to the span that holds its first byte; a missing id falls
     back to the file stem and the line's offset."""
     stem, pos = _stem(path), span.line_start
-    for raw in io.BufferedReader(stream, 1 << 20):
+    for raw in _lines(stream):
         at, pos = pos, pos + len(raw)
         if at < span.start:
             continue  # the end of a line that began before the span
         if at >= span.stop:
             return
+        if at == 0:  # the byte-order mark some editors put first, which json.loads refuses
+            raw = raw.removeprefix(codecs.BOM_UTF8)
         text, replaced = decode_line(raw)
         stats.replaced_chars += replaced
         line = text.strip()
@@ -239,7 +293,9 @@ def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
 
 
 def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:
-    """Documents Parquet (the extraction jobs' output): the id and text columns."""
+    """Documents Parquet (the extraction jobs' output): the id and text columns. Row groups are read one by one,
+    so that a damaged one costs its own rows only (counted as damaged_parquet_row)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     data = stream.read()
@@ -251,12 +307,50 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
     names = set(table.schema_arrow.names)
     if not {"id", "text"} <= names:
         raise InputError(f"{path} lacks the id/text columns of a documents file (has {sorted(names)})")
-    for batch in table.iter_batches(columns=["id", "text"], batch_size=1024):
-        for doc_id, text in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist()):
-            if text is None:
-                stats.skipped["null_text"] = stats.skipped.get("null_text", 0) + 1
-                continue
-            yield SourceDocument(str(doc_id), text=text)
+    text_type = table.schema_arrow.field("text").type
+    if not _holds_strings(text_type):
+        raise InputError(f"{path} is not a documents file: its text column holds {text_type}, not strings")
+    for group in range(table.num_row_groups):
+        rows, done = table.metadata.row_group(group).num_rows, 0
+        batches = table.iter_batches(columns=["id", "text"], batch_size=1024, row_groups=[group])
+        while True:
+            try:
+                batch = next(batches, None)
+            except (OSError, pa.ArrowInvalid):  # what a damaged page, header or compressed block raises
+                stats.skipped["damaged_parquet_row"] = stats.skipped.get("damaged_parquet_row", 0) + rows - done
+                break
+            if batch is None:
+                break
+            done += batch.num_rows
+            for doc_id, text in zip(_values(batch.column(0), stats), _values(batch.column(1), stats)):
+                if text is None:
+                    stats.skipped["null_text"] = stats.skipped.get("null_text", 0) + 1
+                    continue
+                yield SourceDocument(str(doc_id), text=text)
+
+
+def _holds_strings(arrow_type) -> bool:
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(arrow_type):
+        arrow_type = arrow_type.value_type
+    return pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type) or pa.types.is_null(arrow_type)
+
+
+def _values(column, stats: ReadStats) -> list:
+    """A column's values. Arrow does not check that a writer stored UTF-8 in a string column: bytes that are not
+    get U+FFFD, counted as in text files."""
+    import pyarrow as pa
+
+    try:
+        return column.to_pylist()
+    except UnicodeDecodeError:
+        values = []
+        for raw in column.cast(pa.large_binary()).to_pylist():
+            text, replaced = decode_line(raw) if raw is not None else (None, 0)
+            stats.replaced_chars += replaced
+            values.append(text)
+        return values
 
 
 _READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents}  # the line formats; Parquet is read whole
@@ -275,7 +369,7 @@ def auto_range_bytes(file_size: int) -> int:
 def is_splittable(path: str, input_format: str) -> bool:
     """Whether readers can share the file by byte spans: uncompressed text and JSONL."""
     fmt = guess_format(path) if input_format == "auto" else input_format
-    return fmt in ("text", "jsonl") and not path.lower().endswith((".zst", ".gz", ".bz2"))
+    return fmt in ("text", "jsonl") and not path.lower().endswith(COMPRESSED_SUFFIXES)
 
 
 def plan_reads(path: str, size: int, input_format: str) -> list[tuple[str, int, int]]:
@@ -294,6 +388,16 @@ def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 
     """The documents of one file, or of its byte span [start, stop) (plan_reads), and the file's fingerprint.
 
     A whole file is hashed as it streams past; of a file read in spans, the reader of the first span hashes it."""
+    try:
+        yield from _read_documents(path, input_format, stats, start, stop)
+    except OSError as e:
+        if e.filename is None and e.strerror:  # a read that fails (a disk's I/O error) names no file by itself
+            raise OSError(e.errno, e.strerror, path) from None
+        raise
+
+
+def _read_documents(path: str, input_format: str, stats: ReadStats, start: int,
+                    stop: int) -> Iterator[SourceDocument]:
     fmt = guess_format(path) if input_format == "auto" else input_format
     with FileSystems.open(path, compression_type="uncompressed") as raw:
         if fmt == "documents":
@@ -310,14 +414,10 @@ def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 
         stream = _decompressed(hashed, path)
         try:
             yield from _counted(_READERS[fmt](stream, path, stats, Span()), stats)
-            if getattr(getattr(stream, "raw", None), "cut", False):
-                raise EOFError("the zstd stream ends inside a frame")
-        except DECOMPRESSION_ERRORS as e:
-            if not is_damaged_data(e):
-                raise
-            # What the file held before the damage was read; the rest is lost, and counted as one damaged file.
-            stats.skipped["damaged_compressed_file"] = stats.skipped.get("damaged_compressed_file", 0) + 1
-            hashed_to_the_end(hashed)
+            if _is_cut(stream):
+                # What the file held before the damage was read; the rest is lost, and counted as one damaged file.
+                stats.skipped["damaged_compressed_file"] = stats.skipped.get("damaged_compressed_file", 0) + 1
+                hashed_to_the_end(hashed)
         finally:
             hashed.close()
 

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 
 import apache_beam as beam
@@ -34,6 +35,10 @@ from wordpiece.training import (BERT_DEFAULT_RESERVED, LAYOUTS, ChunkBatch, Held
 ACCEPTS_BEAM_OPTIONS = True
 TRAIN, HELD_OUT = "train", "heldout"
 COUNT_GLOBS = ["train-*.tsv", "heldout-*.tsv"]
+# Far beyond any BERT vocab. HF's trainer allocates ~66 bytes per line before it starts, so a size mistyped by a
+# few digits would abort it (a Rust panic, not one line) after all the counting.
+MAX_VOCAB_SIZE = 1 << 20
+PIECE_CHARS = 1 << 20   # text handed to a chunk batch at a time (text_pieces)
 
 
 @dataclass
@@ -66,6 +71,23 @@ def document_role(doc_id: str, cfg: VocabConfig) -> str | None:
 
 def document_text(doc) -> str:
     return doc.text if doc.text is not None else "\n".join(doc.sentences)
+
+
+def text_pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
+    """text in pieces of about size characters, each cut just before a space or a newline, so that a huge document
+    (a JSONL line of 100 MB) is split into words a piece at a time, with the same words: cleaning, lower-casing
+    and the split never look across a space or a newline."""
+    start = 0
+    while len(text) - start > size:
+        cut = max(text.rfind(" ", start + 1, start + size), text.rfind("\n", start + 1, start + size))
+        if cut < 0:  # one word longer than size: cut after it
+            ahead = [i for i in (text.find(" ", start + size), text.find("\n", start + size)) if i >= 0]
+            if not ahead:
+                break
+            cut = min(ahead)
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 @dataclass
@@ -104,8 +126,9 @@ def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCo
                     docs["unsampled"] += 1
                 else:
                     docs[role] += 1
-                    if batches[role].add(document_text(doc)):
-                        sinks[role].add_counts(batches[role].drain())
+                    for piece in text_pieces(document_text(doc)):
+                        if batches[role].add(piece):
+                            sinks[role].add_counts(batches[role].drain())
                 bar.update(stats.size - shown)
                 shown = stats.size
                 if cfg.max_documents and docs[TRAIN] + docs[HELD_OUT] >= cfg.max_documents:
@@ -151,8 +174,9 @@ class CountFileWords(beam.DoFn):
                 counts["documents_unsampled"] += 1
                 continue
             counts[f"documents_{role}"] += 1
-            if self.batches[role].add(document_text(doc)):
-                yield from _emit(role, self.batches[role].drain(), counts)
+            for piece in text_pieces(document_text(doc)):
+                if self.batches[role].add(piece):
+                    yield from _emit(role, self.batches[role].drain(), counts)
         yield beam.pvalue.TaggedOutput("files", _file_entry(stats))
         yield tally.emit("vocab", dict(counts))
 
@@ -381,7 +405,7 @@ def add_arguments(parser) -> None:
     io.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
                     help="documents = Parquet from extract-wiki/extract-books; text = reference format (one "
                          "sentence per line, blank line between documents); jsonl = {\"id\",\"text\"} per line "
-                         "(.jsonl, .jsonl.zst); auto = by file name (default)")
+                         "(.jsonl, .json; also .zst, .gz, .bz2); auto = by file name (default)")
     io.add_argument("--output", default="vocab.txt", help="the vocab file to write (default: vocab.txt)")
     io.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     vocab = parser.add_argument_group("vocabulary")
@@ -430,7 +454,10 @@ def config_from_args(args) -> VocabConfig:
     training = TrainingConfig(vocab_size=args.vocab_size, lowercase=args.lowercase, layout=layout,
                               reserved_tokens=reserved, min_frequency=args.min_frequency,
                               limit_alphabet=args.limit_alphabet)
-    checks = [(0 < args.sample_fraction <= 1, "--sample-fraction must be in (0, 1]"),
+    checks = [(args.vocab_size <= MAX_VOCAB_SIZE, f"--vocab-size must be at most {MAX_VOCAB_SIZE:,}"),
+              # before training.check, which lists the reserved lines
+              (reserved <= MAX_VOCAB_SIZE, f"--reserved-tokens must be at most {MAX_VOCAB_SIZE:,}"),
+              (0 < args.sample_fraction <= 1, "--sample-fraction must be in (0, 1]"),
               (0 <= args.holdout_fraction < 1, "--holdout-fraction must be in [0, 1)"),
               (args.max_documents >= 0, "--max-documents must be >= 0"),
               (args.max_words >= 1000, "--max-words must be at least 1000"),
@@ -463,10 +490,10 @@ def run(args, beam_args: list[str]) -> int:
     if beam_args and not cfg.count_with_beam:
         raise UserError(f"Beam options ({' '.join(beam_args)}) apply only with --count-with-beam")
     options = runners.pipeline_options(beam_args)
-    if output.exists(cfg.output) and not args.overwrite and not runners.is_dry_run(options):
-        raise output.OutputExistsError(f"{cfg.output} already exists; choose another --output or pass --overwrite")
     if not output.is_remote(cfg.output) and os.path.isdir(cfg.output):
         raise UserError(f"--output {cfg.output} is a directory; name the vocab file, e.g. {cfg.output}/vocab.txt")
+    if output.exists(cfg.output) and not args.overwrite and not runners.is_dry_run(options):
+        raise output.OutputExistsError(f"{cfg.output} already exists; choose another --output or pass --overwrite")
     if not runners.is_dry_run(options):
         output.check_writable(cfg.output, temporary_name(cfg.output))
     if cfg.count_with_beam:
@@ -480,8 +507,10 @@ def run(args, beam_args: list[str]) -> int:
             raise UserError("no input files given")
         counts = count_in_process(found.files, cfg)
     if not counts.train.counts:
+        skipped = "".join(f"; {n:,} skipped as {reason}" for reason, n in sorted(_skipped(counts).items()))
         raise UserError(f"no words to train on: {counts.documents['read']:,} documents read from "
-                        f"{', '.join(cfg.inputs)} ({counts.documents[TRAIN]:,} for training); nothing was written")
+                        f"{', '.join(cfg.inputs)} ({counts.documents[TRAIN]:,} for training{skipped}); nothing was "
+                        "written")
     print(f"training a {cfg.training.vocab_size:,}-token vocab from {len(counts.train.counts):,} distinct words",
           file=sys.stderr)
     trained = train(counts.train.counts, cfg.training, counts.train.pruned_symbols)
@@ -495,12 +524,18 @@ def run(args, beam_args: list[str]) -> int:
     return 0
 
 
-def _summary_rows(cfg: VocabConfig, counts: CorpusCounts, trained, quality, data: bytes,
-                  seconds: float) -> list[tuple[str, str]]:
-    docs, words, alphabet = counts.documents, counts.train, trained.alphabet
+def _skipped(counts: CorpusCounts) -> Counter:
+    """Records of the input files that were not documents, by reason."""
     skipped = Counter()
     for f in counts.files:
         skipped.update(f.get("skipped", {}))
+    return skipped
+
+
+def _summary_rows(cfg: VocabConfig, counts: CorpusCounts, trained, quality, data: bytes,
+                  seconds: float) -> list[tuple[str, str]]:
+    docs, words, alphabet = counts.documents, counts.train, trained.alphabet
+    skipped = _skipped(counts)
     replaced = sum(f.get("replaced_chars", 0) for f in counts.files)
     rows = [("input", f"{len(counts.files):,} files, {sum(f['size'] for f in counts.files) / 1e6:,.1f} MB"),
             ("documents read", f"{docs['read']:,}"),
