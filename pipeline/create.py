@@ -294,12 +294,18 @@ class BuildInstances(beam.DoFn):
         sort_keys: list[np.ndarray] = []
         counts = {"instances": 0, "random_next": 0, "real_tokens": 0, "predictions": 0}
         skipped: dict[str, int] = {}
+        owed = 0  # the label balance, carried from pass to pass: a pass's end drops no label it owes
         for dupe in range(cfg.dupe_factor):
-            batch = InstanceBatch()
+            batch = InstanceBatch(balance=owed)
             rng = python_rng(cfg.seed, "instances", key, seq.name, dupe)
+            last_pass = dupe == cfg.dupe_factor - 1
             for doc in range(documents):
+                batch.may_owe = not (last_pass and doc == documents - 1)
                 create_instances_from_document(bucket, doc, seq.max_seq_length - 3, cfg.short_seq_prob, rng, batch,
                                                pool)
+            owed = batch.balance
+            if last_pass:  # what the labels still owe would lean a bucket of few instances
+                batch.drop_surplus(counts["random_next"], counts["instances"] - counts["random_next"])
             for reason, n in batch.skipped.items():
                 skipped[reason] = skipped.get(reason, 0) + n
             if not len(batch):

@@ -388,6 +388,21 @@ def test_random_next_is_balanced_whatever_the_buckets(tmp_path, books_jsonl, buc
     assert abs(shares["eval"][1] - 0.5) <= random_next_bound(shares["eval"][0])
 
 
+def test_random_next_is_balanced_with_a_short_document_per_bucket(tmp_path):
+    # Two-sentence documents, one per bucket: a bucket's passes end owing labels (here the lean was 0.36 or 0.67).
+    lines = [line.strip() for line in SAMPLE_TEXT.read_text().splitlines() if line.strip()]
+    corpus = tmp_path / "two-sentence-documents.txt"
+    corpus.write_text("".join(f"{lines[i]}\n{lines[i + 1]}\n\n" for _ in range(60)
+                              for i in range(0, len(lines) - 1, 2)))
+    out = tmp_path / "o"
+    assert run_cli("create", "--input", corpus, "--vocab", VOCAB, "--output", out, "--num-buckets", "20000",
+                   "--eval-fraction", "0") == 0
+    instances, share = nsp_shares(out)["train"]
+    assert instances >= 10_000 and abs(share - 0.5) <= 0.002
+    skipped = json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]["train"]["nsp_draws_skipped"]
+    assert 0 < skipped["unpaired_label"] < 0.05 * instances
+
+
 def test_random_next_is_balanced_in_a_corpus_of_a_few_long_books(tmp_path):
     books = tmp_path / "books.jsonl"
     with open(books, "w") as f:

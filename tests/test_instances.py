@@ -133,6 +133,19 @@ def test_a_documents_last_sentence_alone_takes_a_random_next(monkeypatch):
     assert abs(old_rows[:, 4].mean() - 0.5) <= 1 / len(old_rows)
 
 
+def test_a_buckets_last_pass_drops_the_labels_that_outnumber_the_others():
+    rows = [(0, 1, 1, 2, True), (2, 3, 3, 4, False), (4, 5, 9, 10, True), (6, 7, 9, 10, False)]
+    batch = InstanceBatch(rows=list(rows))
+    batch.drop_surplus(random_before=4, isnext_before=3)  # 6 random-next against 5 IsNext
+    assert batch.rows == rows[:2] + rows[3:] and batch.skipped == {"unpaired_label": 1}
+    batch = InstanceBatch(rows=list(rows))
+    batch.drop_surplus(random_before=0, isnext_before=10)  # at most MAX_OWED_LABELS go
+    assert batch.rows == [rows[0], rows[2]] and batch.skipped == {"unpaired_label": MAX_OWED_LABELS}
+    batch = InstanceBatch(rows=list(rows))
+    batch.drop_surplus(random_before=5, isnext_before=5)
+    assert batch.rows == rows and not batch.skipped
+
+
 def test_one_document_corpus_makes_only_isnext_and_counts_it():
     bucket = synthetic_bucket([[20, 30, 25, 40, 10, 50, 60, 5]])
     batch = build(bucket, passes=20)

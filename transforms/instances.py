@@ -116,6 +116,8 @@ class InstanceBatch:
     # Random-next labels given minus IsNext ones: the next label repays a difference, and a fair coin draws it
     # when there is none, so that labels come in balanced pairs.
     balance: int = 0
+    # False where no chunk follows to repay an owed label: the last document of a bucket's last pass.
+    may_owe: bool = True
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -135,10 +137,25 @@ class InstanceBatch:
     def random_instead(self) -> bool:
         """Whether a chunk that drew IsNext may take a random next instead, owing IsNext to the chunks after it;
         at most MAX_OWED_LABELS are owed at once, so an output's share stays within that many of one half."""
-        if self.balance + 2 > MAX_OWED_LABELS:
+        if not self.may_owe or self.balance + 2 > MAX_OWED_LABELS:
             return False
         self.balance += 2
         return True
+
+    def drop_surplus(self, random_before: int, isnext_before: int) -> None:
+        """For a bucket's last pass: drop the last instances of whichever label outnumbers the other over the
+        bucket's passes, up to MAX_OWED_LABELS of them (counted as unpaired_label), so that what the labels end
+        owing leaves no lean, however few instances a bucket makes."""
+        made = sum(row[4] for row in self.rows)
+        surplus = random_before + made - isnext_before - (len(self.rows) - made)
+        label, left = surplus > 0, min(abs(surplus), MAX_OWED_LABELS)
+        for at in range(len(self.rows) - 1, -1, -1):
+            if not left:
+                break
+            if self.rows[at][4] == label:
+                del self.rows[at]
+                self.count("unpaired_label")
+                left -= 1
 
     def columns(self) -> np.ndarray:
         """(5, N) int64: a_start, a_end, b_start, b_end, is_random_next."""
