@@ -8,6 +8,10 @@ run the same way (Beam could otherwise wait for it forever). Exceptions in
 Beam's threads are logged (shown with --verbose) rather than printed, and so, in multi_processing mode, is what
 the worker processes write to standard error: Beam's workers print there every failed bundle's traceback, which
 the launcher already has, and their own on Ctrl-C.
+
+The launcher is interrupted once. A second SIGINT (Ctrl-C pressed again, or one arriving while the watch sets
+itself up or ends) is only noted: raised again, it would break off Beam's clean-up or the watch's own, and a
+half-done clean-up can leave a thread that keeps the process from exiting, or standard error pointing nowhere.
 """
 from __future__ import annotations
 
@@ -35,29 +39,51 @@ class RunWatch:
         self.dead_worker_status: int | None = None   # the exit status of the first worker process that died
         self.stage: str | None = None                # the stage whose bundle ran last
         self._active = threading.current_thread() is threading.main_thread()
+        self._watching = False   # between the set-up and the clean-up
+        self._raised = False     # a SIGINT has interrupted the launcher
+        self._handler = self._excepthook = self._stderr = self._stage_handler = None
 
     def __enter__(self) -> "RunWatch":
         if not self._active:
             return self
         self._children_before = _descendants(os.getpid())
-        if self.quiet_workers:
-            self._stderr = _redirect_stderr_fd(os.devnull)
-        self._handler = signal.signal(signal.SIGINT, self._ctrl_c)
-        self._excepthook, threading.excepthook = threading.excepthook, self._thread_failed
-        self._watch_stages()
+        try:
+            self._handler = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, self._ctrl_c)
+            if self.quiet_workers:
+                self._stderr = _redirect_stderr_fd(os.devnull)
+            self._excepthook, threading.excepthook = threading.excepthook, self._thread_failed
+            self._watch_stages()
+            self._watching = True
+            if self.interrupted:  # a SIGINT that came while standard error was redirected, and was noted
+                raise KeyboardInterrupt
+        except BaseException:
+            self.__exit__(*sys.exc_info())
+            raise
         return self
 
     def __exit__(self, *exc) -> bool:
+        """Undo the set-up, also a partial one. A SIGINT arriving meanwhile is noted, not raised (_ctrl_c)."""
         if not self._active:
             return False
-        self._unwatch_stages()
-        if exc[0] is None:
+        self._watching = False
+        if self._stage_handler is not None:
+            self._unwatch_stages()
+        if self._raised:
+            # Processes that Beam started while the interrupt unwound, which would otherwise outlive the launcher
+            # (and keep it waiting for them as it exits).
+            for pid in _descendants(os.getpid()) - self._children_before:
+                _terminate(pid)
+            _stop_state_sampler()
+        if exc[0] is None and self._excepthook is not None:
             # After a failure Beam's threads may still end with errors of their own (a worker stopped under them)
             # while the command reports the failure: they stay logged, not printed.
             threading.excepthook = self._excepthook
-        signal.signal(signal.SIGINT, self._handler)
-        if self.quiet_workers:
+        if self._stderr is not None:
             _restore_stderr_fd(self._stderr)
+            self._stderr = None
+        if self._handler is not None:  # last: from here on a SIGINT raises KeyboardInterrupt again
+            signal.signal(signal.SIGINT, self._handler)
         return False
 
     def _ctrl_c(self, signum, frame) -> None:
@@ -65,6 +91,9 @@ class RunWatch:
             self.interrupted = True
         for pid in _descendants(os.getpid()) - self._children_before:
             _terminate(pid)
+        if self._raised or _in_code(frame, _UNINTERRUPTED):
+            return
+        self._raised = True
         raise KeyboardInterrupt
 
     def worker_death(self) -> str:
@@ -81,7 +110,8 @@ class RunWatch:
         found = _WORKER_EXIT.search(str(args.exc_value))
         if found and int(found.group(1)) in _INTERRUPTED_STATUSES:
             self.interrupted = True
-        elif found and self.dead_worker_status is None:
+        elif found and self.dead_worker_status is None and not self._raised and self._watching:
+            # (Once the launcher is interrupted, workers die of its SIGTERM: that is no news.)
             self.dead_worker_status = int(found.group(1))
             # The run cannot finish, and Beam may wait for the dead worker forever: stop it as Ctrl-C would.
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
@@ -107,6 +137,30 @@ class RunWatch:
         logger = logging.getLogger(BUNDLE_LOGGER)
         logger.removeHandler(self._stage_handler)
         logger.level, logger.propagate = self._logger_state
+
+
+def _stop_state_sampler() -> None:
+    """Stop the state sampler of a bundle that an interrupt broke off in this thread (where the in_memory mode
+    runs bundles) while the sampler started or stopped. Beam then never stops its thread, which is not a daemon:
+    the interpreter would wait for it forever as the command exits."""
+    from apache_beam.runners.worker import statesampler
+
+    sampler = statesampler.get_current_tracker()
+    if sampler is None or sampler.finished:
+        return
+    try:
+        sampler.stop()
+    except (AttributeError, RuntimeError):  # the interrupt came before its thread was made, or started
+        pass
+
+
+def _in_code(frame, codes) -> bool:
+    """Whether frame, or a frame it was called from, runs one of codes."""
+    while frame is not None:
+        if frame.f_code in codes:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def readable_stage(stage: str, step_names: list[str]) -> str:
@@ -162,3 +216,8 @@ def _terminate(pid: int) -> None:
         os.kill(pid, signal.SIGTERM)
     except OSError:
         pass  # gone already
+
+
+# Code that a SIGINT must not break off: the watch's clean-up, and the redirection of standard error, which would
+# otherwise stay pointed nowhere.
+_UNINTERRUPTED = {RunWatch.__exit__.__code__, _redirect_stderr_fd.__code__, _restore_stderr_fd.__code__}

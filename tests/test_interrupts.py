@@ -1,11 +1,13 @@
 """Ctrl-C and a dying worker process, sent for real to a real `python -m pipeline create` run: one line, the exit
-status, and nothing left that looks complete, in every local mode."""
+status, and nothing left that looks complete, in every local mode; and the watch's answers to an interrupt that
+lands at an awkward moment."""
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -13,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS, VOCAB
+from pipeline.run_watch import RunWatch
 
 BOOKS = sorted((TESTS / "data" / "books_more").glob("*.txt"))
 MODES = {"in_memory": ["--direct_running_mode", "in_memory"],
@@ -29,13 +32,36 @@ def long_input(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture
+def start_create():
+    """Starts runs that do not outlive the test, however it ends: in a session of their own, they would otherwise
+    run on after a failed wait, or after pytest itself."""
+    started: list[tuple[subprocess.Popen, str]] = []
+
+    def start(long_input: Path, out: Path, mode: str) -> tuple[subprocess.Popen, str]:
+        started.append(_start_create(long_input, out, mode))
+        return started[-1]
+
+    yield start
+    for run, marker in started:
+        run.kill()  # only while it has not been waited for: its pid is not someone else's yet
+        for pid in _processes_marked(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass  # gone already
+        run.communicate()
+
+
 def _start_create(long_input: Path, out: Path, mode: str) -> tuple[subprocess.Popen, str]:
-    """The run, in a session of its own (as a terminal's foreground job), marked so its workers can be found."""
+    """The run, in a session of its own (as a terminal's foreground job), marked so its workers can be found. A run
+    that hangs can be made to print the stack of each of its threads (faulthandler, on SIGABRT)."""
     marker = uuid.uuid4().hex
     command = [sys.executable, "-m", "pipeline", "create", "--input", str(long_input), "--vocab", str(VOCAB),
                "--output", str(out), "--runner", "DirectRunner", *MODES[mode]]
     run = subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True, env={**os.environ, "BERTCORPUS_TEST_RUN": marker})
+                           start_new_session=True,
+                           env={**os.environ, "BERTCORPUS_TEST_RUN": marker, "PYTHONFAULTHANDLER": "1"})
     return run, marker
 
 
@@ -84,12 +110,21 @@ def _wait_for_work(run: subprocess.Popen, out: Path, marker: str, mode: str) -> 
 
 
 def _finish(run: subprocess.Popen) -> str:
-    """The run's stderr once it has ended; a run that does not end is killed, with its process group."""
+    """The run's stderr once it has ended. A run that does not end shows where its threads are, and is killed with
+    its process group."""
     try:
         return run.communicate(timeout=120)[1]
     except subprocess.TimeoutExpired:
-        os.killpg(run.pid, signal.SIGKILL)
-        pytest.fail(f"the run did not end within 120 s of the signal: {run.communicate()[1][-2000:]}")
+        os.kill(run.pid, signal.SIGABRT)
+        try:
+            run.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(run.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # nothing was left of the group
+        pytest.fail(f"the run did not end within 120 s of the signal: {run.communicate()[1][-6000:]}")
 
 
 def _assert_nothing_left(out: Path, marker: str) -> None:
@@ -102,9 +137,9 @@ def _assert_nothing_left(out: Path, marker: str) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_ctrl_c_is_one_line_and_exit_130(tmp_path, long_input, mode):
+def test_ctrl_c_is_one_line_and_exit_130(tmp_path, long_input, start_create, mode):
     out = tmp_path / "out"
-    run, marker = _start_create(long_input, out, mode)
+    run, marker = start_create(long_input, out, mode)
     _wait_for_work(run, out, marker, mode)
     os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground process group
     err = _finish(run)
@@ -112,9 +147,9 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path, long_input, mode):
     _assert_nothing_left(out, marker)
 
 
-def test_ctrl_c_sent_to_the_launcher_alone_stops_its_workers(tmp_path, long_input):
+def test_ctrl_c_sent_to_the_launcher_alone_stops_its_workers(tmp_path, long_input, start_create):
     out = tmp_path / "out"
-    run, marker = _start_create(long_input, out, "multi_processing")
+    run, marker = start_create(long_input, out, "multi_processing")
     _wait_for_work(run, out, marker, "multi_processing")
     run.send_signal(signal.SIGINT)
     err = _finish(run)
@@ -122,9 +157,9 @@ def test_ctrl_c_sent_to_the_launcher_alone_stops_its_workers(tmp_path, long_inpu
     _assert_nothing_left(out, marker)
 
 
-def test_a_killed_worker_is_one_line_naming_the_stage(tmp_path, long_input):
+def test_a_killed_worker_is_one_line_naming_the_stage(tmp_path, long_input, start_create):
     out = tmp_path / "out"
-    run, marker = _start_create(long_input, out, "multi_processing")
+    run, marker = start_create(long_input, out, "multi_processing")
     _wait_for_work(run, out, marker, "multi_processing")
     os.kill(_workers(marker)[0], signal.SIGKILL)
     err = _finish(run)
@@ -134,3 +169,78 @@ def test_a_killed_worker_is_one_line_naming_the_stage(tmp_path, long_input):
                           "create pretraining data/")
     assert err.endswith(" (out of memory?); the run stopped and published nothing\n")
     _assert_nothing_left(out, marker)
+
+
+# --------------------------------------------------------------------- an interrupt at an awkward moment
+
+def test_a_state_sampler_that_ctrl_c_cut_off_is_stopped():
+    """In in_memory mode the launcher runs bundles itself. Ctrl-C landing as a bundle starts its state sampler, after
+    the sampling thread started but before Beam noted it, leaves that thread running, and it is no daemon: the run
+    printed its line and then hung as it exited, waiting for it."""
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+
+    sampler = statesampler.StateSampler("stage", CounterFactory())
+    before = set(threading.enumerate())
+    try:
+        with pytest.raises(KeyboardInterrupt), RunWatch():
+            statesampler.set_current_tracker(sampler)  # what StateSampler.start does before the interrupt lands
+            super(statesampler.StateSampler, sampler).start()
+            sampling = [t for t in set(threading.enumerate()) - before if not t.daemon]
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(10)
+        assert len(sampling) == 1
+        sampling[0].join(timeout=2)
+        assert not sampling[0].is_alive() and statesampler.get_current_tracker() is None
+    finally:
+        sampler.finished = True  # lets pytest exit where the watch did not stop the thread
+
+
+def _fail_in_thread(error: Exception) -> None:
+    def fail():
+        raise error
+
+    thread = threading.Thread(target=fail)
+    thread.start()
+    thread.join()
+
+
+def test_the_launcher_is_interrupted_once():
+    """After Ctrl-C, a worker that dies of the launcher's own SIGTERM, or Ctrl-C pressed again, must not interrupt
+    the launcher a second time: that breaks off Beam's clean-up (and the watch's) at any point."""
+    handler = signal.getsignal(signal.SIGINT)
+    watch = RunWatch()
+    try:
+        with watch:
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(10)
+            _fail_in_thread(RuntimeError("Worker subprocess exited with return code -15"))  # Beam's waiting thread
+            time.sleep(0.5)
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pytest.fail("the launcher was interrupted a second time")
+    assert watch.interrupted and watch.dead_worker_status is None
+    assert signal.getsignal(signal.SIGINT) is handler
+
+
+def test_ctrl_c_during_the_clean_up_is_noted_and_the_clean_up_finishes(monkeypatch):
+    """Ctrl-C as a finished run's watch ends: the watch still points standard error back and restores the handler,
+    and the run counts as interrupted."""
+    handler, stderr = signal.getsignal(signal.SIGINT), os.readlink("/proc/self/fd/2")
+    watch = RunWatch(quiet_workers=True)
+    saved = os.dup(2)
+    try:
+        try:
+            with watch:
+                assert os.readlink("/proc/self/fd/2") == os.devnull
+                monkeypatch.setattr(watch, "_unwatch_stages", lambda: os.kill(os.getpid(), signal.SIGINT))
+        except KeyboardInterrupt:
+            pytest.fail("the clean-up was broken off")
+        assert watch.interrupted
+        assert os.readlink("/proc/self/fd/2") == stderr and signal.getsignal(signal.SIGINT) is handler
+    finally:  # where the watch did not
+        os.dup2(saved, 2)
+        os.close(saved)
+        signal.signal(signal.SIGINT, handler)
