@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import logging
 import os
+import signal
 import sys
+import threading
 
 from pipeline import flags
 from pipeline.errors import user_message
@@ -101,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
         running = True
         return module.run(args, beam_args)
     except KeyboardInterrupt:
-        if running:
-            _discard_staging(args, module, beam_args)
-        print(f"bertcorpus {args.command}: interrupted", file=sys.stderr)
+        with _second_ctrl_c_ignored():
+            if running:
+                _discard_staging(args, module, beam_args)
+            print(f"bertcorpus {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as e:  # noqa: BLE001 — the one place that turns errors into exit codes
         if running:
@@ -113,6 +117,19 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"bertcorpus {args.command}: error: {message}", file=sys.stderr)
         return 2
+
+
+@contextlib.contextmanager
+def _second_ctrl_c_ignored():
+    """Ctrl-C pressed again while the first one's clean-up runs would break it off and leave staged files."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _discard_staging(args, module, beam_args: list[str]) -> None:

@@ -294,7 +294,8 @@ def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
 
 def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument]:
     """Documents Parquet (the extraction jobs' output): the id and text columns. Row groups are read one by one,
-    so that a damaged one costs its own rows only (counted as damaged_parquet_row)."""
+    so that a damaged one costs its own rows only (counted as damaged_parquet_row). A null id falls back to the
+    file stem and the row's number in the file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -310,6 +311,7 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
     text_type = table.schema_arrow.field("text").type
     if not _holds_strings(text_type):
         raise InputError(f"{path} is not a documents file: its text column holds {text_type}, not strings")
+    stem, first_row = _stem(path), 0
     for group in range(table.num_row_groups):
         rows, done = table.metadata.row_group(group).num_rows, 0
         batches = table.iter_batches(columns=["id", "text"], batch_size=1024, row_groups=[group])
@@ -321,12 +323,14 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
                 break
             if batch is None:
                 break
-            done += batch.num_rows
-            for doc_id, text in zip(_values(batch.column(0), stats), _values(batch.column(1), stats)):
+            ids, texts = _values(batch.column(0), stats), _values(batch.column(1), stats)
+            for row, (doc_id, text) in enumerate(zip(ids, texts), first_row + done):
                 if text is None:
                     stats.skipped["null_text"] = stats.skipped.get("null_text", 0) + 1
                     continue
-                yield SourceDocument(str(doc_id), text=text)
+                yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:row{row}", text=text)
+            done += batch.num_rows
+        first_row += rows
 
 
 def _holds_strings(arrow_type) -> bool:

@@ -238,3 +238,31 @@ def test_a_runner_that_cannot_be_loaded_is_one_line(tmp_path, capsys):
     assert _create(tmp_path / "out", "--runner", "apache_beam.runners.NoSuchRunner") == 2
     assert _error_line(capsys) == ("bertcorpus create: error: --runner apache_beam.runners.NoSuchRunner cannot be "
                                    "loaded here: module 'apache_beam.runners' has no attribute 'NoSuchRunner'")
+
+
+def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path, monkeypatch, capsys):
+    import os
+    import signal
+
+    from pipeline import create, output
+
+    out = tmp_path / "out"
+    staged = out / ".staging" / "seq128" / "train-00000-of-00004.tfrecord"
+
+    def interrupted_run(args, beam_args):
+        staged.parent.mkdir(parents=True)
+        staged.write_bytes(b"part of a shard")
+        raise KeyboardInterrupt
+
+    discard = output.discard_staging
+
+    def discard_after_a_second_ctrl_c(path):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered at once: the clean-up must go on
+        discard(path)
+
+    monkeypatch.setattr(create, "run", interrupted_run)
+    monkeypatch.setattr(output, "discard_staging", discard_after_a_second_ctrl_c)
+    handler = signal.getsignal(signal.SIGINT)
+    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out) == 130
+    assert _error_line(capsys) == "bertcorpus create: interrupted"
+    assert not (out / ".staging").exists() and signal.getsignal(signal.SIGINT) is handler

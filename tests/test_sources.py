@@ -159,3 +159,16 @@ def test_a_damaged_compressed_file_keeps_what_came_before_the_damage_and_is_coun
     documents = json.loads((out / "manifest.json").read_text())["documents"]
     assert documents["skipped"]["damaged_compressed_file"] == 4
     assert documents["read"] == documents["kept"] + sum(documents["skipped"].values())
+
+
+def test_a_null_parquet_id_falls_back_to_the_file_and_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "docs.parquet"
+    table = pa.table({"id": [None, "kept", None, None], "text": ["first.", "second.", None, "fourth."]})
+    pq.write_table(table, path, row_group_size=2)
+    stats = ReadStats(str(path))
+    ids = [doc.id for doc in read_documents(str(path), "documents", stats)]
+    assert ids == ["docs:row0", "kept", "docs:row3"]
+    assert stats.skipped == {"null_text": 1}
