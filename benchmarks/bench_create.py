@@ -195,8 +195,10 @@ def main() -> None:
     exe = [str(Path(sys.executable).parent / "bertcorpus")]
     codes = {"current": exe}
     if args.baseline:
-        # Its modules first on the path (`python -m` would put the current directory, this checkout, first).
-        codes["baseline"] = [sys.executable, "-c", f"import sys; sys.path.insert(0, {str(args.baseline.resolve())!r}); "
+        # Run from that checkout with it on the path, so that its modules come first, also in the worker processes
+        # Beam starts (they put their working directory first on the path).
+        tree = str(args.baseline.resolve())
+        codes["baseline"] = ["env", "-C", tree, f"PYTHONPATH={tree}", sys.executable, "-c",
                              "from pipeline.cli import entry_point; entry_point()"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
