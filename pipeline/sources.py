@@ -14,11 +14,11 @@ import codecs
 import gzip
 import hashlib
 import io
-import zlib
 import json
 import math
 import os
 import re
+import zlib
 from dataclasses import dataclass, field
 from typing import BinaryIO, Iterator
 

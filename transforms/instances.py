@@ -11,8 +11,9 @@ truncate_seq_pair), with three deliberate fixes:
    Here a one-sentence chunk that drew IsNext takes the following sentence(s) as B. At the end of a document,
    where nothing follows, it takes a random next as the reference's does, and leaves its IsNext label to the
    chunks after it (`InstanceBatch.random_instead`): the pair fills to the target length, and instance lengths
-   follow the reference's without its bias. Only when MAX_OWED_LABELS are already owed does such a chunk pair
-   with the sentence before it, or, in a one-sentence document, count its draw as skipped.
+   follow the reference's without its bias. Only when MAX_OWED_LABELS are already owed, or in the last document
+   of a bucket's last pass (where nothing could repay it), does such a chunk pair with the sentence before it,
+   or, in a one-sentence document, count its draw as skipped.
 2. A random next never comes from the same document (the reference gives up after 10 tries and silently uses
    the same document). It comes from fragments of documents of other buckets of the same split, sampled by
    `sample_fragments` and appended to the bucket as a pool, so that a bucket's negatives do not depend on how
