@@ -284,7 +284,9 @@ def test_an_invalid_manifest_is_named_with_what_is_wrong(tmp_path, records_dir, 
     text = (records_dir / "manifest.json").read_text()
     manifest = json.loads(text)
     cases = {
-        "truncated": (text[: len(text) // 2], "it is not JSON (Unterminated string"),
+        # Cut inside the key that opens the line after the middle, wherever the manifest's length puts it.
+        "truncated": (text[: text.index('"', text.index("\n", len(text) // 2)) + 2],
+                      "it is not JSON (Unterminated string"),
         "array": ("[1, 2]", "it holds an array, not a JSON object"),
         "inputs": (_damaged(manifest, lambda m: m.update(inputs=7)), 'its "inputs" is a number, not an array'),
         "length": (_damaged(manifest, lambda m: m["outputs"]["seq128"].update(max_seq_length="128")),
