@@ -27,6 +27,7 @@ import argparse
 import bz2
 import glob
 import json
+import os
 import re
 import shutil
 import statistics
@@ -51,7 +52,10 @@ print(json.dumps({"rc": done.returncode, "cpu": usage.ru_utime + usage.ru_stime,
 
 
 def measure(cmd: list[str]) -> dict:
-    """Run cmd in a fresh process; its CPU includes all of its descendants."""
+    """Run cmd in a fresh process; its CPU includes all of its descendants. Earlier runs' written files are flushed
+    to disk first, so that no run pays for another's: the kernel writes dirty pages back some 30 s after they were
+    written, which would land in the middle of the next run and take a core from it."""
+    os.sync()
     out = subprocess.run([sys.executable, "-c", _MEASURE, *map(str, cmd)], capture_output=True, text=True)
     result = json.loads(out.stdout)
     if result["rc"] != 0:

@@ -22,7 +22,7 @@ def run_pipeline(pipeline, options, what: str):
 
     quiet = (options.view_as(DirectOptions).direct_running_mode == "multi_processing"
              and not logging.getLogger().isEnabledFor(logging.INFO))  # not --verbose
-    with RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
+    with runners.local_shuffle(pipeline), RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
         try:
             state = _run_and_wait(pipeline, options, what)
         except BaseException as e:

@@ -28,6 +28,7 @@ import numpy as np
 import zstandard
 
 from pipeline import output, runners, tally
+from pipeline.local_shuffle import GroupLargeValues
 from pipeline.sources import InputError, PlanReads, ReadStats, merge_file_stats, read_documents
 from transforms.instance_columns import InstanceColumns
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document, sample_fragments
@@ -163,9 +164,18 @@ class ReadFiles(beam.DoFn):
                                     **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()}})
 
 
-def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[str, str | None, list[str] | None]]:
-    """SourceDocument → (bucket key, (id, text, sentences)): plain values, which Beam encodes without pickling."""
-    return bucket_key(doc.id, split_of(doc.id, config), config), (doc.id, doc.text, doc.sentences)
+def assign_bucket(doc, config: CreateConfig) -> tuple[str, tuple[tuple[str, bool], bytes]]:
+    """SourceDocument → (bucket key, ((id, one sentence per line?), its text in UTF-8)): the text crosses the
+    shuffle as bytes, which a local run keeps in spill files (local_shuffle.GroupLargeValues)."""
+    lines = doc.sentences is not None
+    text = "\n".join(doc.sentences) if lines else doc.text or ""
+    return bucket_key(doc.id, split_of(doc.id, config), config), ((doc.id, lines), text.encode("utf-8"))
+
+
+def document_of(tag: tuple[str, bool], data: bytes) -> tuple[str, str | None, list[str] | None]:
+    """What assign_bucket made of a SourceDocument, back as (id, text, sentences)."""
+    (doc_id, lines), text = tag, data.decode("utf-8")
+    return (doc_id, None, text.split("\n")) if lines else (doc_id, text, None)
 
 
 def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[str]]]:
@@ -186,9 +196,9 @@ def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[st
 
 
 class TokenizeBuckets(beam.DoFn):
-    """(bucket key, documents) → (bucket key, ("bucket", the tokenised Bucket's bytes, buckets in the split)) and,
-    for each bucket it sends fragments to, (that key, ("fragments", this key, their Bucket's bytes)); counts to
-    TALLY. Bytes cross the shuffle as one value each, where Beam would pickle every array of a list.
+    """(bucket key, documents) → (bucket key, (("bucket", buckets in the split), the tokenised Bucket's bytes))
+    and, for each bucket it sends fragments to, (that key, (("fragments", this key), their Bucket's bytes));
+    counts to TALLY. Bytes cross the shuffle as one value each, where Beam would pickle every array of a list.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
@@ -202,23 +212,23 @@ class TokenizeBuckets(beam.DoFn):
     def process(self, element, targets: dict):
         key, docs = element
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
-        docs = sorted(docs, key=lambda d: (d[0], d[1] or "", d[2] or []))
+        docs = [document_of(tag, data) for tag, data in sorted(docs)]
         tokenized, counts = self._tokenize(docs)
         yield tally.emit("create", counts)
         if tokenized:
             ring_size, receivers = targets[key]
             bucket = Bucket.from_documents(tokenized)
-            yield key, ("bucket", bucket.to_bytes(), ring_size)
+            yield key, (("bucket", ring_size), bucket.to_bytes())
             yield from self._fragments(bucket, key, receivers)
 
     def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
-        """(receiver, ("fragments", key, fragments as a Bucket's bytes)) for every bucket this one sends to."""
+        """(receiver, (("fragments", key), fragments as a Bucket's bytes)) for every bucket this one sends to."""
         fragment_tokens = max(seq.max_seq_length for seq in self.config.seq_configs)
         count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
         for receiver in receivers:
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)
             fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
-            yield receiver, ("fragments", key, fragments.to_bytes())
+            yield receiver, (("fragments", key), fragments.to_bytes())
 
     def _tokenize(self, docs) -> tuple[list, dict[str, int]]:
         """(id, text, sentences) documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
@@ -265,14 +275,14 @@ class BuildInstances(beam.DoFn):
     def process(self, element):
         key, values = element
         # A bucket whose documents had no tokens sends no "bucket" value; the fragments sent to it go unused.
-        for _, packed, ring_size in (v for v in values if v[0] == "bucket"):
+        for (_, ring_size), packed in (v for v in values if v[0][0] == "bucket"):
             yield from self._bucket_instances(key, Bucket.from_bytes(packed), ring_size, values)
 
     def _bucket_instances(self, key: str, own: Bucket, ring_size: int, values: list):
         split = key.split("/")[0]
         # The fragments in the order of the buckets that sent them: the pool is the same on every runner.
-        fragments = [Bucket.from_bytes(v[2]) for v in sorted((v for v in values if v[0] == "fragments"),
-                                                              key=lambda v: v[1])]
+        sent = sorted((sender, packed) for (kind, sender), packed in values if kind == "fragments")
+        fragments = [Bucket.from_bytes(packed) for _, packed in sent]
         pool_size = sum(len(f) for f in fragments)
         if not pool_size and len(own) < 2 and ring_size == 1:
             remedy = ("pass --eval-fraction 0 for no eval split, or a larger one" if split == "eval" else
@@ -536,30 +546,32 @@ class CreatePretrainingData(beam.PTransform):
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
             "files", tally.TALLY, main="docs")
-        # SourceDocument → (bucket key, (id, text, sentences))
+        # SourceDocument → (bucket key, ((id, one sentence per line?), UTF-8 text))
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
-            tuple[str, tuple[str, typing.Any, typing.Any]])
+            tuple[str, tuple[tuple[str, bool], bytes]])
         # bucket keys → {bucket key: (buckets in its split, buckets it sends fragments to)}, one small dict
         targets = (keyed
                    | "list buckets" >> beam.Keys()
                    | "distinct buckets" >> beam.Distinct()
                    | "gather buckets" >> beam.combiners.ToList()
                    | "plan negatives" >> beam.Map(fragment_targets, cfg.seed))
+        # The three shuffles below carry the job's bytes: GroupLargeValues is a GroupByKey, whose local expansion
+        # keeps those bytes in spill files (pipeline/local_shuffle.py).
         # → (bucket key, [documents]) → (bucket key, tokenised documents) + (other bucket key, fragments)
         tokenized = (keyed
-                     | "group into buckets" >> beam.GroupByKey()
+                     | "group into buckets" >> GroupLargeValues()
                      | "tokenize buckets" >> beam.ParDo(TokenizeBuckets(cfg, self.vocab),
                                                         targets=beam.pvalue.AsSingleton(targets))
                      .with_outputs(tally.TALLY, main="buckets"))
         # → (bucket key, [its documents, fragments from other buckets]) → ((config, split, shard), (tie, piece))
         built = (tokenized.buckets
-                 | "gather negatives" >> beam.GroupByKey()
+                 | "gather negatives" >> GroupLargeValues()
                  | "build instances" >> beam.ParDo(BuildInstances(cfg, self.vocab))
                  .with_output_types(tuple[tuple[str, str, int], tuple[int, bytes]])
                  .with_outputs(tally.TALLY, main="pieces"))
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
         shard_infos = (built.pieces
-                       | "group into shards" >> beam.GroupByKey()
+                       | "group into shards" >> GroupLargeValues()
                        | "write shards" >> beam.ParDo(WriteShards(cfg)))
         # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
         labelled = [values | f"label {what}" >> beam.Map(_labelled, kind) for what, kind, values in (

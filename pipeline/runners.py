@@ -6,15 +6,23 @@ multi_processing) and --direct_num_workers. That is the engine Beam's DirectRunn
 directly because DirectRunner first tries the Prism runner, a Go binary it downloads on first use, and a local
 job must never depend on a download. Every other runner (PortableRunner, DataflowRunner, FlinkRunner, ...) is
 Beam's own, given the options as they are.
+
+One transform has a local expansion of its own, chosen here (`local_shuffle`): GroupLargeValues, the shuffles
+that carry a job's bytes, which a run on this machine passes through spill files (pipeline/local_shuffle.py).
 """
 from __future__ import annotations
 
+import contextlib
 import re
+import shutil
+import tempfile
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
+from apache_beam.pipeline import PTransformOverride
 
 from pipeline.errors import UserError
+from pipeline.local_shuffle import GroupLargeValues, SpilledGroupByKey
 
 # The runners bertcorpus runs on Beam's FnApiRunner on this machine; no --runner runs locally too.
 LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
@@ -87,3 +95,28 @@ def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
     return beam.Pipeline(runner=fn_runner.FnApiRunner(provision_info=provision), options=options)
+
+
+class _SpillLargeValues(PTransformOverride):
+    """GroupLargeValues → SpilledGroupByKey, through Beam's public override API."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+
+    def matches(self, applied_ptransform) -> bool:
+        return isinstance(applied_ptransform.transform, GroupLargeValues)
+
+    def get_replacement_transform_for_applied_ptransform(self, applied_ptransform):
+        return SpilledGroupByKey(self.directory)
+
+
+@contextlib.contextmanager
+def local_shuffle(pipeline: beam.Pipeline):
+    """For a run on this machine (every worker process shares its disk): the pipeline's GroupLargeValues go
+    through spill files in a directory of its own under $TMPDIR, removed when the run ends, however it ends."""
+    directory = tempfile.mkdtemp(prefix="bertcorpus-shuffle-")
+    try:
+        pipeline.replace_all([_SpillLargeValues(directory)])
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

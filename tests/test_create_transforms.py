@@ -65,21 +65,21 @@ def test_every_bucket_draws_negatives_from_as_many_other_buckets_of_its_split():
 
 def test_tokenize_buckets_sends_fragments_of_its_own_documents_to_its_receivers():
     cfg = config()
-    docs = [(doc.id, doc.text, None) for doc in documents()[:12]]
+    docs = [assign_bucket(doc, cfg)[1] for doc in documents()[:12]]
     targets = {"train/000000": (3, ["train/000001", "train/000002"])}
     with TestPipeline(argv=LOCAL) as p:
         out = (p | beam.Create([("train/000000", docs)])
                | beam.ParDo(TokenizeBuckets(cfg, job_vocab()), targets=targets).with_outputs(tally.TALLY,
                                                                                                main="out"))
-        sent = out.out | beam.Filter(lambda kv: kv[1][0] == "fragments")
-        assert_that(sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1][1])),
+        sent = out.out | beam.Filter(lambda kv: kv[1][0][0] == "fragments")
+        assert_that(sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1][0][1])),
                     equal_to([("train/000001", "train/000000"), ("train/000002", "train/000000")]),
                     label="fragments go to the receivers")
-        own_ids = {doc_id for doc_id, _, _ in docs}
-        donors = sent | "donors" >> beam.FlatMap(lambda kv: Bucket.from_bytes(kv[1][2]).doc_ids)
+        own_ids = {doc_id for (doc_id, _), _ in docs}
+        donors = sent | "donors" >> beam.FlatMap(lambda kv: Bucket.from_bytes(kv[1][1]).doc_ids)
         assert_that(donors | beam.Map(lambda donor: donor in own_ids),
                     all_true, label="fragments come from the bucket's documents")
-        assert_that(out.out | beam.Filter(lambda kv: kv[1][0] == "bucket")
+        assert_that(out.out | beam.Filter(lambda kv: kv[1][0][0] == "bucket")
                     | beam.Map(lambda kv: len(Bucket.from_bytes(kv[1][1]))), equal_to([12]), label="the bucket itself")
 
 
@@ -112,8 +112,8 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
     own, _ = build._tokenize(docs[:10])
     donor = Bucket.from_documents(build._tokenize(docs[10:30])[0])
     fragments = sample_fragments(donor, 20, 256, python_rng(1, "fragments"))
-    element = ("train/000000", [("bucket", Bucket.from_documents(own).to_bytes(), 2),
-                                ("fragments", "train/000001", Bucket.from_documents(fragments).to_bytes())])
+    element = ("train/000000", [(("bucket", 2), Bucket.from_documents(own).to_bytes()),
+                                (("fragments", "train/000001"), Bucket.from_documents(fragments).to_bytes())])
     with TestPipeline(argv=LOCAL) as p:
         built = (p | beam.Create([element])
                  | beam.ParDo(BuildInstances(cfg, job_vocab())).with_outputs(tally.TALLY, main="pieces"))
@@ -132,7 +132,7 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
     tokenizer.setup()
     own, _ = tokenizer._tokenize([(f"s{i}", None, block.splitlines())
                                   for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))])
-    pieces = [kv for kv in build.process(("train/000000", [("bucket", Bucket.from_documents(own).to_bytes(), 1)]))
+    pieces = [kv for kv in build.process(("train/000000", [(("bucket", 1), Bucket.from_documents(own).to_bytes())]))
               if isinstance(kv, tuple)]
     with TestPipeline(argv=LOCAL) as p:
         infos = (p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg)))

@@ -75,8 +75,8 @@ def bucket_memory_per_text_mb() -> float:
     text, in each of its two steps: tokenising it (and cutting the fragments it sends to four other buckets),
     then building its instances with the fragments four buckets sent it. Instances are let go as they come, as a
     runner takes them."""
-    docs = [(doc_id, text, None) for doc_id, text in book_sections()]
-    size = sum(len(text.encode()) for _, text, _ in docs)
+    docs = [((doc_id, False), text.encode()) for doc_id, text in book_sections()]
+    size = sum(len(text) for _, text in docs)
     config = CreateConfig(inputs=[], output="", vocab=str(VOCAB), seq_configs=SEQ_CONFIGS, num_buckets=5,
                           num_shards=1448, eval_fraction=0.0)
     vocab = JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB)))
@@ -91,8 +91,8 @@ def bucket_memory_per_text_mb() -> float:
     bucket = [value for key, value in made if key == "train/000000"]
     # The four buckets before it send it what it sends the four after it: as many fragments, of the same text.
     sent = [value for key, value in made if key != "train/000000"]
-    received = [("fragments", sender, fragments) for sender, (_, _, fragments) in zip(others, sent)]
-    assert len(bucket) == 1 and len(received) == 4 and all(len(Bucket.from_bytes(f[2])) > 20 for f in received)
+    received = [(("fragments", sender), fragments) for sender, (_, fragments) in zip(others, sent)]
+    assert len(bucket) == 1 and len(received) == 4 and all(len(Bucket.from_bytes(f[1])) > 20 for f in received)
     instances, building = peak_memory(i for i in build.process(("train/000000", bucket + received))
                                       if isinstance(i, tuple))
     assert len(instances) > 100

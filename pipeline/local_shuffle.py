@@ -1,0 +1,101 @@
+"""A GroupByKey for the values that carry most of a job's bytes, and how a run on this machine does it.
+
+Beam's local runner (its FnApiRunner) relays every shuffled byte through the launching process: it receives
+each worker's output, holds all of it until the stage ends, then re-encodes it and sends each worker its share,
+one large message each, into freshly allocated memory at every step. For `create`'s instance pieces that is most
+of a local run's bytes, most of its peak memory, and a stretch of the run that no number of workers shortens.
+
+So a local run spills those values to files on this machine and shuffles only their places (file, offset,
+size); every other runner groups them with its own shuffle. The choice is made in one place,
+`runners.local_shuffle`, through Beam's public PTransformOverride.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import uuid
+
+import apache_beam as beam
+
+
+class GroupLargeValues(beam.PTransform):
+    """(key, (tag, bytes)) → (key, [(tag, bytes)]) in no particular order: a GroupByKey. A local run replaces it
+    with `SpilledGroupByKey` (runners.local_shuffle)."""
+
+    def expand(self, pcoll):
+        return pcoll | "group" >> beam.GroupByKey()
+
+
+class SpilledGroupByKey(beam.PTransform):
+    """GroupLargeValues for workers that share `directory`: the bytes go through files there."""
+
+    def __init__(self, directory: str):
+        super().__init__()
+        self.directory = directory
+
+    def expand(self, pcoll):
+        # (key, (tag, bytes)) → (key, (tag, file, offset, size)) → (key, [places]) → (key, [(tag, bytes)])
+        return (pcoll
+                | "spill values" >> beam.ParDo(SpillValues(self.directory))
+                | "group places" >> beam.GroupByKey()
+                | "read spilled values" >> beam.Map(read_spilled))
+
+
+class SpillValues(beam.DoFn):
+    """(key, (tag, bytes)) → (key, (tag, file, offset, size)); each bundle appends to a file of its own, which is
+    closed, and so complete, before the bundle ends and before any step after the grouping reads it."""
+
+    def __init__(self, directory: str):
+        self.directory = directory
+        self._file = None
+
+    def start_bundle(self):
+        self._file = None
+
+    def process(self, element):
+        key, (tag, data) = element
+        path = self._file.name if self._file else os.path.join(self.directory, f"{uuid.uuid4().hex}.spill")
+        try:
+            if self._file is None:
+                self._file = open(path, "wb")
+            offset = self._file.tell()
+            self._file.write(data)
+        except OSError as e:
+            raise _spill_error(e, path) from e
+        yield key, (tag, path, offset, len(data))
+
+    def finish_bundle(self):
+        if self._file is not None:
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as e:
+                raise _spill_error(e, file.name) from e
+
+    def teardown(self):
+        if self._file is not None:
+            self._file.close()
+
+
+def _spill_error(error: OSError, path: str) -> OSError:
+    return OSError(error.errno, f"{error.strerror} (a run on this machine keeps what it shuffles in spill files "
+                                f"under $TMPDIR: point TMPDIR at a disk with room)", path)
+
+
+def read_spilled(element):
+    """(key, [(tag, file, offset, size)]) → (key, [(tag, bytes)]), read file by file in order of offset."""
+    key, places = element
+    values, opened = [], {}
+    try:
+        for tag, path, offset, size in sorted(places, key=lambda p: (p[1], p[2])):
+            if path not in opened:
+                opened[path] = os.open(path, os.O_RDONLY)
+            data = os.pread(opened[path], size, offset)
+            if len(data) != size:
+                raise OSError(errno.EIO, f"spill file ends before byte {offset + size}: was it deleted or "
+                                         f"truncated while the job ran?", path)
+            values.append((tag, data))
+    finally:
+        for fd in opened.values():
+            os.close(fd)
+    return key, values
