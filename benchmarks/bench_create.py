@@ -13,7 +13,8 @@ JSONL documents and repeated (with fresh ids) until it reaches --mb megabytes.
         [--speedup-rounds 5] [--control] [--reference SCRIPT] [--baseline TREE]
 
 With --baseline TREE (a checkout of another version of this repository, e.g. `git worktree add /tmp/old REV`),
-every mode is measured for that code too, alternately with the current code, and the marginal figures are compared.
+every mode and every speed-up round is measured for that code too, alternately with the current code, and the
+marginal figures are compared.
 
 With --reference PATH (a runnable copy of google-research/bert's create_pretraining_data.py, its tokenization.py
 beside it, `import tensorflow as tf` pointed at `tensorflow.compat.v1`), the reference runs side by side on a
@@ -191,7 +192,7 @@ def main() -> None:
                         help="also run N rounds of one 1-worker and one 2-worker run on the large input, "
                              "alternating, and report each round's wall-clock speed-up and their median")
     parser.add_argument("--baseline", type=Path, metavar="TREE",
-                        help="also measure every mode with the code of this checkout, alternately with the current")
+                        help="also measure every mode and speed-up round with the code of this checkout, alternately")
     parser.add_argument("--control", action="store_true",
                         help="also measure what this machine gives two independent create runs at once (the "
                              "ceiling for a 2-worker speed-up at the time of the run)")
@@ -235,27 +236,32 @@ def main() -> None:
                 print(json.dumps({"mode": mode, "marginal_current_over_baseline":
                                   round(marginal["current"] / marginal["baseline"], 3)}), flush=True)
         if args.speedup_rounds:
-            speedup_rounds(exe, corpus, tmp, args.speedup_rounds)
+            speedup_rounds(codes, corpus, tmp, args.speedup_rounds)
         if args.control:
             control(exe, corpus, tmp, args.repeat)
         if args.reference:
             compare_with_reference(args.reference.resolve(), args.reference_mb, args.repeat, tmp, exe)
 
 
-def speedup_rounds(exe: list[str], corpus: Path, tmp: Path, rounds: int) -> None:
-    """Wall-clock speed-up from 1 to 2 worker processes, a 1-worker and a 2-worker run side by side per round:
-    the VM's speed drifts between minutes, and a pair taken together sees the same machine."""
-    ratios = []
+def speedup_rounds(codes: dict[str, list[str]], corpus: Path, tmp: Path, rounds: int) -> None:
+    """Wall-clock speed-up from 1 to 2 worker processes, a 1-worker and a 2-worker run side by side per round (and
+    per code, with --baseline): the VM's speed drifts between minutes, and a pair taken together sees the same
+    machine."""
+    ratios: dict[str, list[float]] = {code: [] for code in codes}
     for i in range(rounds):
-        wall = {}
-        for workers in (1, 2):
-            out = fresh(tmp / f"out-round-{workers}")
-            wall[workers] = measure(create_command(exe, [corpus], out, "--direct_running_mode=multi_processing",
-                                                   f"--direct_num_workers={workers}"))["wall"]
-        ratios.append(wall[1] / wall[2])
-        print(json.dumps({"round": i + 1, "wall_1_worker_s": round(wall[1], 2), "wall_2_workers_s": round(wall[2], 2),
-                          "speedup": round(ratios[-1], 3)}), flush=True)
-    print(json.dumps({"speedup_median": round(statistics.median(ratios), 3), "rounds": rounds}), flush=True)
+        for code, exe in codes.items():
+            wall = {}
+            for workers in (1, 2):
+                out = fresh(tmp / f"out-round-{workers}")
+                wall[workers] = measure(create_command(exe, [corpus], out, "--direct_running_mode=multi_processing",
+                                                       f"--direct_num_workers={workers}"))["wall"]
+            ratios[code].append(wall[1] / wall[2])
+            print(json.dumps({"round": i + 1, "code": code, "wall_1_worker_s": round(wall[1], 2),
+                              "wall_2_workers_s": round(wall[2], 2), "speedup": round(ratios[code][-1], 3)}),
+                  flush=True)
+    for code, found in ratios.items():
+        print(json.dumps({"code": code, "speedup_median": round(statistics.median(found), 3), "rounds": rounds}),
+              flush=True)
 
 
 def control(exe: list[str], corpus: Path, tmp: Path, repeat: int) -> None:

@@ -7,15 +7,23 @@ of a local run's bytes, most of its peak memory, and a stretch of the run that n
 
 So a local run spills those values to files on this machine and shuffles only their places (file, offset,
 size); every other runner groups them with its own shuffle. The choice is made in one place,
-`runners.local_shuffle`, through Beam's public PTransformOverride.
+`runners.local_shuffle`, through Beam's public PTransformOverride. The files live in a directory of the run's own
+under $TMPDIR, which goes when the run ends, or at the next local run if this one was killed.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
+import glob
 import os
+import shutil
+import tempfile
 import uuid
 
 import apache_beam as beam
+
+SPILL_PREFIX = "bertcorpus-shuffle-"
 
 
 class GroupLargeValues(beam.PTransform):
@@ -50,7 +58,7 @@ class SpillValues(beam.DoFn):
         self._file = None
 
     def start_bundle(self):
-        self._file = None
+        self.teardown()  # a file that a failed bundle left open
 
     def process(self, element):
         key, (tag, data) = element
@@ -74,7 +82,8 @@ class SpillValues(beam.DoFn):
 
     def teardown(self):
         if self._file is not None:
-            self._file.close()
+            file, self._file = self._file, None
+            file.close()
 
 
 def _spill_error(error: OSError, path: str) -> OSError:
@@ -99,3 +108,39 @@ def read_spilled(element):
         for fd in opened.values():
             os.close(fd)
     return key, values
+
+
+@contextlib.contextmanager
+def spill_directory():
+    """A directory for one run's spill files under $TMPDIR, removed when the run ends however it ends. The run
+    locks it from before it takes its name until the run ends, so that a later run can tell the directories of
+    runs that were killed (SIGKILL, out of memory) from those of runs still going, and remove them."""
+    parent = tempfile.gettempdir()
+    remove_abandoned(parent)
+    starting = tempfile.mkdtemp(prefix=f".{SPILL_PREFIX}", dir=parent)
+    lock = os.open(os.path.join(starting, ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+    directory = os.path.join(parent, os.path.basename(starting)[1:])
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.rename(starting, directory)
+        yield directory
+    finally:
+        os.close(lock)
+        for path in (starting, directory):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_abandoned(parent: str) -> None:
+    """Remove the spill directories under `parent` whose runs no longer hold their lock."""
+    for path in glob.glob(os.path.join(glob.escape(parent), f"{SPILL_PREFIX}*")):
+        try:
+            lock = os.open(os.path.join(path, ".lock"), os.O_RDWR)
+        except OSError:
+            continue  # gone already, or not ours to remove
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its run is still going
+        finally:
+            os.close(lock)
+        shutil.rmtree(path, ignore_errors=True)

@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
-import tempfile
 
 import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 from apache_beam.pipeline import PTransformOverride
 
 from pipeline.errors import UserError
-from pipeline.local_shuffle import GroupLargeValues, SpilledGroupByKey
+from pipeline.local_shuffle import GroupLargeValues, SpilledGroupByKey, spill_directory
 
 # The runners bertcorpus runs on Beam's FnApiRunner on this machine; no --runner runs locally too.
 LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
@@ -113,10 +111,7 @@ class _SpillLargeValues(PTransformOverride):
 @contextlib.contextmanager
 def local_shuffle(pipeline: beam.Pipeline):
     """For a run on this machine (every worker process shares its disk): the pipeline's GroupLargeValues go
-    through spill files in a directory of its own under $TMPDIR, removed when the run ends, however it ends."""
-    directory = tempfile.mkdtemp(prefix="bertcorpus-shuffle-")
-    try:
+    through spill files in a directory of the run's own under $TMPDIR (local_shuffle.spill_directory)."""
+    with spill_directory() as directory:
         pipeline.replace_all([_SpillLargeValues(directory)])
         yield directory
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)

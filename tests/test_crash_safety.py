@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,9 +29,11 @@ def create_args(books_jsonl: Path, out: Path) -> list[str]:
 
 
 def kill_when(args: list[str], ready, timeout: float = 240) -> None:
-    """Start `bertcorpus` with args and SIGKILL its whole process group as soon as ready() is true."""
+    """Start `bertcorpus` with args and SIGKILL its whole process group as soon as ready() is true. The run's
+    temporary directory is this process's."""
     proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "TMPDIR": tempfile.gettempdir()})
     deadline = time.time() + timeout
     try:
         while not ready():
@@ -56,7 +59,8 @@ def looks_complete(out: Path) -> bool:
 
 
 @pytest.mark.parametrize("point", ["while writing shards", "before the manifest"])
-def test_killed_run_then_rerun_is_byte_identical(tmp_path, books_jsonl, clean_run, point):
+def test_killed_run_then_rerun_is_byte_identical(tmp_path, books_jsonl, clean_run, point, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     out = tmp_path / "out"
     staged = out / ".staging"
 
@@ -67,11 +71,16 @@ def test_killed_run_then_rerun_is_byte_identical(tmp_path, books_jsonl, clean_ru
     kill_when(create_args(books_jsonl, out), reached)
     # Nothing outside the staging area, and no manifest: the directory cannot be mistaken for output.
     assert not looks_complete(out)
+    [abandoned] = tmp_path.glob("bertcorpus-shuffle-*")  # the killed run's spill files, which it could not remove
+    assert any(abandoned.glob("*.spill"))
     assert run_cli(*create_args(books_jsonl, out)) == 0
     assert digest(out) == clean_run
+    assert not list(tmp_path.glob("bertcorpus-shuffle-*"))  # the rerun removed them
 
 
-def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_path, books_jsonl, clean_run):
+def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_path, books_jsonl, clean_run,
+                                                                         monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     out = tmp_path / "out"
     assert run_cli(*create_args(books_jsonl, out)) == 0
     args = create_args(books_jsonl, out) + ["--overwrite", "--seed", "7"]

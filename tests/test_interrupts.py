@@ -57,11 +57,13 @@ def _start_create(long_input: Path, out: Path, mode: str) -> tuple[subprocess.Po
     """The run, in a session of its own (as a terminal's foreground job), marked so its workers can be found. A run
     that hangs can be made to print the stack of each of its threads (faulthandler, on SIGABRT)."""
     marker = uuid.uuid4().hex
+    (out.parent / "tmp").mkdir(exist_ok=True)  # the run's $TMPDIR, where its spill files go
     command = [sys.executable, "-m", "pipeline", "create", "--input", str(long_input), "--vocab", str(VOCAB),
                "--output", str(out), "--runner", "DirectRunner", *MODES[mode]]
     run = subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True,
-                           env={**os.environ, "BERTCORPUS_TEST_RUN": marker, "PYTHONFAULTHANDLER": "1"})
+                           env={**os.environ, "BERTCORPUS_TEST_RUN": marker, "PYTHONFAULTHANDLER": "1",
+                                "TMPDIR": str(out.parent / "tmp")})
     return run, marker
 
 
@@ -134,6 +136,7 @@ def _assert_nothing_left(out: Path, marker: str) -> None:
     while _processes_marked(marker) and time.time() < deadline:
         time.sleep(0.1)
     assert _processes_marked(marker) == []
+    assert not list((out.parent / "tmp").glob("*shuffle*"))  # the run's spill files went with it
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -6,6 +6,7 @@ import contextlib
 import errno
 import json
 import tempfile
+from pathlib import Path
 
 import apache_beam as beam
 import pytest
@@ -14,7 +15,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, file_digests, run_cli
 
 from pipeline import cli_util, runners
-from pipeline.local_shuffle import GroupLargeValues, SpilledGroupByKey, SpillValues, read_spilled
+from pipeline.local_shuffle import (GroupLargeValues, SpilledGroupByKey, SpillValues, read_spilled,
+                                    remove_abandoned, spill_directory)
 
 LOCAL = ["--runner=DirectRunner"]
 
@@ -133,3 +135,22 @@ def test_a_failed_local_run_leaves_no_spill_files(tmp_path, monkeypatch):
     one.write_text("\n".join(SAMPLE_TEXT.read_text().split("\n\n")[0].splitlines()) + "\n")
     assert run_cli("create", "--input", one, "--vocab", VOCAB, "--output", tmp_path / "o") == 2
     assert not list(tmp_path.glob("bertcorpus-shuffle-*"))
+
+
+def test_a_later_run_removes_the_spill_directories_of_killed_runs_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    killed = tmp_path / "bertcorpus-shuffle-killed"
+    killed.mkdir()
+    (killed / ".lock").touch()
+    (killed / "a.spill").write_bytes(b"spilled")
+    unlocked_elsewhere = tmp_path / "bertcorpus-shuffle-other"  # no lock file: not made by a run
+    unlocked_elsewhere.mkdir()
+    with spill_directory() as running:
+        assert not killed.exists()
+        with spill_directory() as later:  # a second run while the first goes on
+            assert {p.name for p in tmp_path.iterdir()} == {Path(running).name, Path(later).name,
+                                                            unlocked_elsewhere.name}
+            assert [p.name for p in Path(later).iterdir()] == [".lock"]
+        remove_abandoned(str(tmp_path))
+        assert Path(running).is_dir()  # locked by its run
+    assert not Path(running).exists() and unlocked_elsewhere.is_dir()
