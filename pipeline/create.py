@@ -609,7 +609,8 @@ def add_arguments(parser) -> None:
 
     io = parser.add_argument_group("input and output")
     io.add_argument("--input", nargs="+", required=True, metavar="GLOB",
-                    help="input files, globs or directories (local or any Beam filesystem, e.g. gs://)")
+                    help="input files, globs or directories (local or any Beam filesystem, e.g. gs://); an "
+                         "extraction's output directory stands for the documents its manifest lists")
     io.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
                     help="documents = Parquet from extract-wiki/extract-books; text = one sentence per line, "
                          "blank line between documents; jsonl = {\"id\",\"text\"} per line (.jsonl, .jsonl.zst); "

@@ -30,7 +30,8 @@ from transforms.seeding import stable_hash
 METRICS = "documents"          # the Beam metrics namespace of every document count
 SHARD_TEXT_BYTES = 128 * 2**20  # the default shard size: about this much text per documents file
 ROW_GROUP_ROWS = 4096          # rows per Parquet row group, so that readers can stream a shard
-OWNED_GLOBS = ["documents-*.parquet", "errors-*.jsonl"]
+DOCUMENTS_GLOB = "documents-*.parquet"
+OWNED_GLOBS = [DOCUMENTS_GLOB, "errors-*.jsonl"]
 
 COLUMNS = ("id", "source", "title", "text", "url")
 SCHEMA = pa.schema([

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import fnmatch
 import gzip
 import hashlib
 import io
@@ -26,6 +27,7 @@ import apache_beam as beam
 import zstandard
 from apache_beam.io.filesystems import FileSystems
 
+from pipeline.documents import DOCUMENTS_GLOB
 from pipeline.output import FILESYSTEM_ERRORS, filesystem_error_cause, is_remote
 
 INPUT_FORMATS = ("documents", "text", "jsonl")
@@ -420,8 +422,10 @@ def _read_documents(path: str, input_format: str, stats: ReadStats, start: int,
             yield from _counted(_READERS[fmt](stream, path, stats, Span()), stats)
             if _is_cut(stream):
                 # What the file held before the damage was read; the rest is lost, and counted as one damaged file.
-                stats.skipped["damaged_compressed_file"] = stats.skipped.get("damaged_compressed_file", 0) + 1
+                # A file of no bytes is empty whatever its suffix (bz2 alone calls it cut), as in extract-books.
                 hashed_to_the_end(hashed)
+                if stats.size:
+                    stats.skipped["damaged_compressed_file"] = stats.skipped.get("damaged_compressed_file", 0) + 1
         finally:
             hashed.close()
 
@@ -560,15 +564,57 @@ def _has_glob(pattern: str) -> bool:
 def _match_local(pattern: str) -> list[tuple[str, int]]:
     pattern = os.path.abspath(pattern)
     if os.path.isdir(pattern):
-        pattern = os.path.join(pattern, "*")
+        return _folder_files(pattern, [(path, size) for path, size in _listed(os.path.join(pattern, "*"))
+                                       if not os.path.isdir(path)])
     return [(path, size) for path, size in _listed(pattern) if not os.path.isdir(path)]
 
 
 def _match_remote(pattern: str) -> list[tuple[str, int]]:
     files = _listed(pattern)
     if not files and not _has_glob(pattern):
-        files = _listed(pattern.rstrip("/") + "/*")
+        folder = pattern.rstrip("/")
+        files = _folder_files(folder, _listed(folder + "/*"))
     return files
+
+
+def _folder_files(folder: str, files: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """What a folder named as input stands for, given the files directly in it: where it is an extraction's
+    output, the documents its manifest lists (not the errors or the manifest itself); else every file."""
+    sizes = dict(files)
+    manifest = FileSystems.join(folder, "manifest.json")
+    documents = _documents_listed_in(manifest) if manifest in sizes else None
+    if documents is None:
+        if manifest not in sizes and any(fnmatch.fnmatchcase(FileSystems.split(path)[1], DOCUMENTS_GLOB)
+                                         for path in sizes):
+            raise InputError(f"{folder} holds documents files but no manifest.json, so the extraction that wrote "
+                             f"them did not finish: rerun it, or name the files to read them as they are")
+        return files
+    listed = []
+    for entry in documents:
+        path = FileSystems.join(folder, entry["path"])
+        if path not in sizes:
+            raise InputError(f"{manifest} lists {entry['path']}, which is not in {folder}")
+        if sizes[path] != entry["bytes"]:
+            raise InputError(f"{path} has {sizes[path]:,} bytes, not the {entry['bytes']:,} that {manifest} "
+                             f"lists: it changed after the extraction wrote it")
+        listed.append((path, sizes[path]))
+    return listed
+
+
+def _documents_listed_in(manifest: str) -> list[dict] | None:
+    """The documents files (path relative to the folder, bytes) in an extraction's manifest; None for a file
+    named manifest.json that is not one."""
+    try:
+        with FileSystems.open(manifest, compression_type="uncompressed") as f:
+            content = json.load(f)
+        documents = content["outputs"]["documents"] if content.get("tool") == "bertcorpus" else None
+        if not isinstance(documents, list):
+            return None
+        return [{"path": str(d["path"]), "bytes": int(d["bytes"])} for d in documents]
+    except FILESYSTEM_ERRORS as e:
+        raise InputError(f"cannot read {manifest}: {filesystem_error_cause(e)}") from None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _listed(pattern: str) -> list[tuple[str, int]]:

@@ -201,11 +201,34 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
 
 def test_output_feeds_create(samples, tmp_path):
     out = tmp_path / "records"
-    assert run_cli("create", "--input", samples / "documents-*.parquet", "--vocab", VOCAB, "--output", out,
-                   "--dupe-factor", "1", *LOCAL) == 0
+    assert run_cli("create", "--input", samples, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1", *LOCAL) == 0
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["documents"]["read"] == 7
+    assert manifest["documents"]["read"] == manifest["documents"]["kept"] == 7  # not the manifest or errors file
+    assert [Path(f["path"]).name for f in manifest["inputs"]] == ["documents-00000-of-00002.parquet",
+                                                                   "documents-00001-of-00002.parquet"]
     assert manifest["outputs"]["seq128"]["train"]["instances"] > 1000
+
+
+def test_an_output_folder_as_input_stands_for_the_documents_its_manifest_lists(samples, tmp_path):
+    from pipeline.sources import InputError, find_inputs
+
+    listed = json.loads((samples / "manifest.json").read_text())["outputs"]["documents"]
+    assert find_inputs([str(samples)]).files == [(str(samples / f["path"]), f["bytes"]) for f in listed]
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    for f in samples.glob("*-*"):
+        shutil.copy(f, unfinished)
+    with pytest.raises(InputError, match="holds documents files but no manifest.json"):
+        find_inputs([str(unfinished)])
+    assert len(find_inputs([str(unfinished / "documents-*")]).files) == 2  # named files are read as they are
+    shutil.copy(samples / "manifest.json", unfinished)
+    with open(unfinished / "documents-00001-of-00002.parquet", "ab") as f:
+        f.write(b"more")
+    with pytest.raises(InputError, match="changed after the extraction wrote it"):
+        find_inputs([str(unfinished)])
+    (unfinished / "documents-00001-of-00002.parquet").unlink()
+    with pytest.raises(InputError, match="lists documents-00001-of-00002.parquet, which is not in"):
+        find_inputs([str(unfinished)])
 
 
 def test_bad_arguments_give_one_line_errors(tmp_path, capsys):

@@ -161,6 +161,11 @@ def test_extract_books_from_a_gcs_directory_matches_the_local_run(gcs, tmp_path)
                    *LOCAL) == 0
     assert_same_output(gcs, f"{remote}/out", local, f"{remote}/in", BOOKS)
     assert len(file_digests(local, "documents-*")) == 2
+    # The output folder, named as input, stands for its documents files, as a local one does.
+    from pipeline.sources import find_inputs
+
+    listed = json.loads((local / "manifest.json").read_text())["outputs"]["documents"]
+    assert find_inputs([f"{remote}/out"]).files == [(f"{remote}/out/{f['path']}", f["bytes"]) for f in listed]
 
 
 # ------------------------------------------------------------------------------------------------ vocab

@@ -161,6 +161,14 @@ def test_a_damaged_compressed_file_keeps_what_came_before_the_damage_and_is_coun
     assert documents["read"] == documents["kept"] + sum(documents["skipped"].values())
 
 
+@pytest.mark.parametrize("name", ["empty.jsonl.bz2", "empty.txt.gz", "empty.jsonl.zst", "empty.txt"])
+def test_a_file_of_no_bytes_is_empty_whatever_its_suffix(tmp_path, name):
+    (tmp_path / name).write_bytes(b"")
+    stats = ReadStats(name)
+    assert list(read_documents(str(tmp_path / name), "auto", stats)) == []
+    assert stats.skipped == {} and stats.size == 0 and stats.sha256 == hashlib.sha256(b"").hexdigest()
+
+
 def test_a_null_parquet_id_falls_back_to_the_file_and_row(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
