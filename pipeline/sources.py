@@ -563,10 +563,10 @@ def _has_glob(pattern: str) -> bool:
 
 def _match_local(pattern: str) -> list[tuple[str, int]]:
     pattern = os.path.abspath(pattern)
-    if os.path.isdir(pattern):
-        return _folder_files(pattern, [(path, size) for path, size in _listed(os.path.join(pattern, "*"))
-                                       if not os.path.isdir(path)])
-    return [(path, size) for path, size in _listed(pattern) if not os.path.isdir(path)]
+    folder = os.path.isdir(pattern)
+    files = [(path, size) for path, size in _listed(os.path.join(pattern, "*") if folder else pattern)
+             if not os.path.isdir(path)]
+    return _folder_files(pattern, files) if folder else files
 
 
 def _match_remote(pattern: str) -> list[tuple[str, int]]:
