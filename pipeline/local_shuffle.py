@@ -5,8 +5,8 @@ each worker's output, holds all of it until the stage ends, then re-encodes it a
 one large message each, into freshly allocated memory at every step. For `create`'s instance pieces that is most
 of a local run's bytes, most of its peak memory, and a stretch of the run that no number of workers shortens.
 
-So a local run spills those values to files on this machine and shuffles only their places (file, offset,
-size); every other runner groups them with its own shuffle. The choice is made in one place,
+So a local run spills those values to files on this machine, encoded by their own coders, and shuffles only
+their places (file, offset, size); every other runner groups them with its own shuffle. The choice is made in one place,
 `runners.local_shuffle`, through Beam's public PTransformOverride. The files live in a directory of the run's own
 under $TMPDIR, which goes when the run ends, or at the next local run if this one was killed.
 """
@@ -22,46 +22,54 @@ import tempfile
 import uuid
 
 import apache_beam as beam
+from apache_beam import typehints
 
 SPILL_PREFIX = "bertcorpus-shuffle-"
 
 
 class GroupLargeValues(beam.PTransform):
-    """(key, (tag, bytes)) → (key, [(tag, bytes)]) in no particular order: a GroupByKey. A local run replaces it
-    with `SpilledGroupByKey` (runners.local_shuffle)."""
+    """(key, value) → (key, [values]) in no particular order: a GroupByKey. A local run replaces it with
+    `SpilledGroupByKey` (runners.local_shuffle)."""
 
     def expand(self, pcoll):
         return pcoll | "group" >> beam.GroupByKey()
 
 
 class SpilledGroupByKey(beam.PTransform):
-    """GroupLargeValues for workers that share `directory`: the bytes go through files there."""
+    """GroupLargeValues for workers that share `directory`: the values go through files there, encoded by the coder
+    that Beam would shuffle them with (the one registered for their type)."""
 
     def __init__(self, directory: str):
         super().__init__()
         self.directory = directory
 
     def expand(self, pcoll):
-        # (key, (tag, bytes)) → (key, (tag, file, offset, size)) → (key, [places]) → (key, [(tag, bytes)])
+        key_type, value_type = typehints.typehints.coerce_to_kv_type(pcoll.element_type).tuple_types
+        coder = beam.coders.registry.get_coder(value_type)
+        # (key, value) → (key, (file, offset, size)) → (key, [places]) → (key, [values])
         return (pcoll
-                | "spill values" >> beam.ParDo(SpillValues(self.directory))
+                | "spill values" >> beam.ParDo(SpillValues(self.directory, coder)).with_output_types(
+                    typehints.Tuple[key_type, typehints.Tuple[str, int, int]])
                 | "group places" >> beam.GroupByKey()
-                | "read spilled values" >> beam.Map(read_spilled))
+                | "read spilled values" >> beam.Map(read_spilled, coder).with_output_types(
+                    typehints.Tuple[key_type, typehints.Iterable[value_type]]))
 
 
 class SpillValues(beam.DoFn):
-    """(key, (tag, bytes)) → (key, (tag, file, offset, size)); each bundle appends to a file of its own, which is
-    closed, and so complete, before the bundle ends and before any step after the grouping reads it."""
+    """(key, value) → (key, (file, offset, size)); each bundle appends to a file of its own, which is closed, and
+    so complete, before the bundle ends and before any step after the grouping reads it."""
 
-    def __init__(self, directory: str):
+    def __init__(self, directory: str, coder: beam.coders.Coder):
         self.directory = directory
+        self.coder = coder
         self._file = None
 
     def start_bundle(self):
         self.teardown()  # a file that a failed bundle left open
 
     def process(self, element):
-        key, (tag, data) = element
+        key, value = element
+        data = self.coder.encode(value)
         path = self._file.name if self._file else os.path.join(self.directory, f"{uuid.uuid4().hex}.spill")
         try:
             if self._file is None:
@@ -70,7 +78,7 @@ class SpillValues(beam.DoFn):
             self._file.write(data)
         except OSError as e:
             raise _spill_error(e, path) from e
-        yield key, (tag, path, offset, len(data))
+        yield key, (path, offset, len(data))
 
     def finish_bundle(self):
         if self._file is not None:
@@ -91,19 +99,19 @@ def _spill_error(error: OSError, path: str) -> OSError:
                                 f"under $TMPDIR: point TMPDIR at a disk with room)", path)
 
 
-def read_spilled(element):
-    """(key, [(tag, file, offset, size)]) → (key, [(tag, bytes)]), read file by file in order of offset."""
+def read_spilled(element, coder: beam.coders.Coder):
+    """(key, [(file, offset, size)]) → (key, [values]), read file by file in order of offset."""
     key, places = element
     values, opened = [], {}
     try:
-        for tag, path, offset, size in sorted(places, key=lambda p: (p[1], p[2])):
+        for path, offset, size in sorted(places):
             if path not in opened:
                 opened[path] = os.open(path, os.O_RDONLY)
             data = os.pread(opened[path], size, offset)
             if len(data) != size:
                 raise OSError(errno.EIO, f"spill file ends before byte {offset + size}: was it deleted or "
                                          f"truncated while the job ran?", path)
-            values.append((tag, data))
+            values.append(coder.decode(data))
     finally:
         for fd in opened.values():
             os.close(fd)

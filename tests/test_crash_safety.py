@@ -94,9 +94,11 @@ def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_pat
 def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     import numpy as np
 
-    import zstandard
-
-    from pipeline.create import CreateConfig, Publish, WriteShards, pack_piece
+    from pipeline.create_coders import InstancePiece
+    from pipeline.create_config import CreateConfig
+    from pipeline.create_publish import Publish
+    from pipeline.create_steps import WriteShards
+    from pipeline.job_vocab import JobVocab
     from transforms.instance_columns import InstanceColumns
     from transforms.instances import SeqConfig
     from transforms.tfrecord import iter_tfrecords, parse_example
@@ -108,19 +110,19 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     ids = np.array([[101, x, 102, 2000, 102, 0, 0, 0] for x in (1996, 1997, 1998)])
     instances = InstanceColumns(ids, np.full(3, 5), np.ones(3, int), np.array([[1, 0]] * 3), ids[:, 1:2].repeat(2, 1),
                                 np.ones(3, int), np.zeros(3, int))
-    piece = pack_piece(np.array([3, 1, 2]), np.arange(3),
-                       zstandard.ZstdCompressor(level=1).compress(instances.to_bytes()))
+    piece = InstancePiece(5, np.array([3, 1, 2]), np.arange(3), instances)
     staged = out / ".staging" / "seq8" / "train-00000-of-00001.tfrecord"
-    element = (("seq8", "train", 0), [(5, piece)])
-    first = list(WriteShards(config).process(element))
+    element = (("seq8", "train", 0), [piece])
+    vocab = JobVocab(str(VOCAB))
+    first = list(WriteShards(config, vocab).process(element))
     bytes_once = staged.read_bytes()
     # Sorted by key: the second instance, the third, then the first.
     with open(staged, "rb") as f:
         assert [parse_example(r)["input_ids"][1] for r in iter_tfrecords(f)] == [1997, 1998, 1996]
-    assert list(WriteShards(config).process(element)) == first and staged.read_bytes() == bytes_once
+    assert list(WriteShards(config, vocab).process(element)) == first and staged.read_bytes() == bytes_once
 
     counts = {"documents_read": 1, "documents_kept": 1, "seq8:train:instances": 3}
-    publish = Publish(config, "sha")
+    publish = Publish(config, vocab, "sha")
     outcome = {"shards": first, "counts": counts, "files": []}
     manifest = list(publish.process(outcome))
     again = list(publish.process(outcome))  # a retried bundle finds the files already moved

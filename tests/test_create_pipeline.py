@@ -216,6 +216,7 @@ def test_missing_or_incomplete_vocab(tmp_path, capsys):
 
 def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_path, monkeypatch):
     from pipeline import create
+    from pipeline.job_vocab import JobVocab
     from wordpiece.vocab import VocabError
 
     vocabs = []
@@ -239,8 +240,8 @@ def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_
     changed = tmp_path / "vocab.txt"
     changed.write_bytes(VOCAB.read_bytes() + b"extra\n")
     with pytest.raises(VocabError, match="differs from the file read at launch"):
-        create.JobVocab(str(changed), digest).load()  # a worker that reads the path finds another file
-    assert create.JobVocab(str(VOCAB), digest).load().sha256 == digest
+        JobVocab(str(changed), digest).load()  # a worker that reads the path finds another file
+    assert JobVocab(str(VOCAB), digest).load().sha256 == digest
 
 
 def test_awkward_documents_work_and_are_counted(tmp_path):
@@ -378,7 +379,7 @@ def nsp_shares(out: Path) -> dict[str, tuple[int, float]]:
 
 @pytest.mark.parametrize("buckets", [[], ["--num-buckets", "20000"]], ids=["default", "a-document-per-bucket"])
 def test_random_next_is_balanced_whatever_the_buckets(tmp_path, books_jsonl, buckets):
-    from pipeline.create import random_next_bound
+    from pipeline.create_publish import random_next_bound
 
     out = tmp_path / "o"
     assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", out, *buckets) == 0

@@ -10,8 +10,12 @@ from apache_beam.testing.util import BeamAssertException, assert_that, equal_to,
 from conftest import SAMPLE_TEXT, VOCAB, book_sections
 
 from pipeline import tally
-from pipeline.create import (NEGATIVE_TARGETS, BuildInstances, CreateConfig, JobVocab, TokenizeBuckets, WriteShards,
-                             assign_bucket, fragment_targets, unpack_piece)
+from pipeline.create_coders import BucketDocument, BucketMessage
+from pipeline.create_config import CreateConfig
+from pipeline.create_publish import Publish, random_next_bound
+from pipeline.create_steps import (NEGATIVE_TARGETS, BuildInstances, TokenizeBuckets, UnbalancedSplitError, WriteShards,
+                                   assign_bucket, fragment_targets)
+from pipeline.job_vocab import JobVocab
 from pipeline.sources import SourceDocument
 from transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
 from transforms.seeding import python_rng
@@ -71,16 +75,17 @@ def test_tokenize_buckets_sends_fragments_of_its_own_documents_to_its_receivers(
         out = (p | beam.Create([("train/000000", docs)])
                | beam.ParDo(TokenizeBuckets(cfg, job_vocab()), targets=targets).with_outputs(tally.TALLY,
                                                                                                main="out"))
-        sent = out.out | beam.Filter(lambda kv: kv[1][0][0] == "fragments")
-        assert_that(sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1][0][1])),
+        sent = out.out | beam.Filter(lambda kv: kv[1].sender is not None)
+        assert_that(sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1].sender)),
                     equal_to([("train/000001", "train/000000"), ("train/000002", "train/000000")]),
                     label="fragments go to the receivers")
-        own_ids = {doc_id for (doc_id, _), _ in docs}
-        donors = sent | "donors" >> beam.FlatMap(lambda kv: Bucket.from_bytes(kv[1][1]).doc_ids)
+        own_ids = {doc.id for doc in docs}
+        donors = sent | "donors" >> beam.FlatMap(lambda kv: kv[1].bucket.doc_ids)
         assert_that(donors | beam.Map(lambda donor: donor in own_ids),
                     all_true, label="fragments come from the bucket's documents")
-        assert_that(out.out | beam.Filter(lambda kv: kv[1][0][0] == "bucket")
-                    | beam.Map(lambda kv: len(Bucket.from_bytes(kv[1][1]))), equal_to([12]), label="the bucket itself")
+        assert_that(out.out | beam.Filter(lambda kv: kv[1].sender is None)
+                    | beam.Map(lambda kv: (len(kv[1].bucket), kv[1].ring_size)), equal_to([(12, 3)]),
+                    label="the bucket itself")
 
 
 def test_random_next_segments_come_from_the_pool_only():
@@ -108,19 +113,19 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
     cfg = config()
     build = TokenizeBuckets(cfg, job_vocab())
     build.setup()
-    docs = [(doc.id, doc.text, None) for doc in documents()]
-    own, _ = build._tokenize(docs[:10])
-    donor = Bucket.from_documents(build._tokenize(docs[10:30])[0])
+    docs = [BucketDocument(doc.id, doc.text, False) for doc in documents()]
+    own, _ = build.tokenize(docs[:10])
+    donor = Bucket.from_documents(build.tokenize(docs[10:30])[0])
     fragments = sample_fragments(donor, 20, 256, python_rng(1, "fragments"))
-    element = ("train/000000", [(("bucket", 2), Bucket.from_documents(own).to_bytes()),
-                                (("fragments", "train/000001"), Bucket.from_documents(fragments).to_bytes())])
+    element = ("train/000000", [BucketMessage(Bucket.from_documents(own), ring_size=2),
+                                BucketMessage(Bucket.from_documents(fragments), sender="train/000001")])
     with TestPipeline(argv=LOCAL) as p:
         built = (p | beam.Create([element])
                  | beam.ParDo(BuildInstances(cfg, job_vocab())).with_outputs(tally.TALLY, main="pieces"))
         assert_that(built.pieces | beam.Map(lambda kv: kv[0]),
                     equal_to([("seq128", "train", 0), ("seq128", "train", 1)]), label="one piece per shard")
-        assert_that(built.pieces | beam.Map(lambda kv: len(unpack_piece(kv[1][1])[0]) > 0), equal_to([True, True]),
-                    label="pieces hold instances")
+        assert_that(built.pieces | beam.Map(lambda kv: len(kv[1].sort_keys) == len(kv[1].instances) > 0),
+                    equal_to([True, True]), label="pieces hold instances")
         assert_that(built[tally.TALLY], is_not_empty(), label="counts")
 
 
@@ -130,20 +135,18 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
     build.setup()
     tokenizer = TokenizeBuckets(cfg, job_vocab())
     tokenizer.setup()
-    own, _ = tokenizer._tokenize([(f"s{i}", None, block.splitlines())
-                                  for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))])
-    pieces = [kv for kv in build.process(("train/000000", [(("bucket", 1), Bucket.from_documents(own).to_bytes())]))
+    own, _ = tokenizer.tokenize([BucketDocument(f"s{i}", block, True)
+                                 for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))])
+    pieces = [kv for kv in build.process(("train/000000", [BucketMessage(Bucket.from_documents(own), ring_size=1)]))
               if isinstance(kv, tuple)]
     with TestPipeline(argv=LOCAL) as p:
-        infos = (p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg)))
+        infos = (p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg, job_vocab())))
         assert_that(infos | beam.Map(lambda info: (info["path"], info["records"] > 0)),
                     equal_to([("seq128/train-00000-of-00001.tfrecord", True)]))
     assert (tmp_path / ".staging" / "seq128" / "train-00000-of-00001.tfrecord").stat().st_size > 0
 
 
 def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
-    from pipeline.create import Publish, UnbalancedSplitError, random_next_bound
-
     assert random_next_bound(10_000) == random_next_bound(1_000_000) == 0.01
     assert random_next_bound(100) == pytest.approx(0.2) and random_next_bound(40_000 // 16) == pytest.approx(0.04)
     cfg = config(output=str(tmp_path), num_shards=1, eval_fraction=0.0)
@@ -152,22 +155,25 @@ def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
     staged.write_bytes(b"")
     shard = {"path": "seq128/train-00000-of-00001.tfrecord", "records": 0, "bytes": 0, "sha256": ""}
     counts = {"documents_read": 3, "documents_kept": 3, "seq128:train:instances": 20_000,
-              "seq128:train:random_next": 10_250}
+              "seq128:train:positive_labels": 10_250}
     with pytest.raises(UnbalancedSplitError, match=r"seq128/train 0\.5125 over 20,000 instances"):
-        list(Publish(cfg, "sha").process({"counts": counts, "files": [], "shards": [shard]}))
+        list(Publish(cfg, job_vocab(), "sha").process({"counts": counts, "files": [], "shards": [shard]}))
     assert not (tmp_path / "manifest.json").exists() and not list(tmp_path.rglob("*.tfrecord"))
-    counts["seq128:train:random_next"] = 10_150  # 0.5075: within 0.01
-    [manifest] = Publish(cfg, "sha").process({"counts": counts, "files": [], "shards": [shard]})
+    counts["seq128:train:positive_labels"] = 10_150  # 0.5075: within 0.01
+    [manifest] = Publish(cfg, job_vocab(), "sha").process({"counts": counts, "files": [], "shards": [shard]})
     assert manifest["outputs"]["seq128"]["train"]["random_next_share"] == 0.5075
 
 
-def test_a_bucket_crosses_the_shuffle_as_bytes_unchanged():
+def test_a_bucket_crosses_the_shuffle_unchanged():
     tokenize = TokenizeBuckets(config(), job_vocab())
     tokenize.setup()
-    own, _ = tokenize._tokenize([(doc.id, doc.text, None) for doc in documents()[:5]])
+    own, _ = tokenize.tokenize([BucketDocument(doc.id, doc.text, False) for doc in documents()[:5]])
     own.append(("odd\nid é", np.array([70_000, 3], np.int32), np.array([2], np.int32)))  # ids past 16 bits
     bucket = Bucket.from_documents(own)
-    back = Bucket.from_bytes(bucket.to_bytes())
+    coder = beam.coders.registry.get_coder(BucketMessage)
+    message = coder.decode(coder.encode(BucketMessage(bucket, sender="train/000007")))
+    back = message.bucket
+    assert message.sender == "train/000007" and coder.is_deterministic()
     assert back.doc_ids == bucket.doc_ids
     for a, b in ((back.tokens, bucket.tokens), (back.sentence_starts, bucket.sentence_starts),
                  (back.doc_first_sentence, bucket.doc_first_sentence)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.create_coders import columns_bytes, columns_from_bytes
 from transforms.instance_columns import InstanceColumns
 from transforms.tfrecord import parse_example, serialize_framed
 
@@ -30,8 +31,8 @@ def same(a: InstanceColumns, b: InstanceColumns) -> bool:
 @pytest.mark.parametrize("top_id", [30522, 119547])  # BERT's English vocab fits 16 bits, its multilingual one not
 def test_bytes_round_trip_exactly(top_id):
     original = instances(300, 1, top_id)
-    data = original.to_bytes()
-    back = InstanceColumns.from_bytes(data)
+    data = columns_bytes(original)
+    back = columns_from_bytes(data)
     assert same(back, original)
     # Ids take 16 bits where they fit; the per-instance numbers always do here.
     assert back.input_ids.dtype.itemsize == (2 if top_id <= 1 << 16 else 4)
@@ -43,7 +44,7 @@ def test_negative_values_are_refused():
     bad = instances(3, 2)
     bad.len_a[0] = -1
     with pytest.raises(ValueError, match="outside"):
-        bad.to_bytes()
+        columns_bytes(bad)
 
 
 def test_features_are_the_reference_layout():

@@ -72,7 +72,7 @@ def test_target_length_distribution():
 
 def test_nsp_balance_on_real_text(real_bucket):
     batch = build(real_bucket, passes=30)
-    labels = np.asarray(batch.is_random_next)
+    labels = batch.labels()
     assert len(labels) > 35_000  # the standard error is then below 0.0027
     assert abs(labels.mean() - 0.5) < 0.01
 
@@ -81,9 +81,9 @@ def test_random_next_never_comes_from_the_same_document(real_bucket):
     batch = build(real_bucket, passes=3)
     token_doc = np.repeat(np.arange(len(real_bucket)),
                           np.diff(real_bucket.sentence_starts[real_bucket.doc_first_sentence]))
-    a_doc = token_doc[np.asarray(batch.a_start)]
-    b_doc = token_doc[np.asarray(batch.b_start)]
-    random_next = np.asarray(batch.is_random_next)
+    a_doc = token_doc[batch.columns()[0]]
+    b_doc = token_doc[batch.columns()[2]]
+    random_next = batch.labels().astype(bool)
     assert np.all(a_doc[random_next] != b_doc[random_next])
     assert np.all(a_doc[~random_next] == b_doc[~random_next])
 
@@ -91,7 +91,7 @@ def test_random_next_never_comes_from_the_same_document(real_bucket):
 def test_segments_are_whole_sentences_and_isnext_is_contiguous(real_bucket):
     batch = build(real_bucket, passes=2)
     starts = set(real_bucket.sentence_starts.tolist())
-    for a0, a1, b0, b1, r in zip(batch.a_start, batch.a_end, batch.b_start, batch.b_end, batch.is_random_next):
+    for a0, a1, b0, b1, r in batch.columns().T:
         assert {a0, a1, b0, b1} <= starts and a0 < a1 and b0 < b1
         if not r:
             assert a1 == b0
@@ -100,7 +100,7 @@ def test_segments_are_whole_sentences_and_isnext_is_contiguous(real_bucket):
 def test_single_sentence_documents_are_used_without_biasing_labels():
     bucket = synthetic_bucket([[30]] * 50)
     batch = build(bucket, passes=40)
-    assert all(batch.is_random_next)  # a lone sentence has no true next
+    assert all(batch.labels())  # a lone sentence has no true next
     draws = len(batch) + batch.skipped["isnext_in_single_sentence_document"]
     assert abs(len(batch) / draws - 0.5) < 0.03
 
@@ -149,15 +149,14 @@ def test_a_buckets_last_pass_drops_the_labels_that_outnumber_the_others():
 def test_one_document_corpus_makes_only_isnext_and_counts_it():
     bucket = synthetic_bucket([[20, 30, 25, 40, 10, 50, 60, 5]])
     batch = build(bucket, passes=20)
-    assert len(batch) > 0 and not any(batch.is_random_next)
+    assert len(batch) > 0 and not any(batch.labels())
     assert batch.skipped["random_next_without_other_document"] > 0
 
 
 def test_one_huge_sentence_pairs_with_what_follows():
     bucket = synthetic_bucket([[10_000, 12, 8], [15, 15, 15]])
     batch = build(bucket, passes=50, seed=3)
-    nexts = [(a0, a1, b0) for a0, a1, b0, r in zip(batch.a_start, batch.a_end, batch.b_start,
-                                                     batch.is_random_next) if not r and a0 == 0]
+    nexts = [(a0, a1, b0) for a0, a1, b0, _, r in batch.columns().T.tolist() if not r and a0 == 0]
     assert nexts and all(a1 == 10_000 and b0 == 10_000 for _, a1, b0 in nexts)
     new_a, new_b = truncated_lengths(np.array([10_000]), np.array([12]), 125)
     assert (new_a[0], new_b[0]) == (113, 12)

@@ -19,6 +19,8 @@ from pipeline.local_shuffle import (GroupLargeValues, SpilledGroupByKey, SpillVa
                                     remove_abandoned, spill_directory)
 
 LOCAL = ["--runner=DirectRunner"]
+# What Beam shuffles (tag, text) values with, and so what their spill files hold.
+CODER = beam.coders.registry.get_coder(beam.typehints.Tuple[int, bytes])
 
 
 def keyed_text() -> list[tuple[str, tuple[int, bytes]]]:
@@ -52,31 +54,32 @@ def test_the_spilled_group_gives_what_group_by_key_gives_through_files(tmp_path)
     with TestPipeline(argv=LOCAL) as p:
         out = p | beam.Create(values) | SpilledGroupByKey(str(tmp_path)) | beam.Map(in_order)
         assert_that(out, equal_to(grouped(values)))
-    # The bytes went through the files, each value once.
-    assert sum(f.stat().st_size for f in tmp_path.glob("*.spill")) == sum(len(v) for _, (_, v) in values)
+    # The values went through the files, each once, encoded by their coder.
+    assert sum(f.stat().st_size for f in tmp_path.glob("*.spill")) == sum(len(CODER.encode(v)) for _, v in values)
 
 
 def test_spilled_values_are_read_back_by_their_places(tmp_path):
-    spill = SpillValues(str(tmp_path))
+    spill = SpillValues(str(tmp_path), CODER)
     spill.start_bundle()
     places = [place for element in keyed_text()[:6] for place in spill.process(element)]
     spill.finish_bundle()
-    assert len({path for _, (_, path, _, _) in places}) == 1  # one file per bundle
-    key, values = read_spilled(("k", [place for _, place in reversed(places)]))
+    assert len({path for _, (path, _, _) in places}) == 1  # one file per bundle
+    key, values = read_spilled(("k", [place for _, place in reversed(places)]), CODER)
     assert key == "k" and sorted(values) == sorted(value for _, value in keyed_text()[:6])
 
 
 def test_a_truncated_spill_file_is_an_error_naming_it(tmp_path):
     path = tmp_path / "a.spill"
     path.write_bytes(b"0123456789")
-    assert read_spilled(("k", [(1, str(path), 2, 5)])) == ("k", [(1, b"23456")])
+    bytes_coder = beam.coders.BytesCoder()
+    assert read_spilled(("k", [(str(path), 2, 5)]), bytes_coder) == ("k", [b"23456"])
     with pytest.raises(OSError, match="ends before byte 14") as raised:
-        read_spilled(("k", [(1, str(path), 4, 10)]))
+        read_spilled(("k", [(str(path), 4, 10)]), bytes_coder)
     assert raised.value.filename == str(path)
 
 
 def test_a_spill_directory_that_cannot_be_written_says_what_to_do(tmp_path):
-    spill = SpillValues(str(tmp_path / "gone"))
+    spill = SpillValues(str(tmp_path / "gone"), CODER)
     spill.start_bundle()
     with pytest.raises(OSError, match=r"point TMPDIR at a disk with room") as raised:
         list(spill.process(("k", (1, b"data"))))
@@ -88,7 +91,9 @@ def step_labels(pipeline) -> set[str]:
 
 
 def create_graph(tmp_path, *beam_args: str):
-    from pipeline.create import CreateConfig, CreatePretrainingData, JobVocab
+    from pipeline.create import CreatePretrainingData
+    from pipeline.create_config import CreateConfig
+    from pipeline.job_vocab import JobVocab
 
     cfg = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(tmp_path / "o"), vocab=str(VOCAB), num_buckets=2,
                        num_shards=2, eval_fraction=0.0)

@@ -50,7 +50,7 @@ def test_rows_have_the_reference_layout(vocab, special):
     tokens, batch, rows = random_rows(vocab, special, 500)
     masked = mask_tokens(rows, 0.15, P, special, np.random.default_rng(2))
     features = InstanceColumns(rows.input_ids, rows.length, rows.len_a, masked.positions, masked.label_ids,
-                               masked.count, batch.columns()[4]).features()
+                               masked.count, batch.labels()).features()
     for i in range(500):
         n, la = rows.length[i], rows.len_a[i]
         row, seg, real = rows.input_ids[i], features["segment_ids"][i], features["input_mask"][i]
@@ -60,8 +60,8 @@ def test_rows_have_the_reference_layout(vocab, special):
         assert real[:n].all() and not real[n:].any()
         # A is a contiguous run of the original A range, B of the original B range.
         a = row[1:la + 1]
-        lo = batch.a_start[i]
-        src = tokens[lo:batch.a_end[i]]
+        lo, hi = batch.columns()[:2, i]
+        src = tokens[lo:hi]
         assert any(np.array_equal(a, src[s:s + la]) for s in range(len(src) - la + 1))
 
 

@@ -12,9 +12,12 @@ from pathlib import Path
 import pytest
 from conftest import VOCAB, book_sections
 
-from pipeline.create import (RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, BuildInstances, CreateConfig, JobVocab,
-                             TokenizeBuckets, bucket_key, estimated_text_bytes)
-from transforms.instances import Bucket, SeqConfig
+from pipeline.create_coders import BucketDocument, BucketMessage, InstancePieceCoder
+from pipeline.create_config import (RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key,
+                                    estimated_text_bytes)
+from pipeline.create_steps import BuildInstances, TokenizeBuckets
+from pipeline.job_vocab import JobVocab
+from transforms.instances import SeqConfig
 from wordpiece.vocab import read_vocab_bytes
 
 MB = 2**20
@@ -73,10 +76,10 @@ def peak_memory(steps) -> tuple[list, int]:
 def bucket_memory_per_text_mb() -> float:
     """Peak memory of one real bucket of ~1 MB of book text at 128/20 and 512/80, dupe factor 10, per MB of its
     text, in each of its two steps: tokenising it (and cutting the fragments it sends to four other buckets),
-    then building its instances with the fragments four buckets sent it. Instances are let go as they come, as a
+    then building its instances with the fragments four buckets sent it. Instances are encoded as they come, as a
     runner takes them."""
-    docs = [((doc_id, False), text.encode()) for doc_id, text in book_sections()]
-    size = sum(len(text) for _, text in docs)
+    docs = [BucketDocument(doc_id, text, False) for doc_id, text in book_sections()]
+    size = sum(len(doc.text.encode()) for doc in docs)
     config = CreateConfig(inputs=[], output="", vocab=str(VOCAB), seq_configs=SEQ_CONFIGS, num_buckets=5,
                           num_shards=1448, eval_fraction=0.0)
     vocab = JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB)))
@@ -91,10 +94,11 @@ def bucket_memory_per_text_mb() -> float:
     bucket = [value for key, value in made if key == "train/000000"]
     # The four buckets before it send it what it sends the four after it: as many fragments, of the same text.
     sent = [value for key, value in made if key != "train/000000"]
-    received = [(("fragments", sender), fragments) for sender, (_, fragments) in zip(others, sent)]
-    assert len(bucket) == 1 and len(received) == 4 and all(len(Bucket.from_bytes(f[1])) > 20 for f in received)
-    instances, building = peak_memory(i for i in build.process(("train/000000", bucket + received))
-                                      if isinstance(i, tuple))
+    received = [BucketMessage(fragments.bucket, sender=sender) for sender, fragments in zip(others, sent)]
+    assert len(bucket) == 1 and len(received) == 4 and all(len(f.bucket) > 20 for f in received)
+    coder = InstancePieceCoder()
+    instances, building = peak_memory(coder.encode(piece) for key, piece in (
+        i for i in build.process(("train/000000", bucket + received)) if isinstance(i, tuple)))
     assert len(instances) > 100
     return max(tokenizing, building) / (size / MB)
 

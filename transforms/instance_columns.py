@@ -1,7 +1,7 @@
 """Finished instances in compact columns: what a record holds, in about a third of its serialised size.
 
 Between building a bucket's instances and writing its shards, `create` keeps them in this form, so that the
-pieces it compresses, spills and reads back are small, and a shard writer holds a third of the bytes it writes.
+pieces that cross its last shuffle are small, and a shard writer holds a third of the bytes it writes.
 The input mask, the segment ids and the prediction weights follow from three numbers per instance (its length,
 the length of A and its count of predictions); `features()` lays them out as the reference's seven features
 for transforms/tfrecord.py.
@@ -25,6 +25,12 @@ class InstanceColumns:
 
     def __len__(self) -> int:
         return len(self.length)
+
+    @staticmethod
+    def empty(width: int, predictions: int = 0) -> "InstanceColumns":
+        none = np.zeros(0, np.int64)
+        return InstanceColumns(np.zeros((0, width), np.int32), none, none, np.zeros((0, predictions), np.int32),
+                               np.zeros((0, predictions), np.int32), none, none)
 
     def take(self, rows: np.ndarray) -> "InstanceColumns":
         return InstanceColumns(*(getattr(self, f.name)[rows] for f in fields(self)))
@@ -58,35 +64,3 @@ class InstanceColumns:
                                   ).astype(np.float32),
             "next_sentence_labels": self.next_sentence[:, None],
         }
-
-    def to_bytes(self) -> bytes:
-        """Header (count, L, P and the width of each column), then each column's values in 16 bits where they fit."""
-        columns = [_narrowest(getattr(self, f.name)) for f in fields(self)]
-        header = np.array([len(self), *self.input_ids.shape[1:], *self.positions.shape[1:],
-                           *(c.dtype.itemsize for c in columns)], np.int64)
-        return b"".join([header.tobytes(), *(c.tobytes() for c in columns)])
-
-    @staticmethod
-    def from_bytes(data) -> "InstanceColumns":
-        names = [f.name for f in fields(InstanceColumns)]
-        header = np.frombuffer(data, np.int64, 3 + len(names))
-        n, width, predictions = (int(x) for x in header[:3])
-        shapes = {"input_ids": (n, width), "positions": (n, predictions), "label_ids": (n, predictions)}
-        offset, columns = header.nbytes, []
-        for name, itemsize in zip(names, header[3:].tolist()):
-            shape = shapes.get(name, (n,))
-            count = int(np.prod(shape))
-            columns.append(np.frombuffer(data, _WIDTHS[itemsize], count, offset).reshape(shape))
-            offset += count * itemsize
-        return InstanceColumns(*columns)
-
-
-_WIDTHS = {2: np.dtype("<u2"), 4: np.dtype("<i4")}
-
-
-def _narrowest(values: np.ndarray) -> np.ndarray:
-    """Non-negative ints as 16-bit where every value fits, otherwise 32-bit."""
-    top = int(values.max(initial=0))
-    if values.size and int(values.min()) < 0 or top >= 1 << 31:
-        raise ValueError(f"a column of instances holds a value outside [0, 2**31): {top}")
-    return values.astype(_WIDTHS[2] if top < 1 << 16 else _WIDTHS[4])

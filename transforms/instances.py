@@ -21,6 +21,9 @@ truncate_seq_pair), with three deliberate fixes:
    other documents. A draw with nowhere to go becomes IsNext and is counted.
 3. File boundaries are document boundaries (the readers guarantee it; nothing here joins documents).
 
+Sentence-order prediction (`create_sop_instances_from_document`) cuts the same chunks and always pairs A with
+the segment that follows it, swapping the two in half of the instances.
+
 Segments are kept as token ranges into one flat array per bucket, so the Python loop only moves integers;
 gathering, truncation and masking happen in numpy over the whole batch (transforms/masking.py).
 """
@@ -75,30 +78,6 @@ class Bucket:
         per_doc = np.concatenate([np.diff(b.doc_first_sentence) for b in buckets])
         return cls([i for b in buckets for i in b.doc_ids], tokens, np.concatenate(([0], np.cumsum(lengths))),
                    np.concatenate(([0], np.cumsum(per_doc))))
-
-    def to_bytes(self) -> bytes:
-        """The bucket in a few flat arrays, to cross a shuffle as one value: ids in 16 bits where they fit."""
-        wide = bool(len(self.tokens)) and int(self.tokens.max()) >= 1 << 16
-        names = [i.encode("utf-8", "surrogatepass") for i in self.doc_ids]
-        header = np.array([len(names), len(self.sentence_starts) - 1, len(self.tokens), wide], np.int64)
-        return b"".join([header.tobytes(), self.tokens.astype(np.int32 if wide else np.uint16).tobytes(),
-                         np.diff(self.sentence_starts).astype(np.int32).tobytes(),
-                         np.diff(self.doc_first_sentence).astype(np.int32).tobytes(),
-                         np.array([len(n) for n in names], np.int32).tobytes(), *names])
-
-    @classmethod
-    def from_bytes(cls, data: bytes) -> "Bucket":
-        docs, sentences, tokens, wide = np.frombuffer(data, np.int64, 4).tolist()
-        parts, at = [], 32
-        for dtype, count in ((np.int32 if wide else np.uint16, tokens), (np.int32, sentences), (np.int32, docs),
-                             (np.int32, docs)):
-            parts.append(np.frombuffer(data, dtype, count, at))
-            at += parts[-1].nbytes
-        ids, lengths, per_doc, name_lengths = parts
-        ends = (at + np.cumsum(name_lengths)).tolist()
-        doc_ids = [data[start:end].decode("utf-8", "surrogatepass") for start, end in zip([at, *ends[:-1]], ends)]
-        return cls(doc_ids, ids.astype(np.int32), np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
-                   np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))))
 
     def __post_init__(self) -> None:
         # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.
@@ -159,28 +138,12 @@ class InstanceBatch:
                 left -= 1
 
     def columns(self) -> np.ndarray:
-        """(5, N) int64: a_start, a_end, b_start, b_end, is_random_next."""
+        """(5, N) int64: a_start, a_end, b_start, b_end, label."""
         return np.array(self.rows, dtype=np.int64).reshape(-1, 5).T
 
-    @property
-    def a_start(self) -> list[int]:
-        return [r[0] for r in self.rows]
-
-    @property
-    def a_end(self) -> list[int]:
-        return [r[1] for r in self.rows]
-
-    @property
-    def b_start(self) -> list[int]:
-        return [r[2] for r in self.rows]
-
-    @property
-    def b_end(self) -> list[int]:
-        return [r[3] for r in self.rows]
-
-    @property
-    def is_random_next(self) -> list[bool]:
-        return [r[4] for r in self.rows]
+    def labels(self) -> np.ndarray:
+        """(N,) int64: each instance's label (1 = random next, or swapped for sentence order)."""
+        return np.fromiter((row[4] for row in self.rows), np.int64, len(self.rows))
 
 
 def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Random) -> int:
@@ -265,6 +228,38 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
         else:
             out.count("isnext_in_single_sentence_document")
             chunk_start = i + 1
+
+
+def create_sop_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float,
+                                       rng: random.Random, out: InstanceBatch) -> None:
+    """Append one pass's sentence-order pairs of document `doc` to `out` (ALBERT's SOP): chunks as for NSP, and B
+    always the segment that really follows A in the document; the two are swapped where the label is 1. Labels
+    come in balanced pairs, as NSP's do. A one-sentence document has no pair and counts as skipped."""
+    starts = bucket.starts_list
+    first = bucket.first_list[doc]
+    end = bucket.first_list[doc + 1]
+    if end - first < 2:
+        if end > first:
+            out.count("single_sentence_document")
+        return
+    target = target_seq_length(max_num_tokens, short_seq_prob, rng)
+    chunk_start = first
+    while chunk_start < end:
+        i = min(bisect_left(starts, starts[chunk_start] + target, chunk_start + 1) - 1, end - 1)
+        k = i + 1 - chunk_start
+        if k >= 2:
+            split = chunk_start + 1 + int(rng.random() * (k - 1))
+            a, b = (starts[chunk_start], starts[split]), (starts[split], starts[i + 1])
+            chunk_start = i + 1
+        elif i + 1 < end:  # one long sentence: B is what follows it
+            b_last = _extend_to_length(starts, i + 1, end, target - (starts[i + 1] - starts[i]))
+            a, b = (starts[i], starts[i + 1]), (starts[i + 1], starts[b_last + 1])
+            chunk_start = b_last + 1
+        else:  # the document's last sentence alone: the true next of the sentence before it
+            a, b = (starts[i - 1], starts[i]), (starts[i], starts[i + 1])
+            chunk_start = i + 1
+        swapped = out.next_label(rng)
+        out.rows.append((*b, *a, True) if swapped else (*a, *b, False))
 
 
 def _extend_to_length(starts: list[int], first: int, end: int, length: int) -> int:
