@@ -17,12 +17,11 @@ from transforms.bucket_instances import bucket_instances, shard_rows
 from transforms.instance_columns import InstanceColumns
 from transforms.instance_parquet import instances_table, write_instances
 from transforms.instances import Bucket, sample_fragments
-from transforms.masking import SpecialIds
+from transforms.masking import special_ids
 from transforms.seeding import python_rng, stable_hash
 from transforms.sentences import document_sentences
 from transforms.tfrecord import serialize_framed
 from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import CLS, MASK, SEP, Vocab
 
 NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
 NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
@@ -127,12 +126,6 @@ class TokenizeBuckets(beam.DoFn):
 
 class UnbalancedSplitError(InputError):
     """A split whose documents cannot give random next segments: no other document to draw from."""
-
-
-def special_ids(vocab: Vocab) -> SpecialIds:
-    ids = vocab.ids
-    return SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
-                      is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
 
 
 class BuildInstances(beam.DoFn):

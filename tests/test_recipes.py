@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from conftest import VOCAB, book_sections
 
-from pipeline.create_steps import special_ids
 from transforms.bucket_instances import InstanceRecipe, bin_counts, bin_edges, bucket_instances, shard_rows
 from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_sop_instances_from_document
+from transforms.masking import special_ids
 from transforms.packing import assemble_packed, pack_sentences
 from transforms.sentences import document_sentences
 from wordpiece.tokenizer import WordPieceTokenizer

@@ -5,6 +5,10 @@ num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_
 [CLS]/[SEP] never masked, and each chosen position becomes [MASK] (80%), stays (10%) or becomes a random token
 (10%). Two deliberate fixes: random tokens are drawn from regular vocabulary entries only (never [PAD],
 [unusedN], [CLS], [SEP], [MASK] or [UNK]), and whole-word masking makes the 80/10/10 choice once per word.
+
+`create` masks with a numpy Generator per bucket; the loader masks at load time with the same functions and a
+transforms.row_streams.RowStreams, whose rows draw from streams of their own. Rows of the no-pair form hold a
+[SEP] between documents as well (Assembled.separators); those are never masked either.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import numpy as np
 
 from transforms.instances import truncated_lengths
 from wordpiece.ranges import concat_ranges
+from wordpiece.vocab import CLS, MASK, SEP, Vocab
 
 
 @dataclass(frozen=True)
@@ -25,11 +30,21 @@ class SpecialIds:
     is_continuation: np.ndarray  # bool per vocab id: the token starts with "##"
 
 
+def special_ids(vocab: Vocab) -> SpecialIds:
+    """What masking needs of a vocab: the same for create and for the loader."""
+    ids = vocab.ids
+    return SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
+                      is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
+
+
 @dataclass
 class Assembled:
     input_ids: np.ndarray    # (N, L) int32, padded with 0
     length: np.ndarray       # (N,) real tokens, [CLS] and both [SEP] included
     len_a: np.ndarray        # (N,) tokens of A after truncation
+    # (N, L) bool: the positions of [SEP]s other than the pair's two (between the documents of the no-pair form),
+    # None where rows have none: the common case takes the faster path.
+    separators: np.ndarray | None = None
 
 
 @dataclass
@@ -74,21 +89,24 @@ def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: i
 
 
 def _candidates(rows: Assembled) -> np.ndarray:
-    """(N, L) bool: positions that may be masked — real tokens other than [CLS] and the two [SEP]."""
+    """(N, L) bool: positions that may be masked — real tokens other than [CLS] and the [SEP]s."""
     col = np.arange(rows.input_ids.shape[1])[None, :]
-    return (col >= 1) & (col < rows.length[:, None] - 1) & (col != rows.len_a[:, None] + 1)
+    candidates = (col >= 1) & (col < rows.length[:, None] - 1) & (col != rows.len_a[:, None] + 1)
+    return candidates if rows.separators is None else candidates & ~rows.separators
 
 
 def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) -> np.ndarray:
     """(N, count): the positions of a uniformly random ordered draw without replacement from each row's
     candidates (any first k of them are a uniform k-subset).
 
-    The candidates of a row are positions 1..len_a and len_a+2..length-2, numbered 0..length-4 in that order.
-    A partial Fisher-Yates shuffle of those numbers runs on all rows at once: step j swaps slot j with a random
-    slot in [j, m). Steps past a row's candidate count only touch slots that are never read.
+    The candidates of a row are numbered 0..m-1 in position order; without other separators they are positions
+    1..len_a and len_a+2..length-2. A partial Fisher-Yates shuffle of those numbers runs on all rows at once:
+    step j swaps slot j with a random slot in [j, m). Steps past a row's candidate count only touch slots that
+    are never read.
     """
     n = len(rows.length)
-    m = rows.length - 3
+    candidates = None if rows.separators is None else _candidates(rows)
+    m = rows.length - 3 if candidates is None else candidates.sum(axis=1)
     width = max(int(m.max(initial=0)), count)
     slots = np.tile(np.arange(width, dtype=np.int32), n)  # row i's slots are slots[i * width:(i + 1) * width]
     row_base = np.arange(n, dtype=np.int64) * width
@@ -101,13 +119,18 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
         np.put(slots, pick, np.take(slots, here))
         np.put(slots, here, taken)
     drawn = slots.reshape(n, width)[:, :count]
-    return drawn + 1 + (drawn >= rows.len_a[:, None])
+    if candidates is None:
+        return drawn + 1 + (drawn >= rows.len_a[:, None])
+    in_order = np.argsort(~candidates, axis=1, kind="stable")  # each row's candidate positions first, ascending
+    return np.take_along_axis(in_order, np.minimum(drawn, in_order.shape[1] - 1), axis=1)
 
 
 def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, special: SpecialIds,
                 rng: np.random.Generator, whole_word: bool = False) -> Masked:
     n, width = rows.input_ids.shape
     k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
+    if rows.separators is not None:  # many short documents in one row may leave fewer candidates than k
+        k = np.minimum(k, _candidates(rows).sum(axis=1))
     if whole_word:
         chosen, word_of = _choose_whole_words(rows, _candidates(rows), k, special, rng)
         # Positions sorted ascending: the first k columns of a stable argsort of "not chosen".
@@ -149,15 +172,14 @@ def _choose_whole_words(rows: Assembled, candidates: np.ndarray, k: np.ndarray, 
     starts = candidates & ~continuation
     word_start = np.where(starts, np.arange(width)[None, :], 0)
     word_of = np.maximum.accumulate(word_start, axis=1)
+    # A word ends where the next word starts, or at the first position after it that is no candidate (a [SEP]).
+    stops = starts | ~candidates
     chosen = np.zeros((n, width), bool)
     keys = rng.random((n, width))
     for i in range(n):
         first = np.flatnonzero(starts[i])
-        ends = np.append(first[1:], 0)
-        ends[-1:] = rows.length[i] - 1
-        # A word ends where the next word starts, or at the [SEP] that follows it.
-        sep = rows.len_a[i] + 1
-        ends = np.where((first < sep) & (ends > sep), sep, ends)
+        row_stops = np.flatnonzero(stops[i])
+        ends = row_stops[np.searchsorted(row_stops, first, side="right")]
         sizes = ends - first
         budget = int(k[i])
         taken = 0
