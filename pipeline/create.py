@@ -27,7 +27,7 @@ import apache_beam as beam
 from pipeline import output, runners, tally
 from pipeline.create_coders import BucketDocument, BucketMessage, InstancePiece
 from pipeline.create_config import CreateConfig, add_arguments, config_from_args, estimated_text_bytes  # noqa: F401
-from pipeline.create_publish import Publish, RunOutcome, labelled
+from pipeline.create_publish import Publish, RunOutcome, keyed_by_kind
 from pipeline.create_steps import BuildInstances, ReadFiles, TokenizeBuckets, WriteShards, assign_bucket, fragment_targets
 from pipeline.job_vocab import JobVocab, read_job_vocab
 from pipeline.local_shuffle import GroupLargeValues
@@ -79,7 +79,7 @@ class CreatePretrainingData(beam.PTransform):
                        | "group into shards" >> GroupLargeValues()
                        | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab)))
         # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
-        parts = [values | f"label {what}" >> beam.Map(labelled, kind) for what, kind, values in (
+        parts = [values | f"label {what}" >> beam.Map(keyed_by_kind, kind) for what, kind, values in (
             ("reading counts", "counts", read[tally.TALLY]), ("tokenizing counts", "counts", tokenized[tally.TALLY]),
             ("building counts", "counts", built[tally.TALLY]),
             ("file stats", "files", read.files), ("shard infos", "shards", shard_infos))]

@@ -20,8 +20,8 @@ VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load tim
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
 
 
-def labelled(value: typing.Any, kind: str) -> tuple[str, typing.Any]:
-    """value → (kind, value), for RunOutcome."""
+def keyed_by_kind(value: typing.Any, kind: str) -> tuple[str, typing.Any]:
+    """(kind, value): what RunOutcome sums or gathers, by kind."""
     return kind, value
 
 

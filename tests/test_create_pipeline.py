@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
 from conftest import SAMPLE_TEXT, SHARED, VOCAB, run_cli
 
-tf = pytest.importorskip("tensorflow")
-from trainer.data import feature_spec as spec  # noqa: E402  (the reference trainer's spec)
+from trainer.data import feature_spec as spec  # the reference trainer's spec
 VOCAB_TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
 

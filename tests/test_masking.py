@@ -43,7 +43,10 @@ def random_rows(vocab: Vocab, special: SpecialIds, n: int, seed: int = 0, length
 def test_num_to_predict_uses_python3_rounding():
     lengths = np.array([3, 30, 70, 110, 128, 31, 512])
     assert num_to_predict(lengths, 0.15, 20).tolist() == [1, 4, 10, 16, 19, 5, 20]
-    assert [min(20, max(1, round(n * 0.15))) for n in lengths.tolist()] == [1, 4, 10, 16, 19, 5, 20]
+    # The reference's formula, with Python 3's round (half to even), for every length and a few probabilities.
+    for prob in (0.15, 0.1, 0.25):
+        every = np.arange(1, 600)
+        assert num_to_predict(every, prob, 80).tolist() == [min(80, max(1, round(n * prob))) for n in range(1, 600)]
 
 
 def test_rows_have_the_reference_layout(vocab, special):

@@ -5,11 +5,11 @@ import io
 
 import numpy as np
 import pytest
+import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
 
 from transforms.tfrecord import _packed_varints, iter_tfrecords, parse_example, serialize_framed, varint
 
-tf = pytest.importorskip("tensorflow")
-from trainer.data import feature_spec as reference_spec  # noqa: E402  (the reference trainer's spec)
+from trainer.data import feature_spec as reference_spec  # the reference trainer's spec
 L, P = 128, 20
 
 

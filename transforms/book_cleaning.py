@@ -26,8 +26,8 @@ class CleanBook:
 
 
 # Every PG marker and licence notice contains one of these substrings. They are located with str.find,
-# which is many times faster than any case-insensitive regex over a whole book; only the lines and
-# paragraphs around the hits are examined, with the patterns below.
+# which costs far less than a case-insensitive regex over a whole book; only the lines and paragraphs
+# around the hits are examined, with the patterns below.
 _LICENCE_TOKENS = (
     "utenberg",
     "UTENBERG",

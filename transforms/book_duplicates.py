@@ -17,8 +17,8 @@ __all__ = ["EMPTY_BIN", "NUM_PERM", "band_keys", "dedup_key", "jaccard_estimate"
            "near_copies"]
 
 # General punctuation (U+2000-U+206F: dashes, curly quotes, ellipsis) and Latin-1 signs (U+00A0-U+00BF),
-# matched on UTF-8 bytes with one literal-prefix pattern per lead pair, which runs several times faster
-# than a character class over str; the rarer ones are only searched for when their lead bytes occur.
+# matched on UTF-8 bytes with one literal-prefix pattern per lead pair, which costs less than a character
+# class over str; the rarer ones are only searched for when their lead bytes occur.
 _UNICODE_PUNCT = (
     (b"\xe2\x80", re.compile(rb"\xe2\x80[\x80-\xbf]")),
     (b"\xe2\x81", re.compile(rb"\xe2\x81[\x80-\xaf]")),

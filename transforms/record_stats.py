@@ -1,6 +1,6 @@
 """Statistics of pretraining records in one bounded-memory pass: a batch decoder and fixed-size accumulators.
 
-Decoding an Example field by field in Python costs tens of microseconds, too slow for millions of records. Every
+Decoding an Example field by field in Python takes calls per field, too slow for millions of records. Every
 feature of a pretraining record is a packed list of fixed length, so a short loop only finds each feature's
 payload bytes, and numpy decodes the payloads of a whole batch at once (varints for int64, little-endian floats).
 

@@ -1,7 +1,7 @@
 """English sentence splitting: paragraphs of plain text → sentences.
 
-A rule-based splitter built from a few compiled regular expressions, so it runs at tens of MB/s in CPython and needs
-no model or data download. A sentence ends at `.`, `!`, `?` or `…` (optionally followed by closing quotes or
+A rule-based splitter built from a few compiled regular expressions, so it is fast in CPython (docs/benchmarks.md)
+and needs no model or data download. A sentence ends at `.`, `!`, `?` or `…` (optionally followed by closing quotes or
 brackets) that is followed by whitespace and then something that can start a sentence: an upper-case letter, a
 digit, an opening quote or bracket, or a lower-case word with an inner capital ("iPhone"). A full stop is not an
 end when the token before it is a known abbreviation or an initial; docs/sentence_splitting.md gives the measured

@@ -1,7 +1,7 @@
 """tf.train.Example records in TFRecord framing, written without TensorFlow.
 
-The Beam workers must not import TensorFlow, and building Examples field by field through protobuf costs
-microseconds per field. The wire format of an Example with fixed-length int64/float lists is simple, so a whole
+The Beam workers must not import TensorFlow, and building Examples field by field through protobuf takes calls
+per field and per record. The wire format of an Example with fixed-length int64/float lists is simple, so a whole
 batch is encoded with a handful of numpy operations: every part of every record (frame header, Example header,
 the fixed-width features, then each variable-width feature's header and packed varints, the footer) becomes a
 column block of one padded byte matrix with a mask of its real bytes, and a single masked read lays the
@@ -86,7 +86,7 @@ def _packed_varints(values: np.ndarray) -> _Padded:
         raise ValueError(f"value {top} is too large for a feature of this job")
     table = _table_for(top)
     flat = values.reshape(-1)
-    # np.take is many times faster than fancy indexing for gathering whole table rows.
+    # np.take rather than fancy indexing: numpy's cheaper path for gathering whole table rows.
     return _Padded(np.take(table.bytes, flat, axis=0).reshape(n, -1), np.take(table.used, flat, axis=0).reshape(n, -1),
                    np.take(table.lengths, flat).reshape(n, width).sum(axis=1))
 
