@@ -1,23 +1,25 @@
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
 
 .PHONY: demo test venv clean
 
-# The venv is (re)built whenever pyproject.toml is newer than the last install.
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+$(PY):
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
-	@touch $(STAMP)
 
-venv: $(STAMP)
+# The project with one extra: train (what the demo needs to train) or test (the trainer's and the tests' needs).
+# Each install is redone whenever pyproject.toml is newer than its stamp.
+$(VENV)/.installed-%: pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[$*]'
+	@touch $@
 
-demo: $(STAMP)
+venv: $(VENV)/.installed-test
+
+demo: $(VENV)/.installed-train
 	$(VENV)/bin/bertcorpus demo --output demo-out
 
-test: $(STAMP)
+test: $(VENV)/.installed-test
 	$(PY) -m pytest -q tests
 
 clean:

@@ -48,6 +48,7 @@ def instances(entry: dict) -> int:
 
 
 def disk(tmp: Path, megabytes: float) -> list[str]:
+    tmp.mkdir(parents=True)
     corpus = tmp / "corpus.jsonl"
     text, _ = write_corpus(corpus, megabytes)
     lines = [f"disk, 128/20, {text / 1e6:.1f} MB of text:"]

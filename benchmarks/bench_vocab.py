@@ -1,23 +1,26 @@
 """Quality, speed and memory of `bertcorpus vocab` (figures recorded in docs/vocab.md).
 
 Quality: the distinct real text available (Gutenberg novels, each title once, and the cleaned enwiki sample from
-../shared/data) as JSONL documents of ~8 KB. A share of the documents (--holdout-fraction, by id hash, the same
-rule the command uses) is held out; `bertcorpus vocab` trains on the rest, and so does tokenizers' stock
+../shared/data) as JSONL documents of ~8 KB. A share of the lines (--holdout-fraction, drawn per document as the
+command draws them) is held out; `bertcorpus vocab` trains on the rest, and so does tokenizers' stock
 `BertWordPieceTokenizer().train_from_iterator(...)` with the same vocab size. Both vocabs are then measured the
-same way, with our reference-identical tokenizer on the held-out documents: [UNK] rate and wordpieces per word.
+same way, with our reference-identical tokenizer on the held-out lines: [UNK] rate and wordpieces per word.
 
 Speed and memory: the same documents repeated with fresh ids up to --mb megabytes, run as a fresh process;
-wall and CPU seconds and peak RSS, scaled to 100 MB of text. Repeating text repeats words, so the counter holds
-only the distinct words of ~12 MB; --distinct-words adds a run that trains on that many distinct words to show
-the memory at the --max-words bound.
+wall and CPU seconds and peak RSS, scaled to 100 MB of text, --runs times (medians). With --baseline TREE (a
+checkout of another version of this repository) every run is made with that code too, alternately, so that both
+see the machine alike. Repeating text repeats words, so the counter holds only the distinct words of ~12 MB;
+--distinct-words adds a run that trains on that many distinct words to show the memory at the --max-words bound.
 
-    .venv/bin/python benchmarks/bench_vocab.py [--sizes 8000,16000,30000] [--mb 100] [--beam]
+    .venv/bin/python benchmarks/bench_vocab.py [--sizes 8000,16000,30000] [--mb 100] [--beam] [--runs 1]
+        [--baseline TREE]
 """
 from __future__ import annotations
 
 import argparse
 import bz2
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -81,6 +84,12 @@ def write_jsonl(path: Path, docs: list[tuple[str, str]]) -> None:
             f.write(json.dumps({"id": doc_id, "text": text}) + "\n")
 
 
+def vocab_tokens(path: Path) -> list[str]:
+    from wordpiece.vocab import Vocab
+
+    return list(Vocab.load(str(path)).tokens)
+
+
 def quality(tokens: list[str], texts: list[str], lowercase: bool = True) -> dict:
     """[UNK] rate and wordpieces per word, tokenising the held-out texts in full."""
     from wordpiece.tokenizer import WordPieceTokenizer
@@ -106,31 +115,33 @@ def stock_vocab(texts: list[str], size: int, tmp: Path) -> tuple[list[str], floa
     tokenizer.train_from_iterator(texts, vocab_size=size, show_progress=False)
     seconds = time.time() - started
     tokenizer.save_model(str(tmp), f"stock-{size}")
-    return (tmp / f"stock-{size}-vocab.txt").read_text(encoding="utf-8").split("\n")[:-1], seconds
+    return vocab_tokens(tmp / f"stock-{size}-vocab.txt"), seconds
 
 
 def compare(docs, sizes: list[int], holdout: float, tmp: Path) -> list[dict]:
-    from pipeline.vocab import HELD_OUT, VocabConfig, document_role
+    from pipeline.vocab_counting import VocabConfig, split_held_out
     from wordpiece.training import TrainingConfig
 
     cfg = VocabConfig(inputs=[], output="", training=TrainingConfig(), holdout_fraction=holdout)
-    held = [text for doc_id, text in docs if document_role(doc_id, cfg) == HELD_OUT]
-    trained_on = [text for doc_id, text in docs if document_role(doc_id, cfg) != HELD_OUT]
+    parts = [split_held_out(doc_id, text, cfg) for doc_id, text in docs]
+    held = ["\n".join(lines) for _, lines in parts if lines]
+    trained_on = [text for text, _ in parts]
     corpus = tmp / "distinct.jsonl"
     write_jsonl(corpus, docs)
     exe = Path(sys.executable).parent / "bertcorpus"
     print(f"distinct real text: {sum(len(t.encode()) for _, t in docs) / 1e6:.1f} MB in {len(docs)} documents; "
-          f"held out: {len(held)} documents, {sum(len(t.encode()) for t in held) / 1e6:.2f} MB", flush=True)
+          f"held out: {sum(t.count(chr(10)) + 1 for t in held)} lines of {len(held)} documents, "
+          f"{sum(len(t.encode()) for t in held) / 1e6:.2f} MB", flush=True)
     rows = []
     for size in sizes:
         stock, stock_s = stock_vocab(trained_on, size, tmp)
         row = {"vocab_size": size, "stock": {**quality(stock, held), "train_s": round(stock_s, 1)}}
         for layout in ("compact", "bert"):
-            out = tmp / f"{layout}-{size}.txt"
+            out = tmp / f"{layout}-{size}" / "vocab.txt"
             started = time.time()
             measure_process([exe, "vocab", "--input", corpus, "--output", out, "--vocab-size", size, "--layout",
                              layout, "--holdout-fraction", holdout, "--overwrite"])
-            row[layout] = {**quality(out.read_text(encoding="utf-8").split("\n")[:-1], held),
+            row[layout] = {**quality(vocab_tokens(out), held),
                            "run_s": round(time.time() - started, 1)}
             row[layout]["pieces_vs_stock"] = row[layout]["pieces_per_word"] / row["stock"]["pieces_per_word"] - 1
         rows.append(row)
@@ -138,7 +149,7 @@ def compare(docs, sizes: list[int], holdout: float, tmp: Path) -> list[dict]:
     return rows
 
 
-def speed(docs, megabytes: float, beam: bool, tmp: Path) -> None:
+def speed(docs, megabytes: float, beam: bool, runs: int, baseline: Path | None, tmp: Path) -> None:
     big = tmp / "repeated.jsonl"
     size, rep = 0, 0
     with open(big, "w", encoding="utf-8") as f:
@@ -147,19 +158,33 @@ def speed(docs, megabytes: float, beam: bool, tmp: Path) -> None:
                 f.write(json.dumps({"id": f"r{rep}:{doc_id}", "text": text}) + "\n")
                 size += len(text.encode())
             rep += 1
-    exe = Path(sys.executable).parent / "bertcorpus"
-    runs = [("in-process", [])]
+    codes = {"current": [str(Path(sys.executable).parent / "bertcorpus")]}
+    if baseline:
+        # Run from that checkout with it first on the path, also in the worker processes Beam starts.
+        tree = str(baseline.resolve())
+        codes["baseline"] = ["env", "-C", tree, f"PYTHONPATH={tree}", sys.executable, "-c",
+                             "from pipeline.cli import entry_point; entry_point()"]
+    paths = [("in-process", [])]
     if beam:
-        runs.append(("beam-2-workers", ["--count-with-beam", "--direct_running_mode=multi_processing",
-                                        "--direct_num_workers=2"]))
-    for name, extra in runs:
-        r = measure_process([exe, "vocab", "--input", big, "--output", tmp / "speed.txt", "--vocab-size", 30000,
-                             "--overwrite", *extra])
-        per100 = 100e6 / size
-        print(json.dumps({"path": name, "text_mb": round(size / 1e6, 1), "repeats": rep,
-                          "wall_s": round(r["wall"], 1), "cpu_s": round(r["cpu"], 1),
-                          "wall_s_per_100mb": round(r["wall"] * per100, 1),
-                          "cpu_s_per_100mb": round(r["cpu"] * per100, 1), "peak_rss_mb": round(r["maxrss_mb"])}),
+        paths.append(("beam-2-workers", ["--count-with-beam", "--direct_running_mode=multi_processing",
+                                         "--direct_num_workers=2"]))
+    per100 = 100e6 / size
+    found: dict = {}
+    for i in range(runs):
+        for name, extra in paths:
+            for code, command in codes.items():  # alternately, so that both see the machine alike
+                r = measure_process([*command, "vocab", "--input", big, "--output", tmp / code / "speed.txt",
+                                     "--vocab-size", 30000, "--overwrite", *extra])
+                found.setdefault((name, code), []).append(r)
+                print(json.dumps({"run": i + 1, "path": name, "code": code, "wall_s": round(r["wall"], 1),
+                                  "cpu_s": round(r["cpu"], 1), "peak_rss_mb": round(r["maxrss_mb"])}), flush=True)
+    for (name, code), results in found.items():
+        wall = statistics.median(r["wall"] for r in results)
+        cpu = statistics.median(r["cpu"] for r in results)
+        print(json.dumps({"path": name, "code": code, "text_mb": round(size / 1e6, 1), "repeats": rep,
+                          "runs": len(results), "median_wall_s_per_100mb": round(wall * per100, 1),
+                          "median_cpu_s_per_100mb": round(cpu * per100, 1),
+                          "median_peak_rss_mb": round(statistics.median(r["maxrss_mb"] for r in results))}),
               flush=True)
 
 
@@ -210,6 +235,9 @@ def main() -> None:
                         help="share of documents held out for the quality figures (default 0.05)")
     parser.add_argument("--mb", type=float, default=100.0, help="MB of (repeated) text for the speed run; 0 skips")
     parser.add_argument("--beam", action="store_true", help="also time --count-with-beam with 2 worker processes")
+    parser.add_argument("--runs", type=int, default=1, help="speed runs of each command; medians are reported")
+    parser.add_argument("--baseline", type=Path, metavar="TREE",
+                        help="also time the code of this checkout, alternately with the current code")
     parser.add_argument("--distinct-words", type=int, default=0,
                         help="also measure memory with this many distinct words held (e.g. 2000000)")
     args = parser.parse_args()
@@ -219,7 +247,7 @@ def main() -> None:
         if args.sizes:
             compare(docs, [int(s) for s in args.sizes.split(",")], args.holdout_fraction, tmp)
         if args.mb:
-            speed(docs, args.mb, args.beam, tmp)
+            speed(docs, args.mb, args.beam, args.runs, args.baseline, tmp)
         if args.distinct_words:
             distinct_words(docs, args.distinct_words, tmp)
 

@@ -16,7 +16,8 @@ import re
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import output
-from pipeline.sources import InputError, ZstdFrames
+from pipeline.sources import (InputError, ZstdFrames, local_glob, local_kind, local_tree, refuse_unreadable,
+                              remote_file)
 from transforms.book_decoding import BookRejection
 
 MIB = 2**20
@@ -72,6 +73,48 @@ def _match(pattern: str) -> list[tuple[str, int]]:
             if not m.path.endswith("/")]
 
 
+def _remote_listing(pattern: str) -> tuple[bool, list[tuple[str, int]]]:
+    """(whether the pattern names directories, the (path, size) of the files it stands for). An object is taken by
+    its name before that name is read as a pattern; a name that matches no object is a directory."""
+    if not pattern.endswith("/"):
+        literal = remote_file(pattern) if _has_glob(pattern) else None
+        if literal is not None:
+            return False, [literal]
+        found = _match(pattern)
+        if found or _has_glob(pattern):
+            return False, found
+    return True, _match(pattern.rstrip("/") + "/**")
+
+
+def _local_listing(pattern: str) -> tuple[bool, list[tuple[str, int]]]:
+    """The same for a local pattern, whose directories are local folders. A name that exists is taken as it is,
+    glob characters and all. A broken symbolic link among the files found is listed with no bytes, as a book
+    that cannot be read (a dead-letter record); one named itself, and a FIFO, a socket or a device, is refused."""
+    name = os.path.abspath(pattern)
+    if os.path.lexists(name):
+        kind = local_kind(name)
+        if kind != "folder":
+            refuse_unreadable(name, kind)
+            return False, [(name, os.path.getsize(name))]
+        directory, base, entries = True, name.rstrip("/") + "/", local_tree(name)
+    elif not _has_glob(name):
+        return pattern.endswith("/"), []
+    else:
+        directory, base = pattern.endswith("/"), _glob_free_prefix(name + "/")
+        entries = local_glob(name + "/**" if directory else name)
+    found = []
+    for path, kind in entries:
+        if directory and not (_is_metadata(path) or _is_book_name(path, base)):
+            continue  # not a book by its name, whatever it is
+        if kind == "file":
+            found.append((path, os.path.getsize(path)))
+        elif kind == "broken_symlink":
+            found.append((path, 0))
+        elif kind != "folder":
+            refuse_unreadable(path, kind)
+    return directory, found
+
+
 def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str], list[str]]:
     """A file, a glob, a directory or a glob of directories → ((path, size) of its book files, the metadata.csv
     files among them, the outputs of an earlier run that were left out).
@@ -80,16 +123,14 @@ def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str], list[st
     hidden ones left out), so that notes and images beside the books are not read as books; a file that is named
     or matched by a glob is read whatever its name, except the files a bertcorpus run writes (RUN_OUTPUT). A
     pattern ending in '/' names directories (pg19/*/), and so does a remote name that matches no object, since
-    object stores have no directories.
+    object stores have no directories. A name that exists is taken as it is before it is read as a pattern
+    (books[1].txt). Local listings follow _local_listing: a broken link becomes a book that cannot be read, and a
+    FIFO, socket or device is refused (InputError).
     """
-    directory = pattern.endswith("/") or (not output.is_remote(pattern) and os.path.isdir(pattern))
-    found = [] if directory else _match(pattern)
-    if not directory and not found and output.is_remote(pattern) and not _has_glob(pattern):
-        directory = True
-    if directory:
+    directory, found = (_remote_listing if output.is_remote(pattern) else _local_listing)(pattern)
+    if directory and output.is_remote(pattern):
         base = _glob_free_prefix(pattern.rstrip("/") + "/")
-        found = [(p, s) for p, s in _match(pattern.rstrip("/") + "/**")
-                 if _is_metadata(p) or _is_book_name(p, base)]
+        found = [(p, s) for p, s in found if _is_metadata(p) or _is_book_name(p, base)]
     earlier = sorted(p for p, _ in found if is_run_output(p))
     if earlier and not directory and not _has_glob(pattern):
         raise InputError(f"{pattern} is an output of a bertcorpus run, not a book")

@@ -32,17 +32,21 @@ from pipeline.create_steps import BuildInstances, ReadFiles, TokenizeBuckets, Wr
 from pipeline.job_vocab import JobVocab, read_job_vocab
 from pipeline.local_shuffle import GroupLargeValues
 from pipeline.sources import PlanReads
+from pipeline.vocab_files import recorded_unk_share
+from wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
 
 
 class CreatePretrainingData(beam.PTransform):
     """The whole job on a pipeline; returns the PCollection holding the manifest."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, input_files: list[str]):
+    def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, input_files: list[str],
+                 inputs_skipped: dict[str, int] | None = None):
         super().__init__()
         self.config = config
         self.vocab = vocab
         self.vocab_sha256 = vocab_sha256
         self.input_files = input_files
+        self.inputs_skipped = inputs_skipped or {}
 
     def expand(self, pbegin):
         cfg = self.config
@@ -86,7 +90,7 @@ class CreatePretrainingData(beam.PTransform):
         return (parts
                 | "gather the outcome" >> beam.Flatten()
                 | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
-                | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256)))
+                | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256, self.inputs_skipped)))
 
 
 def run(args, beam_args: list[str]) -> int:
@@ -106,17 +110,26 @@ def run(args, beam_args: list[str]) -> int:
     if files and not any(size for _, size in files):
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
     vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, runners.is_rendering(options))
+    if vocab.data is not None and (problem := casing_mismatch(vocab.load().tokens, config.do_lower_case,
+                                                               config.vocab)):
+        print(f"warning: {problem}", file=sys.stderr)
     config = config.resolved(sum(estimated_text_bytes(path, size) for path, size in files))
+    # The vocab too: a dynamic run publishes a copy of it under the output's own name.
+    output.check_apart([config.output], [*config.inputs, config.vocab])
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)
     _ = pipeline | "create pretraining data" >> CreatePretrainingData(
-        config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs))
+        config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts())
     state = run_pipeline(pipeline, options, what="create")
     if state is None:
         return 0
     manifest = output.read_manifest(config.output)
     print_summary("create", manifest, _summary_rows(manifest))
+    counts = manifest["counts"]
+    if problem := unk_share_mismatch(counts["unk_tokens"], counts["tokens"],
+                                     recorded_unk_share(config.vocab, vocab_sha), config.vocab):
+        print(f"warning: {problem}", file=sys.stderr)
     return 0
 
 
@@ -124,6 +137,8 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
     docs, form = manifest["documents"], manifest["form"]
     rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
     rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
+    rows += [(f"inputs left out ({k.replace('_', ' ')})", f"{v:,}") for k, v in manifest["inputs_skipped"].items()
+             if v]
     rows += [(k.replace("_", " "), f"{v:,}") for k, v in manifest["counts"].items()]
     rows.append(("form", f"{form['masking']} masking ({form['file_format']}), pair objective "
                          f"{form['pair_objective']}" + (f", bins of {form['bin_size']}" if form["bin_size"] else "")))

@@ -137,8 +137,10 @@ def add_arguments(parser) -> None:
 
     files = parser.add_argument_group("input and output")
     files.add_argument("--input", nargs="+", required=True, metavar="GLOB",
-                       help="input files, globs or directories (local or any Beam filesystem, e.g. gs://); an "
-                            "extraction's output directory stands for the documents its manifest lists")
+                       help="input files, globs or directories (local or any Beam filesystem, e.g. gs://); a "
+                            "directory stands for the files directly in it (folders inside it and broken links "
+                            "are left out, and named in a note), an extraction's output directory for the "
+                            "documents its manifest lists")
     files.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
                        help="documents = Parquet from extract-wiki/extract-books; text = one sentence per line, "
                             "blank line between documents; jsonl = {\"id\",\"text\"} per line (.jsonl or .json, "

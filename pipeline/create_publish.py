@@ -62,10 +62,11 @@ class EmptySplitError(InputError):
 class Publish(beam.DoFn):
     """The single last step: check, move shards into place, write the manifest."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str):
+    def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, inputs_skipped: dict[str, int]):
         self.config = config
         self.vocab = vocab
         self.vocab_sha256 = vocab_sha256
+        self.inputs_skipped = inputs_skipped
 
     def process(self, outcome: dict):
         """outcome: RunOutcome's {"counts", "files", "shards"}."""
@@ -86,7 +87,7 @@ class Publish(beam.DoFn):
             writer.write(seq.name, split, i, []) for seq in cfg.seq_configs for split in ("train", "eval")
             for i in range(cfg.shards(split)) if shard_name(cfg, seq, split, i) not in written]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
-        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files)
+        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped)
         problem = unbalanced_outputs(manifest) or empty_train_split(manifest)
         if problem:
             output.discard_staging(cfg.output)
@@ -131,7 +132,8 @@ def empty_train_split(manifest: dict) -> EmptySplitError | None:
                            "lower --eval-fraction or give more documents; nothing was published")
 
 
-def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], counts: dict, files: list) -> dict:
+def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], counts: dict, files: list,
+                   inputs_skipped: dict[str, int]) -> dict:
     objective = cfg.pair_objective
     outputs: dict = {}
     for seq in cfg.seq_configs:
@@ -173,11 +175,13 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
                  "file_format": cfg.file_format, "label": LABELS[objective]},
         "vocab": vocab,
         "inputs": [{k: f[k] for k in ("path", "size", "sha256", "documents")} for f in merge_file_stats(files)],
+        # Paths the input patterns matched but no reader was given: folders inside a folder, broken links.
+        "inputs_skipped": inputs_skipped,
         "documents": {"read": counts.get("documents_read", 0) + sum(v for k, v in counts.items()
                                                                     if k.startswith("lines_skipped:")),
                       "kept": counts.get("documents_kept", 0), "skipped": dict(sorted(skipped.items())),
                       "errors": 0},
-        "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "replaced_chars",
+        "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "unk_tokens", "replaced_chars",
                                                   "single_sentence_documents")},
         "outputs": outputs,
     }

@@ -22,6 +22,7 @@ from transforms.seeding import python_rng, stable_hash
 from transforms.sentences import document_sentences
 from transforms.tfrecord import serialize_framed
 from wordpiece.tokenizer import WordPieceTokenizer
+from wordpiece.vocab import UNK
 
 NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
 NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
@@ -79,7 +80,9 @@ class TokenizeBuckets(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
-        self.tokenizer = WordPieceTokenizer(self.vocab.load(), self.config.do_lower_case)
+        vocab = self.vocab.load()
+        self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
+        self.unk = vocab.ids[UNK]
 
     def process(self, element, targets: dict):
         key, docs = element
@@ -105,7 +108,7 @@ class TokenizeBuckets(beam.DoFn):
     def tokenize(self, docs: list[BucketDocument]) -> tuple[list, dict[str, int]]:
         """Documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
         tokenized = []
-        counts = {"documents_kept": 0, "sentences": 0, "tokens": 0, "single_sentence_documents": 0,
+        counts = {"documents_kept": 0, "sentences": 0, "tokens": 0, "unk_tokens": 0, "single_sentence_documents": 0,
                   "documents_skipped:empty": 0}
         for doc in docs:
             ids, lengths = self.tokenizer.encode_sentences(doc.text.split("\n") if doc.lines
@@ -118,6 +121,7 @@ class TokenizeBuckets(beam.DoFn):
             counts["documents_kept"] += 1
             counts["sentences"] += len(lengths)
             counts["tokens"] += len(ids)
+            counts["unk_tokens"] += int(np.count_nonzero(ids == self.unk))
             counts["single_sentence_documents"] += int(len(lengths) == 1)
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred

@@ -2,7 +2,8 @@
 
 extract-wiki and extract-books → vocab (small) → create at 128/20 and 512/80 from one tokenisation pass →
 stats (data card) → a short tiny-model training run with the trainer's defaults, long enough for its masked-LM
-accuracy to beat always predicting the most frequent token.
+accuracy to beat always predicting the most frequent token. Where the `train` extra (TensorFlow, Keras) is not
+installed, the demo says so and skips training.
 """
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import time
 from pathlib import Path
 
 ACCEPTS_BEAM_OPTIONS = True
+# The demo's paths are local: the options that suit it are the local runner's.
+BEAM_OPTIONS_EPILOG = ("Beam pipeline options for the local runner may follow, e.g. --direct_running_mode "
+                       "multi_processing --direct_num_workers 2.")
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 
@@ -48,7 +52,7 @@ def _eval_counts(path: Path) -> str:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from pipeline import cli
+    from pipeline import cli, train as train_command
 
     out = Path(args.output).resolve()
     wiki, books, vocab, records, train = (out / "wiki", out / "books", out / "vocab.txt", out / "records",
@@ -60,8 +64,8 @@ def run(args, beam_args: list[str]) -> int:
         print(f"\n=== {name}: bertcorpus {' '.join(words)}", flush=True)
         started = time.time()
         code = cli.main(words)
-        if code == 130:  # interrupted: the stage said so in its one line
-            raise SystemExit(130)
+        if code > 128:  # stopped by a signal: the stage said so in its one line
+            raise SystemExit(code)
         if code != 0:
             raise SystemExit(f"demo stage {name!r} failed with exit status {code}")
         rows.append((name, counts(), f"{time.time() - started:.1f} s", str(output)))
@@ -78,7 +82,11 @@ def run(args, beam_args: list[str]) -> int:
                      "--seq-configs", "128:20,512:80", "--dupe-factor", "5", "--eval-fraction", "0.05",
                      "--overwrite", *beam_args], records, lambda: _records_counts(records))
     stage("stats", ["stats", out], out / "report.html", lambda: "stats.json, report.html")
-    if not args.skip_train:
+    missing = None if args.skip_train else train_command.trainer_missing()
+    if missing:
+        print(f"\n=== train: skipped: {missing}", flush=True)
+        rows.append(("train", f"skipped: {train_command.TRAIN_EXTRA} to train", "", ""))
+    if not args.skip_train and not missing:
         stage("train", ["train", "--data", f"{records}/seq128/train-*", "--eval-data", f"{records}/seq128/eval-*",
                         "--config", "tiny", "--vocab-size", args.vocab_size, "--batch-size", "32",
                         "--steps", args.train_steps, "--output", train],

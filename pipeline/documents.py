@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import typing
 
 import apache_beam as beam
@@ -70,8 +71,16 @@ def _encode_errors(errors: list[dict]) -> tuple[bytes, int, dict]:
 
 
 def _sort_key(record: dict, fields: tuple[str, ...]) -> tuple:
-    """The fields in order (the first is the id), None before any string: a total order on distinct records."""
-    return tuple((record[f] is not None, record[f] or "") for f in fields)
+    """The fields in order (the first is the id), None before any string: a total order on distinct records. An
+    error's `where` goes by the numbers in it ("byte 20" before "byte 100"), then as text."""
+    return tuple((record[f] is not None, _natural_key(record[f] or "") if f == "where" else record[f] or "")
+                 for f in fields)
+
+
+def _natural_key(text: str) -> tuple:
+    """text cut into its runs of digits, which compare as numbers, and the text between them; then text itself."""
+    parts = re.split(r"(\d+)", text)
+    return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), text
 
 
 def _keyed(record: dict, fields: tuple[str, ...], num_shards: int) -> tuple[int, tuple]:
@@ -224,3 +233,18 @@ def error_check(manifest: dict, strict: bool, max_error_rate: float) -> str | No
     if read and errors / read > max_error_rate:
         return f"{errors:,} errors in {read:,} read ({errors / read:.2%}) is over --max-error-rate {max_error_rate:g}"
     return None
+
+
+def nothing_kept(manifest: dict, unit: str) -> str | None:
+    """Why a run that read inputs of some bytes and kept no document must exit non-zero, or None. `unit` names what
+    the job reads (pages, books)."""
+    docs = manifest["documents"]
+    size = sum(entry.get("size") or 0 for entry in manifest["inputs"])
+    if docs["kept"] or not size:
+        return None
+    if not docs["read"]:
+        return f"no {unit} found in {size:,} bytes of input"
+    why = "; ".join(f"{kind} " + ", ".join(f"{reason} {n:,}" for reason, n in counts.items() if n)
+                    for kind, counts in (("skipped", docs["skipped"]), ("errors", docs["errors_by_reason"]))
+                    if any(counts.values()))
+    return f"no documents kept from {size:,} bytes of input ({docs['read']:,} read: {why})"

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import re
+import signal
+import sys
 
 
 class UserError(Exception):
@@ -12,10 +14,35 @@ class WorkerDiedError(UserError):
     """A worker process of a local run died (killed, out of memory); the message says which stage was running."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: it stops a command as Ctrl-C does (the same clean-up), with its own line and exit status."""
+
+
+# The signals that stop a command: each raises its exception in the main thread, and the command ends with one line
+# and the exit status a shell gives a process the signal killed (128 + the signal's number).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def stop_exception(signum: int) -> KeyboardInterrupt:
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+
+def raise_stop(signum: int, frame) -> None:
+    """The handler of STOP_SIGNALS outside a run's watch."""
+    raise stop_exception(signum)
+
+
+def stopped(stop: KeyboardInterrupt) -> tuple[str, int]:
+    """(the word for the line, the exit status) of a command a stop signal ended."""
+    if isinstance(stop, Terminated):
+        return "terminated", 128 + signal.SIGTERM
+    return "interrupted", 128 + signal.SIGINT
+
+
 # Errors raised inside workers reach the launcher wrapped in runner-specific exceptions; these are the ones
 # that carry a message meant for the user.
 _USER_ERROR_NAMES = ("UserError", "InputError", "VocabError", "NoDocumentsError", "OutputExistsError",
-                     "UnbalancedSplitError")
+                     "UnbalancedSplitError", "TrainerError")
 _WRAPPED = re.compile(r"(?:%s): (.+)" % "|".join(_USER_ERROR_NAMES))
 
 
@@ -35,6 +62,8 @@ def user_message(error: BaseException) -> str | None:
 
 
 def _message(error: BaseException) -> str | None:
+    if isinstance(error, UnicodeEncodeError) and has_undecoded_bytes(error.object[error.start:error.end]):
+        return not_text_message(error.object)
     if type(error).__name__ in _USER_ERROR_NAMES or isinstance(error, (UserError, ValueError)):
         return str(error)
     if isinstance(error, OSError) and error.strerror:
@@ -49,3 +78,29 @@ def _message(error: BaseException) -> str | None:
         cause = cause.strip()
         return (f"{path}: {cause}" if path else cause) + (f" (in step '{step}')" if step else "")
     return None
+
+
+def has_undecoded_bytes(text: str) -> bool:
+    """Whether text (an argument, a file name) holds bytes that Python could not decode: it carries them as lone
+    surrogates (PEP 383), which cannot be written as UTF-8."""
+    return any("\udc80" <= c <= "\udcff" for c in text)
+
+
+def not_text_message(name: str) -> str:
+    """The one line for a name (a path, an argument) that holds undecoded bytes: outputs record names as UTF-8 text,
+    which such a name is not. Under a locale that is not UTF-8, Python leaves even UTF-8 names undecoded."""
+    try:
+        raw = name.encode("utf-8", "surrogateescape")  # the name's own bytes
+    except UnicodeEncodeError:  # a surrogate that stands for no byte
+        raw = name.encode("utf-8", "backslashreplace")
+    shown = raw.decode("utf-8", "backslashreplace")
+    if len(shown) > 200:
+        shown = shown[:200] + "..."
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return (f"'{shown}' is not UTF-8 text (it has the byte 0x{raw[e.start]:02x}); bertcorpus writes the names "
+                "it reads into its outputs as UTF-8: rename the file")
+    return (f"'{shown}' cannot be read as text here: Python decodes names as "
+            f"{sys.getfilesystemencoding().upper()} under this locale (C or POSIX, with PYTHONUTF8=0); set a UTF-8 "
+            "locale (LC_ALL=C.UTF-8) or PYTHONUTF8=1")

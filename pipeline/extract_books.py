@@ -406,6 +406,7 @@ def run(args, beam_args: list[str]) -> int:
     options = runners.pipeline_options(beam_args)
     dry_run = runners.is_dry_run(options)
     config = config_from_args(args, dry_run)
+    output.check_apart([config.output], args.input + args.metadata)
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)
@@ -414,6 +415,10 @@ def run(args, beam_args: list[str]) -> int:
         return 0
     manifest = output.read_manifest(config.output)
     print_summary(JOB, manifest, documents.summary_rows(manifest) + book_rows(manifest))
+    nothing = documents.nothing_kept(manifest, "books")
+    if nothing is not None:
+        print(f"bertcorpus {JOB}: {nothing}", file=sys.stderr)
+        return 1
     problem = documents.error_check(manifest, config.strict, config.max_error_rate)
     if problem is not None:
         print(f"bertcorpus {JOB}: {problem}; the output is complete, and {config.output}/errors-*.jsonl says "

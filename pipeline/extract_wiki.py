@@ -4,17 +4,19 @@
     with --index:     (dump, index) ─ plan byte ranges ─ Reshuffle ─ read pages (one per range) ─┤
         (Dump, Page) ─ clean text ─ documents ─ WriteDocuments ───────────────────────────────────┐
         damage, bad pages, index offsets past the dump ─ errors ─ WriteErrors ────────────────────┼─ publish
-        counts, input fingerprints ───────────────────────────────────────────────────────────────┘
+        counts, input fingerprints and the pages their damage lost ───────────────────────────────┘
 
 Only articles become documents: namespace 0, not redirects, not disambiguation pages, with at least --min-chars of
 clean text. Every page read is kept, skipped for a counted reason, or recorded as an error. Damage costs only what
-is damaged: a malformed page is one error and reading resumes at the next <page>, a corrupt bz2 stream of a
-multistream dump is one error and reading resumes at the next stream, and a truncated file keeps every complete page
-before the cut. The multistream index only cuts the dump into ranges (streams it leaves out are read all the same);
-it is read by a worker, never by the launcher.
+is damaged: a malformed page is one error and reading resumes at the next <page>, a corrupt bz2 block (or stream of
+a multistream dump) is one error and reading resumes at the next block (stream), and a truncated file keeps every
+complete page before the cut. The pages a damaged stretch took are counted where the index lists them, else
+estimated, and go into the input's description and the --max-error-rate check. The multistream index only cuts the
+dump into ranges (streams it leaves out are read all the same); it is read by a worker, never by the launcher.
 """
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import os
@@ -31,8 +33,8 @@ from pipeline import documents, output, tally
 from pipeline.sources import (MAX_RANGE_MB, MIB, MIN_RANGE_MB, InputError, ReadStats, _HashingReader,
                               auto_range_bytes, hashed_to_the_end, match_inputs)
 from transforms.seeding import python_rng
-from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
-from transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
+from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
+from transforms.wiki_pages import Page, PageError, SiteInfo, iter_pages, open_dump, read_siteinfo
 from transforms.wikitext import clean_wikitext, is_disambiguation
 
 JOB = "extract-wiki"
@@ -112,6 +114,21 @@ def _read_dump_header(path: str) -> Dump:
     return Dump(path, wiki_name(site, path), site)
 
 
+def _pages_lost(losses: Counter) -> dict:
+    """The input description's part that says what its damage took: nothing where nothing was damaged."""
+    return {"pages_lost": dict(sorted(losses.items()))} if losses else {}
+
+
+def _with_pages_lost(element):
+    """(path, {'input': [description], 'lost': [losses]}) → the description with the pages the file lost."""
+    _, joined = element
+    lost = Counter()
+    for losses in joined["lost"]:
+        lost.update(losses)
+    for description in joined["input"]:
+        yield {**description, **_pages_lost(lost)}
+
+
 def _head_tail_fingerprint(f, size: int) -> dict:
     """A file too big to hash cheaply is fingerprinted by its size and a sha256 of its first and last MiB."""
     f.seek(0)
@@ -122,8 +139,17 @@ def _head_tail_fingerprint(f, size: int) -> dict:
     return {"sha256_first_and_last_mib": hashlib.sha256(head + f.read(MIB)).hexdigest()}
 
 
-def _route(dump: Dump, items):
-    """Pages and PageErrors → (Dump, Page) main outputs, error records, and read/error counts now and then."""
+def count_loss(losses: Counter, error: PageError) -> None:
+    """Add the pages a damaged stretch took to a file's losses: counted (from the index), estimated, or, where that
+    cannot be told, one more stretch of unknown content."""
+    if error.lost is not None:
+        kind = "unknown" if error.lost.pages is None else "estimated" if error.lost.estimated else "counted"
+        losses[kind] += 1 if error.lost.pages is None else error.lost.pages
+
+
+def _route(dump: Dump, items, losses: Counter):
+    """Pages and PageErrors → (Dump, Page) main outputs, error records, and read/error counts now and then; the pages
+    lost with damaged stretches are added to `losses`."""
     counts = Counter()
     for item in items:
         counts["read"] += 1
@@ -131,6 +157,7 @@ def _route(dump: Dump, items):
             yield dump, item
         else:
             counts[f"errors:{item.reason}"] += 1
+            count_loss(losses, item)
             yield beam.pvalue.TaggedOutput("errors", {"input": dump.path, "where": item.where,
                                                       "reason": item.reason, "detail": item.detail})
         if counts["read"] == PROGRESS_EVERY:
@@ -141,26 +168,28 @@ def _route(dump: Dump, items):
 
 
 class ReadDumpFiles(beam.DoFn):
-    """dump path → (Dump, Page) per page, bad pages and damage to 'errors'; the file's size and sha256 go to
-    'inputs'.
+    """dump path → (Dump, Page) per page, bad pages and damage to 'errors'; the file's size and sha256, and the
+    pages lost with damaged stretches, go to 'inputs'.
 
     The sha256 is computed from the bytes as the parser reads them, so the file is read once."""
 
     def process(self, path: str):
         dump = _read_dump_header(path)
         stats = ReadStats(path)
+        losses = Counter()
         with _open(path) as raw:
             hashed = _HashingReader(raw, stats)
-            yield from _route(dump, iter_pages(open_dump(hashed)))
+            yield from _route(dump, iter_pages(open_dump(hashed)), losses)
             hashed_to_the_end(hashed)
-        yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256})
+        yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256,
+                                                  **_pages_lost(losses)})
 
 
 class PlanByteRanges(beam.DoFn):
-    """(dump path, index path) → (Dump, start, end) per byte range of whole bz2 streams; the dump's size and
-    fingerprint and the index's sha256 go to 'inputs', and index offsets beyond the end of the dump to 'errors'. A
-    dump is too big to hash in one place, and no worker reads all of it, so it is fingerprinted by its first and last
-    MiB.
+    """(dump path, index path) → (Dump, start, end, {stream offset: pages the index lists there}) per byte range of
+    whole bz2 streams; the dump's size and fingerprint and the index's sha256 go to 'inputs', and index offsets
+    beyond the end of the dump to 'errors', with the pages they list to 'losses'. A dump is too big to hash in one
+    place, and no worker reads all of it, so it is fingerprinted by its first and last MiB.
 
     The ranges come out in an order shuffled by a generator seeded from the file name: a local runner deals them
     to its workers in turn, and neighbouring ranges of a dump tend to cost alike, so in file order one worker could
@@ -175,39 +204,47 @@ class PlanByteRanges(beam.DoFn):
         with _open(index) as raw:
             hashed = _HashingReader(raw, stats)
             try:
-                offsets = read_stream_offsets(hashed)
+                listed = read_stream_pages(hashed)
             except ValueError as e:  # a wrong index would lose or duplicate pages: stop, naming the line
                 raise InputError(f"{index} is not a multistream index: {e}") from None
             hashed_to_the_end(hashed)
-        if not offsets:
+        if not listed:
             raise InputError(f"{index} lists no pages")
         with _open(path) as f:
             size = f.seek(0, os.SEEK_END)
             fingerprint = _head_tail_fingerprint(f, size)
-        ranges = plan_byte_ranges(offsets, size, self.range_bytes or auto_range_bytes(size))
-        beyond = [offset for offset in offsets if offset >= size]
+        ranges = plan_byte_ranges(list(listed), size, self.range_bytes or auto_range_bytes(size))
+        beyond = [offset for offset in listed if offset >= size]
         if beyond:  # the pages of those streams are missing: the dump is cut, or the index is another dump's
+            lost = sum(listed[offset] for offset in beyond)
             yield beam.pvalue.TaggedOutput("errors", {
                 "input": path, "where": f"byte {size}", "reason": "truncated",
                 "detail": f"{index} lists {len(beyond)} bz2 streams at byte {beyond[0]} or later, beyond the end of "
-                          "the file: the dump is cut, or the index is not its own"})
+                          f"the file: the dump is cut, or the index is not its own; {lost:,} pages lost"})
+            yield beam.pvalue.TaggedOutput("losses", (path, {"counted": lost}))
             yield tally.emit(documents.METRICS, {"read": 1, "errors:truncated": 1})
         dump = _read_dump_header(path)
+        starts = list(listed)
         for start, end in python_rng(0, "range order", os.path.basename(path)).sample(ranges, len(ranges)):
-            yield dump, start, end
+            # the index's streams in the range, found by bisection: a full index has some 200,000 of them
+            yield dump, start, end, {o: listed[o] for o in starts[bisect.bisect_left(starts, start):
+                                                                 bisect.bisect_left(starts, end)]}
         yield beam.pvalue.TaggedOutput("inputs", {
             "path": path, "size": size, **fingerprint, "byte_ranges": len(ranges),
             "index": {"path": index, "size": stats.size, "sha256": stats.sha256}})
 
 
 class ReadByteRanges(beam.DoFn):
-    """(Dump, start, end) → (Dump, Page) for every page of the bz2 streams that start in the range; bad pages and
-    damage to 'errors'."""
+    """(Dump, start, end, listed) → (Dump, Page) for every page of the bz2 streams that start in the range; bad pages
+    and damage to 'errors', and (dump path, the pages its damage lost) to 'losses'."""
 
     def process(self, element):
-        dump, start, end = element
+        dump, start, end, listed = element
+        losses = Counter()
         with _open(dump.path) as f:
-            yield from _route(dump, iter_range_pages(f, start, end))
+            yield from _route(dump, iter_range_pages(f, start, end, listed), losses)
+        if losses:
+            yield beam.pvalue.TaggedOutput("losses", (dump.path, dict(losses)))
 
 
 class CleanText(beam.DoFn):
@@ -239,11 +276,17 @@ class ExtractWikipedia(beam.PTransform):
             planned = (pbegin
                        | "list dumps and indexes" >> beam.Create(list(zip(cfg.inputs, cfg.index)))
                        | "plan byte ranges" >> beam.ParDo(PlanByteRanges(int(cfg.range_mb * MIB))).with_outputs(
-                           "inputs", "errors", tally.TALLY, main="ranges"))
+                           "inputs", "errors", "losses", tally.TALLY, main="ranges"))
             read = (planned.ranges
                     | "spread ranges" >> beam.Reshuffle()
-                    | "read pages" >> beam.ParDo(ReadByteRanges()).with_outputs("errors", tally.TALLY, main="pages"))
-            inputs = planned.inputs
+                    | "read pages" >> beam.ParDo(ReadByteRanges()).with_outputs(
+                        "errors", "losses", tally.TALLY, main="pages"))
+            # no worker reads all of a dump: the pages its ranges lost join its description
+            losses = (planned.losses, read.losses) | "merge losses" >> beam.Flatten()
+            inputs = ({"input": planned.inputs | "key inputs by path" >> beam.Map(lambda i: (i["path"], i)),
+                       "lost": losses}
+                      | "join losses to inputs" >> beam.CoGroupByKey()
+                      | "inputs with their losses" >> beam.FlatMap(_with_pages_lost))
             rejected = (planned.errors, read.errors) | "merge errors" >> beam.Flatten()
             read_counts = (planned[tally.TALLY], read[tally.TALLY]) | "merge read counts" >> beam.Flatten()
         else:
@@ -274,8 +317,10 @@ class ExtractWikipedia(beam.PTransform):
 def add_arguments(parser) -> None:
     io = parser.add_argument_group("input and output")
     io.add_argument("--input", nargs="+", required=True, metavar="PATH",
-                    help="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, or Wikimedia's "
-                         "per-part files; files, globs or directories, local or on any Beam filesystem (gs://...)")
+                    help="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, .xml.xz, .xml.zst, "
+                         "or Wikimedia's per-part files; files, globs or directories (the files directly in one: "
+                         "folders inside it and broken links are left out, and named in a note), local or on any Beam "
+                         "filesystem (gs://...)")
     io.add_argument("--index", nargs="+", metavar="INDEX",
                     help="the multistream index of each --input dump, in the same order: each dump is then read "
                          "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
@@ -297,12 +342,13 @@ def add_arguments(parser) -> None:
     errors = parser.add_argument_group("errors")
     errors.add_argument("--strict", action="store_true", help="exit non-zero on any error")
     errors.add_argument("--max-error-rate", type=float, default=0.01,
-                        help="exit non-zero when errors / pages read is above this (default 0.01); the output is "
-                             "written and complete either way")
+                        help="exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
+                             "(default 0.01), the pages lost with damaged data counted from the index or estimated; "
+                             "the output is written and complete either way")
 
 
 def _estimated_text_bytes(path: str, size: int) -> float:
-    xml = size * XML_PER_COMPRESSED_BYTE if path.lower().endswith((".bz2", ".gz")) else size
+    xml = size * XML_PER_COMPRESSED_BYTE if path.lower().endswith((".bz2", ".gz", ".xz", ".zst")) else size
     return xml * TEXT_PER_XML_BYTE
 
 
@@ -348,6 +394,39 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
                       max_error_rate=args.max_error_rate)
 
 
+def pages_lost(manifest: dict) -> Counter:
+    """The pages the inputs' damage took, summed: counted (from an index), estimated, and the damaged stretches
+    whose pages cannot be told (unknown)."""
+    total = Counter()
+    for entry in manifest["inputs"]:
+        total.update(entry.get("pages_lost", {}))
+    return total
+
+
+def loss_rows(lost: Counter) -> list[tuple[str, str]]:
+    if not lost:
+        return []
+    parts = [f"{lost['counted']:,} counted from the index"] if "counted" in lost else []
+    if "estimated" in lost:
+        parts.append(f"about {lost['estimated']:,} estimated from the damaged bytes")
+    if lost["unknown"]:
+        parts.append(f"unknown in {lost['unknown']:,} damaged stretch{'es' * (lost['unknown'] != 1)}")
+    return [("pages lost", ", ".join(parts))]
+
+
+def loss_check(manifest: dict, max_error_rate: float) -> str | None:
+    """Why the run must exit non-zero when the pages lost with damaged stretches count too: (errors + pages lost) /
+    (read + pages lost) above --max-error-rate. None where nothing was lost, or not enough."""
+    lost = pages_lost(manifest)
+    pages = lost["counted"] + lost["estimated"]
+    errors, read = manifest["documents"]["errors"], manifest["documents"]["read"]
+    if not pages or (errors + pages) / (read + pages) <= max_error_rate:
+        return None
+    estimated = f", about {lost['estimated']:,} of them estimated" if lost["estimated"] else ""
+    return (f"{errors:,} errors and {pages:,} pages lost{estimated}, in {read + pages:,} read or lost "
+            f"({(errors + pages) / (read + pages):.2%}), is over --max-error-rate {max_error_rate:g}")
+
+
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
     from pipeline.cli_util import print_summary, run_pipeline
@@ -355,6 +434,7 @@ def run(args, beam_args: list[str]) -> int:
     options = runners.pipeline_options(beam_args)
     dry_run = runners.is_dry_run(options)
     config = config_from_args(args, dry_run)
+    output.check_apart([config.output], args.input + (args.index or []))
     if not dry_run:
         output.prepare_output_dir(config.output, args.overwrite)
     pipeline = runners.make_pipeline(options)
@@ -362,8 +442,14 @@ def run(args, beam_args: list[str]) -> int:
     if run_pipeline(pipeline, options, what=JOB) is None:
         return 0
     manifest = output.read_manifest(config.output)
-    print_summary(JOB, manifest, documents.summary_rows(manifest))
-    problem = documents.error_check(manifest, config.strict, config.max_error_rate)
+    rows = documents.summary_rows(manifest)
+    print_summary(JOB, manifest, rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:])
+    nothing = documents.nothing_kept(manifest, "pages")
+    if nothing is not None:
+        print(f"bertcorpus {JOB}: {nothing}", file=sys.stderr)
+        return 1
+    problem = (loss_check(manifest, config.max_error_rate)
+               or documents.error_check(manifest, config.strict, config.max_error_rate))
     if problem is not None:
         print(f"bertcorpus {JOB}: {problem}; the output is complete, and {config.output}/errors-*.jsonl says "
               "what was rejected", file=sys.stderr)

@@ -8,14 +8,23 @@ Object stores have no directories: a "directory" is every object whose name star
 the staging area is cleared by listing that prefix, never by asking whether the directory exists. Nothing outside
 the output's own prefix is ever deleted. A filesystem that refuses a write or a listing (a --output that is a
 file, a read-only directory, a missing bucket) stops the job with one line naming the path and the cause.
+
+One run at a time writes an output, and never into its own inputs (check_apart). Locally the launching process
+holds a lock on the output directory from prepare_output_dir until its run ends, so that a second run into it
+refuses in one line; the kernel drops the lock of a process that dies, however it dies, so no claim outlives its
+run. Object stores offer no lock and no create-if-absent; there publish() checks again, before it moves anything,
+that no other run published meanwhile.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
+import fnmatch
 import hashlib
 import json
 import os
+import threading
 from typing import Iterable, Iterator
 
 from apache_beam.io.filesystem import BeamIOError
@@ -40,7 +49,13 @@ FILESYSTEM_ERRORS = (OSError, BeamIOError, GoogleAPIError, InvalidResponse)
 
 
 class OutputExistsError(RuntimeError):
-    pass
+    """The output holds a finished run, or another run is writing it."""
+
+
+# Output directories this process holds (by real path) → the open directory that carries the lock.
+_CLAIMS: dict[str, int] = {}
+_CLAIMS_LOCK = threading.Lock()
+_NO_LOCKS = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL)  # what flock says where it has no locks
 
 
 def join(base: str, *parts: str) -> str:
@@ -87,18 +102,138 @@ def _output_errors(doing: str, path: str) -> Iterator[None]:
 
 
 def prepare_output_dir(output: str, overwrite: bool) -> None:
-    """Check that the output can be written, refuse to run over a finished output unless asked, and clear
-    leftovers of an interrupted run."""
+    """Check that the output can be written, claim it for this run (claim_output), refuse to run over a finished
+    output unless asked, and clear leftovers of an interrupted run."""
     _check_writable(output)
-    manifest = join(output, MANIFEST)
-    with _output_errors("replace", manifest):
-        if exists(manifest):
-            if not overwrite:
-                raise OutputExistsError(f"{output} already holds a finished run ({MANIFEST} exists); "
-                                        "choose another --output or pass --overwrite")
-            # Without its manifest the old output no longer looks complete while the new run works.
-            FileSystems.delete([manifest])
-    discard_staging(output)
+    claim_output(output)
+    try:
+        manifest = join(output, MANIFEST)
+        with _output_errors("replace", manifest):
+            if exists(manifest):
+                if not overwrite:
+                    raise OutputExistsError(f"{output} already holds a finished run ({MANIFEST} exists); "
+                                            "choose another --output or pass --overwrite")
+                # Without its manifest the old output no longer looks complete while the new run works.
+                FileSystems.delete([manifest])
+        _clear_staging(output)
+    except BaseException:
+        release_output(output)
+        raise
+
+
+def claim_output(output: str) -> None:
+    """Hold a local output directory for this process's run: an exclusive lock on the directory itself, so that
+    nothing is left behind to clear, whether the run ends, fails or is killed. Another run that holds it makes
+    this one refuse in one line. A process that holds it already (runs one after another in one process) keeps
+    it. Remote outputs have no lock (see publish)."""
+    if is_remote(output):
+        return
+    key = os.path.realpath(output)
+    with _CLAIMS_LOCK, _output_errors("claim", output):
+        if key in _CLAIMS:
+            return
+        while True:
+            held = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(held)
+                raise OutputExistsError(f"another run is writing into {output}; wait for it to end or choose "
+                                        "another --output") from None
+            except OSError as e:
+                os.close(held)
+                if e.errno in _NO_LOCKS:  # a filesystem without locks: publish's check is all there is
+                    return
+                raise
+            if os.path.samestat(os.fstat(held), os.stat(key)):
+                break
+            os.close(held)  # the directory was replaced while it was being locked: lock the one there now
+        _CLAIMS[key] = held
+
+
+def release_output(output: str) -> None:
+    """End this process's claim on the output, if it has one."""
+    if is_remote(output):
+        return
+    with _CLAIMS_LOCK:
+        held = _CLAIMS.pop(os.path.realpath(output), None)
+    if held is not None:
+        os.close(held)
+
+
+def _claimed_by_another_process(output: str) -> bool:
+    if is_remote(output):
+        return False
+    key = os.path.realpath(output)
+    with _CLAIMS_LOCK:
+        if key in _CLAIMS:
+            return False
+    try:
+        probe = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(probe, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:  # a filesystem without locks
+        return False
+    finally:
+        os.close(probe)  # which also drops the probe's own lock
+
+
+def check_apart(outputs: Iterable[str | None], inputs: Iterable[str]) -> None:
+    """Refuse (UserError) an output that is an input, contains one or lies inside one: a run would read its own
+    output back as input (its documents Parquet as XML, its vocab as text), or its publishing and --overwrite
+    would replace an input. Paths are compared resolved (absolute, symbolic links followed) or, remote, without
+    trailing slashes. A pattern stands for the folder before its first wildcard, unless it names an existing
+    local path; an output inside that folder is refused only where the pattern may match it, a folder above it or
+    a file below it (`data/documents-*.parquet` leaves `data/records` alone, `data/*` does not). An output of None (an optional one not given)
+    is passed over."""
+    given = [(pattern, _compared(pattern)) for pattern in inputs]
+    for out in (o for o in outputs if o):
+        where = _compared(out, pattern=False)[0]
+        for pattern, (folder, is_pattern) in given:
+            if is_remote(out) != is_remote(pattern):
+                continue
+            if where == folder:
+                relation = f"is the folder of the input {pattern}" if is_pattern else f"is the input {pattern}"
+            elif _inside(where, folder) and (not is_pattern or _matched_on_the_way(where, folder, pattern)):
+                relation = f"lies inside {folder}, the folder of the input {pattern}" if is_pattern else \
+                    f"lies inside the input {pattern}"
+            elif _inside(folder, where):
+                relation = f"contains the input {pattern}"
+            else:
+                continue
+            raise UserError(f"the output {out} {relation}; write it apart from the inputs")
+
+
+def _compared(path: str, pattern: bool = True) -> tuple[str, bool]:
+    """(the path as check_apart compares it, whether it stood for a pattern's folder)."""
+    is_pattern = pattern and any(c in path for c in "*?[") and (is_remote(path) or not os.path.lexists(path))
+    if is_pattern:
+        path = _pattern_folder(path)
+    if is_remote(path):
+        return path.rstrip("/"), is_pattern
+    return os.path.realpath(path), is_pattern
+
+
+def _pattern_folder(pattern: str) -> str:
+    cut = min(i for i in (pattern.find(c) for c in "*?[") if i >= 0)
+    return pattern[:pattern.rfind("/", 0, cut) + 1] or "."
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _matched_on_the_way(where: str, folder: str, pattern: str) -> bool:
+    """Whether the pattern, whose fixed folder holds `where`, may match `where`, a folder above it or a file below
+    it: its segments match the path's segments as far as both go (a `**` segment matches anything)."""
+    segments = pattern[len(_pattern_folder(pattern)):].split("/")
+    parts = where[len(folder.rstrip("/")) + 1:].split("/")
+    return "**" in segments or all(fnmatch.fnmatchcase(part, segment) for part, segment in zip(parts, segments))
 
 
 def _check_writable(output: str) -> None:
@@ -163,8 +298,14 @@ def write_bytes(path: str, chunks: Iterable[bytes]) -> tuple[int, str]:
 def publish(output: str, relative_paths: list[str], manifest: dict, owned_globs: list[str]) -> None:
     """Move staged files into place, delete stale outputs matching owned_globs, write the manifest last.
 
-    Safe to repeat: a file already moved by an earlier attempt is left as it is.
+    Safe to repeat: a file already moved by an earlier attempt is left as it is. Refuses (OutputExistsError),
+    before it moves anything, when a manifest other than this one appeared since the run began: another run
+    published there meanwhile (the launch removed any earlier manifest, or refused to start over it).
     """
+    if _published_by_another_run(output, manifest):
+        _clear_staging(output)
+        raise OutputExistsError(f"another run published into {output} while this one ran; this run published "
+                                "nothing (choose another --output, or rerun with --overwrite to replace it)")
     with _output_errors("publish into", output):
         sources, targets = [], []
         for rel in relative_paths:
@@ -184,11 +325,33 @@ def publish(output: str, relative_paths: list[str], manifest: dict, owned_globs:
                  for m in result.metadata_list if m.path not in keep]
         if stale:
             FileSystems.delete(stale)
-    discard_staging(output)
+    _clear_staging(output)
     write_json_atomically(join(output, MANIFEST), manifest)
 
 
+def _published_by_another_run(output: str, manifest: dict) -> bool:
+    path = join(output, MANIFEST)
+    with _output_errors("read", path):
+        if not exists(path):
+            return False
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            published = f.read()
+    try:
+        return json.loads(published) != json.loads(json.dumps(manifest))  # an earlier attempt's is the same
+    except ValueError:
+        return True  # not a manifest this run could have written
+
+
 def discard_staging(output: str) -> None:
+    """What a failed or interrupted run leaves: its staging area goes and its claim ends. The staging of a run
+    that another process is running (it holds the output: this run was refused) is left alone."""
+    if _claimed_by_another_process(output):
+        return
+    _clear_staging(output)
+    release_output(output)
+
+
+def _clear_staging(output: str) -> None:
     delete_under(join(output, STAGING))
 
 
@@ -207,5 +370,7 @@ def write_json_atomically(path: str, payload: dict) -> None:
 
 
 def read_manifest(output: str) -> dict:
+    """The manifest of a finished run. Its launcher reads it once the job is done, which ends its claim."""
+    release_output(output)
     with FileSystems.open(join(output, MANIFEST)) as f:
         return json.loads(f.read())

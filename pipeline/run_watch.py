@@ -1,26 +1,29 @@
-"""A local run watched for Ctrl-C and for worker processes that die, so that either ends in one line.
+"""A local run watched for Ctrl-C (SIGINT), SIGTERM and worker processes that die, so that each ends in one line.
 
-While a job runs, Ctrl-C is noted before it interrupts the launcher, and it stops the worker processes the run
-started (which the terminal's Ctrl-C also reaches). Beam turns the interrupt into other errors (a RuntimeError
-naming the step it hit, or a worker that went away); whatever error the run ends with, `interrupted` says it was
-Ctrl-C. A worker process that dies for another reason is noted with the stage that was running, and stops the
-run the same way (Beam could otherwise wait for it forever). Exceptions in
-Beam's threads are logged (shown with --verbose) rather than printed, and so, in multi_processing mode, is what
-the worker processes write to standard error: Beam's workers print there every failed bundle's traceback, which
-the launcher already has, and their own on Ctrl-C.
+While a job runs, Ctrl-C or SIGTERM is noted before it interrupts the launcher, and it stops the worker processes
+the run started (which the terminal's Ctrl-C also reaches). Beam turns the interrupt into other errors (a
+RuntimeError naming the step it hit, or a worker that went away); whatever error the run ends with, `interrupted`
+says it was stopped, and `stop()` is the exception that says by which signal. A worker process that dies for
+another reason is noted with the stage that was running, and stops the run the same way (Beam could otherwise wait
+for it forever). Exceptions in Beam's threads are logged (shown with --verbose) rather than printed, and so, in
+multi_processing mode, is what the worker processes write to standard error: Beam's workers print there every failed
+bundle's traceback, which the launcher already has, and their own on Ctrl-C.
 
-The launcher is interrupted once. A second SIGINT (Ctrl-C pressed again, or one arriving while the watch sets
+The launcher is interrupted once. A second signal (Ctrl-C pressed again, or one arriving while the watch sets
 itself up or ends) is only noted: raised again, it would break off Beam's clean-up or the watch's own, and a
 half-done clean-up can leave a thread that keeps the process from exiting, or standard error pointing nowhere.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import signal
 import sys
 import threading
+
+from pipeline.errors import STOP_SIGNALS, stop_exception
 
 # Beam's local runner logs the stage of each bundle it runs here, at debug level.
 BUNDLE_LOGGER = "apache_beam.runners.portability.fn_api_runner.fn_runner.run_bundle"
@@ -36,34 +39,37 @@ class RunWatch:
         self.step_names = list(step_names)
         self.quiet_workers = quiet_workers
         self.interrupted = False
+        self.stop_signal: int | None = None          # the first of STOP_SIGNALS to arrive
         self.dead_worker_status: int | None = None   # the exit status of the first worker process that died
         self.stage: str | None = None                # the stage whose bundle ran last
         self._active = threading.current_thread() is threading.main_thread()
         self._watching = False   # between the set-up and the clean-up
-        self._raised = False     # a SIGINT has interrupted the launcher
-        self._handler = self._excepthook = self._stderr = self._stage_handler = None
+        self._raised = False     # a signal has interrupted the launcher
+        self._handlers: dict[int, object] = {}
+        self._excepthook = self._stderr = self._stage_handler = None
 
     def __enter__(self) -> "RunWatch":
         if not self._active:
             return self
         self._children_before = _descendants(os.getpid())
         try:
-            self._handler = signal.getsignal(signal.SIGINT)
-            signal.signal(signal.SIGINT, self._ctrl_c)
+            for signum in STOP_SIGNALS:
+                self._handlers[signum] = signal.getsignal(signum)
+                signal.signal(signum, self._stop)
             if self.quiet_workers:
                 self._stderr = _redirect_stderr_fd(os.devnull)
             self._excepthook, threading.excepthook = threading.excepthook, self._thread_failed
             self._watch_stages()
             self._watching = True
-            if self.interrupted:  # a SIGINT that came while standard error was redirected, and was noted
-                raise KeyboardInterrupt
+            if self.interrupted:  # a signal that came while standard error was redirected, and was noted
+                raise self.stop()
         except BaseException:
             self.__exit__(*sys.exc_info())
             raise
         return self
 
     def __exit__(self, *exc) -> bool:
-        """Undo the set-up, also a partial one. A SIGINT arriving meanwhile is noted, not raised (_ctrl_c)."""
+        """Undo the set-up, also a partial one. A signal arriving meanwhile is noted, not raised (_stop)."""
         if not self._active:
             return False
         self._watching = False
@@ -82,19 +88,25 @@ class RunWatch:
         if self._stderr is not None:
             _restore_stderr_fd(self._stderr)
             self._stderr = None
-        if self._handler is not None:  # last: from here on a SIGINT raises KeyboardInterrupt again
-            signal.signal(signal.SIGINT, self._handler)
+        for signum, handler in self._handlers.items():  # last: from here on the signals interrupt again
+            signal.signal(signum, handler)
+        self._handlers = {}
         return False
 
-    def _ctrl_c(self, signum, frame) -> None:
-        if self.dead_worker_status is None:  # else sent by _thread_failed
+    def stop(self) -> KeyboardInterrupt:
+        """The exception for the signal that stopped the run: KeyboardInterrupt, or Terminated for SIGTERM."""
+        return stop_exception(self.stop_signal or signal.SIGINT)
+
+    def _stop(self, signum, frame) -> None:
+        if self.dead_worker_status is None:  # else a SIGINT sent by _thread_failed
             self.interrupted = True
+            self.stop_signal = self.stop_signal or signum
         for pid in _descendants(os.getpid()) - self._children_before:
             _terminate(pid)
         if self._raised or _in_code(frame, _UNINTERRUPTED):
             return
         self._raised = True
-        raise KeyboardInterrupt
+        raise self.stop()
 
     def worker_death(self) -> str:
         """One line on the worker process that died."""
@@ -194,6 +206,17 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+@contextlib.contextmanager
+def stderr_silenced():
+    """File descriptor 2 pointed at /dev/null meanwhile: native code (TensorFlow's C++ and absl logging as it loads)
+    writes there directly, past Python's logging and its levels."""
+    saved = _redirect_stderr_fd(os.devnull)
+    try:
+        yield
+    finally:
+        _restore_stderr_fd(saved)
+
+
 def _redirect_stderr_fd(path: str) -> int:
     """Point file descriptor 2, which new processes inherit, at path; return a copy of the old one. Output to
     sys.stderr meanwhile goes there too."""
@@ -218,6 +241,6 @@ def _terminate(pid: int) -> None:
         pass  # gone already
 
 
-# Code that a SIGINT must not break off: the watch's clean-up, and the redirection of standard error, which would
+# Code that a signal must not break off: the watch's clean-up, and the redirection of standard error, which would
 # otherwise stay pointed nowhere.
 _UNINTERRUPTED = {RunWatch.__exit__.__code__, _redirect_stderr_fd.__code__, _restore_stderr_fd.__code__}

@@ -2,7 +2,7 @@
 
     DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
                                                              │    sizes, sources, extremes; [UNK] words with the vocab
-                                                             ├─ records stages ─ one pass over the TFRecord shards
+                                                             ├─ records stages ─ one pass over the shards
                                                              │    per seq config: lengths, NSP, masking, [UNK], vocab
                                                              └─ every manifest ─ lineage: files linked by name + sha256
       ─ DIR/stats.json, DIR/report_files/*.png, DIR/report.html (last)
@@ -11,7 +11,8 @@ This is not a Beam job: the statistics of even a full corpus are a single sequen
 (--max-records, --max-documents) bounds the time. Memory is bounded by construction: fixed-size counters,
 one Parquet row group or one batch of records at a time.
 
-stats_figures.py reads the stages into the card, stats_plots.py draws its plots, stats_html.py writes the report.
+stats_card.py reads the stages into the card, stats_plots.py draws its plots, stats_html.py writes the report:
+what was built first, then the plots, the documents, and the lineage last.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import sys
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.stats_figures import REPORT_FILES, STATS, build_card
+from pipeline.stats_card import REPORT_FILES, STATS, build_card
 from pipeline.stats_html import render_html
 from pipeline.stats_plots import write_plots
 

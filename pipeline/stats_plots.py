@@ -1,4 +1,8 @@
-"""The plots of `bertcorpus stats`: PNG files drawn with matplotlib from the card's figures."""
+"""The plots of `bertcorpus stats`: PNG files drawn with matplotlib from the card's figures.
+
+Every plot has the same size, so that the report can lay them out in a grid before they load. Constrained layout
+fits the axes around their labels, ticks and titles inside that size, so no label is cut at the edge.
+"""
 from __future__ import annotations
 
 import re
@@ -6,20 +10,35 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.stats_figures import SPLITS
+from pipeline.stats_card import SPLITS
+
+PLOT_INCHES = (6.0, 3.2)
+PLOT_DPI = 150  # sharper than the report shows them, for screens of high pixel density
+PLOT_PIXELS = (round(PLOT_INCHES[0] * PLOT_DPI), round(PLOT_INCHES[1] * PLOT_DPI))
 
 
-def _figure(width: float = 6.4, height: float = 3.2):
+def _figure():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(width, height), dpi=100)
-    # Fixed margins fit every plot here, and cost nothing; tight_layout measures all the text first.
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.17, top=0.9)
+    fig, ax = plt.subplots(figsize=PLOT_INCHES, dpi=PLOT_DPI, layout="constrained")
     ax.grid(alpha=0.3)
     return fig, ax
+
+
+def _integer_ticks(axis) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _counts_axis(axis) -> None:
+    """A linear axis of counts, labelled as the tables write numbers (12,000)."""
+    from matplotlib.ticker import StrMethodFormatter
+
+    axis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
 
 
 def _save(fig, path: Path) -> None:
@@ -44,6 +63,7 @@ def plot_sizes(by_source: dict[str, dict], edges: list[float], what: str, path: 
     ax.set_xscale("log")
     ax.set_xlabel(f"{what} per document (log scale, 10 bins per decade)")
     ax.set_ylabel("documents")
+    _counts_axis(ax.yaxis)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -55,7 +75,7 @@ def plot_lengths(summary: dict, length: int, path: Path) -> None:
     ax.set_yscale("log")  # full-length instances dominate; a log scale shows the short ones too
     ax.axvline(summary["mean_real_tokens"], color="#c00000", linestyle="--",
                label=f"mean {summary['mean_real_tokens']:.1f}")
-    ax.set_xlim(0, length + 1)
+    ax.set_xlim(0, length * 1.02 + 1)  # a gap after the full-length bar, which would hide in the frame
     ax.set_xlabel(f"real tokens per instance (sum of input_mask; max {length})")
     ax.set_ylabel("instances")
     ax.legend(fontsize=8)
@@ -72,6 +92,7 @@ def plot_segments(summary: dict, length: int, path: Path) -> None:
     ax.set_xlim(0, length + 1)
     ax.set_xlabel("tokens per segment (without [CLS]/[SEP])")
     ax.set_ylabel("instances")
+    _counts_axis(ax.yaxis)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -81,8 +102,10 @@ def plot_masked(summary: dict, predictions: int, path: Path) -> None:
     hist = summary["masked_positions_hist"]
     ax.stairs(hist, np.arange(len(hist) + 1) - 0.5, fill=True, color="#70ad47")
     ax.set_xlim(-0.5, predictions + 0.5)
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel(f"masked positions per instance (max_predictions_per_seq {predictions})")
     ax.set_ylabel("instances")
+    _counts_axis(ax.yaxis)
     _save(fig, path)
 
 
@@ -107,8 +130,10 @@ def plot_shards(rows: list[dict], path: Path) -> None:
         picked = [(i, r["records"]) for i, r in enumerate(rows) if r["split"] == split]
         if picked:
             ax.bar([i for i, _ in picked], [n for _, n in picked], width=1.0, color=colours[split], label=split)
+    _integer_ticks(ax.xaxis)
     ax.set_xlabel("shard (train shards first, then eval)")
     ax.set_ylabel("records")
+    _counts_axis(ax.yaxis)
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -142,7 +167,8 @@ def write_plots(card: dict, accumulators: dict, folder: Path) -> dict[str, str]:
             if not summary["instances"]:
                 continue
             plot_lengths(summary, length, target(f"{prefix} lengths"))
-            plot_segments(summary, length, target(f"{prefix} segments"))
+            if info["form"]["pair_objective"] != "none":  # one segment: its length is the instance's
+                plot_segments(summary, length, target(f"{prefix} segments"))
             plot_masked(summary, s["max_predictions_per_seq"], target(f"{prefix} masked"))
             plot_vocab(accumulators[(stage, seq)].original_counts, summary["vocab_coverage"],
                        target(f"{prefix} vocab"))

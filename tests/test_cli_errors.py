@@ -266,3 +266,17 @@ def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out) == 130
     assert _error_line(capsys) == "bertcorpus create: interrupted"
     assert not (out / ".staging").exists() and signal.getsignal(signal.SIGINT) is handler
+
+
+def test_dead_letters_are_sorted_by_the_numbers_in_where(tmp_path):
+    """Within an input, errors go by position: byte 20 before byte 100, as a reader of the file expects."""
+    from pipeline import documents
+
+    wheres = ["byte 100", "byte 20", "page 9", "byte 3", "page 12", "file"]
+    errors = [{"input": "enwiki.xml.bz2", "where": where, "reason": "truncated", "detail": ""} for where in wheres]
+    writer = documents.WriteErrors(str(tmp_path)).writer
+    written = [out for out in writer.process((0, [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]))
+               if isinstance(out, dict)]
+    lines = (tmp_path / ".staging" / written[0]["path"]).read_text().splitlines()
+    assert [json.loads(line)["where"] for line in lines] == ["byte 3", "byte 20", "byte 100", "file", "page 9",
+                                                             "page 12"]

@@ -288,28 +288,26 @@ def test_damaged_input_of_every_kind(tmp_path, capsys):
     assert "Traceback" not in err and not (tmp_path / "never").exists()
 
 
-def test_rerun_into_its_own_input_directory_reads_only_the_books(tmp_path, capsys):
+def test_outputs_of_a_run_among_the_books_are_never_read_as_books(tmp_path, capsys):
     books = tmp_path / "books"
     books.mkdir()
     for path in (ALICE, HOLMES, FRANKENSTEIN):
         shutil.copy(path, books / path.name)
     first = extract(tmp_path / "first", books)
     assert first["documents"]["read"] == 3
-    # The output is the input directory: documents-*.parquet would read as an HF bookcorpus Parquet book.
-    manifest = extract(books, books)
-    assert_same_extraction(manifest, books, tmp_path / "first")
-    capsys.readouterr()
-    manifest = extract(books, books, extra=["--overwrite"])
-    err = capsys.readouterr().err
-    assert_same_extraction(manifest, books, tmp_path / "first")
-    assert f"left out 1 file that an earlier run wrote ({books / 'documents-00000-of-00001.parquet'})" in err
-    # A glob matches manifest.json and errors-*.jsonl too; an output directory inside the input is searched.
+    # An earlier run's output among the books: documents-*.parquet would read as an HF bookcorpus Parquet book.
+    for f in (tmp_path / "first").iterdir():
+        shutil.copy(f, books / f.name)
     (books / "stats.json").write_text("{}")
-    manifest = extract(books / "out", str(books / "*"))
-    assert manifest["documents"] == first["documents"]
-    assert file_digests(books / "out", "documents-*") == file_digests(tmp_path / "first", "documents-*")
-    manifest = extract(books, books, extra=["--overwrite"])
-    assert_same_extraction(manifest, books, tmp_path / "first")
+    capsys.readouterr()
+    assert extract(tmp_path / "second", books)["documents"] == first["documents"]
+    assert "left out 1 file that an earlier run wrote" in capsys.readouterr().err
+    # A glob matches manifest.json, errors-*.jsonl and stats.json too.
+    assert extract(tmp_path / "third", str(books / "*"))["documents"] == first["documents"]
+    # The output may not be the books' directory, nor lie inside it.
+    for out in (books, books / "out"):
+        assert run_cli("extract-books", "--input", books, "--output", out, *LOCAL) == 2
+        assert "write it apart from the inputs" in capsys.readouterr().err
     # Named on its own, an output is refused with one line.
     assert run_cli("extract-books", "--input", books / "manifest.json", "--output", tmp_path / "o", *LOCAL) == 2
     assert "manifest.json is an output of a bertcorpus run, not a book" in capsys.readouterr().err

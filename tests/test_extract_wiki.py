@@ -176,11 +176,13 @@ def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(mu
     dump, index = multistream
     planned = [out for out in PlanByteRanges(1).process((str(dump), str(index)))
                if not hasattr(out, "tag")]
-    ranges = [(start, end) for _, start, end in planned]
+    ranges = [(start, end) for _, start, end, _ in planned]
+    # each range carries the index's page count of every stream that starts in it
+    assert [sum(listed.values()) for _, _, _, listed in sorted(planned, key=lambda r: r[1])] == [0, 100, 100, 100, 61]
     assert len(ranges) == 5 and ranges != sorted(ranges)  # one per stream, not in file order: workers draw a mix
     starts, ends = zip(*sorted(ranges))
     assert starts[0] == 0 and list(starts[1:]) == list(ends[:-1]) and ends[-1] == dump.stat().st_size  # the file
-    again = [(start, end) for _, start, end in (out for out in PlanByteRanges(1).process(
+    again = [(start, end) for _, start, end, _ in (out for out in PlanByteRanges(1).process(
         (str(dump), str(index))) if not hasattr(out, "tag"))]
     assert again == ranges
 
@@ -190,7 +192,8 @@ def test_a_corrupt_stream_costs_that_stream_only(multistream, tmp_path):
     starts = sorted({int(line.split(b":")[0]) for line in bz2.decompress(index.read_bytes()).splitlines()})
     damaged = tmp_path / "enwiki-damaged-multistream.xml.bz2"
     damaged.write_bytes(flip_bytes(dump.read_bytes(), (starts[1] + starts[2]) // 2))  # inside the second stream
-    manifest = extract(tmp_path / "out", damaged, extra=["--index", index, "--range-mb", "0.5"])
+    # the pages of the stream after the damage are lost: the index counts them, and they are over 1% of the dump
+    manifest = extract(tmp_path / "out", damaged, extra=["--index", index, "--range-mb", "0.5"], expect=1)
     [error] = errors(tmp_path / "out")
     assert error["input"] == str(damaged) and error["where"].startswith("bytes 0-")
     assert error["reason"] == "read_error"
@@ -198,6 +201,10 @@ def test_a_corrupt_stream_costs_that_stream_only(multistream, tmp_path):
     docs = manifest["documents"]
     # The second stream keeps the pages of its bz2 blocks before the damage; the other three streams are whole.
     assert docs["errors"] == 1 and 100 + 161 + 1 < docs["read"] < 362
+    pages_read = docs["read"] - docs["errors"]
+    assert manifest["inputs"][0]["pages_lost"] == {"counted": 361 - pages_read}
+    assert f"the index lists 100 pages in it, {pages_read - 261} of them read" in error["detail"]
+    assert f"; {361 - pages_read} pages lost (after page " in error["detail"]
     assert_accounted(manifest, tmp_path / "out")
 
 
@@ -221,11 +228,13 @@ def test_a_corrupt_block_of_a_single_stream_dump_costs_that_block_only(enwiki, t
     data = ENWIKI_2014.read_bytes()
     damaged = tmp_path / "enwiki-damaged.xml.bz2"
     damaged.write_bytes(flip_bytes(data, len(data) // 2))
-    manifest = extract(tmp_path / "out", damaged)
+    manifest = extract(tmp_path / "out", damaged, expect=1)  # the pages of the lost block are over 1% of the dump
     docs = manifest["documents"]
     assert docs["errors_by_reason"] == {"read_error": 1, "truncated": 1}
     # one 900 kB block of the sample's 12 holds about 30 of its 361 pages; a plain bz2 reader stopped there (at 186)
     assert 361 - 40 < docs["read"] - docs["errors"] < 361
+    lost = manifest["inputs"][0]["pages_lost"]["estimated"]
+    assert 361 - (docs["read"] - docs["errors"]) <= lost <= 40
     kept = {row["id"] for row in documents(tmp_path / "out")}
     assert kept < {row["id"] for row in documents(enwiki)} and len(kept) > 198 - 20
     assert_accounted(manifest, tmp_path / "out")
@@ -238,8 +247,12 @@ def test_a_cut_bz2_keeps_its_complete_pages_and_exits_1_as_the_error_rate_says(t
     assert manifest["documents"]["read"] == 71 + 1 and manifest["documents"]["kept"] == 8
     [error] = errors(tmp_path / "out")
     assert error["reason"] == "truncated" and "the file ends at byte 400000, inside a bz2 stream" in error["detail"]
+    assert error["detail"].endswith(", and what followed the cut is not known (after page 308)")
     assert_accounted(manifest, tmp_path / "out")
-    extract(tmp_path / "tolerant", cut, extra=["--max-error-rate", "0.02"])
+    # the rate counts the pages estimated in the part of the cut block that is there (155 kB of bz2, ~530 kB of XML)
+    lost = manifest["inputs"][0]["pages_lost"]["estimated"]
+    assert 10 < lost < 40
+    extract(tmp_path / "tolerant", cut, extra=["--max-error-rate", str((1.01 + lost) / (72 + lost))])
 
 
 def test_an_index_without_the_first_page_stream_loses_nothing(enwiki, multistream, tmp_path):
@@ -260,12 +273,15 @@ def test_a_dump_shorter_than_its_index_keeps_its_pages_and_says_so(multistream, 
     page_200 = lines[199].split(b":")[1].decode()
     cut = tmp_path / "enwiki-cut-multistream.xml.bz2"
     cut.write_bytes(dump.read_bytes()[: starts[2]])  # the first two page streams, whole
-    manifest = extract(tmp_path / "out", cut, extra=["--index", index])  # 2 errors in 202: under 1%
+    # 2 errors in 202 is under 1%, but the 161 pages of the streams the index lists beyond the end count too
+    manifest = extract(tmp_path / "out", cut, extra=["--index", index], expect=1)
     assert manifest["documents"]["read"] == 200 + 2 and manifest["documents"]["errors_by_reason"] == {"truncated": 2}
+    assert manifest["inputs"][0]["pages_lost"] == {"counted": 161}
     assert sorted(e["detail"] for e in errors(tmp_path / "out")) == [
         f"{index} lists 2 bz2 streams at byte {starts[2]} or later, beyond the end of the file: the dump is cut, "
-        "or the index is not its own",
-        f"the dump ends at byte {starts[2]} without </mediawiki>: it is cut (after page {page_200})"]
+        "or the index is not its own; 161 pages lost",
+        f"the dump ends at byte {starts[2]} without </mediawiki>: it is cut; the pages the index lists beyond it are "
+        f"counted with the index (after page {page_200})"]
     assert_accounted(manifest, tmp_path / "out")
 
 

@@ -336,7 +336,9 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     from wordpiece.training import TrainingConfig
 
-    from pipeline.vocab import VocabConfig, WriteCountsManifest, write_atomically
+    from pipeline.vocab_beam import WriteCountsManifest
+    from pipeline.vocab_counting import VocabConfig
+    from pipeline.vocab_files import write_atomically
 
     counts_dir = tmp_path / "counts"
     cfg = VocabConfig(inputs=["books.jsonl"], output=str(tmp_path / "vocab.txt"), training=TrainingConfig(),

@@ -1,6 +1,6 @@
-"""Ctrl-C and a dying worker process, sent for real to a real `python -m pipeline create` run: one line, the exit
-status, and nothing left that looks complete, in every local mode; and the watch's answers to an interrupt that
-lands at an awkward moment."""
+"""Ctrl-C, SIGTERM and a dying worker process, sent for real to a real `python -m pipeline create` run: one line,
+the exit status, and nothing left that looks complete, in every local mode; and the watch's answers to an interrupt
+that lands at an awkward moment."""
 from __future__ import annotations
 
 import os
@@ -157,6 +157,17 @@ def test_ctrl_c_sent_to_the_launcher_alone_stops_its_workers(tmp_path, long_inpu
     run.send_signal(signal.SIGINT)
     err = _finish(run)
     assert (run.returncode, err) == (130, "bertcorpus create: interrupted\n")
+    _assert_nothing_left(out, marker)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sigterm_is_one_line_and_exit_143_with_the_same_clean_up(tmp_path, long_input, start_create, mode):
+    out = tmp_path / "out"
+    run, marker = start_create(long_input, out, mode)
+    _wait_for_work(run, out, marker, mode)
+    run.send_signal(signal.SIGTERM)  # what a service manager or `kill` sends
+    err = _finish(run)
+    assert (run.returncode, err) == (143, "bertcorpus create: terminated\n")
     _assert_nothing_left(out, marker)
 
 

@@ -1,8 +1,8 @@
 """The project's import structure, read from its source with `ast` (nothing is imported).
 
 DESIGN.md fixes three rules:
-- dependencies run pipeline → transforms → wordpiece, and trainer imports none of them (the CLI in pipeline/
-  starts it);
+- dependencies run pipeline → transforms → wordpiece, and trainer → transforms → wordpiece (the loader masks
+  with the same pure code as create); trainer imports nothing of pipeline/ (the CLI in pipeline/ starts it);
 - no import circle between project modules, counting the imports inside functions too (a lazy import that
   closes a circle still ties the two modules together);
 - pure logic in transforms/ imports no Beam: a module there may hold the thin DoFn/PTransform of its step, so
@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("pipeline", "transforms", "wordpiece", "trainer")
 # What each package may import from the project, besides its own modules.
 ALLOWED = {"pipeline": {"transforms", "wordpiece", "trainer"}, "transforms": {"wordpiece"}, "wordpiece": set(),
-           "trainer": set()}
+           "trainer": {"transforms", "wordpiece"}}
 BEAM = "apache_beam"
 
 
@@ -202,11 +202,11 @@ def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
         "pipeline/__init__.py": "",
         "pipeline/output.py": "from transforms import steps\nfrom wordpiece.tokenizer import x\n",
         "trainer/__init__.py": "",
-        "trainer/data.py": "from . import model\nfrom wordpiece import tokenizer\n",
+        "trainer/data.py": "from . import model\nfrom wordpiece import tokenizer\nfrom pipeline import output\n",
         "trainer/model.py": "",
     })
     assert layer_violations(dependencies(modules)) == [
-        "trainer.data imports wordpiece.tokenizer: trainer/ may import only nothing else of the project",
+        "trainer.data imports pipeline.output: trainer/ may import only transforms, wordpiece",
         "transforms.steps imports pipeline.output: transforms/ may import only wordpiece",
         "wordpiece.tokenizer imports transforms.ranges: wordpiece/ may import only nothing else of the project",
     ]

@@ -64,7 +64,7 @@ def test_vocab_counted_through_the_job_service(gcs, portable, books_jsonl, tmp_p
     local = tmp_path / "local.txt"
     assert run_cli("vocab", "--input", books_jsonl, "--output", local, "--vocab-size", "3000") == 0
     started = portable.workers_started()
-    assert run_cli("vocab", "--input", books_jsonl, "--output", tmp_path / "portable.txt", "--vocab-size", "3000",
-                   "--count-with-beam", "--counts-dir", f"{remote}/counts", *portable.options()) == 0
+    assert run_cli("vocab", "--input", books_jsonl, "--output", tmp_path / "portable" / "vocab.txt", "--vocab-size",
+                   "3000", "--count-with-beam", "--counts-dir", f"{remote}/counts", *portable.options()) == 0
     assert portable.workers_started() > started
-    assert (tmp_path / "portable.txt").read_bytes() == local.read_bytes()
+    assert (tmp_path / "portable" / "vocab.txt").read_bytes() == local.read_bytes()

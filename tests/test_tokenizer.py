@@ -17,6 +17,7 @@ EDGE_CASES = [
     "İstanbul Ærø Ångström naïve café",
     "soft\u00adhyphen zero\u200bwidth",  # Cf characters vanish
     "tab\tnew\nline\r\x01ctrl\x1fsep",
+    "page\x0cbreak vertical\x0btab file\x1cgroup\x1drecord\x1eunit next\x85line",  # removed, not split on
     "東京大学 and 한국어 and ｆｕｌｌｗｉｄｔｈ",
     "x" * 201 + " " + "y" * 200,      # over 200 characters is [UNK]
     "[MASK] [CLS] <s> e.g. U.S.A. $3.50 — “quoted” 'single'",
@@ -80,6 +81,14 @@ def test_encode_sentences_counts_tokens_per_sentence(vocab):
     ids, lengths = tok.encode_sentences(["Hello there.", "", "\x01", "How are you?"])
     assert lengths.tolist() == [3, 0, 0, 4]
     assert [vocab.tokens[i] for i in ids] == ["hello", "there", ".", "how", "are", "you", "?"]
+
+
+def test_encode_sentences_removes_controls_that_split_takes_for_whitespace(vocab):
+    sentences = ["A page\x0cbreak.", "vertical\x0btab", "next\x85line"]
+    reference = FullTokenizerEquivalent(list(vocab.tokens), True)
+    ids, lengths = WordPieceTokenizer(vocab, True).encode_sentences(sentences)
+    assert [vocab.tokens[i] for i in ids] == [t for s in sentences for t in reference.tokenize(s)]
+    assert lengths.tolist() == [len(reference.tokenize(s)) for s in sentences]
 
 
 def test_vocab_without_specials_is_rejected(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 from conftest import DATA, SAMPLE_TEXT, run_cli
 from full_tokenizer import FullTokenizerEquivalent, basic_tokens
 
-from pipeline.vocab import HELD_OUT, VocabConfig, document_role
+from pipeline.vocab_counting import VocabConfig, is_sampled, split_held_out
 from wordpiece.tokenizer import WordPieceTokenizer
 from wordpiece.training import (ChunkBatch, HeldOutWords, TrainingConfig, TrainingError, measure, prune_plan,
                                 train, trainer_scale)
@@ -56,9 +56,10 @@ def corpus(tmp_path_factory) -> tuple[Path, list[tuple[str, str]]]:
 
 
 def held_out_texts(docs: list[tuple[str, str]]) -> list[str]:
-    """Documents the default hold-out keeps out of training, plus books that were never in the corpus."""
+    """The lines the default hold-out keeps out of training, plus books that were never in the corpus."""
     cfg = VocabConfig(inputs=[], output="", training=TrainingConfig())
-    held = [text for doc_id, text in docs if document_role(doc_id, cfg) == HELD_OUT]
+    held = ["\n".join(split_held_out(doc_id, text, cfg)[1]) for doc_id, text in docs]
+    held = [text for text in held if text]
     assert len(held) >= 3
     return held + [book_text(b) for b in UNSEEN_BOOKS] + [SAMPLE_TEXT.read_text(encoding="utf-8")]
 
@@ -158,9 +159,9 @@ def test_training_does_not_depend_on_count_order(corpus):
 
 
 def test_beam_count_gives_the_same_vocab(small_corpus, tmp_path):
-    local = train_cli(small_corpus, tmp_path / "local.txt")
-    beam = train_cli(small_corpus, tmp_path / "beam.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
-                     "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    local = train_cli(small_corpus, tmp_path / "local" / "vocab.txt")
+    beam = train_cli(small_corpus, tmp_path / "beam" / "vocab.txt", "--count-with-beam", "--counts-dir",
+                     tmp_path / "counts", "--direct_running_mode=multi_processing", "--direct_num_workers=2")
     assert beam.read_bytes() == local.read_bytes()
     manifest = json.loads((tmp_path / "counts" / "manifest.json").read_text())
     assert manifest["tallies"]["documents_read"] == sum(1 for _ in open(small_corpus))
@@ -170,16 +171,16 @@ def test_beam_count_gives_the_same_vocab(small_corpus, tmp_path):
 def test_beam_count_reads_a_large_file_in_spans_and_gives_the_same_vocab(corpus, uncased, tmp_path, monkeypatch):
     import hashlib
 
-    from pipeline import vocab
+    from pipeline import vocab_beam
 
     spans = []
-    read = vocab.read_documents
+    read = vocab_beam.read_documents
 
     def recording(path, input_format, stats, start=0, stop=-1):
         spans.append((start, stop))
         return read(path, input_format, stats, start, stop)
 
-    monkeypatch.setattr(vocab, "read_documents", recording)  # the in-memory runner calls it in this process
+    monkeypatch.setattr(vocab_beam, "read_documents", recording)  # the in-memory runner calls it in this process
     beam = train_cli(corpus[0], tmp_path / "beam.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
                      "--direct_running_mode=in_memory")
     size = corpus[0].stat().st_size
@@ -245,7 +246,8 @@ def test_measure_matches_tokenising_the_text(corpus, uncased):
 # ------------------------------------------------------------------------------------------ round trip
 
 def test_create_with_the_new_vocab_gives_valid_records(uncased, books_jsonl, tmp_path):
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf
+
     out = tmp_path / "records"
     assert run_cli("create", "--input", books_jsonl, "--vocab", uncased, "--output", out, "--dupe-factor", "1",
                    "--num-buckets", "2", "--eval-fraction", "0") == 0
@@ -310,14 +312,17 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
     assert run_cli(*args) == 2
     assert "already exists" in capsys.readouterr().err and out.read_text() == "keep me\n"
     assert run_cli(*args, "--overwrite") == 0
-    assert len(lines(out)) == 1200 and list(tmp_path.iterdir()) == [out]
+    assert len(lines(out)) == 1200
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "manifest.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
 
 
 def test_dry_run_builds_the_count_job_and_writes_nothing(small_corpus, tmp_path, capsys):
-    out = tmp_path / "vocab.txt"
-    assert run_cli("vocab", "--input", small_corpus, tmp_path / "missing-*.jsonl", "--output", out,
-                   "--count-with-beam", "--counts-dir", tmp_path / "counts", "--dry_run=True") == 0
-    assert "dry run" in capsys.readouterr().out and list(tmp_path.iterdir()) == []
+    (tmp_path / "in").mkdir()
+    assert run_cli("vocab", "--input", small_corpus, tmp_path / "in" / "missing-*.jsonl", "--output",
+                   tmp_path / "out" / "vocab.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
+                   "--dry_run=True") == 0
+    assert "dry run" in capsys.readouterr().out and list(tmp_path.iterdir()) == [tmp_path / "in"]
 
 
 def test_alphabet_too_big_for_the_vocab_is_a_training_error():
@@ -347,8 +352,8 @@ def test_held_out_sample_is_order_free():
 
 
 def test_pruning_keeps_the_alphabet(small_corpus, tmp_path):
-    out = train_cli(small_corpus, tmp_path / "pruned.txt", "--max-words", "1000", "--holdout-fraction", "0")
-    full = train_cli(small_corpus, tmp_path / "full.txt", "--holdout-fraction", "0")
+    out = train_cli(small_corpus, tmp_path / "pruned" / "vocab.txt", "--max-words", "1000", "--holdout-fraction", "0")
+    full = train_cli(small_corpus, tmp_path / "full" / "vocab.txt", "--holdout-fraction", "0")
     single = {t for t in lines(full) if len(t) == 1 or (t.startswith("##") and len(t) == 3)}
     assert single <= set(lines(out))
 
@@ -367,16 +372,17 @@ def summary_counts(text: str) -> dict[str, int]:
 def test_sampling_follows_id_hashes_and_max_documents_stops(small_corpus, tmp_path, capsys):
     ids = [json.loads(line)["id"] for line in open(small_corpus)]
     cfg = VocabConfig(inputs=[], output="", training=TrainingConfig(), sample_fraction=0.5)
-    expected = sum(document_role(i, cfg) is None for i in ids)
-    assert run_cli("vocab", "--input", small_corpus, "--output", tmp_path / "a.txt", "--vocab-size", "2000",
-                   "--sample-fraction", "0.5") == 0
+    expected = sum(not is_sampled(i, cfg) for i in ids)
+    assert run_cli("vocab", "--input", small_corpus, "--output", tmp_path / "a" / "vocab.txt", "--vocab-size",
+                   "2000", "--sample-fraction", "0.5") == 0
     rows = summary_counts(capsys.readouterr().out)
-    assert rows["documents read"] == len(ids) and rows["not sampled"] == expected
-    assert rows["for training"] + rows["held out"] == len(ids) - expected
-    assert run_cli("vocab", "--input", small_corpus, "--output", tmp_path / "b.txt", "--vocab-size", "2000",
-                   "--max-documents", "10") == 0
+    assert rows["documents read"] == len(ids) and 0 < rows["not sampled"] == expected
+    documents = json.loads((tmp_path / "a" / "manifest.json").read_text())["documents"]
+    assert documents["sampled"] == len(ids) - expected
+    assert run_cli("vocab", "--input", small_corpus, "--output", tmp_path / "b" / "vocab.txt", "--vocab-size",
+                   "2000", "--max-documents", "10") == 0
     rows = summary_counts(capsys.readouterr().out)
-    assert rows["for training"] + rows["held out"] == 10 == rows["documents read"]
+    assert rows["documents read"] == 10
 
 
 def test_trainer_scale_only_beyond_its_limits():

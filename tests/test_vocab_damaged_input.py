@@ -20,7 +20,8 @@ import zstandard
 from conftest import DATA, TESTS, run_cli
 
 from pipeline.sources import ReadStats, read_documents
-from pipeline.vocab import MAX_VOCAB_SIZE, VocabConfig, count_in_process, text_pieces
+from pipeline.vocab import MAX_VOCAB_SIZE
+from pipeline.vocab_counting import VocabConfig, count_in_process, text_pieces
 from wordpiece.training import ChunkBatch, TrainingConfig
 
 ALICE = DATA / "create" / "11-0.txt"
@@ -87,12 +88,12 @@ def test_a_cut_compressed_file_keeps_every_line_before_the_cut(tmp_path, capsys,
     assert stats.skipped == {"damaged_compressed_file": 1} and stats.documents == kept
     assert stats.size == cut.stat().st_size
 
-    assert vocab(tmp_path / "from-cut.txt", cut) == 0
+    assert vocab(tmp_path / "from-cut" / "vocab.txt", cut) == 0
     rows = summary(capsys.readouterr().out)
     assert rows["documents read"] == str(kept)
     assert rows["unreadable records (damaged_compressed_file)"] == "1"
-    assert vocab(tmp_path / "from-before.txt", before) == 0
-    assert (tmp_path / "from-cut.txt").read_bytes() == (tmp_path / "from-before.txt").read_bytes()
+    assert vocab(tmp_path / "from-before" / "vocab.txt", before) == 0
+    assert (tmp_path / "from-cut" / "vocab.txt").read_bytes() == (tmp_path / "from-before" / "vocab.txt").read_bytes()
 
 
 def test_compressed_jsonl_of_every_suffix_is_read_as_jsonl(tmp_path, jsonl):
@@ -104,9 +105,9 @@ def test_compressed_jsonl_of_every_suffix_is_read_as_jsonl(tmp_path, jsonl):
         packed[-1].write_bytes(COMPRESS[suffix](jsonl))
     for path in packed:
         assert [d.id for d in read_documents(str(path), "auto", ReadStats(""))][:2] == ["alice:0", "alice:1"]
-    assert vocab(tmp_path / "plain.txt", *plain) == 0
-    assert vocab(tmp_path / "packed.txt", *packed) == 0
-    assert (tmp_path / "plain.txt").read_bytes() == (tmp_path / "packed.txt").read_bytes()
+    assert vocab(tmp_path / "plain" / "vocab.txt", *plain) == 0
+    assert vocab(tmp_path / "packed" / "vocab.txt", *packed) == 0
+    assert (tmp_path / "plain" / "vocab.txt").read_bytes() == (tmp_path / "packed" / "vocab.txt").read_bytes()
 
 
 # ---------------------------------------------------------------------------------------------------- JSONL
@@ -114,12 +115,12 @@ def test_compressed_jsonl_of_every_suffix_is_read_as_jsonl(tmp_path, jsonl):
 def test_a_byte_order_mark_before_the_first_jsonl_line_costs_nothing(tmp_path, capsys, jsonl):
     (tmp_path / "plain.jsonl").write_bytes(jsonl)
     (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + jsonl)
-    assert vocab(tmp_path / "plain.txt", tmp_path / "plain.jsonl") == 0
+    assert vocab(tmp_path / "plain" / "vocab.txt", tmp_path / "plain.jsonl") == 0
     capsys.readouterr()
-    assert vocab(tmp_path / "bom.txt", tmp_path / "bom.jsonl") == 0
+    assert vocab(tmp_path / "bom" / "vocab.txt", tmp_path / "bom.jsonl") == 0
     rows = summary(capsys.readouterr().out)
     assert rows["documents read"] == "40" and not any(k.startswith("unreadable") for k in rows)
-    assert (tmp_path / "plain.txt").read_bytes() == (tmp_path / "bom.txt").read_bytes()
+    assert (tmp_path / "plain" / "vocab.txt").read_bytes() == (tmp_path / "bom" / "vocab.txt").read_bytes()
 
 
 def test_a_huge_one_line_document_is_counted_in_bounded_memory(tmp_path):
@@ -183,11 +184,11 @@ def test_a_damaged_parquet_row_group_costs_its_own_rows(tmp_path, capsys, docs):
     stats = ReadStats(str(path))
     assert [d.id for d in read_documents(str(path), "auto", stats)] == [d["id"] for d in docs[:10] + docs[20:]]
     assert stats.skipped == {"damaged_parquet_row": 10}
-    assert vocab(tmp_path / "damaged.txt", path) == 0
+    assert vocab(tmp_path / "damaged" / "vocab.txt", path) == 0
     rows = summary(capsys.readouterr().out)
     assert rows["documents read"] == "30" and rows["unreadable records (damaged_parquet_row)"] == "10"
-    assert vocab(tmp_path / "rest.txt", rest) == 0
-    assert (tmp_path / "damaged.txt").read_bytes() == (tmp_path / "rest.txt").read_bytes()
+    assert vocab(tmp_path / "rest" / "vocab.txt", rest) == 0
+    assert (tmp_path / "damaged" / "vocab.txt").read_bytes() == (tmp_path / "rest" / "vocab.txt").read_bytes()
 
 
 def test_a_parquet_string_that_is_not_utf8_is_replaced_and_counted(tmp_path, capsys, docs):
@@ -222,13 +223,13 @@ def test_both_counting_paths_treat_damage_alike(tmp_path, capsys, docs, jsonl):
 
     results = {}
     for name, extra in [("in-process", ()), ("beam", ("--count-with-beam",))]:
-        assert vocab(tmp_path / f"{name}.txt", inputs, extra=extra) == 0
+        assert vocab(tmp_path / name / "vocab.txt", inputs, extra=extra) == 0
         rows = summary(capsys.readouterr().out)
         results[name] = {k: v for k, v in rows.items() if k.startswith(("documents", "unreadable", "corpus"))}
     assert results["beam"] == results["in-process"]
     assert results["beam"]["unreadable records (damaged_compressed_file)"] == "3"
     assert results["beam"]["unreadable records (damaged_parquet_row)"] == "10"
-    assert (tmp_path / "beam.txt").read_bytes() == (tmp_path / "in-process.txt").read_bytes()
+    assert (tmp_path / "beam" / "vocab.txt").read_bytes() == (tmp_path / "in-process" / "vocab.txt").read_bytes()
 
 
 # ----------------------------------------------------------------------------------------- one line, exit 2

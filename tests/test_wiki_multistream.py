@@ -226,7 +226,8 @@ def test_garbage_between_streams_is_one_error_and_no_page_is_lost(multistream, t
     pages, errors = [i for i in items if isinstance(i, Page)], [i for i in items if isinstance(i, PageError)]
     assert pages == list(enwiki_pages())
     last_before = enwiki_pages()[199].page_id
-    assert [e.detail for e in errors] == [f"bytes {offsets[2]}-{offsets[2] + len(garbage)} are not a bz2 stream "
+    assert [e.detail for e in errors] == [f"bytes {offsets[2]}-{offsets[2] + len(garbage)} are not a bz2 stream; "
+                                          "how many pages it held cannot be told "
                                           f"(after page {last_before})"]
 
 

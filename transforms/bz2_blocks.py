@@ -5,12 +5,14 @@ a stream with another magic number and a checksum. Python's decompressor stops f
 which in a single-stream Wikipedia dump would lose everything after it. This reader decompresses streams as usual and,
 at a corrupt block, finds the next block's magic number, decodes the blocks from there one by one (each rewritten as
 a stream of its own), and goes back to plain decompression at the next stream. The file is read once, in order, so it
-works on any readable stream; what is held is the undecoded part of one or two blocks.
+works on any readable stream; what is held is the undecoded part of one or two blocks. Each gap says which bytes of
+the file it lost, and how many decompressed bytes they held, estimated from how much the rest expanded.
 """
 
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import io
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,10 +33,16 @@ _CRC_BITS = 32
 @dataclass(frozen=True)
 class Damage:
     """A gap in a stream of decompressed chunks: the bytes on either side do not join, because what lay between
-    could not be decompressed."""
+    could not be decompressed.
+
+    What the gap held is told where it can be: `lost_pages` counted (from a multistream index), or `lost_bytes`, an
+    estimate of the decompressed bytes lost (from the compressed bytes lost and how much the data around them
+    expanded). Both None: it cannot be told, as for bytes that are not compressed data at all."""
 
     detail: str
     reason: str = "read_error"
+    lost_pages: int | None = None
+    lost_bytes: int | None = None
 
 
 def _magic_patterns(magic: int) -> list[tuple[int, bytes, int, int, int, int]]:
@@ -138,6 +146,9 @@ class _Bz2Chunks:
         self.data = b""  # compressed bytes read and not yet decoded
         self.offset = 0  # file offset of data[0]
         self.decoded_to = 0  # the blocks that end before this file offset have been decompressed
+        # Bytes out and compressed bits in of what was decompressed, for the estimate of what a gap held.
+        self.output_bytes = 0
+        self.decoded_bits = 0
 
     def chunks(self) -> Iterator[bytes | Damage]:
         while self.data or self._read():
@@ -145,7 +156,8 @@ class _Bz2Chunks:
                 yield from self._stream()
             else:
                 self.decoded_to = self.offset
-                yield from self._blocks_after_damage(Damage(f"the bytes at {self.offset} are not a bz2 stream"))
+                yield from self._blocks_after_damage(Damage(f"the bytes at {self.offset} are not a bz2 stream"),
+                                                     compressed=False)
 
     def _read(self) -> bool:
         more = self.raw.read(READ_BYTES)
@@ -160,12 +172,13 @@ class _Bz2Chunks:
         decompressor = bz2.BZ2Decompressor()
         # The pieces fed since the one in which output last came: the block in progress starts in them.
         window: list[bytes] = []
-        window_offset = position = self.offset
+        window_offset = position = stream_start = self.offset
         self.decoded_to = self.offset + len(b"BZh9")  # where the first block starts
         piece, self.data = self.data, b""
         while True:
             piece = piece or self.raw.read(READ_BYTES)
             if not piece:
+                self.decoded_bits += (self.decoded_to - stream_start) * 8
                 self.data, self.offset = b"".join(window), window_offset
                 yield from self._blocks_after_damage(Damage(
                     f"the file ends at byte {position}, inside a bz2 stream", "truncated"))
@@ -173,6 +186,7 @@ class _Bz2Chunks:
             try:
                 produced = yield from self._decompress(decompressor, piece)
             except OSError as exc:
+                self.decoded_bits += (self.decoded_to - stream_start) * 8
                 self.data, self.offset = b"".join([*window, piece]), window_offset
                 yield from self._blocks_after_damage(Damage(f"bad bz2 data after byte {window_offset}: {exc}"))
                 return
@@ -183,6 +197,7 @@ class _Bz2Chunks:
             position += len(piece)
             if decompressor.eof:
                 self.data, self.offset = decompressor.unused_data, position - len(decompressor.unused_data)
+                self.decoded_bits += (self.offset - stream_start) * 8
                 return
             piece = b""
 
@@ -192,26 +207,29 @@ class _Bz2Chunks:
         produced = False
         while output:
             produced = True
+            self.output_bytes += len(output)
             yield output
             if decompressor.eof or decompressor.needs_input:
                 break
             output = decompressor.decompress(b"", MAX_OUTPUT_BYTES)
         return produced
 
-    def _blocks_after_damage(self, damage: Damage) -> Iterator[bytes | Damage]:
+    def _blocks_after_damage(self, damage: Damage, compressed: bool = True) -> Iterator[bytes | Damage]:
         """Decode block by block from the first block magic in data to the stream's end, yielding `damage` where
         the first block is lost, and one more Damage for each later run of lost blocks.
 
         Data starts where the block in progress when decompression failed may start: the blocks that end before
         `decoded_to` were decompressed already and are left out, and a first block that starts after it means that
         one was lost before it. When every block decodes (the damage was in the stream's checksum), nothing was
-        lost and nothing is reported."""
-        pending: Damage | None = damage
-        in_gap = False
+        lost and nothing is reported. A Damage is yielded where its run of lost blocks ends, so that it can say how
+        many compressed bytes were lost; `compressed=False` says that the first run is bytes that are not bz2 data,
+        whose content cannot be estimated."""
+        pending: Damage | None = damage  # reported with the first lost block, if any is lost
+        gap: tuple[Damage, int, bool] | None = None  # a run of lost blocks: its Damage, start bit, whether estimable
         at, is_end = self._find_marker()
-        if at is None or self.offset * 8 + at > self.decoded_to * 8:
-            yield damage
-            pending, in_gap = None, True
+        last_end = self.decoded_to * 8  # the file bit where the last block decoded ends
+        if at is None or self._bit(at) > last_end:
+            gap, pending = (damage, last_end, compressed), None
         while at is not None and not is_end:
             end, end_is_end = self._marker_after_block(at)
             lost = None
@@ -223,12 +241,18 @@ class _Bz2Chunks:
                 except OSError as exc:
                     lost = Damage(f"bad bz2 block at byte {self.offset + at // 8}: {exc}")
             if lost is not None:
-                if pending is not None or not in_gap:
-                    yield pending or lost
-                pending, in_gap = None, True
-            elif self.offset * 8 + end > self.decoded_to * 8:
-                in_gap = False
-                yield output
+                if gap is None:
+                    gap = (pending or lost, self._bit(at), True)
+                pending = None
+            else:
+                last_end = self._bit(end)
+                if last_end > self.decoded_to * 8:
+                    self.output_bytes += len(output)
+                    self.decoded_bits += end - at
+                    if gap is not None:
+                        yield self._gap(*gap, self._bit(at))
+                        gap = None
+                    yield output
             if end is None:
                 self._drop(at // 8 + 1)
                 at, is_end = self._find_marker()
@@ -236,11 +260,28 @@ class _Bz2Chunks:
                 self._drop(at // 8)
                 at, is_end = end - at // 8 * 8, end_is_end
         if at is None:  # the file ended
-            if pending is not None:
-                yield pending
+            if gap is None and pending is not None:  # after whole blocks, without the stream's end
+                gap = (pending, last_end, True)
+            if gap is not None:
+                yield self._gap(*gap, self._bit(len(self.data) * 8))
             self._drop(len(self.data))
         else:
+            if gap is not None:
+                yield self._gap(*gap, self._bit(at))
             self._drop_through_end(at)
+
+    def _bit(self, bit_in_data: int) -> int:
+        return self.offset * 8 + bit_in_data
+
+    def _gap(self, damage: Damage, start_bit: int, estimable: bool, end_bit: int) -> Damage:
+        """The Damage of a run of lost compressed bits, with the decompressed bytes it held estimated from how much
+        the data decompressed so far expanded."""
+        start, end = start_bit // 8, (end_bit + 7) // 8
+        lost_bytes = None
+        if estimable and self.output_bytes:  # else there is nothing to compare with
+            lost_bytes = round((end_bit - start_bit) * self.output_bytes / self.decoded_bits)
+        detail = f"{damage.detail}; bytes {start}-{end} of the file could not be decompressed"
+        return dataclasses.replace(damage, detail=detail, lost_bytes=lost_bytes)
 
     def _find_marker(self) -> tuple[int | None, bool]:
         """The first block or end magic in data, reading on and dropping what holds none: (its bit, whether it is

@@ -6,7 +6,8 @@ payload bytes, and numpy decodes the payloads of a whole batch at once (varints 
 
 The accumulators hold counts whose size depends on the sequence length, the number of predictions and the vocab,
 never on the number of records: exact integer histograms and per-id token counts. Two accumulators merge by
-addition, so the train and eval splits are summed into an overall view without a second pass.
+addition, so the train and eval splits are summed into an overall view without a second pass. They take batches of
+any width up to the sequence length, so batches padded only to their length bin's edge count as well.
 """
 from __future__ import annotations
 
@@ -117,23 +118,29 @@ def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[st
 
 @dataclass(frozen=True)
 class TokenIds:
-    """What the statistics need of the vocab ([CLS] and [SEP] are found by position and segment instead)."""
+    """What the statistics need of the vocab ([CLS] is found by position instead)."""
     vocab_size: int
     mask: int
     unk: int
+    sep: int
 
 
-_SUMMED = ("instances", "random_next", "real_tokens", "segment_a", "segment_b", "masked", "shown_mask",
+# What label 1 means, as the manifest's form names it; "unused" (no pair objective) has no label share.
+LABELS = ("random_next", "swapped", "unused")
+
+_SUMMED = ("instances", "label_ones", "real_tokens", "segment_a", "segment_b", "masked", "shown_mask",
            "shown_original", "shown_random", "unk_tokens", "original_counts")
 
 
 class RecordStats:
     """Counts over records of one (sequence length, predictions) configuration."""
 
-    def __init__(self, length: int, predictions: int, ids: TokenIds):
-        self.length, self.predictions, self.ids = length, predictions, ids
+    def __init__(self, length: int, predictions: int, ids: TokenIds, label: str = "random_next"):
+        if label not in LABELS:
+            raise ValueError(f"unknown label {label!r}; one of {', '.join(LABELS)}")
+        self.length, self.predictions, self.ids, self.label = length, predictions, ids, label
         self.instances = 0
-        self.random_next = 0
+        self.label_ones = 0
         self.real_tokens = np.zeros(length + 1, np.int64)    # histogram: index = real tokens of an instance
         self.segment_a = np.zeros(length + 1, np.int64)      # tokens of A, without [CLS] and its [SEP]
         self.segment_b = np.zeros(length + 1, np.int64)      # tokens of B, without its [SEP]
@@ -154,7 +161,7 @@ class RecordStats:
         if ids.min() < 0 or ids.max() >= vocab or labels.min() < 0 or labels.max() >= vocab:
             raise RecordFormatError(f"token ids outside the vocab of {vocab} entries; is this the right vocab?")
         self.instances += n
-        self.random_next += int((batch["next_sentence_labels"][:, 0] == 1).sum())
+        self.label_ones += int((batch["next_sentence_labels"][:, 0] == 1).sum())
         lengths = mask.sum(1)
         a_with_specials = (mask & (segments == 0)).sum(1)
         self.real_tokens += np.bincount(lengths, minlength=self.length + 1)
@@ -170,13 +177,12 @@ class RecordStats:
         self.shown_mask += int(is_mask.sum())
         self.shown_original += int((~is_mask & (shown == label)).sum())
         self.shown_random += int((~is_mask & (shown != label)).sum())
-        # The text as it was before masking: [MASK] and random replacements hide the original tokens.
+        # The text as it was before masking: [MASK] and random replacements hide the original tokens. Text never
+        # tokenises to [SEP], so every [SEP] is structural: after A, after B, and between packed documents.
         original = ids.copy()
         original[rows, at] = label
-        text = mask.copy()
+        text = mask & (original != self.ids.sep)
         text[:, 0] = False                                     # [CLS]
-        text[np.arange(n), a_with_specials - 1] = False        # the [SEP] after A
-        text[np.arange(n), lengths - 1] = False                # the [SEP] after B
         text_ids = original[text]
         self.unk_tokens += int((text_ids == self.ids.unk).sum())
         self.original_counts += np.bincount(text_ids, minlength=vocab)
@@ -184,7 +190,7 @@ class RecordStats:
         self.seen[label] = True
 
     def merge(self, other: "RecordStats") -> "RecordStats":
-        total = RecordStats(self.length, self.predictions, self.ids)
+        total = RecordStats(self.length, self.predictions, self.ids, self.label)
         for name in _SUMMED:
             setattr(total, name, getattr(self, name) + getattr(other, name))
         total.seen = self.seen | other.seen
@@ -197,14 +203,19 @@ class RecordStats:
         text_tokens = int(self.original_counts.sum())
         real = int((self.real_tokens * np.arange(self.length + 1)).sum())
         masked = int((self.masked * np.arange(self.predictions + 1)).sum())
+        nsp = self.label == "random_next"
         return {
             "instances": n,
-            "random_next": self.random_next,
-            "random_next_share": self.random_next / n if n else None,
+            "label": self.label,
+            "label_ones": self.label_ones,
+            "label_share": self.label_ones / n if n and self.label != "unused" else None,
+            "random_next": self.label_ones if nsp else None,
+            "random_next_share": self.label_ones / n if n and nsp else None,
             "real_tokens": real,
             "mean_real_tokens": real / n if n else None,
             "real_tokens_percentiles": percentiles(self.real_tokens),
             "full_length_share": int(self.real_tokens[-1]) / n if n else None,
+            "padded_share": 1 - real / (n * self.length) if n else None,
             "real_tokens_hist": self.real_tokens.tolist(),
             "segment_a_tokens_hist": self.segment_a.tolist(),
             "segment_b_tokens_hist": self.segment_b.tolist(),
@@ -212,6 +223,7 @@ class RecordStats:
             "mean_segment_b_tokens": _mean(self.segment_b),
             "masked_positions": masked,
             "mean_masked_positions": masked / n if n else None,
+            "masked_token_share": masked / real if real else None,
             "masked_positions_hist": self.masked.tolist(),
             "masked_shown_as_mask": self.shown_mask,
             "masked_shown_as_original": self.shown_original,
@@ -225,6 +237,27 @@ class RecordStats:
             "vocab_ids_seen": int(self.seen.sum()),
             "vocab_coverage": float(self.seen.mean()),
         }
+
+
+def bin_padding(real_tokens_hist, bin_size: int, length: int) -> dict:
+    """What batches of one length bin each would pad, from a histogram of real tokens per instance (index = tokens).
+
+    An instance of n tokens belongs to bin (n - 1) // bin_size, padded to min((bin + 1) * bin_size, length), as
+    create counts bins and the loader batches them; batches padded to `length` without bins are the comparison."""
+    hist = np.asarray(real_tokens_hist, np.int64)
+    tokens = np.arange(len(hist))
+    bins = []
+    for first in range(1, length + 1, bin_size):
+        width = min(first - 1 + bin_size, length)
+        instances = int(hist[first:width + 1].sum())
+        real = int((hist[first:width + 1] * tokens[first:width + 1]).sum())
+        bins.append({"width": width, "instances": instances, "real_tokens": real,
+                     "padded_share": 1 - real / (instances * width) if instances else None})
+    instances, real = int(hist.sum()), int((hist * tokens).sum())
+    slots = sum(b["instances"] * b["width"] for b in bins)
+    return {"bin_size": bin_size, "bins": bins,
+            "padded_share": 1 - real / slots if slots else None,
+            "padded_share_without_bins": 1 - real / (instances * length) if instances else None}
 
 
 def _mean(hist: np.ndarray) -> float | None:

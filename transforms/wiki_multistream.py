@@ -10,9 +10,11 @@ parallel instead of by a single reader.
 from __future__ import annotations
 
 import bz2
+import dataclasses
 import io
 import re
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from transforms.bz2_blocks import Damage
@@ -34,16 +36,24 @@ _BAD_INDEX_LINE = re.compile(rb"\n(?!\d+:\d+:)[^\n]+")
 # end-of-stream magic; streams of a multistream dump are byte-aligned.
 _STREAM_START = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
 _STREAM_START_BYTES = 10
+# The end of a dump, its root element's end tag, which may carry a namespace prefix.
+_DUMP_END = re.compile(rb"</(?:[\w.-]+:)?mediawiki\s*>\s*$")
 
 
 def read_stream_offsets(index_stream: BinaryIO) -> list[int]:
-    """The sorted distinct stream offsets of a multistream index (bz2-compressed or plain).
+    """The sorted distinct stream offsets of a multistream index (bz2-compressed or plain); see read_stream_pages."""
+    return sorted(read_stream_pages(index_stream))
+
+
+def read_stream_pages(index_stream: BinaryIO) -> dict[int, int]:
+    """The stream offsets of a multistream index (bz2-compressed or plain), in order, each with the number of pages
+    the index lists there.
 
     Lines are `offset:page_id:title`, and titles may contain ':'. Raises ValueError on any other line, because a
     wrong index would silently lose or duplicate pages.
     """
     reader = open_dump(index_stream)
-    offsets: set[bytes] = set()
+    offsets: Counter[bytes] = Counter()
     pending = b""
     lines_before = 0
     while True:
@@ -58,10 +68,10 @@ def read_stream_offsets(index_stream: BinaryIO) -> list[int]:
         if bad is not None:
             line = lines_before + block.count(b"\n", 0, bad.start() + 1)
             raise ValueError(f"line {line} is not `offset:page_id:title`: {bad.group()[1:81]!r}")
-        offsets.update(_INDEX_OFFSET.findall(block))  # bytes, so the ~100 lines per stream dedupe before int()
+        offsets.update(_INDEX_OFFSET.findall(block))  # bytes, so the ~100 lines per stream are counted before int()
         lines_before += block.count(b"\n") - 1
         if not chunk:
-            return sorted(int(offset) for offset in offsets)
+            return dict(sorted((int(offset), pages) for offset, pages in offsets.items()))
 
 
 def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> list[tuple[int, int]]:
@@ -89,7 +99,8 @@ def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> l
     return ranges
 
 
-def iter_range_pages(fileobj: BinaryIO, start: int, end: int) -> Iterator[Page | PageError]:
+def iter_range_pages(fileobj: BinaryIO, start: int, end: int, listed: Mapping[int, int] | None = None
+                     ) -> Iterator[Page | PageError]:
     """Yield the pages of the bz2 streams that start in bytes [start, end) of a multistream dump, in bounded memory.
 
     A range owns the streams that start in it, and reads the last one to its end even past `end`; a range that
@@ -97,37 +108,81 @@ def iter_range_pages(fileobj: BinaryIO, start: int, end: int) -> Iterator[Page |
     stream exactly once, and an index that is wrong about some offsets loses nothing. A corrupt stream costs that
     stream: one PageError (its `where` names the range), and reading goes on at the next stream. The stream that
     ends the file must end with </mediawiki>, so a dump cut between two streams is found too.
+
+    `listed` maps the index's stream offsets in the range to the number of pages it lists there: a damaged stream
+    that the index lists then says how many pages it lost, counted (listed minus read).
     """
-    for item in iter_pages_from_chunks(_decompressed_chunks(fileobj, start, end), fragment=True):
+    streams = _StreamPages(listed)
+    for item in iter_pages_from_chunks(_decompressed_chunks(fileobj, start, end, streams), fragment=True):
         if isinstance(item, PageError):
-            item = PageError(f"bytes {start}-{end}, {item.where} of their XML", item.reason, item.detail)
+            item = PageError(f"bytes {start}-{end}, {item.where} of their XML", item.reason, item.detail, item.lost)
+        if isinstance(item, Page) or item.lost is None:  # a page, or the error of one
+            streams.read[streams.current] += 1
         yield item
 
 
-def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int) -> Iterator[bytes | Damage]:
-    """The XML of the streams that start in [start, end), one stream after another; damage as Damage items."""
+class _StreamPages:
+    """The pages read from each stream, as the chunks of the stream in progress are parsed, against the pages the
+    index lists for it."""
+
+    def __init__(self, listed: Mapping[int, int] | None):
+        self.listed = listed
+        self.read: Counter[int] = Counter()
+        self.current = -1  # the stream whose chunks are being parsed
+
+    def lost_in_stream(self, at: int) -> tuple[int | None, str]:
+        """The pages the stream at `at` lost, counted where the index lists it, and what says so."""
+        if not self.listed or at not in self.listed:
+            return None, ""
+        lost = max(self.listed[at] - self.read[at], 0)
+        return lost, f"; the index lists {self.listed[at]:,} pages in it, {self.read[at]:,} of them read"
+
+    def lost_between(self, first: int, last: int) -> tuple[int | None, str]:
+        """The pages of the streams the index lists in bytes [first, last), which are not bz2 data."""
+        if not self.listed:
+            return None, ""
+        lost = sum(pages for offset, pages in self.listed.items() if first <= offset < last)
+        return lost, f"; the index lists {lost:,} pages in streams there"
+
+
+def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int, streams: _StreamPages | None = None
+                         ) -> Iterator[bytes | Damage]:
+    """The XML of the streams that start in [start, end), one stream after another; damage as Damage items, with
+    the pages lost where `streams` can count them."""
+    streams = streams or _StreamPages(None)
     file_size = fileobj.seek(0, io.SEEK_END)
+
+    def not_bz2(first: int, last: int | None, detail: str) -> Damage:
+        lost, said = streams.lost_between(first, file_size if last is None else last)
+        return Damage(detail + said, lost_pages=lost)
+
     at = start if _starts_stream(fileobj, start) else _next_stream_start(fileobj, start, end)
     if start == 0 and at is None:  # no range before this one reads these bytes
-        yield Damage("the file does not start with a bz2 stream")
+        yield not_bz2(0, end, "the file does not start with a bz2 stream")
     elif start == 0 and at:
-        yield Damage(f"bytes 0-{at} are not a bz2 stream")
+        yield not_bz2(0, at, f"bytes 0-{at} are not a bz2 stream")
     while at is not None and at < end:
         tail = bytearray()
+        streams.current = at
         stream_end, damage = yield from _keeping_the_tail(_decompress_stream(fileobj, at), tail)
         if damage is not None:
-            yield damage
+            lost, said = streams.lost_in_stream(at)
+            yield dataclasses.replace(damage, detail=damage.detail + said, lost_pages=lost)
             if stream_end is None:
                 return
             at = _next_stream_start(fileobj, at + 1, end)
             continue
         if stream_end >= file_size:
-            if not tail.rstrip().endswith(b"</mediawiki>"):
-                yield Damage(f"the dump ends at byte {file_size} without </mediawiki>: it is cut", "truncated")
+            if not _DUMP_END.search(tail):
+                # The streams an index lists beyond the end are counted where the index is read.
+                counted = "; the pages the index lists beyond it are counted with the index" if streams.listed else ""
+                yield Damage(f"the dump ends at byte {file_size} without </mediawiki>: it is cut{counted}",
+                             "truncated", lost_pages=0 if streams.listed else None)
             return
         at = stream_end if _starts_stream(fileobj, stream_end) else _next_stream_start(fileobj, stream_end, file_size)
         if at != stream_end:  # the bytes after this range's stream are not bz2: nothing else will read them
-            yield Damage(f"bytes {stream_end}-{file_size if at is None else at} are not a bz2 stream")
+            yield not_bz2(stream_end, at, f"bytes {stream_end}-{file_size if at is None else at} are not a bz2 "
+                                          "stream")
 
 
 def _keeping_the_tail(chunks, tail: bytearray):

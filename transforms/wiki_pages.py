@@ -4,7 +4,10 @@ Dumps are tens of GB, so pages are parsed incrementally with a pull parser and e
 from the tree at once: memory stays bounded by the largest single page. Damaged input never raises, and costs only
 what is damaged. The stream is cut at <page> and </page> before it is parsed, so a malformed page, bytes that do not
 decode, or stray text between pages give one PageError at their offset and reading resumes at the next <page>. A
-truncated file or a corrupt compressed stream yields every complete page before it, then one PageError.
+truncated file or a corrupt compressed stream yields every complete page before it, then one PageError. The PageError
+of a stretch that could not be decompressed says how many pages it took, counted or estimated (`lost`).
+
+Elements are known by their local names, so any export schema version reads, with or without a namespace prefix.
 """
 
 from __future__ import annotations
@@ -12,14 +15,18 @@ from __future__ import annotations
 import codecs
 import gzip
 import io
+import lzma
 import os
 import re
 import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 from urllib.parse import quote
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
+
+import zstandard
 
 from transforms.bz2_blocks import Bz2Reader, Damage
 
@@ -31,10 +38,22 @@ CHUNK_BYTES = 1 << 20
 MAX_PAGE_SIZE = 1 << 26
 
 # Errors a decompressing or network-backed reader raises on damaged data.
-READ_ERRORS = (OSError, EOFError, ValueError, zlib.error)
+READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
+# zstd input fed to the decompressor at a time: a piece inflates at most 32768-fold, so one step stays bounded.
+ZSTD_PIECE = 1024
+# Page starts on each side of a gap that give the mean page size the pages it held are estimated with.
+ESTIMATE_PAGES = 32
+# Compressions known by their magic bytes that are not read: the file is one error that names its compression.
+UNSUPPORTED_MAGIC = {b"7z\xbc\xaf\x27\x1c": "7z", b"PK\x03\x04": "zip", b"\x04\x22\x4d\x18": "lz4"}
 _UNDECODABLE_MARK = "wiki_pages.mark_undecodable"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_TITLE = re.compile(r"<title>([^<]{0,200})")
+_TITLE = re.compile(r"<(?:[\w.-]+:)?title>([^<]{0,200})")
+# Elements are known by their local names: a dump may put them in a namespace under a prefix (<mw:page>).
+_PREFIX = r"((?:[A-Za-z_][\w.-]*:)?)"
+_SITEINFO_END = re.compile(r"</(?:[\w.-]+:)?siteinfo\s*>")
+_PAGE_START = re.compile(r"<(?:[\w.-]+:)?page[\s>]")
+# The namespace of a prefix that a synthetic root declares: any name will do, as only local names are read.
+_SYNTHETIC_NAMESPACE = "urn:bertcorpus:local-names"
 
 
 def _mark_undecodable(error: UnicodeError) -> tuple[str, int]:
@@ -62,12 +81,39 @@ class Page:
 
 
 @dataclass(frozen=True)
+class Loss:
+    """The pages a damaged stretch took with it, beyond the items read: counted, estimated, or None where that
+    cannot be told."""
+
+    pages: int | None
+    estimated: bool = False
+
+
+@dataclass(frozen=True)
 class PageError:
-    """A page or a stretch of input that could not be read; `where` is an offset or a page id/title."""
+    """A page or a stretch of input that could not be read; `where` is an offset or a page id/title. `lost` is set
+    for a stretch of input that could not be decompressed or read, and says how many pages went with it."""
 
     where: str
     reason: str
     detail: str
+    lost: Loss | None = None
+
+
+@dataclass
+class _Gap:
+    """A gap whose pages are estimated once enough pages after it have been seen: its error as it stood when the gap
+    was found (where, why, the head of the page it cut, the last page before it), the XML bytes it held, and the
+    page starts around it."""
+
+    offset: int
+    reason: str
+    detail: str
+    cut_page: bytes | str
+    last_page: str
+    lost_bytes: int
+    before: list[int]
+    after: list[int]
 
 
 @dataclass(frozen=True)
@@ -135,7 +181,8 @@ def iter_pages(stream: BinaryIO, *, fragment: bool = False) -> Iterator[Page | P
 def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool = False
                            ) -> Iterator[Page | PageError]:
     """iter_pages over an iterable of byte chunks; a read error raised by the iterable ends the stream with a
-    PageError, and a Damage item among the chunks gives one and resumes at the next <page>."""
+    PageError (`truncated` for a compressed file cut short, `unsupported_compression`, else `read_error`), and a
+    Damage item among the chunks gives one and resumes at the next <page>."""
     reader = _PageReader(fragment)
     source = iter(chunks)
     while True:
@@ -143,6 +190,12 @@ def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool =
             chunk = next(source)
         except StopIteration:
             yield from reader.finish()
+            return
+        except UnsupportedCompression as exc:
+            yield from reader.fail(str(exc), "unsupported_compression")
+            return
+        except EOFError as exc:  # a compressed file cut short
+            yield from reader.fail(f"{type(exc).__name__}: {exc}", "truncated")
             return
         except READ_ERRORS as exc:
             yield from reader.fail(f"{type(exc).__name__}: {exc}")
@@ -186,14 +239,28 @@ class _PageReader:
         self.parser = XMLPullParser()
         self.open: list[Element] = []  # the elements the parser has open, outermost first
         self.root_started = False
+        self.root_prefix: bytes | str | None = None  # the prefix a synthetic root declares; None: the document's own
+        self.page_starts: deque[int] = deque(maxlen=ESTIMATE_PAGES)  # offsets of the last pages begun
+        self.gaps: list[_Gap] = []  # gaps waiting for the pages after them
 
     def _use_tokens(self, str_data: bool) -> None:
-        """The tokens the stream is cut at, and the synthetic root, in the form of the data: bytes or str."""
-        self.page_start = re.compile(r"<page[\s>]" if str_data else rb"<page[\s>]")
+        """The tokens the stream is cut at, in the form of the data: bytes or str. A page's tags may carry a
+        namespace prefix; its end tag is looked for with the prefix its start tag had."""
+        def form(pattern: str):
+            return re.compile(pattern if str_data else pattern.encode())
+
+        self.page_start = form(f"<{_PREFIX}page[\\s>]")
+        self.root_end = form(r"</(?:[\w.-]+:)?mediawiki\s*>")
+        self.prefix = "" if str_data else b""
         self.page_end = "</page>" if str_data else b"</page>"
-        self.root_tag = "<mediawiki>" if str_data else b"<mediawiki>"
-        self.root_end = "</mediawiki>" if str_data else b"</mediawiki>"
         self.unit = "character" if str_data else "byte"
+
+    def _synthetic_root(self) -> bytes | str:
+        """A root start tag in the pages' prefix (declared), so that their elements and the document's own end tag
+        parse under it."""
+        prefix = self.prefix if isinstance(self.prefix, str) else self.prefix.decode("ascii")
+        tag = f'<{prefix}mediawiki xmlns:{prefix[:-1]}="{_SYNTHETIC_NAMESPACE}">' if prefix else "<mediawiki>"
+        return tag if isinstance(self.buffer, str) else tag.encode("ascii")
 
     # -- input
 
@@ -222,11 +289,13 @@ class _PageReader:
         return chunk
 
     def finish(self) -> Iterator[Page | PageError]:
-        """End of input: a complete document closes cleanly; anything else is reported as truncated."""
+        """End of input: a complete document closes cleanly; an empty one is reported as empty (whatever its
+        compression), anything else as truncated."""
+        yield from self._estimate_gaps()
         if not self.started:
-            # an empty fragment is an empty range; an empty document is damage, unless a damage report said why
+            # an empty fragment is an empty range; an empty document is one error, unless a damage report said why
             if not self.fragment and self.state != _SKIP:
-                yield self._error(0, "truncated", "input is empty")
+                yield self._error(0, "empty", "the input is empty")
             return
         if self.decoder is not None:
             self.buffer = self.buffer[self.pos :] + self.decoder.decode(b"", final=True)
@@ -244,15 +313,28 @@ class _PageReader:
         else:
             yield self._error(self.base + len(self.buffer), "truncated", "input ends before </mediawiki>")
 
-    def fail(self, detail: str) -> Iterator[Page | PageError]:
-        """A read error ends the stream: the page it cut is lost with it."""
-        yield PageError(f"byte {self.bytes_read}", "read_error", f"{detail} ({self._after()})")
+    def fail(self, detail: str, reason: str = "read_error") -> Iterator[Page | PageError]:
+        """A read error ends the stream: the page it cut is lost with it, and what followed, which is not known."""
+        yield from self._estimate_gaps()
+        lost = None if reason == "unsupported_compression" else Loss(None)
+        yield PageError(f"byte {self.bytes_read}", reason, f"{detail} ({self._after()})", lost)
 
     def resume_after(self, damage: Damage) -> Iterator[Page | PageError]:
-        """A gap in the input: the page it cuts is lost, and reading resumes at the next <page>."""
+        """A gap in the input: the page it cuts is lost, and reading resumes at the next <page>. The error says how
+        many pages the gap took: as the damage counted them, or estimated once the pages after it are seen."""
+        yield from self._estimate_gaps()
         at = self.base + (self.pos if self.state == _PAGE else len(self.buffer))
-        cut = "; the page there is cut" if self.state == _PAGE else ""
-        yield self._error(at, damage.reason, damage.detail + cut, self._rest() if cut else "")
+        cut_page = self._rest()[:4096] if self.state == _PAGE else ""
+        detail = damage.detail + ("; the page there is cut" if cut_page else "")
+        if damage.lost_pages is not None:
+            counted = f"; {damage.lost_pages:,} pages lost" if damage.lost_pages else ""
+            yield self._error(at, damage.reason, detail + counted, cut_page, Loss(damage.lost_pages))
+        elif damage.lost_bytes is not None:
+            self.gaps.append(_Gap(at, damage.reason, detail, cut_page, self._after(), damage.lost_bytes,
+                                  list(self.page_starts), []))
+        else:
+            yield self._error(at, damage.reason, f"{detail}; how many pages it held cannot be told", cut_page,
+                              Loss(None))
         self.pos, self.state = len(self.buffer), _SKIP
         if self.decoder is not None:
             self.decoder.reset()
@@ -273,6 +355,8 @@ class _PageReader:
                 if found is None:
                     return
                 self.state, self.scanned, self.pages_begun = _PAGE, cut + 1, True
+                self._page_prefix(found)
+                yield from self._page_begins(self.base + cut)
                 continue
             end = buffer.find(self.page_end, self.scanned)
             following = self.page_start.search(buffer, self.scanned, end if end >= 0 else len(buffer))
@@ -281,6 +365,8 @@ class _PageReader:
                     yield self._error(self.base + self.pos, "xml_error", "the page is not closed before the next "
                                       "<page>", buffer[self.pos : following.start()])
                 self.pos, self.scanned, self.state = following.start(), following.start() + 1, _PAGE
+                self._page_prefix(following)
+                yield from self._page_begins(self.base + following.start())
             elif end >= 0:
                 stop = end + len(self.page_end)
                 if self.state == _PAGE and stop - self.pos > MAX_PAGE_SIZE:
@@ -297,6 +383,44 @@ class _PageReader:
                     self.pos = self.scanned
                 return
 
+    # -- estimating what a gap held
+
+    def _page_begins(self, offset: int) -> Iterator[PageError]:
+        self.page_starts.append(offset)
+        if self.gaps:
+            for gap in self.gaps:
+                gap.after.append(offset)
+            if len(self.gaps[0].after) >= ESTIMATE_PAGES:
+                yield from self._estimate_gaps()
+
+    def _estimate_gaps(self) -> Iterator[PageError]:
+        """The errors of the gaps seen so far, each with the pages it held estimated: its XML bytes over the mean
+        size of the pages on either side of it."""
+        for gap in self.gaps:
+            spans = [starts[-1] - starts[0] for starts in (gap.before, gap.after) if len(starts) > 1]
+            intervals = sum(len(starts) - 1 for starts in (gap.before, gap.after) if len(starts) > 1)
+            if not intervals:
+                said, loss = "how many pages it held cannot be told: too few pages around it", Loss(None)
+            else:
+                # offsets count characters where the XML is decoded here: sizes in bytes come through the ratio
+                bytes_per_unit = self.bytes_read / max(self.base + len(self.buffer), 1) if self.decoder else 1.0
+                page_bytes = sum(spans) / intervals * bytes_per_unit
+                pages = round(gap.lost_bytes / page_bytes) + bool(gap.cut_page)
+                said = (f"about {pages:,} pages lost (an estimate: about {gap.lost_bytes:,} bytes of XML, at "
+                        f"{page_bytes:,.0f} bytes per page around them)")
+                if gap.reason == "truncated":
+                    said += ", and what followed the cut is not known"
+                loss = Loss(pages, estimated=True)
+            yield self._error(gap.offset, gap.reason, f"{gap.detail}; {said}", gap.cut_page, loss, gap.last_page)
+        self.gaps = []
+
+    def _page_prefix(self, start) -> None:
+        """Look for the end tag of the page just found with the prefix its start tag has."""
+        prefix = start.group(1)
+        if prefix != self.prefix:
+            self.prefix = prefix
+            self.page_end = "</" + prefix + "page>" if isinstance(prefix, str) else b"</" + prefix + b"page>"
+
     def _too_large(self, piece: bytes | str) -> PageError:
         return self._error(self.base + self.pos, "page_too_large", f"the page is longer than {MAX_PAGE_SIZE:,} "
                            f"{self.unit}s", piece)
@@ -311,8 +435,9 @@ class _PageReader:
         self.parser = XMLPullParser(events=("start", "end"))
         self.open = []
         self.root_started = False
+        self.root_prefix = self.prefix if synthetic_root else None
         if synthetic_root:
-            self.parser.feed(self.root_tag)
+            self.parser.feed(self._synthetic_root())
             self._track(self.parser.read_events())
 
     def _track(self, events) -> Element | None:
@@ -334,8 +459,8 @@ class _PageReader:
     def _between(self, text: bytes | str, offset: int) -> Iterator[PageError]:
         """Feed the text between pages to the parser, a document's end tag and what follows it apart."""
         while text and self.state == _BETWEEN:
-            end = text.find(self.root_end)
-            part = text if end < 0 else text[: end + len(self.root_end)]
+            end = self.root_end.search(text)
+            part = text if end is None else text[: end.end()]
             yield from self._feed_between(part, offset)
             text, offset = text[len(part) :], offset + len(part)
 
@@ -366,7 +491,9 @@ class _PageReader:
         if self.decoder is not None and _LONE_SURROGATE.search(piece):
             yield self._error(offset, "decode_error", "bytes that are not valid in the document's encoding", piece)
             return
-        if not self.open:  # no root is open: the document has none, or it was closed before this page
+        # No root is open (the document has none, or it was closed before this page), or a synthetic one that does
+        # not declare this page's prefix.
+        if not self.open or (self.root_prefix is not None and self.root_prefix != self.prefix):
             self._new_parser(synthetic_root=True)
         depth = len(self.open)
         try:
@@ -395,13 +522,14 @@ class _PageReader:
                 return "decode_error", f"{bad.reason}: byte {bad.start} of the page is not UTF-8"
         return "xml_error", _without_position(exc)
 
-    def _error(self, offset: int, reason: str, detail: str, piece: bytes | str = "") -> PageError:
+    def _error(self, offset: int, reason: str, detail: str, piece: bytes | str = "", lost: Loss | None = None,
+               after: str | None = None) -> PageError:
         """One PageError at an offset of the XML; the detail names the page's title where it can be found, and the
-        last good page."""
+        last good page (`after`, where it was said before)."""
         head = piece[:4096]
         title = _TITLE.search(head if isinstance(head, str) else head.decode("utf-8", "replace"))
         named = f"page {title.group(1)!r}: " if title else ""
-        return PageError(f"{self.unit} {offset}", reason, f"{named}{detail} ({self._after()})")
+        return PageError(f"{self.unit} {offset}", reason, f"{named}{detail} ({after or self._after()})", lost)
 
     def _after(self) -> str:
         return f"after page {self.last_page}" if self.last_page else "before any complete page"
@@ -467,7 +595,7 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
     """Parse the <siteinfo> header, reading only the head of the stream; None when there is no header."""
     head = b""
     text = ""
-    while len(head) < max_bytes and "</siteinfo>" not in text and "<page" not in text:
+    while len(head) < max_bytes and not _SITEINFO_END.search(text) and not _PAGE_START.search(text):
         try:
             chunk = stream.read(1 << 16)
         except READ_ERRORS:
@@ -477,15 +605,15 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
         head += chunk
         codec = detect_encoding(head[:256])
         text = head.decode("utf-16" if codec.endswith("-bom") else codec, errors="ignore")
-    end = text.find("</siteinfo>")
-    if end < 0:
+    end = _SITEINFO_END.search(text)
+    if end is None:
         return None
+    # Up to the end of <siteinfo>: the root stays open, and the elements that ended are what is read.
     parser = XMLPullParser(events=("end",))
-    parser.feed(text[: end + len("</siteinfo>")] + "</mediawiki>")
     dbname = base = None
     namespaces: dict[int, str] = {}
     try:
-        parser.close()
+        parser.feed(text[: end.end()])
         for _, elem in parser.read_events():
             name = _local(elem.tag)
             if name == "dbname":
@@ -500,10 +628,11 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
 
 
 def open_dump(path_or_fileobj: str | os.PathLike | BinaryIO) -> BinaryIO:
-    """Open a dump for reading, decompressing .bz2 (single or multistream) and .gz by their magic bytes.
+    """Open a dump for reading, decompressing bz2 (single or multistream), gzip, xz and zstd by their magic bytes.
 
     Sniffing the content rather than the suffix also handles renamed or suffix-less files. The caller closes it.
-    A bz2 dump is read by a Bz2Reader, so that a corrupt block costs that block only.
+    A bz2 dump is read by a Bz2Reader, so that a corrupt block costs that block only. A file in a compression that
+    is not read (7z, zip, lz4) gives a reader that raises UnsupportedCompression, naming it.
     """
     if isinstance(path_or_fileobj, (str, os.PathLike)):
         raw: BinaryIO = open(path_or_fileobj, "rb")  # noqa: SIM115 - returned to the caller
@@ -511,9 +640,69 @@ def open_dump(path_or_fileobj: str | os.PathLike | BinaryIO) -> BinaryIO:
         raw = path_or_fileobj
     if not hasattr(raw, "peek"):
         raw = io.BufferedReader(raw)  # type: ignore[arg-type]
-    magic = raw.peek(3)[:3]  # type: ignore[attr-defined]
-    if magic == b"BZh":
+    magic = raw.peek(6)[:6]  # type: ignore[attr-defined]
+    if magic[:3] == b"BZh":
         return Bz2Reader(raw, close_raw=isinstance(path_or_fileobj, (str, os.PathLike)))  # type: ignore[return-value]
     if magic[:2] == b"\x1f\x8b":
         return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
+    if magic == b"\xfd7zXZ\x00":
+        return lzma.LZMAFile(raw)  # type: ignore[return-value]
+    if magic[:4] == b"\x28\xb5\x2f\xfd":
+        return _ZstdReader(raw)  # type: ignore[return-value]
+    unsupported = next((name for start, name in UNSUPPORTED_MAGIC.items() if magic.startswith(start)), None)
+    if unsupported is not None:
+        return _Unsupported(unsupported)  # type: ignore[return-value]
     return raw
+
+
+class UnsupportedCompression(OSError):
+    """The file is compressed in a format that is not read; the message names it."""
+
+
+class _Unsupported(io.RawIOBase):
+    """A reader of a file whose compression is not read: its first read raises, naming the compression."""
+
+    def __init__(self, compression: str):
+        self.compression = compression
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        raise UnsupportedCompression(f"the file is {self.compression}-compressed, which is not read: decompress it, "
+                                     "or recompress it as .bz2, .gz, .xz or .zst")
+
+
+class _ZstdReader(io.RawIOBase):
+    """The frames of a zstd file one after another, in bounded memory. A file cut inside a frame raises EOFError
+    once everything before the cut has been read, as the gzip, bz2 and xz readers do (zstandard's own reader stops
+    there without a word)."""
+
+    def __init__(self, raw: BinaryIO):
+        self.raw = raw
+        self.frame = zstandard.ZstdDecompressor().decompressobj()
+        self.input = memoryview(b"")
+        self.fed = False  # the frame in progress has had input
+        self.output = bytearray()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while len(self.output) < len(buffer):
+            if not self.input:
+                self.input = memoryview(self.raw.read(1 << 16))
+                if not self.input:
+                    if self.fed and not self.output:
+                        raise EOFError("the file ends inside a zstd frame")
+                    break
+            piece, self.input = self.input[:ZSTD_PIECE], self.input[ZSTD_PIECE:]
+            self.fed = True
+            self.output += self.frame.decompress(piece)
+            if self.frame.eof:  # what follows the frame's end starts the next one
+                self.input = memoryview(self.frame.unused_data + bytes(self.input))
+                self.frame, self.fed = zstandard.ZstdDecompressor().decompressobj(), False
+        size = min(len(buffer), len(self.output))
+        buffer[:size] = self.output[:size]
+        del self.output[:size]
+        return size

@@ -100,16 +100,17 @@ _MAGIC_WORD = re.compile(r"__[^\W_]+__")
 _NON_PROSE_LINE = re.compile(r"\n(?:[ \t]*[*#:;|!][^\n]*|=[^\n]*=[ \t]*|-{4,}[ \t]*)(?=\n)")
 # What removed templates leave inside brackets: "()", "(; born 1950, )". Tidied only in the few paragraphs that
 # show one of the telltale pairs, because a regex tried at every "(" of the text costs more than all the rest.
-_BRACKET_LEFTOVER_HINTS = ("()", "( ", " )", "(,", "(;", "(:", ",)", ";)", "[]", "[ ")
+_BRACKET_LEFTOVER_HINT = re.compile(r"\(\)|\( | \)|\(,|\(;|\(:|,\)|;\)|\[\]|\[ ")
 _EMPTY_BRACKETS = re.compile(r"\([ ,;:]*\)|\[[ ,;:]*\]")
 _PUNCT_AFTER_PAREN = re.compile(r"\([ ,;:]+")
 _PUNCT_BEFORE_PAREN = re.compile(r"[ ,;:]+\)")
-_SPACE_BEFORE_PUNCT = ((" ,", ","), (" .", "."), (" ;", ";"), (" :", ":"))
+_SPACE_BEFORE_PUNCT = re.compile(r" (?=[,.;:])")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _HAS_WORD = re.compile(r"[^\W_]")
 _LINE_START_MARKUP = "*#:;|!= "
-_RESIDUE_TOKENS = ("{{", "}}", "[[", "]]", "{|", "|}", "<!--", "==", "''", "&nbsp;", "&amp;")
-_REF_TAG = re.compile(r"</?ref", re.I)
+# One scan for every markup token that must not survive; a scoped (?i:) group would keep the engine from skipping
+# to the candidate characters, so the letters of "ref" carry their cases instead.
+_RESIDUE_TOKEN = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|<!--|==|''|&nbsp;|&amp;|</?[rR][eE][fF]")
 _RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|</?ref|<!--|==|''|&nbsp;|&amp;", re.I)
 
 
@@ -295,15 +296,12 @@ def _paragraphs(text: str) -> str:
     kept: list[str] = []
     for block in _PARAGRAPH_BREAK.split(text):
         paragraph = " ".join(block.split()).lstrip(_LINE_START_MARKUP)  # split() also takes U+00A0 (&nbsp;)
-        if ("(" in paragraph or "[" in paragraph) and any(h in paragraph for h in _BRACKET_LEFTOVER_HINTS):
+        if ("(" in paragraph or "[" in paragraph) and _BRACKET_LEFTOVER_HINT.search(paragraph):
             paragraph = _tidy_brackets(paragraph)
         if paragraph and _HAS_WORD.search(paragraph):
             kept.append(paragraph)
-    out = "\n\n".join(kept)
-    for spaced, tight in _SPACE_BEFORE_PUNCT:
-        if spaced in out:
-            out = out.replace(spaced, tight)
-    if _has_residue(out):
+    out = _SPACE_BEFORE_PUNCT.sub("", "\n\n".join(kept))
+    if _RESIDUE_TOKEN.search(out) is not None:
         return _paragraphs(_RESIDUE.sub(" ", out))
     return out
 
@@ -313,10 +311,6 @@ def _tidy_brackets(paragraph: str) -> str:
     paragraph = _PUNCT_AFTER_PAREN.sub("(", paragraph)
     paragraph = _PUNCT_BEFORE_PAREN.sub(")", paragraph)
     return " ".join(paragraph.split()).lstrip(_LINE_START_MARKUP)
-
-
-def _has_residue(text: str) -> bool:
-    return any(token in text for token in _RESIDUE_TOKENS) or ("<" in text and _REF_TAG.search(text) is not None)
 
 
 # --- disambiguation pages -------------------------------------------------------------------------------------------

@@ -9,6 +9,9 @@ Because every step after the whitespace split is local to a chunk, a chunk's ids
 chunk. `WordPieceTokenizer` therefore caches ids per chunk and sends only unseen chunks to HF tokenizers, whose
 BertNormalizer/BertPreTokenizer/WordPiece do the per-chunk work. Natural text repeats its chunks so often that
 most of a document never leaves the cache.
+
+`standalone_tokenizer` expresses the same steps as one HF `Tokenizer`, for the `tokenizer.json` that the vocab
+command writes beside vocab.txt, so that HF tools tokenise exactly as `create` does.
 """
 from __future__ import annotations
 
@@ -16,13 +19,14 @@ import re
 from itertools import chain
 
 import numpy as np
-from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from wordpiece.ranges import concat_ranges
-from wordpiece.vocab import UNK, Vocab
+from wordpiece.vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, Vocab
 
 MAX_CHARS_PER_WORD = 200
-_CACHE_LIMIT = 400_000  # chunks; ~80 MB at most, and the frequent chunks arrive first
+# Chunks held; a bound on the cache's memory. Dropping the cache costs little: frequent chunks come back first.
+_CACHE_LIMIT = 400_000
 
 
 # NUL, U+FFFD and every Cc/Cf character except tab, newline and CR (Unicode 14, Python 3.11's unicodedata);
@@ -35,19 +39,23 @@ REMOVED_RANGES = (
     (0xE0001, 0xE0001), (0xE0020, 0xE007F),
 )
 _REMOVED = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in REMOVED_RANGES) + "]+")
+# Removed characters that str.split also takes for whitespace: the reference removes them, so that the letters
+# around them join, and a test on the text without its whitespace does not see them.
+_SPLITTING_CONTROLS = "\x0b\x0c\x1c\x1d\x1e\x1f\x85"
 
 
 def prepare_text(text: str, lowercase: bool) -> str:
     """The steps that must happen on the whole text before any chunk is tokenised on its own."""
-    if _may_need_cleaning(text):
+    if _may_need_cleaning(text, text.split()):
         text = _REMOVED.sub("", text)
     return text.lower() if lowercase else text
 
 
-def _may_need_cleaning(text: str) -> bool:
-    # Every removed character but U+FFFD is non-printable, and str.isprintable runs at memory speed, far
-    # faster than the regex; whitespace is non-printable too, so test the text without it.
-    return "\ufffd" in text or not "".join(text.split()).isprintable()
+def _may_need_cleaning(text: str, chunks: list[str]) -> bool:
+    """False when text (split into chunks) holds no character to remove. Every removed character but U+FFFD is
+    non-printable, and str.isprintable is one cheap pass where the regex is a slow one; whitespace is
+    non-printable too, so the test is on the chunks."""
+    return "\ufffd" in text or not "".join(chunks).isprintable() or any(c in text for c in _SPLITTING_CONTROLS)
 
 
 def chunk_normalizer(lowercase: bool) -> normalizers.Normalizer:
@@ -61,6 +69,39 @@ def build_hf_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
     tok.normalizer = chunk_normalizer(lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     return tok
+
+
+# Python's str.lower gives a capital sigma its final form at the end of a word (Unicode's Final_Sigma context:
+# after a cased letter, not before one, case-ignorable characters skipped). HF lower-cases one character at a
+# time, so the final forms are put in first; \K keeps the context out of what is replaced.
+_FINAL_SIGMA = r"\p{Cased}\p{Case_Ignorable}*\KΣ(?!\p{Case_Ignorable}*\p{Cased})"
+
+
+def standalone_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
+    """The whole tokenisation as one HF Tokenizer (saved as tokenizer.json): prepare_text's removal and
+    lower-casing as normalizers ahead of the chunk normaliser, [CLS] A [SEP] (B [SEP]) around sequences, and the
+    five special tokens registered, as HF's BertTokenizerFast registers them (so the text "[MASK]" is the mask
+    token there, where `create`, like the reference, tokenises it as text)."""
+    removed = "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in REMOVED_RANGES) + "]"
+    steps = [normalizers.Replace(Regex(removed), "")]
+    if lowercase:
+        steps += [normalizers.Replace(Regex(_FINAL_SIGMA), "ς"), normalizers.Lowercase()]
+    tok = build_hf_tokenizer(vocab, lowercase)
+    tok.normalizer = normalizers.Sequence([*steps, chunk_normalizer(lowercase)])
+    ids = vocab.ids
+    tok.post_processor = processors.BertProcessing((SEP, ids[SEP]), (CLS, ids[CLS]))
+    tok.decoder = decoders.WordPiece(prefix="##")
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_TOKENS])
+    return tok
+
+
+def tokenizer_config(lowercase: bool, max_length: int = 512) -> dict:
+    """tokenizer_config.json for transformers' AutoTokenizer: the generic fast class, which takes tokenizer.json
+    as it is (a BERT class would rebuild its own normaliser, without the reference's cleaning and final sigma)."""
+    return {"tokenizer_class": "PreTrainedTokenizerFast", "do_lower_case": lowercase,
+            "model_max_length": max_length, "clean_up_tokenization_spaces": False,
+            "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
+            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
 
 
 class WordPieceTokenizer:
@@ -102,7 +143,7 @@ class WordPieceTokenizer:
         text = "\n".join(sentences)
         chunks_per_sentence = [line.split() for line in (text.lower() if self.lowercase else text).split("\n")]
         all_chunks = list(chain.from_iterable(chunks_per_sentence))
-        if "\ufffd" in text or not "".join(all_chunks).isprintable():
+        if _may_need_cleaning(text, all_chunks):
             # Rare: characters to remove. Lower-casing must follow their removal (final sigma sees through
             # nothing), so prepare the original text properly.
             chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]

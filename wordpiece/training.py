@@ -31,7 +31,8 @@ BERT_LOW_UNUSED = 99          # the original layout puts [unused0..98] at ids 1.
 BERT_DEFAULT_RESERVED = 994   # [unused0..993], as in the original vocab
 # HF keeps pair counts in 32-bit signed integers; no symbol may occur 2**31 times in what the trainer sees.
 _PAIR_COUNT_LIMIT = 2**30
-# Feeding the trainer costs ~0.3 µs per word occurrence; above this many, counts are scaled down (see docs).
+# The trainer is fed every word occurrence, so its time grows with the corpus; above this many occurrences the
+# counts are scaled down instead (docs/vocab.md, "Trainer limits").
 TRAINER_WORD_BUDGET = 2**30
 _FEED_WORDS = 1024            # words per string handed to the trainer: long enough to amortise the call
 # prepare_text removes NUL, and BertPreTokenizer keeps it as a word of its own, so it can mark where one
@@ -67,7 +68,7 @@ class ChunkBatch:
         """Word counts of everything added since the last drain."""
         chunks, self._chunks, self._chars = self._chunks, Counter(), 0
         # An ASCII letters-and-digits chunk is one word, unchanged by the normaliser (no accents, CJK or
-        # punctuation), so only the other chunks need HF, whose pre-tokeniser costs ~3 µs per word it returns.
+        # punctuation), so only the other chunks need HF's pre-tokeniser, the costly step per word.
         words = Counter({c: n for c, n in chunks.items() if c.isascii() and c.isalnum()})
         rest = {c: n for c, n in chunks.items() if not (c.isascii() and c.isalnum())}
         if not rest:
@@ -365,6 +366,11 @@ class Quality:
     words: int                   # held-out word occurrences measured
     unk_rate: float              # share of those words that become [UNK]
     pieces_per_word: float
+
+    @property
+    def unk_token_share(self) -> float:
+        """Share of the wordpieces that are [UNK]: a word that becomes [UNK] is one piece."""
+        return self.unk_rate / self.pieces_per_word if self.pieces_per_word else 0.0
 
 
 def measure(tokens: list[str], held_out: dict[str, int], batch: int = 100_000) -> Quality:

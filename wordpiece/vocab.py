@@ -9,7 +9,8 @@ import numpy as np
 
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
-REQUIRED_TOKENS = (UNK, CLS, SEP, MASK)
+# A byte-order mark that an editor put before the first line would turn [PAD] into another, regular token.
+BYTE_ORDER_MARK = "\ufeff"
 # Bracketed entries such as [unused17] are placeholders, never real text.
 _BRACKETED = re.compile(r"^\[[^\]]+\]$")
 
@@ -31,9 +32,10 @@ def read_vocab_bytes(path: str) -> bytes:
 
 
 def _decode_utf8(raw: bytes, name: str) -> str:
-    """The file's text; a byte that is not UTF-8 would silently become another token, so it is refused."""
+    """The file's text, without a leading byte-order mark; a byte that is not UTF-8 would silently become another
+    token, so it is refused."""
     try:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8").removeprefix(BYTE_ORDER_MARK)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise VocabError(f"vocab file {name} is not UTF-8: line {line:,} has the byte 0x{raw[e.start]:02x} "
@@ -56,10 +58,10 @@ class Vocab:
         tokens = tuple(line.strip() for line in text.splitlines())
         if not tokens:
             raise VocabError(f"vocab file {name} is empty")
-        missing = [t for t in REQUIRED_TOKENS if t not in set(tokens)]
+        missing = [t for t in SPECIAL_TOKENS if t not in set(tokens)]
         if missing:
             raise VocabError(f"vocab file {name} lacks {', '.join(missing)}; a BERT vocab needs "
-                             f"{', '.join(REQUIRED_TOKENS)}")
+                             f"{', '.join(SPECIAL_TOKENS)}")
         return cls(tokens, hashlib.sha256(raw).hexdigest())
 
     @property

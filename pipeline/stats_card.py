@@ -1,12 +1,16 @@
-"""The figures of `bertcorpus stats`: every finished stage under DIR read once, into the card that becomes stats.json.
+"""The card of `bertcorpus stats`: every finished stage under DIR read once, into the figures that become stats.json.
 
     DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
                                                              │    sizes, sources, extremes; [UNK] words with the vocab
-                                                             ├─ records stages ─ one pass over the TFRecord shards
-                                                             │    per seq config: lengths, NSP, masking, [UNK], vocab
+                                                             ├─ records stages ─ one pass over the shards, through
+                                                             │    the reader of their stored form (RECORD_READERS;
+                                                             │    Parquet: masks of epoch 0 drawn by trainer.loader)
+                                                             │    per seq config: lengths, label, masking, [UNK],
+                                                             │    vocab, padding per length bin
                                                              └─ every manifest ─ lineage: files linked by name + sha256
 
-Memory is bounded by construction: fixed-size counters, one Parquet row group or one batch of records at a time.
+Memory is bounded by construction: fixed-size counters, one Parquet row group or one batch of records at a time
+(and for records of the Parquet form, one flag per instance of a split: which of them the loader gave already).
 """
 from __future__ import annotations
 
@@ -15,8 +19,11 @@ import itertools
 import json
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from pipeline.errors import UserError
 
@@ -47,6 +54,8 @@ class Stage:
 
     @property
     def kind(self) -> str:
+        if self.job in ("vocab", "vocab-counts"):
+            return "vocab"
         outputs = self.manifest.get("outputs")
         if not isinstance(outputs, dict):
             return "other"
@@ -140,8 +149,11 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
         vocab, path = Vocab.load(explicit), explicit
     elif records:
         named = str(records[0].manifest.get("vocab", {}).get("path", ""))
+        # The output's own copy of its vocab (the Parquet form has one) first: it moves with the output.
+        copy = records[0].manifest.get("vocab", {}).get("copy")
         candidates = [named] if "://" in named else [str(p) for p in dict.fromkeys(
-            [Path(named), records[0].dir / named, root / named]) if p.is_file()]
+            ([records[0].dir / str(copy)] if copy else []) + [Path(named), records[0].dir / named, root / named])
+            if p.is_file()]
         if not named or not candidates:
             raise UserError(f"the vocab {named or '(none)'} named in {records[0].dir / MANIFEST} was not found; "
                             "pass --vocab")
@@ -175,7 +187,8 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
     if missing:
         raise UserError(f"documents files named in a manifest are missing: {', '.join(missing[:3])}")
     total = sum(s.manifest.get("documents", {}).get("kept", 0) for s in stages)
-    with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True) as bar:
+    # disable=None: no bar where stderr is not a terminal, whose log its redraws would fill.
+    with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
         for path in files:
             for batch in pq.ParquetFile(path).iter_batches(columns=["id", "source", "title", "text"],
                                                            batch_size=DOCUMENT_BATCH):
@@ -201,10 +214,10 @@ def documents_counts(stage: Stage) -> dict:
 
 def token_ids(vocab):
     from transforms.record_stats import TokenIds
-    from wordpiece.vocab import MASK, UNK
+    from wordpiece.vocab import MASK, SEP, UNK
 
     ids = vocab.ids
-    return TokenIds(vocab_size=len(vocab), mask=ids[MASK], unk=ids[UNK])
+    return TokenIds(vocab_size=len(vocab), mask=ids[MASK], unk=ids[UNK], sep=ids[SEP])
 
 
 def _quotas(sizes: list[int], cap: int) -> list[int]:
@@ -221,48 +234,166 @@ def _quotas(sizes: list[int], cap: int) -> list[int]:
     return quotas
 
 
+@dataclass
+class SplitRead:
+    """One split of one seq config, as a reader is asked for it: its shards (manifest entries) and how many records
+    of each to read (a reader that cannot choose its records by shard reads as many in all). A reader may say how
+    it drew the masks in `masks`."""
+
+    stage: Stage
+    split: str
+    length: int
+    predictions: int
+    shards: list[dict]
+    quotas: list[int]
+    masks: dict | None = None
+
+    def path(self, shard: int) -> Path:
+        return self.stage.dir / self.shards[shard]["path"]
+
+    def miscount(self, shard: int) -> str:
+        return f"{self.path(shard)} does not hold the {self.shards[shard]['records']:,} records its manifest says"
+
+
+def read_tfrecord_split(request: SplitRead, warnings: list[str]) -> Iterator[tuple[np.ndarray, dict]]:
+    """The first `quota` records of each TFRecord shard, decoded into the reference feature layout a batch at a
+    time, with each record's shard number. A whole shard is read one record past its count, to find records its
+    manifest does not know."""
+    from transforms.record_stats import RecordFormatError, decode_batch
+    from transforms.tfrecord import iter_tfrecords
+
+    for number, quota in enumerate(request.quotas):
+        path, whole, read = request.path(number), quota == request.shards[number]["records"], 0
+        try:
+            with open(path, "rb") as f:
+                records = itertools.islice(iter_tfrecords(f), quota + whole)
+                while batch := list(itertools.islice(records, RECORD_BATCH)):
+                    n = min(len(batch), quota - read)
+                    if n < len(batch):
+                        warnings.append(request.miscount(number))
+                    if n:
+                        decoded = decode_batch(batch[:n], request.length, request.predictions)
+                        read += n
+                        yield np.full(n, number), decoded
+        except (ValueError, RecordFormatError) as e:
+            raise UserError(f"{path}, after record {read}: {e}") from None
+        if read < quota:
+            warnings.append(request.miscount(number))
+
+
+def read_parquet_split(request: SplitRead, warnings: list[str]) -> Iterator[tuple[np.ndarray, dict]]:
+    """Instances of the Parquet form with the masks that trainer.loader draws for epoch 0 with its default seed and
+    the manifest's masking settings (the first epoch of a trainer that leaves them alone), in the reference feature
+    layout, padded to the batch's length bin; with each instance's shard number.
+
+    Every instance once, in epoch order: the loader completes a split's (or a bin's) last batch with instances it
+    gave already, and those are left out here; a sample is the epoch's first instances, spread over every shard
+    by the epoch's shuffle. What is held beyond a batch is one flag per instance of the split."""
+    import tempfile
+
+    from trainer.loader import LoaderError, PretrainingLoader
+
+    total, wanted = sum(s["records"] for s in request.shards), sum(request.quotas)
+    if not wanted:
+        return
+    first_instance = np.cumsum([0] + [s["records"] for s in request.shards])
+    # The loader keeps its index of instance lengths in a cache; stats leaves nothing behind outside its output.
+    with tempfile.TemporaryDirectory(prefix="bertcorpus-stats-") as cache:
+        try:
+            loader = PretrainingLoader(str(request.stage.dir), seq_length=request.length, split=request.split,
+                                       batch_size=min(RECORD_BATCH, total), drop_remainder=False, cache_dir=cache)
+            state = loader.state_dict(0)
+            request.masks = {"drawn_by": "trainer.loader.PretrainingLoader", "epoch": state["epoch"],
+                             "seed": state["seed"], "masked_lm_prob": state["masked_lm_prob"],
+                             "max_predictions_per_seq": state["max_predictions_per_seq"],
+                             "whole_word_mask": state["whole_word_mask"]}
+            seen = np.zeros(total, bool)
+            taken = 0
+            for i in range(len(loader)):
+                instances = loader.batch_instances(i)
+                fresh = np.zeros(len(instances), bool)
+                fresh[np.unique(instances, return_index=True)[1]] = True
+                fresh &= ~seen[instances]
+                fresh[np.flatnonzero(fresh)[wanted - taken:]] = False
+                if not fresh.any():
+                    continue
+                batch = loader[i]
+                seen[instances[fresh]] = True
+                taken += int(fresh.sum())
+                yield (np.searchsorted(first_instance, instances[fresh], side="right") - 1,
+                       {name: values[fresh] for name, values in batch.items()})
+                if taken == wanted:
+                    break
+        except LoaderError as e:
+            raise UserError(str(e)) from None
+
+
+# How each stored form of records is read: {manifest form's file_format: reader}. A reader yields batches in the
+# reference feature layout (what RecordStats counts) with each record's shard, so that a new form needs only its
+# reader here.
+RECORD_READERS = {"tfrecord": read_tfrecord_split, "parquet": read_parquet_split}
+STATIC_NSP_FORM = {"masking": "static", "pair_objective": "nsp", "bin_size": None, "file_format": "tfrecord",
+                   "label": "random_next"}
+
+
+def record_form(stage: Stage) -> dict:
+    """The manifest's description of its records; manifests written before create had other forms name none."""
+    form = stage.manifest.get("form")
+    return {**STATIC_NSP_FORM, **form} if isinstance(form, dict) else dict(STATIC_NSP_FORM)
+
+
 def records_pass(stage: Stage, ids, max_records: int, warnings: list[str]) -> dict:
     """{seq name: (config and shard table, {split: RecordStats})}, reading at most max_records per seq config."""
     from tqdm import tqdm
 
-    from transforms.record_stats import RecordFormatError, RecordStats, decode_batch
-    from transforms.tfrecord import iter_tfrecords
+    from transforms.record_stats import LABELS, RecordFormatError, RecordStats
 
+    form = record_form(stage)
+    reader = RECORD_READERS.get(form["file_format"])
+    if reader is None:
+        raise UserError(f"{stage.dir / MANIFEST} names records stored as {form['file_format']}; stats reads "
+                        f"{', '.join(RECORD_READERS)} records")
+    if form["label"] not in LABELS:
+        raise UserError(f"{stage.dir / MANIFEST} names the label {form['label']}; stats knows {', '.join(LABELS)}")
     result = {}
     for seq, out in stage.manifest["outputs"].items():
         length, predictions = int(out["max_seq_length"]), int(out["max_predictions_per_seq"])
-        shards = [(split, s) for split in SPLITS if split in out for s in out[split]["shards"]]
-        quotas = _quotas([s["records"] for _, s in shards], max_records)
-        accumulators = {split: RecordStats(length, predictions, ids) for split in SPLITS if split in out}
+        splits = [split for split in SPLITS if split in out]
+        quotas = iter(_quotas([s["records"] for split in splits for s in out[split]["shards"]], max_records))
+        requests = [SplitRead(stage, split, length, predictions, out[split]["shards"],
+                              [next(quotas) for _ in out[split]["shards"]]) for split in splits]
+        for request in requests:
+            for number in range(len(request.shards)):
+                if not request.path(number).is_file():
+                    raise UserError(f"{request.path(number)} is named in {stage.dir / MANIFEST} but missing")
+        accumulators = {split: RecordStats(length, predictions, ids, form["label"]) for split in splits}
         rows = []
-        with tqdm(total=sum(quotas), desc=f"{stage.name} {seq}", unit=" records", file=sys.stderr,
-                  dynamic_ncols=True) as bar:
-            for (split, shard), quota in zip(shards, quotas):
-                path = stage.dir / shard["path"]
-                if not path.is_file():
-                    raise UserError(f"{path} is named in {stage.dir / MANIFEST} but missing")
-                read = 0
-                with open(path, "rb") as f:
-                    frames = iter_tfrecords(f)
-                    records = itertools.islice(frames, quota)
+        with tqdm(total=sum(sum(r.quotas) for r in requests), desc=f"{stage.name} {seq}", unit=" records",
+                  file=sys.stderr, dynamic_ncols=True, disable=None) as bar:  # (as in documents_pass)
+            for request in requests:
+                read = np.zeros(len(request.shards), np.int64)
+                for shard_of, batch in reader(request, warnings):
                     try:
-                        while batch := list(itertools.islice(records, RECORD_BATCH)):
-                            accumulators[split].add(decode_batch(batch, length, predictions))
-                            read += len(batch)
-                            bar.update(len(batch))
-                        more = quota == shard["records"] and next(frames, None) is not None
-                    except (ValueError, RecordFormatError) as e:
-                        raise UserError(f"{path}, after record {read}: {e}") from None
-                row = {"path": shard["path"], "split": split, "records": shard["records"],
-                       "bytes": shard.get("bytes"), "file_bytes": path.stat().st_size, "records_read": read}
-                rows.append(row)
-                if row["bytes"] is not None and row["file_bytes"] != row["bytes"]:
-                    warnings.append(f"{path} has {row['file_bytes']:,} bytes, its manifest says {row['bytes']:,}")
-                if read < quota or more:
-                    warnings.append(f"{path} does not hold the {shard['records']:,} records its manifest says")
+                        accumulators[request.split].add(batch)
+                    except RecordFormatError as e:
+                        where = np.unique(shard_of)
+                        raise UserError(f"{request.path(where[0]) if len(where) == 1 else stage.dir / seq}: "
+                                        f"{e}") from None
+                    read += np.bincount(shard_of, minlength=len(read))
+                    bar.update(len(shard_of))
+                for number, shard in enumerate(request.shards):
+                    path = request.path(number)
+                    row = {"path": shard["path"], "split": request.split, "records": shard["records"],
+                           "bytes": shard.get("bytes"), "file_bytes": path.stat().st_size,
+                           "records_read": int(read[number])}
+                    rows.append(row)
+                    if row["bytes"] is not None and row["file_bytes"] != row["bytes"]:
+                        warnings.append(f"{path} has {row['file_bytes']:,} bytes, its manifest says {row['bytes']:,}")
+        masks = next((r.masks for r in requests if r.masks), {"stored": "in the records, as create drew them"})
         result[seq] = ({"max_seq_length": length, "max_predictions_per_seq": predictions,
-                        "instances": {split: out[split]["instances"] for split in accumulators},
-                        "shards": rows}, accumulators)
+                        "instances": {split: out[split]["instances"] for split in splits},
+                        "manifest_bins": {split: out[split]["bins"] for split in splits if "bins" in out[split]},
+                        "masks": masks, "shards": rows}, accumulators)
     return result
 
 
@@ -274,11 +405,14 @@ def _fingerprint(entry: dict) -> dict:
 
 
 def _files_in(node) -> list[dict]:
-    """Every {path, sha256} description anywhere inside a manifest's outputs."""
+    """Every {path, sha256} description anywhere inside a manifest's outputs; a file described under its name as
+    key ({"vocab.txt": {"bytes", "sha256"}}, as the vocab job writes) has that name as its path."""
     if isinstance(node, dict):
         if "path" in node and ("sha256" in node or "sha256_first_and_last_mib" in node):
             return [_fingerprint(node)]
-        return [f for value in node.values() for f in _files_in(value)]
+        return [f for key, value in node.items()
+                for f in _files_in({"path": key, **value} if isinstance(value, dict) and "sha256" in value
+                                   and "path" not in value else value)]
     if isinstance(node, list):
         return [f for value in node for f in _files_in(value)]
     return []
@@ -297,12 +431,16 @@ def _stage_inputs(stage: Stage) -> list[dict]:
     return inputs
 
 
+# The order data flows in: extraction, then the vocab (or its word counts), then create; anything else last.
+FLOW_ORDER = {"documents": 0, "vocab": 1, "records": 2}
+
+
 def build_lineage(stages: list[Stage]) -> dict:
-    """Stages with their input and output files; an input is linked to the stage that wrote a file of the same
-    name and sha256, so the chain holds even after a run directory is moved."""
+    """Stages in flow order with their input and output files; an input is linked to the stage that wrote a file of
+    the same name and sha256, so the chain holds even after a run directory is moved."""
     described = []
     produced: dict[tuple[str, str], str] = {}
-    for stage in stages:
+    for stage in sorted(stages, key=lambda s: FLOW_ORDER.get(s.kind, len(FLOW_ORDER))):
         outputs = _files_in(stage.manifest.get("outputs", {}))
         outputs.append({"path": MANIFEST, "bytes": stage.manifest_bytes, "sha256": stage.manifest_sha256})
         for f in outputs:
@@ -326,6 +464,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
     """(stats.json content, what the plots need beyond it: the record accumulators)."""
     from pipeline.output import TOOL_VERSION
     from transforms.document_stats import EDGES
+    from transforms.record_stats import bin_padding
 
     warnings: list[str] = []
     stages = find_stages(root, warnings)
@@ -363,15 +502,41 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
     ids = token_ids(vocab) if records else None
     for stage in records:
         per_seq = {}
+        bin_size = record_form(stage)["bin_size"]
         for seq, (info, splits) in records_pass(stage, ids, max_records, warnings).items():
             total = None
             for acc in splits.values():
                 total = acc if total is None else total.merge(acc)
             accumulators[(stage.name, seq)] = total
             read = {s: a.instances for s, a in splits.items()}
-            per_seq[seq] = {**info, "records_read": read, "sampled": read != info["instances"],
-                            **{s: a.summary() for s, a in splits.items()}, "all": total.summary()}
-        card["records"][stage.name] = {"vocab": {"path": vocab_path, "sha256": vocab.sha256,
+            manifest_bins = info.pop("manifest_bins")
+            summaries = {**{s: a.summary() for s, a in splits.items()}, "all": total.summary()}
+            if bin_size:
+                for split, summary in summaries.items():
+                    summary["padding"] = bin_padding(summary["real_tokens_hist"], bin_size, info["max_seq_length"])
+                    counted = {str(b["width"]): b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
+                    if (split in manifest_bins and read == info["instances"]
+                            and counted != {k: v for k, v in manifest_bins[split].items() if v}):
+                        warnings.append(f"{stage.dir / MANIFEST} counts {seq} {split} instances per bin as "
+                                        f"{manifest_bins[split]}, but their lengths give {counted}")
+            per_seq[seq] = {**info, "records_read": read, "sampled": read != info["instances"], **summaries}
+        card["records"][stage.name] = {"vocab": {"path": vocab_path, "sha256": vocab.sha256, "size": len(vocab),
                                                  "manifest_sha256": stage.manifest.get("vocab", {}).get("sha256")},
+                                       "form": record_form(stage), "made_from": records_source(stage),
                                        "seq_configs": per_seq}
     return card, accumulators
+
+
+# The settings of create that shape what its records hold, as its manifest's config names them.
+RECIPE_SETTINGS = ("dupe_factor", "masked_lm_prob", "short_seq_prob", "whole_word_mask", "do_lower_case", "seed")
+
+
+def records_source(stage: Stage) -> dict:
+    """What create read and how it was set, from its manifest: documents, sentences and tokens, and the settings."""
+    def section(key: str) -> dict:
+        value = stage.manifest.get(key)
+        return value if isinstance(value, dict) else {}
+
+    documents, counts, config = section("documents"), section("counts"), section("config")
+    return {"documents": documents.get("kept"), "sentences": counts.get("sentences"), "tokens": counts.get("tokens"),
+            "settings": {k: config[k] for k in RECIPE_SETTINGS if k in config}}

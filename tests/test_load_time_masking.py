@@ -1,0 +1,177 @@
+"""Masks drawn by the loader at load time (the dynamic form): functions of (seed, epoch, instance) alone, the shares
+of static masking (15%, 80/10/10) on the same instances, never a special token, whole words, and the [SEP]s
+between documents of the no-pair form."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
+from loader_data import dynamic_copy, read_static
+
+from transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
+from transforms.row_streams import RowStreams, row_keys
+from trainer.loader import PretrainingLoader
+from wordpiece.vocab import Vocab
+
+L, P = 128, 20
+VOCAB_TOKENS = Vocab.load(str(VOCAB)).tokens
+SPECIAL = special_ids(Vocab.load(str(VOCAB)))
+BRACKETED = np.array([t.startswith("[") and t.endswith("]") for t in VOCAB_TOKENS])
+
+
+def create(out: Path, *flags: str) -> Path:
+    assert run_cli("create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, "--seq-configs",
+                   f"{L}:{P}", "--dupe-factor", "3", "--num-shards", "3", "--runner", "DirectRunner", *flags) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def static(tmp_path_factory) -> Path:
+    return create(tmp_path_factory.mktemp("static") / "out")
+
+
+@pytest.fixture(scope="module")
+def same_instances(static, tmp_path_factory) -> Path:
+    """The static output's instances, unmasked, in the dynamic form: masks at load time meet the same rows."""
+    return dynamic_copy(static, tmp_path_factory.mktemp("dynamic") / "out")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("index-cache")
+
+
+def epoch(out: Path, cache: Path, **kw) -> dict[str, np.ndarray]:
+    """One epoch of the loader's batches, every instance once, rows in instance order (and their originals)."""
+    kw.setdefault("batch_size", 100)
+    world = kw.pop("world_size", 1)
+    parts, ids = [], []
+    for rank in range(world):
+        loader = PretrainingLoader(out, seq_length=L, rank=rank, world_size=world, drop_remainder=False,
+                                   cache_dir=cache, **kw)
+        for i in range(len(loader)):
+            parts.append(loader[i])
+            ids.append(loader.batch_instances(i))
+    ids = np.concatenate(ids)
+    first = np.unique(ids, return_index=True)[1]  # the completed last batch repeats a few instances
+    rows = {name: np.concatenate([p[name] for p in parts])[first] for name in parts[0]}
+    rows["original"] = restored(rows)
+    return rows
+
+
+def restored(rows: dict[str, np.ndarray]) -> np.ndarray:
+    original = rows["input_ids"].copy()
+    for r in range(len(original)):
+        k = int(rows["masked_lm_weights"][r].sum())
+        original[r, rows["masked_lm_positions"][r, :k]] = rows["masked_lm_ids"][r, :k]
+    return original
+
+
+def shares(rows: dict[str, np.ndarray]) -> dict[str, float]:
+    real = rows["masked_lm_weights"] > 0
+    shown = np.take_along_axis(rows["input_ids"], rows["masked_lm_positions"], 1)[real]
+    labels = rows["masked_lm_ids"][real]
+    predictions = real.sum(axis=1)
+    return {"predicted": predictions.sum() / rows["input_mask"].sum(), "mask": np.mean(shown == SPECIAL.mask),
+            "kept": np.mean(shown == labels), "random": np.mean((shown != SPECIAL.mask) & (shown != labels))}
+
+
+def assert_no_special_token_masked(rows: dict[str, np.ndarray]) -> None:
+    real = rows["masked_lm_weights"] > 0
+    targets = rows["masked_lm_ids"][real]
+    assert not np.isin(targets, [SPECIAL.cls, SPECIAL.sep]).any()
+    assert not (rows["masked_lm_positions"][real] == 0).any()
+    shown = np.take_along_axis(rows["input_ids"], rows["masked_lm_positions"], 1)[real]
+    replaced = shown[(shown != SPECIAL.mask) & (shown != targets)]
+    assert len(replaced) and not BRACKETED[replaced].any()  # random replacements are regular tokens
+
+
+def test_masks_depend_on_seed_epoch_and_instance_only(same_instances, cache):
+    one = epoch(same_instances, cache, seed=11, epoch=0, batch_size=64)
+    spread = epoch(same_instances, cache, seed=11, epoch=0, batch_size=25, world_size=3)
+    for name in ("input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
+        np.testing.assert_array_equal(one[name], spread[name], err_msg=name)  # batch and world size play no part
+    again = epoch(same_instances, cache, seed=11, epoch=0)
+    np.testing.assert_array_equal(one["masked_lm_positions"], again["masked_lm_positions"])
+    for other in (epoch(same_instances, cache, seed=11, epoch=1), epoch(same_instances, cache, seed=12, epoch=0)):
+        np.testing.assert_array_equal(other["original"], one["original"])  # the same instances...
+        same = (other["masked_lm_positions"] == one["masked_lm_positions"]).all(axis=1)
+        assert same.mean() < 0.05  # ...masked anew
+
+
+def test_each_row_draws_from_its_own_stream(same_instances, cache):
+    """mask_tokens on row streams gives a row the same mask alone or in a batch, padded to any width."""
+    rows = epoch(same_instances, cache, seed=0)
+    pick = np.arange(0, 300, 3)
+    ids, length = rows["original"][pick], rows["input_mask"][pick].sum(axis=1)
+    len_a = np.argmax(rows["segment_ids"][pick], axis=1) - 2
+    keys = row_keys(1234, 5, pick)
+    for whole_word in (False, True):
+        batch = mask_tokens(Assembled(ids, length, len_a), 0.15, P, SPECIAL, RowStreams(keys), whole_word)
+        for r in (0, 17, 99):
+            width = int(length[r]) + 3
+            alone = mask_tokens(Assembled(ids[r:r + 1, :width], length[r:r + 1], len_a[r:r + 1]), 0.15, P, SPECIAL,
+                                RowStreams(keys[r:r + 1]), whole_word)
+            np.testing.assert_array_equal(alone.positions[0], batch.positions[r])
+            np.testing.assert_array_equal(alone.input_ids[0], batch.input_ids[r, :width])
+
+
+def test_load_time_shares_are_those_of_static_masking(static, same_instances, cache):
+    records = read_static(sorted((static / f"seq{L}").glob("train-*.tfrecord")), L, P)
+    created = shares(records)
+    rows = epoch(same_instances, cache, seed=3)
+    loaded = shares(rows)
+    # 15% of each instance's tokens, rounded as the reference rounds, at most P.
+    k = num_to_predict(rows["input_mask"].sum(axis=1), 0.15, P)
+    np.testing.assert_array_equal(rows["masked_lm_weights"].sum(axis=1), k)
+    assert abs(loaded["mask"] - 0.8) < 0.01 and abs(loaded["kept"] - 0.1) < 0.01 and abs(loaded["random"] - 0.1) < 0.01
+    for name in ("predicted", "mask", "kept", "random"):  # about 75,000 predictions each: 0.01 is 5+ std errors
+        assert abs(loaded[name] - created[name]) < 0.01, (name, loaded[name], created[name])
+    assert_no_special_token_masked(rows)
+    # Positions spread over the instance as static's do (neither end favoured).
+    relative = lambda r: (r["masked_lm_positions"] / r["input_mask"].sum(axis=1)[:, None])[r["masked_lm_weights"] > 0]
+    assert abs(relative(rows).mean() - relative(records).mean()) < 0.01
+
+
+def test_whole_word_masking_at_load_time(same_instances, cache):
+    rows = epoch(same_instances, cache, seed=4, whole_word_mask=True)
+    continuation = SPECIAL.is_continuation
+    words = 0
+    for r in range(2500):
+        k = int(rows["masked_lm_weights"][r].sum())
+        original, shown = rows["original"][r], rows["input_ids"][r]
+        length = int(rows["input_mask"][r].sum())
+        chosen = np.zeros(len(original), bool)
+        chosen[rows["masked_lm_positions"][r, :k]] = True
+        assert k <= num_to_predict(np.array([length]), 0.15, P)[0]
+        # A word is a token and the ## pieces after it: chosen whole or not at all, one 80/10/10 fate per word.
+        start = 1
+        for pos in range(2, length + 1):
+            if pos == length or not continuation[original[pos]] or original[pos - 1] == SPECIAL.sep:
+                word = slice(start, pos)
+                assert chosen[word].all() or not chosen[word].any()
+                if chosen[word].any():
+                    masked = shown[word] == SPECIAL.mask
+                    assert masked.all() or not masked.any()
+                    words += 1
+                start = pos
+    assert words > 4000
+    assert_no_special_token_masked(rows)
+
+
+def test_the_separators_between_documents_are_never_masked(tmp_path, cache):
+    out = create(tmp_path / "none", "--masking", "dynamic", "--pair-objective", "none")
+    rows = epoch(out, cache, seed=5, batch_size=50)
+    original, length = rows["original"], rows["input_mask"].sum(axis=1)
+    col = np.arange(L)[None, :]
+    inner = (original == SPECIAL.sep) & (col < length[:, None] - 1)
+    assert inner.any(axis=1).mean() > 0.3  # many rows hold several documents
+    assert not rows["segment_ids"].any() and not rows["next_sentence_labels"].any()
+    real = rows["masked_lm_weights"] > 0
+    assert not np.take_along_axis(inner, rows["masked_lm_positions"], 1)[real].any()
+    assert_no_special_token_masked(rows)
+    candidates = length - 2 - inner.sum(axis=1)
+    np.testing.assert_array_equal(real.sum(axis=1), np.minimum(num_to_predict(length, 0.15, P), candidates))
+    assert abs(shares(rows)["mask"] - 0.8) < 0.02

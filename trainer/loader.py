@@ -1,0 +1,423 @@
+"""Pretraining batches from a `create` output, without TensorFlow: map-style over batches, for PyTorch, Keras, JAX.
+
+    loader = PretrainingLoader("out", seq_length=128, batch_size=256, rank=r, world_size=w, seed=0)
+    len(loader)    # batches of this rank in this epoch, the same on every rank
+    loader[i]      # dict of numpy arrays in the reference layout (or layout="huggingface")
+
+It reads both forms `create` writes: static TFRecords (masks fixed in the records) and dynamic Parquet (instances
+unmasked, masks drawn here with transforms.masking, the code create masks with). The vocab and the masking settings
+come from the output's manifest.json; keyword arguments override them. docs/loader.md is the user's guide: the
+epoch order, the remainder rule, bins, masks, resume and the layouts.
+
+Epoch order: a split's instances are numbered in manifest order (shard by shard, row by row) and cut into blocks of
+BLOCK_ROWS (a Parquet row group; a run of TFRecords). An epoch permutes the blocks with a generator seeded by
+(seed, epoch), groups them WINDOW_BLOCKS at a time into windows, and shuffles the instances inside each window:
+reads stay within a few blocks at a time. Global batches (batch_size * world_size instances) are consecutive
+instances of that order (of one bin's instances where the output has bins); rank r takes the r-th slice of each.
+
+The epoch order is trainer/epoch_plan.py's, the files are read by trainer/record_files.py. Files are opened lazily
+in each process, so a loader pickles small and cleanly (DataLoader workers).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+
+from trainer.epoch_plan import EpochPlan
+from trainer.record_files import (BLOCK_ROWS, CACHED_BLOCKS, IndexCache, InstanceRows, LoaderError, ParquetShard,
+                                  Shard, TFRecordShard, default_cache_dir, read_bytes, read_dataset,
+                                  scan_tfrecord_offsets, tfrecord_lengths, write_tfrecord_indexes)
+from transforms.bucket_instances import bin_edges
+from transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
+from transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids
+from transforms.row_streams import RowStreams, row_keys
+from transforms.seeding import stable_hash
+from wordpiece.ranges import concat_ranges
+from wordpiece.vocab import Vocab, VocabError
+
+__all__ = ["LAYOUTS", "LoaderError", "PretrainingLoader", "write_tfrecord_indexes"]
+
+LAYOUTS = ("reference", "huggingface")
+STATE_VERSION = 1
+_IGNORE_INDEX = -100   # the label PyTorch's cross-entropy (and so Hugging Face) skips
+
+
+class PretrainingLoader:
+    """Batches of one split of a `create` output, map-style: len(loader) batches, loader[i] a dict of numpy arrays.
+
+    Every rank gets the same number of batches; within an epoch each instance goes to one rank. See
+    docs/loader.md for the epoch order, the remainder rule, bins, masks, resume and the layouts.
+    """
+
+    def __init__(self, output_dir, *, seq_length: int, split: str = "train", batch_size: int, rank: int = 0,
+                 world_size: int = 1, seed: int = 0, epoch: int = 0, drop_remainder: bool = True,
+                 layout: str = "reference", vocab: str | None = None, masked_lm_prob: float | None = None,
+                 max_predictions_per_seq: int | None = None, whole_word_mask: bool | None = None,
+                 cache_dir: str | os.PathLike | None = None):
+        if layout not in LAYOUTS:
+            raise LoaderError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
+        if split not in ("train", "eval"):
+            raise LoaderError(f"split must be 'train' or 'eval', not {split!r}")
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise LoaderError(f"rank must be in [0, world_size): rank {rank}, world_size {world_size}")
+        if batch_size < 1:
+            raise LoaderError(f"batch_size must be at least 1, not {batch_size}")
+        self.dataset = read_dataset(str(output_dir), seq_length, split)
+        d = self.dataset
+        if batch_size * world_size > d.instances:
+            raise LoaderError(f"a global batch of {batch_size * world_size} (batch_size {batch_size} x world_size "
+                              f"{world_size}) is larger than the {split} split of seq{seq_length}, which holds "
+                              f"{d.instances} instances")
+        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
+        self.seed, self.epoch, self.drop_remainder, self.layout = seed, epoch, drop_remainder, layout
+        self.masked_lm_prob = d.masked_lm_prob if masked_lm_prob is None else float(masked_lm_prob)
+        self.max_predictions = d.max_predictions if max_predictions_per_seq is None else int(max_predictions_per_seq)
+        self.whole_word_mask = d.whole_word_mask if whole_word_mask is None else bool(whole_word_mask)
+        if d.masking == "static":
+            fixed = {"masked_lm_prob": (self.masked_lm_prob, d.masked_lm_prob),
+                     "max_predictions_per_seq": (self.max_predictions, d.max_predictions),
+                     "whole_word_mask": (self.whole_word_mask, d.whole_word_mask)}
+            for name, (asked, stored) in fixed.items():
+                if asked != stored:
+                    raise LoaderError(f"{name} {asked} differs from the {stored} the static records were masked "
+                                      f"with; masks are fixed in TFRecords (create with --masking dynamic)")
+        self.vocab_path = vocab if vocab is not None else d.vocab_path
+        if d.masking == "dynamic" and not self.vocab_path:
+            raise LoaderError(f"{d.output_dir}: the manifest names no vocab; pass vocab=")
+        self.cache = IndexCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
+        self.start = 0         # the first batch of the epoch that loader[0] gives (after load_state_dict)
+        self.consumed = 0      # batches that iterating over the loader has yielded since `start`
+        # Blocks of BLOCK_ROWS instances, numbered in manifest order: the units of the epoch's permutation.
+        first_row = [np.arange(0, s.records, BLOCK_ROWS) for s in d.shards]
+        self.shard_start = np.concatenate(([0], np.cumsum([s.records for s in d.shards]))).astype(np.int64)
+        self.block_shard = np.repeat(np.arange(len(d.shards)), [len(f) for f in first_row])
+        self.block_first = np.concatenate(first_row).astype(np.int64)
+        self.block_start = self.shard_start[self.block_shard] + self.block_first
+        self.block_rows = np.minimum(BLOCK_ROWS, np.array([s.records for s in d.shards])[self.block_shard]
+                                     - self.block_first)
+        self._memory: dict[tuple[str, str], np.ndarray] = {}  # index arrays that the cache could not keep
+        if d.file_format == "tfrecord":
+            for shard in d.shards:
+                self._index(shard, "offsets")
+        else:
+            ParquetShard(d.shards[0], seq_length)  # a file that is not ours is named now, not in a worker
+        if d.bin_size:
+            self._check_bins()
+        self._process = None
+
+    # ---------------------------------------------------------------- per-process state
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_process"] = None  # open files, memory maps and caches are rebuilt in each process
+        return state
+
+    def _local(self) -> "_ProcessState":
+        if self._process is None or self._process.pid != os.getpid():
+            self._process = _ProcessState(os.getpid())
+        return self._process
+
+    def _index(self, shard: Shard, what: str) -> np.ndarray:
+        """A shard's offsets (TFRecord) or instance lengths, from the cache or built (and cached) now."""
+        found = self._memory.get((shard.sha256, what))
+        if found is None:
+            found = self.cache.load(shard.sha256, what)
+        if found is None:
+            if what == "offsets":
+                found = scan_tfrecord_offsets(shard.path, shard.sha256)
+                if len(found) - 1 != shard.records:
+                    raise LoaderError(f"{shard.path} holds {len(found) - 1} records, the manifest says "
+                                      f"{shard.records}")
+            elif self.dataset.file_format == "tfrecord":
+                found = tfrecord_lengths(shard.path, self._index(shard, "offsets"), self.dataset.seq_length)
+            else:
+                reader = ParquetShard(shard, self.dataset.seq_length)
+                found = reader.file.read(columns=["length"]).column("length").to_numpy().astype(np.int32)
+            if not self.cache.store(shard.sha256, what, found):
+                self._memory[(shard.sha256, what)] = found
+        return found
+
+    # ---------------------------------------------------------------- bins
+
+    @property
+    def bin_count(self) -> int:
+        size = self.dataset.bin_size
+        return -(-self.dataset.seq_length // size) if size else 1
+
+    def bin_width(self, b: int) -> int:
+        """The width batches of bin b are padded to (its upper edge, as create counts bins)."""
+        size, length = self.dataset.bin_size, self.dataset.seq_length
+        return int(bin_edges(np.array([b * size + 1]), size, length)[0]) if size else length
+
+    def _bins_of(self, ids: np.ndarray) -> np.ndarray:
+        return self._local().bins(self)[ids]
+
+    def _all_bins(self) -> np.ndarray:
+        lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
+        return ((lengths - 1) // self.dataset.bin_size).astype(np.int16)
+
+    def _check_bins(self) -> None:
+        lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
+        edges, counts = np.unique(bin_edges(lengths, self.dataset.bin_size, self.dataset.seq_length),
+                                  return_counts=True)
+        if self.dataset.bins is not None:
+            expected = {int(edge): n for edge, n in self.dataset.bins.items() if n}
+            found = dict(zip(edges.tolist(), counts.tolist()))
+            if expected != found:
+                raise LoaderError(f"{self.dataset.output_dir}: the instances' lengths do not give the bins the "
+                                  f"manifest counts ({expected} there, {found} in the files)")
+
+    # ---------------------------------------------------------------- epochs and batches
+
+    def _plan(self) -> EpochPlan:
+        local = self._local()
+        key = (self.seed, self.epoch, self.batch_size * self.world_size, self.drop_remainder)
+        if local.plan_key != key:
+            if self.dataset.bin_size:
+                bins = local.bins(self)
+                block_of = np.repeat(np.arange(len(self.block_rows)), self.block_rows)
+                counts = np.zeros((len(self.block_rows), self.bin_count), np.int64)
+                np.add.at(counts, (block_of, bins), 1)
+                instance_bins = self._bins_of
+            else:
+                counts, instance_bins = self.block_rows[:, None].astype(np.int64), None
+            local.plan = EpochPlan(self.block_start, self.block_rows, counts, instance_bins,
+                                    self.batch_size * self.world_size, self.drop_remainder, self.seed, self.epoch)
+            local.plan_key = key
+        return local.plan
+
+    def __len__(self) -> int:
+        return len(self._plan()) - self.start
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start epoch `epoch` from its first batch (call it between epochs, before making a DataLoader iterator)."""
+        self.epoch, self.start, self.consumed = epoch, 0, 0
+
+    def batch_instances(self, i: int) -> np.ndarray:
+        """The global instance numbers (manifest order) of this rank's batch i."""
+        return self._batch(i)[1]
+
+    def _batch(self, i: int) -> tuple[int, np.ndarray]:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"batch {i} of {n}")
+        return self._plan().instances(self.start + i, self.rank * self.batch_size, self.batch_size)
+
+    def __getitem__(self, i: int) -> dict[str, np.ndarray]:
+        b, ids = self._batch(i)
+        width = self.bin_width(b)
+        if self.dataset.masking == "static":
+            features = self._static_features(ids, width)
+        else:
+            features = self._dynamic_features(ids, width)
+        return features if self.layout == "reference" else self._huggingface(features)
+
+    def __iter__(self):
+        """The batches from loader[0] on; state_dict() then knows how many were taken."""
+        for i in range(len(self)):
+            batch = self[i]
+            self.consumed = i + 1
+            yield batch
+
+    # ---------------------------------------------------------------- reading
+
+    def _by_shard(self, ids: np.ndarray):
+        """(shard number, rows in that shard, where those instances go in the batch) for each shard they come from."""
+        shard = np.searchsorted(self.shard_start, ids, side="right") - 1
+        for s in np.unique(shard).tolist():
+            at = np.flatnonzero(shard == s)
+            yield s, ids[at] - self.shard_start[s], at
+
+    def _static_features(self, ids: np.ndarray, width: int) -> dict[str, np.ndarray]:
+        d = self.dataset
+        spec = {"input_ids": (False, d.seq_length), "input_mask": (False, d.seq_length),
+                "segment_ids": (False, d.seq_length), "masked_lm_positions": (False, d.max_predictions),
+                "masked_lm_ids": (False, d.max_predictions), "masked_lm_weights": (True, d.max_predictions),
+                "next_sentence_labels": (False, 1)}
+        local = self._local()
+        records: list[bytes] = [b""] * len(ids)
+        for s, rows, at in self._by_shard(ids):
+            for where, record in zip(at.tolist(), local.tfrecord(self, s).records(rows)):
+                records[where] = record
+        try:  # one parse for the whole batch, whichever shards its records come from
+            parsed = parse_examples(*joined_records(records), spec)
+        except FeatureWidthError as e:
+            raise LoaderError(f"{d.output_dir}: seq{d.seq_length} records do not hold features of "
+                              f"{d.seq_length} tokens and {d.max_predictions} predictions (found a feature of "
+                              f"{e.found} values)") from None
+        except ValueError as e:
+            raise LoaderError(f"{d.output_dir}: seq{d.seq_length} records are not tf.train.Examples: {e}") from None
+        out = {name: values.astype(np.float32 if spec[name][0] else np.int32, copy=False)
+               for name, values in parsed.items()}
+        if width < d.seq_length:  # bins: the records are padded to L, the batch only to its bin's edge
+            for name in ("input_ids", "input_mask", "segment_ids"):
+                out[name] = np.ascontiguousarray(out[name][:, :width])
+        return out
+
+    def _dynamic_features(self, ids: np.ndarray, width: int) -> dict[str, np.ndarray]:
+        n = len(ids)
+        input_ids = np.zeros((n, width), np.int32)
+        length, b_start, label = (np.zeros(n, np.int64) for _ in range(3))
+        local = self._local()
+        for s, rows, at in self._by_shard(ids):
+            block = rows // BLOCK_ROWS
+            for k in np.unique(block).tolist():
+                here = block == k
+                part = local.parquet_block(self, s, k)
+                r = rows[here] - k * BLOCK_ROWS
+                dest = at[here]
+                count = part.length[r]
+                if (count > width).any():
+                    raise LoaderError(f"{self.dataset.shards[s].path}: an instance of {int(count.max())} tokens "
+                                      f"is longer than its bin's width {width}")
+                source = concat_ranges(part.starts[r], count)
+                flat = np.repeat(dest * width - part.starts[r], count) + source
+                input_ids.reshape(-1)[flat] = part.ids[source]
+                length[dest], b_start[dest], label[dest] = count, part.segment_b_start[r], part.label[r]
+        special = local.special(self)
+        col = np.arange(width)[None, :]
+        separators = None
+        if self.dataset.pair_objective == "none":  # the [SEP]s between documents
+            separators = (input_ids == special.sep) & (col < length[:, None] - 1)
+        rows = Assembled(input_ids, length, b_start - 2, separators)
+        streams = RowStreams(row_keys(local.mask_base(self), self.epoch, ids))
+        masked = mask_tokens(rows, self.masked_lm_prob, self.max_predictions, special, streams,
+                             whole_word=self.whole_word_mask)
+        real = col < length[:, None]
+        return {
+            "input_ids": masked.input_ids.astype(np.int32, copy=False),
+            "input_mask": real.astype(np.int32),
+            "segment_ids": ((col >= b_start[:, None]) & real).astype(np.int32),
+            "masked_lm_positions": masked.positions,
+            "masked_lm_ids": masked.label_ids,
+            "masked_lm_weights": (np.arange(self.max_predictions)[None, :] < masked.count[:, None]
+                                  ).astype(np.float32),
+            "next_sentence_labels": label[:, None].astype(np.int32),
+        }
+
+    def _huggingface(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """What BertForPreTraining takes: labels are -100 but at real predictions (never at padded slots)."""
+        n, width = f["input_ids"].shape
+        labels = np.full((n, width), _IGNORE_INDEX, np.int64)
+        real = f["masked_lm_weights"] > 0
+        rows = np.broadcast_to(np.arange(n)[:, None], real.shape)
+        labels[rows[real], f["masked_lm_positions"][real]] = f["masked_lm_ids"][real]
+        out = {"input_ids": f["input_ids"].astype(np.int64), "token_type_ids": f["segment_ids"].astype(np.int64),
+               "attention_mask": f["input_mask"].astype(np.int64), "labels": labels}
+        if self.dataset.pair_objective != "none":
+            out["next_sentence_label"] = f["next_sentence_labels"][:, 0].astype(np.int64)
+        return out
+
+    # ---------------------------------------------------------------- resume
+
+    def state_dict(self, batches: int | None = None) -> dict:
+        """Where this rank stands: `batches` of loader[0], loader[1], ... have been consumed (default: as many as
+        iterating over this loader has yielded). A loader given this state by load_state_dict goes on from there."""
+        done = self.start + (self.consumed if batches is None else int(batches))
+        epoch = self.epoch
+        if done >= len(self._plan()):  # a finished epoch resumes at the next one
+            epoch, done = epoch + 1, 0
+        return {"version": STATE_VERSION, "dataset": self.dataset.fingerprint, "split": self.dataset.split,
+                "seq_length": self.dataset.seq_length, "seed": self.seed, "epoch": epoch, "batch": done,
+                "global_batch_size": self.batch_size * self.world_size, "drop_remainder": self.drop_remainder,
+                "masked_lm_prob": self.masked_lm_prob, "max_predictions_per_seq": self.max_predictions,
+                "whole_word_mask": self.whole_word_mask}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Go on from a state_dict(): loader[0] is then the next batch of the run that saved it."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            raise LoaderError("not a state saved by PretrainingLoader.state_dict()")
+        mine = self.state_dict(0)
+        if state["dataset"] != mine["dataset"]:
+            raise LoaderError("the saved state is from another dataset (its files, form, split or seq_length "
+                              "differ); it cannot resume this one")
+        for key in ("seed", "global_batch_size", "drop_remainder", "masked_lm_prob", "max_predictions_per_seq",
+                    "whole_word_mask"):
+            if state[key] != mine[key]:
+                raise LoaderError(f"the saved state has {key} {state[key]!r}, this loader {mine[key]!r}; resuming "
+                                  f"would give other batches")
+        self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["batch"]), 0
+
+
+class _ProcessState:
+    """What a process opens and caches for a loader: never pickled, rebuilt in each DataLoader worker."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.plan_key = None
+        self.plan: EpochPlan | None = None
+        self.shards: dict[int, object] = {}
+        self.blocks: OrderedDict = OrderedDict()
+        self._bins: np.ndarray | None = None
+        self._special: SpecialIds | None = None
+        self._mask_base: int | None = None
+
+    def bins(self, loader: PretrainingLoader) -> np.ndarray:
+        if self._bins is None:
+            self._bins = loader._all_bins()
+        return self._bins
+
+    def tfrecord(self, loader: PretrainingLoader, s: int) -> TFRecordShard:
+        if s not in self.shards:
+            shard = loader.dataset.shards[s]
+            self.shards[s] = TFRecordShard(shard, loader._index(shard, "offsets"), self.blocks)
+        return self.shards[s]
+
+    def parquet_block(self, loader: PretrainingLoader, s: int, block: int) -> InstanceRows:
+        key = (s, block)
+        rows = self.blocks.get(key)
+        if rows is not None:
+            self.blocks.move_to_end(key)
+            return rows
+        if s not in self.shards:
+            self.shards[s] = ParquetShard(loader.dataset.shards[s], loader.dataset.seq_length)
+        shard = self.shards[s]
+        first = block * BLOCK_ROWS
+        rows = self.blocks[key] = shard.rows(first, min(first + BLOCK_ROWS, shard.shard.records))
+        while len(self.blocks) > CACHED_BLOCKS:
+            self.blocks.popitem(last=False)
+        return rows
+
+    def special(self, loader: PretrainingLoader) -> SpecialIds:
+        if self._special is None:
+            try:
+                vocab = Vocab.from_bytes(read_bytes(loader.vocab_path), loader.vocab_path)
+            except (OSError, VocabError) as e:
+                raise LoaderError(f"cannot read vocab {loader.vocab_path}: {e}") from None
+            self._special = special_ids(vocab)
+        return self._special
+
+    def mask_base(self, loader: PretrainingLoader) -> int:
+        if self._mask_base is None:
+            self._mask_base = stable_hash(loader.seed, "loader-masks", loader.dataset.split,
+                                          f"seq{loader.dataset.seq_length}")
+        return self._mask_base
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m trainer.loader", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    index = commands.add_parser("index", help="write index files for the `tfrecord` package (PyTorch)")
+    index.add_argument("output_dir", help="a `bertcorpus create` output (local or gs://...)")
+    index.add_argument("--to", required=True, help="local directory for the .index files")
+    index.add_argument("--cache-dir", help="index cache (default: $XDG_CACHE_HOME/bertcorpus)")
+    args = parser.parse_args(argv)
+    try:
+        written = write_tfrecord_indexes(args.output_dir, args.to, args.cache_dir)
+    except (LoaderError, OSError, KeyError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {len(written)} index files under {args.to}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Counter-based random numbers with one stream per row, for masks that depend on the instance alone.
+
+Masks drawn at load time must be a function of (seed, epoch, instance): not of the batch an instance lands in, of
+the world size or of the worker that reads it. `RowStreams` gives each row of a batch its own stream, keyed by a
+64-bit number per row, and offers the two draws `transforms.masking.mask_tokens` makes (`random` and `integers`,
+shaped (rows, k)). Draw j of the c-th call for a row is splitmix64's finaliser of the row's key mixed with the
+number (c, j): a pure function of those three numbers, so a row's draws never depend on the other rows, and the
+value for column j of a call is the same whatever the width of the call (a row padded to a bin's edge or to the
+full length draws the same numbers at its real positions).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
+_COLUMNS_PER_CALL = 1 << 20  # more than any width or prediction count
+_UNIT = 2.0 ** -53
+
+
+def mix64(values: np.ndarray) -> np.ndarray:
+    """splitmix64 (add the golden gamma, then its finaliser) of each uint64: a bijection that scatters bits."""
+    z = np.array(values, np.uint64, ndmin=1) + _GOLDEN  # arrays (not scalars) wrap around without a warning
+    z = (z ^ (z >> _S30)) * _M1
+    z = (z ^ (z >> _S27)) * _M2
+    return z ^ (z >> _S31)
+
+
+def row_keys(base: int, epoch: int, instances: np.ndarray) -> np.ndarray:
+    """The stream key of each instance in an epoch: base is a 64-bit key of the seed and the data set."""
+    epoch_key = mix64(mix64(base) ^ mix64(epoch))
+    return mix64(epoch_key ^ mix64(instances))
+
+
+class RowStreams:
+    """A stand-in for numpy's Generator in mask_tokens where row i draws from its own stream keyed by keys[i]."""
+
+    def __init__(self, keys: np.ndarray):
+        self.keys = np.asarray(keys, np.uint64)
+        self.calls = 0
+
+    def _bits(self, shape: tuple[int, int]) -> np.ndarray:
+        rows, columns = shape
+        if rows != len(self.keys) or columns > _COLUMNS_PER_CALL:
+            raise ValueError(f"a draw of shape {shape} from {len(self.keys)} row streams")
+        counters = mix64(np.arange(columns, dtype=np.uint64) + np.uint64(self.calls * _COLUMNS_PER_CALL))
+        self.calls += 1
+        return mix64(self.keys[:, None] ^ counters[None, :])
+
+    def random(self, shape: tuple[int, int]) -> np.ndarray:
+        """Uniform floats in [0, 1), 53 random bits each."""
+        return (self._bits(shape) >> np.uint64(11)).astype(np.float64) * _UNIT
+
+    def integers(self, low: int, high: int, shape: tuple[int, int]) -> np.ndarray:
+        """Uniform ints in [low, high) (the bias of a 53-bit float scaled to the range is below 2**-30)."""
+        return low + (self.random(shape) * (high - low)).astype(np.int64)
