@@ -16,8 +16,9 @@ import re
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import output
-from pipeline.sources import (InputError, ZstdFrames, local_glob, local_kind, local_tree, refuse_unreadable,
-                              remote_file)
+from pipeline.input_discovery import local_glob, local_kind, local_tree, refuse_unreadable, remote_file
+from pipeline.input_formats import InputError
+from pipeline.input_streams import ZstdFrames
 from transforms.book_decoding import BookRejection
 
 MIB = 2**20

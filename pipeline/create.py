@@ -24,14 +24,16 @@ import sys
 
 import apache_beam as beam
 
-from pipeline import output, runners, tally
+from pipeline import documents, runners, tally
 from pipeline.create_coders import BucketDocument, BucketMessage, InstancePiece
-from pipeline.create_config import CreateConfig, add_arguments, config_from_args, estimated_text_bytes  # noqa: F401
+from pipeline.create_config import CreateConfig, add_arguments, config_from_args  # noqa: F401 (the CLI reads them here)
 from pipeline.create_publish import Publish, RunOutcome, keyed_by_kind
-from pipeline.create_steps import BuildInstances, ReadFiles, TokenizeBuckets, WriteShards, assign_bucket, fragment_targets
+from pipeline.create_steps import (BuildInstances, ReadFiles, TokenizeBuckets, WriteShards, assign_bucket,
+                                   fragment_targets)
+from pipeline.input_reads import PlanReads
+from pipeline.input_streams import estimated_text_bytes
 from pipeline.job_vocab import JobVocab, read_job_vocab
 from pipeline.local_shuffle import GroupLargeValues
-from pipeline.sources import PlanReads
 from pipeline.vocab_files import recorded_unk_share
 from wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
 
@@ -53,7 +55,9 @@ class CreatePretrainingData(beam.PTransform):
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
-            "files", tally.TALLY, main="docs")
+            "files", "errors", tally.TALLY, main="docs")
+        # dead-letter records → one staged errors file → its file info
+        errors = read.errors | "write errors" >> documents.WriteErrors(cfg.output)
         # SourceDocument → (bucket key, BucketDocument)
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
             tuple[str, BucketDocument])
@@ -86,7 +90,8 @@ class CreatePretrainingData(beam.PTransform):
         parts = [values | f"label {what}" >> beam.Map(keyed_by_kind, kind) for what, kind, values in (
             ("reading counts", "counts", read[tally.TALLY]), ("tokenizing counts", "counts", tokenized[tally.TALLY]),
             ("building counts", "counts", built[tally.TALLY]),
-            ("file stats", "files", read.files), ("shard infos", "shards", shard_infos))]
+            ("file stats", "files", read.files), ("shard infos", "shards", shard_infos),
+            ("errors files", "errors", errors["files"]))]
         return (parts
                 | "gather the outcome" >> beam.Flatten()
                 | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
@@ -94,9 +99,9 @@ class CreatePretrainingData(beam.PTransform):
 
 
 def run(args, beam_args: list[str]) -> int:
-    from pipeline.cli_util import print_summary, run_pipeline
+    from pipeline.beam_job import finish, run_job
     from pipeline.errors import UserError
-    from pipeline.sources import find_inputs
+    from pipeline.input_discovery import find_inputs
 
     options = runners.pipeline_options(beam_args)
     dry_run = runners.is_dry_run(options)
@@ -114,29 +119,26 @@ def run(args, beam_args: list[str]) -> int:
                                                                config.vocab)):
         print(f"warning: {problem}", file=sys.stderr)
     config = config.resolved(sum(estimated_text_bytes(path, size) for path, size in files))
-    # The vocab too: a dynamic run publishes a copy of it under the output's own name.
-    output.check_apart([config.output], [*config.inputs, config.vocab])
-    if not dry_run:
-        output.prepare_output_dir(config.output, args.overwrite)
-    pipeline = runners.make_pipeline(options)
-    _ = pipeline | "create pretraining data" >> CreatePretrainingData(
+    job = "create pretraining data" >> CreatePretrainingData(
         config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts())
-    state = run_pipeline(pipeline, options, what="create")
-    if state is None:
+    # Apart from the vocab too: a dynamic run publishes a copy of it under the output's own name.
+    manifest = run_job("create", options, job, config.output, [*config.inputs, config.vocab], args.overwrite)
+    if manifest is None:
         return 0
-    manifest = output.read_manifest(config.output)
-    print_summary("create", manifest, _summary_rows(manifest))
     counts = manifest["counts"]
     if problem := unk_share_mismatch(counts["unk_tokens"], counts["tokens"],
                                      recorded_unk_share(config.vocab, vocab_sha), config.vocab):
         print(f"warning: {problem}", file=sys.stderr)
-    return 0
+    problem = documents.error_check(manifest, config.strict, config.max_error_rate)
+    return finish("create", manifest, _summary_rows(manifest), [problem and (
+        f"{problem}; the output is complete, and {config.output}/errors-*.jsonl says what could not be read")])
 
 
 def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
     docs, form = manifest["documents"], manifest["form"]
     rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
     rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
+    rows += [(f"errors ({k})", f"{v:,} in errors-*.jsonl") for k, v in docs["errors_by_reason"].items()]
     rows += [(f"inputs left out ({k.replace('_', ' ')})", f"{v:,}") for k, v in manifest["inputs_skipped"].items()
              if v]
     rows += [(k.replace("_", " "), f"{v:,}") for k, v in manifest["counts"].items()]

@@ -9,14 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from pipeline.job_flags import (LOCAL_FOLDERS_HELP, add_error_limits, add_files, add_input_format, add_lower_case,
+                                check_error_rate, positive_int)
 from transforms.bucket_instances import PAIR_OBJECTIVES, InstanceRecipe
 from transforms.instances import SeqConfig
 from transforms.seeding import stable_hash, unit_interval
 
 MASKING_MODES = ("static", "dynamic")
-# Bytes of text per stored byte of a compressed input, measured on the bundled books and Wikipedia articles
-# (docs/dataflow.md): buckets and shards are sized by the text they will hold, not by the bytes that hold it.
-TEXT_PER_STORED_BYTE = {".parquet": 2.5, ".zst": 2.7, ".gz": 2.6, ".bz2": 3.5}
 SHARD_TARGET_MB = 256  # of records, per train shard when --num-shards is left to the job
 RECORD_BYTES_PER_TEXT_BYTE = 2  # per dupe pass, at 128/20 and at 512/80 alike
 # The automatic eval split: 1% of the documents, but at least EVAL_TEXT_BYTES of text where the input allows (up to
@@ -30,13 +29,6 @@ DUPE_FACTOR = {"static": 10, "dynamic": 1}  # dynamic masking draws new masks ev
 def auto_eval_fraction(text_bytes: float) -> float:
     fraction = min(0.1, max(0.01, EVAL_TEXT_BYTES / max(text_bytes, 1)))
     return fraction if fraction * text_bytes >= MIN_EVAL_TEXT_BYTES else 0.0
-
-
-def estimated_text_bytes(path: str, size: int) -> float:
-    """How much text a file of `size` bytes holds, from its name alone: sizes come from the filesystem's
-    listing, the same for a local and a remote copy of the file, and no file is opened at launch."""
-    name = path.lower()
-    return size * next((factor for suffix, factor in TEXT_PER_STORED_BYTE.items() if name.endswith(suffix)), 1.0)
 
 
 @dataclass
@@ -59,6 +51,8 @@ class CreateConfig:
     eval_fraction: float | None = None  # None = sized from the input (auto_eval_fraction)
     num_buckets: int = 0          # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
+    strict: bool = False          # exit 1 on any unreadable record
+    max_error_rate: float = 0.01  # exit 1 when errors / records read is above this
 
     def resolved(self, text_bytes: float) -> "CreateConfig":
         """A copy with the automatic sizes decided from the inputs' estimated text, so the manifest records what
@@ -135,21 +129,14 @@ def parse_seq_configs(text: str) -> list[SeqConfig]:
 def add_arguments(parser) -> None:
     from pipeline.cli_util import BooleanFlag
 
-    files = parser.add_argument_group("input and output")
-    files.add_argument("--input", nargs="+", required=True, metavar="GLOB",
-                       help="input files, globs or directories (local or any Beam filesystem, e.g. gs://); a "
-                            "directory stands for the files directly in it (folders inside it and broken links "
-                            "are left out, and named in a note), an extraction's output directory for the "
-                            "documents its manifest lists")
-    files.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
-                       help="documents = Parquet from extract-wiki/extract-books; text = one sentence per line, "
-                            "blank line between documents; jsonl = {\"id\",\"text\"} per line (.jsonl or .json, "
-                            "plain or .zst, .gz, .bz2); auto = by file name (default)")
+    files = add_files(parser, metavar="GLOB",
+                      inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
+                             f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
+                             "manifest lists",
+                      output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
+                             "seq{L}/eval-*, manifest.json")
+    add_input_format(files)
     files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
-    files.add_argument("--output", required=True,
-                       help="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
-                            "seq{L}/eval-*, manifest.json")
-    files.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument("--masking", choices=MASKING_MODES, default="static",
                         help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
@@ -181,25 +168,27 @@ def add_arguments(parser) -> None:
     shape.add_argument("--seed", type=int, default=12345,
                        help="every random choice derives from it: the same seed gives the same bytes "
                             "(default: %(default)s)")
-    shape.add_argument("--do-lower-case", action=BooleanFlag, default=True,
-                       help="lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased "
-                            "one (default: lower-case)")
+    add_lower_case(shape, "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one "
+                          "(default: lower-case)")
     shape.add_argument("--whole-word-mask", action=BooleanFlag, default=False,
                        help="mask whole words: a word's ## pieces with it, one 80/10/10 draw per word "
                             "(default: off)")
     layout = parser.add_argument_group("layout and scale")
-    layout.add_argument("--num-shards", type=int, default=None,
+    layout.add_argument("--num-shards", type=positive_int, default=None,
                         help="train shards per seq config (default: ~256 MB each, at least 4)")
     layout.add_argument("--eval-fraction", type=float, default=None,
                         help="share of documents held out for eval shards (0 disables the eval split; default: "
                              "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
                              "input under ~320 KB)")
-    layout.add_argument("--num-buckets", type=int, default=None,
+    layout.add_argument("--num-buckets", type=positive_int, default=None,
                         help="document buckets; each is one worker's unit of memory "
                              "(default: one per --bucket-mb of input)")
     layout.add_argument("--bucket-mb", type=float, default=1.0,
                         help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
                              "holds at once (default: %(default)s)")
+    add_error_limits(parser, "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
+                             "this share of the records read (default 0.01); the output is written and complete "
+                             "either way")
 
 
 def config_from_args(args) -> CreateConfig:
@@ -213,16 +202,13 @@ def config_from_args(args) -> CreateConfig:
             raise ValueError(f"--max-predictions-per-seq {args.max_predictions_per_seq} must be between 1 and "
                              f"--max-seq-length ({args.max_seq_length})")
         seq_configs = [SeqConfig(args.max_seq_length, args.max_predictions_per_seq)]
+    check_error_rate(args)
     dupe_factor = DUPE_FACTOR[args.masking] if args.dupe_factor is None else args.dupe_factor
     shortest = min(c.max_seq_length for c in seq_configs)
     checks = [(dupe_factor >= 1, "--dupe-factor must be at least 1"),
               (0 < args.masked_lm_prob < 1, "--masked-lm-prob must be between 0 and 1"),
               (0 <= args.short_seq_prob <= 1, "--short-seq-prob must be between 0 and 1"),
               (args.eval_fraction is None or 0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
-              (args.num_shards is None or args.num_shards >= 1,
-               "--num-shards must be at least 1 (leave it out to size shards from the input)"),
-              (args.num_buckets is None or args.num_buckets >= 1,
-               "--num-buckets must be at least 1 (leave it out to size buckets from the input)"),
               (args.bucket_mb > 0, "--bucket-mb must be positive"),
               (args.bin_size is None or 0 < args.bin_size < shortest,
                f"--bin-size must be between 1 and the sequence length less one ({shortest - 1})")]
@@ -235,4 +221,5 @@ def config_from_args(args) -> CreateConfig:
                         do_lower_case=args.do_lower_case, whole_word_mask=args.whole_word_mask,
                         masking=args.masking, pair_objective=args.pair_objective, bin_size=args.bin_size,
                         num_shards=args.num_shards or 0, eval_fraction=args.eval_fraction,
-                        num_buckets=args.num_buckets or 0, bucket_mb=args.bucket_mb)
+                        num_buckets=args.num_buckets or 0, bucket_mb=args.bucket_mb, strict=args.strict,
+                        max_error_rate=args.max_error_rate)

@@ -12,11 +12,14 @@ from pipeline import output
 from pipeline.create_config import CreateConfig, shard_name
 from pipeline.create_steps import UnbalancedSplitError, WriteShards
 from pipeline.job_vocab import JobVocab
-from pipeline.sources import InputError, merge_file_stats
+from pipeline.input_formats import InputError
+from pipeline.input_reads import merge_file_stats
 from wordpiece.vocab import read_vocab_bytes
 
-RECORD_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord", "seq*/train-*.parquet", "seq*/eval-*.parquet"]
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
+# What a run publishes, and so what --overwrite replaces: records, dead letters, the vocab copy.
+OWNED_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord", "seq*/train-*.parquet", "seq*/eval-*.parquet",
+               "errors-*.jsonl", VOCAB_COPY]
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
 
 
@@ -26,10 +29,13 @@ def keyed_by_kind(value: typing.Any, kind: str) -> tuple[str, typing.Any]:
 
 
 class RunOutcome(beam.CombineFn):
-    """(kind, value) → {"counts": summed counts, "files": file stats, "shards": shard infos}."""
+    """(kind, value) → {"counts": summed counts, "files": file stats, "shards": shard infos, "errors": errors
+    file infos}."""
+
+    LISTS = ("files", "shards", "errors")
 
     def create_accumulator(self) -> dict:
-        return {"counts": Counter(), "files": [], "shards": []}
+        return {"counts": Counter(), **{kind: [] for kind in self.LISTS}}
 
     def add_input(self, outcome: dict, element: tuple[str, typing.Any]) -> dict:
         kind, value = element
@@ -43,8 +49,8 @@ class RunOutcome(beam.CombineFn):
         merged = self.create_accumulator()
         for outcome in outcomes:
             merged["counts"].update(outcome["counts"])
-            merged["files"] += outcome["files"]
-            merged["shards"] += outcome["shards"]
+            for kind in self.LISTS:
+                merged[kind] += outcome[kind]
         return merged
 
     def extract_output(self, outcome: dict) -> dict:
@@ -69,13 +75,14 @@ class Publish(beam.DoFn):
         self.inputs_skipped = inputs_skipped
 
     def process(self, outcome: dict):
-        """outcome: RunOutcome's {"counts", "files", "shards"}."""
+        """outcome: RunOutcome's {"counts", "files", "shards", "errors"}."""
         cfg = self.config
         counts, files, shard_infos = outcome["counts"], outcome["files"], outcome["shards"]
+        errors_files = sorted(outcome["errors"], key=lambda f: f["path"])
         if counts.get("documents_kept", 0) == 0:
             output.discard_staging(cfg.output)
             why = ", ".join(f"{k.split(':', 1)[1]}: {v}" for k, v in counts.items() if ":" in k and v and
-                            k.startswith(("documents_skipped:", "lines_skipped:")))
+                            k.startswith(("documents_skipped:", "lines_skipped:", "errors:")))
             raise NoDocumentsError(f"no documents with any tokens were read from {', '.join(cfg.inputs)} "
                                    f"({counts.get('documents_read', 0)} read{'; ' + why if why else ''}); "
                                    "nothing was written")
@@ -87,17 +94,18 @@ class Publish(beam.DoFn):
             writer.write(seq.name, split, i, []) for seq in cfg.seq_configs for split in ("train", "eval")
             for i in range(cfg.shards(split)) if shard_name(cfg, seq, split, i) not in written]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
-        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped)
+        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped,
+                                  errors_files)
         problem = unbalanced_outputs(manifest) or empty_train_split(manifest)
         if problem:
             output.discard_staging(cfg.output)
             raise problem
-        published = [s["path"] for s in shard_infos]
+        published = [s["path"] for s in shard_infos + errors_files]
         if cfg.masking == "dynamic":
             vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
             output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
             published.append(VOCAB_COPY)
-        output.publish(cfg.output, published, manifest, RECORD_GLOBS + [VOCAB_COPY])
+        output.publish(cfg.output, published, manifest, OWNED_GLOBS)
         yield manifest
 
 
@@ -133,7 +141,7 @@ def empty_train_split(manifest: dict) -> EmptySplitError | None:
 
 
 def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], counts: dict, files: list,
-                   inputs_skipped: dict[str, int]) -> dict:
+                   inputs_skipped: dict[str, int], errors_files: list[dict]) -> dict:
     objective = cfg.pair_objective
     outputs: dict = {}
     for seq in cfg.seq_configs:
@@ -161,10 +169,12 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
             per_split[split] = entry
         outputs[seq.name] = {"max_seq_length": seq.max_seq_length,
                              "max_predictions_per_seq": seq.max_predictions_per_seq, **per_split}
-    # Lines and rows that never became documents (bad JSON, a null text) count as read and skipped, by reason,
-    # beside documents without tokens, so that read = kept + skipped.
+    # Lines and rows that never became documents count as read: skipped by reason (a null text, beside documents
+    # without tokens) or errors (a record that could not be read, each a dead letter), so that
+    # read = kept + skipped + errors.
     skipped = {k.split(":", 1)[1]: v for k, v in counts.items()
                if k.startswith(("documents_skipped:", "lines_skipped:"))}
+    errors = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("errors:") and v}
     vocab = {"path": cfg.vocab, "sha256": vocab_sha256}
     if cfg.masking == "dynamic":
         vocab["copy"] = VOCAB_COPY
@@ -178,9 +188,11 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
         # Paths the input patterns matched but no reader was given: folders inside a folder, broken links.
         "inputs_skipped": inputs_skipped,
         "documents": {"read": counts.get("documents_read", 0) + sum(v for k, v in counts.items()
-                                                                    if k.startswith("lines_skipped:")),
+                                                                    if k.startswith("lines_skipped:"))
+                      + sum(errors.values()),
                       "kept": counts.get("documents_kept", 0), "skipped": dict(sorted(skipped.items())),
-                      "errors": 0},
+                      "errors": sum(errors.values()), "errors_by_reason": dict(sorted(errors.items()))},
+        "errors_files": errors_files,
         "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "unk_tokens", "replaced_chars",
                                                   "single_sentence_documents")},
         "outputs": outputs,

@@ -12,7 +12,8 @@ from pipeline import output, tally
 from pipeline.create_coders import BucketDocument, BucketMessage, InstancePiece
 from pipeline.create_config import CreateConfig, bucket_key, shard_name, split_of
 from pipeline.job_vocab import JobVocab
-from pipeline.sources import InputError, ReadStats, SourceDocument, read_documents
+from pipeline.input_formats import InputError, ReadStats, SourceDocument
+from pipeline.input_reads import read_documents
 from transforms.bucket_instances import bucket_instances, shard_rows
 from transforms.instance_columns import InstanceColumns
 from transforms.instance_parquet import instances_table, write_instances
@@ -29,8 +30,9 @@ NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a 
 
 
 class ReadFiles(beam.DoFn):
-    """(file path, start, stop) → SourceDocument; a tagged 'files' output carries the file's counts (and, from its
-    whole-file or first-span reader, its fingerprint)."""
+    """(file path, start, stop) → SourceDocument; a tagged 'errors' output carries a dead-letter record for each
+    record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
+    first-span reader, its fingerprint)."""
 
     def __init__(self, input_format: str):
         self.input_format = input_format
@@ -39,10 +41,11 @@ class ReadFiles(beam.DoFn):
         path, start, stop = task
         stats = ReadStats(path)
         for doc in read_documents(path, self.input_format, stats, start, stop):
-            yield doc
+            yield doc if isinstance(doc, SourceDocument) else beam.pvalue.TaggedOutput("errors", doc.record())
         yield beam.pvalue.TaggedOutput("files", asdict(stats))
         yield tally.emit("create", {"documents_read": stats.documents, "replaced_chars": stats.replaced_chars,
-                                    **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()}})
+                                    **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()},
+                                    **{f"errors:{k}": v for k, v in stats.errors.items()}})
 
 
 def assign_bucket(doc: SourceDocument, config: CreateConfig) -> tuple[str, BucketDocument]:

@@ -235,6 +235,16 @@ def error_check(manifest: dict, strict: bool, max_error_rate: float) -> str | No
     return None
 
 
+def exit_problems(manifest: dict, unit: str, strict: bool, max_error_rate: float, *checks: str | None):
+    """Why an extraction whose output is complete exits 1, first reason first: nothing kept from inputs of some
+    bytes, any `checks` of the job's own, then its errors (--strict, --max-error-rate)."""
+    yield nothing_kept(manifest, unit)
+    for problem in (*checks, error_check(manifest, strict, max_error_rate)):
+        if problem:
+            yield (f"{problem}; the output is complete, and {manifest['config']['output']}/errors-*.jsonl says what "
+                   "was rejected")
+
+
 def nothing_kept(manifest: dict, unit: str) -> str | None:
     """Why a run that read inputs of some bytes and kept no document must exit non-zero, or None. `unit` names what
     the job reads (pages, books)."""

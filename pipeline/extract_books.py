@@ -26,9 +26,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from pipeline import documents, output, tally
-from pipeline.book_files import (COMPRESSIONS, MIB, beside, book_id, list_inputs, load_book,
-                                 metadata_table)
-from pipeline.sources import InputError
+from pipeline.book_files import MIB, beside, book_id, list_inputs, load_book, metadata_table
+from pipeline.input_formats import InputError
+from pipeline.input_streams import estimated_text_bytes
+from pipeline.job_flags import add_error_limits, add_files, check_error_rate, positive_int
 from transforms.book_cleaning import clean_book
 from transforms.book_decoding import BookRejection, decode_book
 from transforms.book_duplicates import NUM_PERM, band_keys, dedup_key, lsh_rows, minhash_signature, near_copies
@@ -37,8 +38,6 @@ JOB = "extract-books"
 SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
 REMOVED_KINDS = ("licence_lines", "credit_lines", "toc_lines", "heading_lines", "title_page_lines",
                  "separator_lines", "art_lines", "illustration_lines")
-# For the default shard count: English text compresses about 3x with gzip, bz2 or zstd.
-TEXT_PER_COMPRESSED_BYTE = 3.0
 
 
 @dataclass
@@ -285,19 +284,15 @@ class ExtractBooks(beam.PTransform):
 def add_arguments(parser) -> None:
     from pipeline.cli_util import BooleanFlag
 
-    io_ = parser.add_argument_group("input and output")
-    io_.add_argument("--input", nargs="+", required=True, metavar="PATH",
-                     help="book files, globs or directories (searched at every depth for *.txt, *.text and "
-                          "*.parquet; a pattern ending in / names directories), local or on any Beam filesystem "
-                          "(gs://...); .gz, .bz2 and .zst are "
-                          "decompressed by their suffix. One file is one book: plain text in any common encoding, "
-                          "or HF bookcorpus lines as text or as Parquet with a `text` column")
-    io_.add_argument("--metadata", nargs="+", default=[], metavar="CSV",
-                     help="PG-19 style metadata.csv files (id,title,year,url) giving titles and URLs by file stem; "
-                          "a metadata.csv beside the books or one directory up is used without being named")
-    io_.add_argument("--output", required=True,
-                     help="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
-    io_.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    files = add_files(parser, inputs="book files, globs or directories (searched at every depth for *.txt, *.text "
+                                     "and *.parquet; a pattern ending in / names directories), local or on any Beam "
+                                     "filesystem (gs://...); .gz, .bz2 and .zst are decompressed by their suffix. One "
+                                     "file is one book: plain text in any common encoding, or HF bookcorpus lines as "
+                                     "text or as Parquet with a `text` column",
+                      output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
+    files.add_argument("--metadata", nargs="+", default=[], metavar="CSV",
+                       help="PG-19 style metadata.csv files (id,title,year,url) giving titles and URLs by file stem; "
+                            "a metadata.csv beside the books or one directory up is used without being named")
     books = parser.add_argument_group("books")
     books.add_argument("--min-chars", type=int, default=1000,
                        help="skip books with less clean text than this (default 1000: a stub or a failed "
@@ -314,17 +309,10 @@ def add_arguments(parser) -> None:
                        help="reject files larger than this, stored or decompressed, so that a worker's memory "
                             "stays bounded (default 64)")
     layout = parser.add_argument_group("layout")
-    layout.add_argument("--num-shards", type=int, default=0,
+    layout.add_argument("--num-shards", type=positive_int, default=None,
                         help="documents files (default: about 128 MB of text each, estimated from the input size)")
-    errors = parser.add_argument_group("errors")
-    errors.add_argument("--strict", action="store_true", help="exit non-zero on any error")
-    errors.add_argument("--max-error-rate", type=float, default=0.01,
-                        help="exit non-zero when errors / files read is above this (default 0.01); the output is "
+    add_error_limits(parser, "exit non-zero when errors / files read is above this (default 0.01); the output is "
                              "written and complete either way")
-
-
-def _estimated_text_bytes(path: str, size: int) -> float:
-    return size * TEXT_PER_COMPRESSED_BYTE if path.lower().endswith(COMPRESSIONS) else size
 
 
 def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int]], list[str]]:
@@ -353,11 +341,10 @@ def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int
 
 
 def config_from_args(args, dry_run: bool) -> BooksConfig:
+    check_error_rate(args)
     checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
-              (args.num_shards >= 0, "--num-shards must be >= 0"),
               (0 <= args.near_dup_threshold <= 1, "--near-dup-threshold must be between 0 and 1"),
               (args.max_book_mb > 0, "--max-book-mb must be positive"),
-              (0 <= args.max_error_rate <= 1, "--max-error-rate must be between 0 and 1"),
               (args.source.strip() != "", "--source must not be empty")]
     for ok, message in checks:
         if not ok:
@@ -377,7 +364,7 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
         if not output.is_remote(path):
             metadata_table(path)
     num_shards = args.num_shards or documents.default_num_shards(
-        math.ceil(sum(_estimated_text_bytes(p, s) for p, s in files)))
+        math.ceil(sum(estimated_text_bytes(p, s) for p, s in files)))
     return BooksConfig(inputs=inputs, output=args.output, metadata=metadata, num_shards=num_shards,
                        min_chars=args.min_chars, source=args.source, dedup=args.dedup,
                        near_dup_threshold=args.near_dup_threshold if args.dedup else 0.0,
@@ -401,27 +388,13 @@ def book_rows(manifest: dict) -> list[tuple[str, str]]:
 
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
-    from pipeline.cli_util import print_summary, run_pipeline
+    from pipeline.beam_job import finish, run_job
 
     options = runners.pipeline_options(beam_args)
-    dry_run = runners.is_dry_run(options)
-    config = config_from_args(args, dry_run)
-    output.check_apart([config.output], args.input + args.metadata)
-    if not dry_run:
-        output.prepare_output_dir(config.output, args.overwrite)
-    pipeline = runners.make_pipeline(options)
-    _ = pipeline | "extract books" >> ExtractBooks(config)
-    if run_pipeline(pipeline, options, what=JOB) is None:
+    config = config_from_args(args, runners.is_dry_run(options))
+    manifest = run_job(JOB, options, "extract books" >> ExtractBooks(config), config.output,
+                       args.input + args.metadata, args.overwrite)
+    if manifest is None:
         return 0
-    manifest = output.read_manifest(config.output)
-    print_summary(JOB, manifest, documents.summary_rows(manifest) + book_rows(manifest))
-    nothing = documents.nothing_kept(manifest, "books")
-    if nothing is not None:
-        print(f"bertcorpus {JOB}: {nothing}", file=sys.stderr)
-        return 1
-    problem = documents.error_check(manifest, config.strict, config.max_error_rate)
-    if problem is not None:
-        print(f"bertcorpus {JOB}: {problem}; the output is complete, and {config.output}/errors-*.jsonl says "
-              "what was rejected", file=sys.stderr)
-        return 1
-    return 0
+    return finish(JOB, manifest, documents.summary_rows(manifest) + book_rows(manifest),
+                  documents.exit_problems(manifest, "books", config.strict, config.max_error_rate))

@@ -21,7 +21,6 @@ import hashlib
 import math
 import os
 import re
-import sys
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
@@ -29,9 +28,13 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
-from pipeline import documents, output, tally
-from pipeline.sources import (MAX_RANGE_MB, MIB, MIN_RANGE_MB, InputError, ReadStats, _HashingReader,
-                              auto_range_bytes, hashed_to_the_end, match_inputs)
+from pipeline import documents, tally
+from pipeline.input_discovery import match_inputs
+from pipeline.input_formats import InputError, ReadStats
+from pipeline.input_reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
+from pipeline.input_streams import MIB, HashingReader, estimated_text_bytes, hashed_to_the_end
+from pipeline.job_flags import (LOCAL_FOLDERS_HELP, add_error_limits, add_files, check_error_rate, positive_float,
+                                positive_int)
 from transforms.seeding import python_rng
 from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
 from transforms.wiki_pages import Page, PageError, SiteInfo, iter_pages, open_dump, read_siteinfo
@@ -40,10 +43,9 @@ from transforms.wikitext import clean_wikitext, is_disambiguation
 JOB = "extract-wiki"
 SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
 PROGRESS_EVERY = 1000  # pages between count updates from a reader, so Beam's counters move during a long file
-# For the default shard count: bz2 shrinks dump XML about 4.5x, and about a fifth of a full dump's XML is article
-# text (the rest is markup, redirects and pages outside namespace 0).
-XML_PER_COMPRESSED_BYTE = 4.5
-TEXT_PER_XML_BYTE = 0.2
+# For the default shard count: about a fifth of a full dump's XML is article text (the rest is markup, redirects
+# and pages outside namespace 0).
+ARTICLE_TEXT_PER_XML_BYTE = 0.2
 # A dump's own name starts with its wiki's database name: enwiki-20240601-..., viwiktionary-latest-...
 _WIKI_IN_FILE_NAME = re.compile(r"([a-z][a-z_]*wik[a-z]*)[-_.]")
 
@@ -178,7 +180,7 @@ class ReadDumpFiles(beam.DoFn):
         stats = ReadStats(path)
         losses = Counter()
         with _open(path) as raw:
-            hashed = _HashingReader(raw, stats)
+            hashed = HashingReader(raw, stats)
             yield from _route(dump, iter_pages(open_dump(hashed)), losses)
             hashed_to_the_end(hashed)
         yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256,
@@ -202,7 +204,7 @@ class PlanByteRanges(beam.DoFn):
         path, index = element
         stats = ReadStats(index)
         with _open(index) as raw:
-            hashed = _HashingReader(raw, stats)
+            hashed = HashingReader(raw, stats)
             try:
                 listed = read_stream_pages(hashed)
             except ValueError as e:  # a wrong index would lose or duplicate pages: stop, naming the line
@@ -315,41 +317,28 @@ class ExtractWikipedia(beam.PTransform):
 # ---------------------------------------------------------------------------------------------- command line
 
 def add_arguments(parser) -> None:
-    io = parser.add_argument_group("input and output")
-    io.add_argument("--input", nargs="+", required=True, metavar="PATH",
-                    help="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, .xml.xz, .xml.zst, "
-                         "or Wikimedia's per-part files; files, globs or directories (the files directly in one: "
-                         "folders inside it and broken links are left out, and named in a note), local or on any Beam "
-                         "filesystem (gs://...)")
-    io.add_argument("--index", nargs="+", metavar="INDEX",
-                    help="the multistream index of each --input dump, in the same order: each dump is then read "
-                         "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
-                         "per file)")
-    io.add_argument("--output", required=True,
-                    help="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
-    io.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    files = add_files(parser, inputs="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, "
+                                     ".xml.xz, .xml.zst, or Wikimedia's per-part files; files, globs or directories "
+                                     f"({LOCAL_FOLDERS_HELP}), local or on any Beam filesystem (gs://...)",
+                      output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
+    files.add_argument("--index", nargs="+", metavar="INDEX",
+                       help="the multistream index of each --input dump, in the same order: each dump is then read "
+                            "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
+                            "per file)")
     pages = parser.add_argument_group("pages")
     pages.add_argument("--min-chars", type=int, default=100,
                        help="skip articles with less clean text than this (default 100: drops what list and "
                             "undeclared disambiguation pages leave, keeps two-sentence stubs)")
     pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
     layout = parser.add_argument_group("layout and scale")
-    layout.add_argument("--num-shards", type=int, default=0,
+    layout.add_argument("--num-shards", type=positive_int, default=None,
                         help="documents files (default: about 128 MB of text each, estimated from the input size)")
-    layout.add_argument("--range-mb", type=float, default=0.0,
+    layout.add_argument("--range-mb", type=positive_float, default=None,
                         help="with --index: compressed MB per byte range, the unit of work (default: a 64th of "
                              f"the dump, between {MIN_RANGE_MB} and {MAX_RANGE_MB} MB)")
-    errors = parser.add_argument_group("errors")
-    errors.add_argument("--strict", action="store_true", help="exit non-zero on any error")
-    errors.add_argument("--max-error-rate", type=float, default=0.01,
-                        help="exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
+    add_error_limits(parser, "exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
                              "(default 0.01), the pages lost with damaged data counted from the index or estimated; "
                              "the output is written and complete either way")
-
-
-def _estimated_text_bytes(path: str, size: int) -> float:
-    xml = size * XML_PER_COMPRESSED_BYTE if path.lower().endswith((".bz2", ".gz", ".xz", ".zst")) else size
-    return xml * TEXT_PER_XML_BYTE
 
 
 def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
@@ -364,10 +353,8 @@ def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
 
 def config_from_args(args, dry_run: bool) -> WikiConfig:
     index = list(args.index or [])
+    check_error_rate(args)
     checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
-              (args.num_shards >= 0, "--num-shards must be >= 0"),
-              (args.range_mb >= 0, "--range-mb must be >= 0 (0: the default size)"),
-              (0 <= args.max_error_rate <= 1, "--max-error-rate must be between 0 and 1"),
               (args.source.strip() != "", "--source must not be empty"),
               (not index or len(index) == len(args.input),
                f"--index needs one index per --input dump, in the same order ({len(args.input)} dumps, "
@@ -388,10 +375,10 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
         files = _list_inputs(args.input, dry_run)
         inputs = [path for path, _ in files]
     num_shards = args.num_shards or documents.default_num_shards(
-        math.ceil(sum(_estimated_text_bytes(path, size) for path, size in files)))
+        math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files)))
     return WikiConfig(inputs=inputs, output=args.output, index=index, num_shards=num_shards,
-                      min_chars=args.min_chars, source=args.source, range_mb=args.range_mb, strict=args.strict,
-                      max_error_rate=args.max_error_rate)
+                      min_chars=args.min_chars, source=args.source, range_mb=args.range_mb or 0.0,
+                      strict=args.strict, max_error_rate=args.max_error_rate)
 
 
 def pages_lost(manifest: dict) -> Counter:
@@ -429,29 +416,15 @@ def loss_check(manifest: dict, max_error_rate: float) -> str | None:
 
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
-    from pipeline.cli_util import print_summary, run_pipeline
+    from pipeline.beam_job import finish, run_job
 
     options = runners.pipeline_options(beam_args)
-    dry_run = runners.is_dry_run(options)
-    config = config_from_args(args, dry_run)
-    output.check_apart([config.output], args.input + (args.index or []))
-    if not dry_run:
-        output.prepare_output_dir(config.output, args.overwrite)
-    pipeline = runners.make_pipeline(options)
-    _ = pipeline | "extract wikipedia" >> ExtractWikipedia(config)
-    if run_pipeline(pipeline, options, what=JOB) is None:
+    config = config_from_args(args, runners.is_dry_run(options))
+    manifest = run_job(JOB, options, "extract wikipedia" >> ExtractWikipedia(config), config.output,
+                       args.input + (args.index or []), args.overwrite)
+    if manifest is None:
         return 0
-    manifest = output.read_manifest(config.output)
     rows = documents.summary_rows(manifest)
-    print_summary(JOB, manifest, rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:])
-    nothing = documents.nothing_kept(manifest, "pages")
-    if nothing is not None:
-        print(f"bertcorpus {JOB}: {nothing}", file=sys.stderr)
-        return 1
-    problem = (loss_check(manifest, config.max_error_rate)
-               or documents.error_check(manifest, config.strict, config.max_error_rate))
-    if problem is not None:
-        print(f"bertcorpus {JOB}: {problem}; the output is complete, and {config.output}/errors-*.jsonl says "
-              "what was rejected", file=sys.stderr)
-        return 1
-    return 0
+    return finish(JOB, manifest, rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:],
+                  documents.exit_problems(manifest, "pages", config.strict, config.max_error_rate,
+                                          loss_check(manifest, config.max_error_rate)))

@@ -1,6 +1,7 @@
 """`bertcorpus graph JOB`: draw a named job's Beam graph offline, as .dot (and .png when graphviz is installed)."""
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 
@@ -14,17 +15,20 @@ def add_arguments(parser) -> None:
     parser.add_argument("job", help="job name from beam_jobs.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a job flag")
     parser.add_argument("--jobs-file", default=None, help="the YAML file (default: ./beam_jobs.yaml)")
-    parser.add_argument("--output-dir", default="docs/graphs", help="where JOB.dot and JOB.png go")
+    parser.add_argument("--output", default="docs/graphs",
+                        help="the folder JOB.dot and JOB.png go to (default: docs/graphs); set the job's own "
+                             "output with --set output=...")
+    parser.add_argument("--output-dir", dest="output", help=argparse.SUPPRESS)  # its earlier spelling
 
 
 def run(args, beam_args: list[str]) -> int:
     from pipeline import cli
 
     spec = jobs.load_jobs_file(args.jobs_file)
-    os.makedirs(args.output_dir, exist_ok=True)
-    outputs = [os.path.join(args.output_dir, f"{args.job}.dot")]
+    os.makedirs(args.output, exist_ok=True)
+    outputs = [os.path.join(args.output, f"{args.job}.dot")]
     if shutil.which("dot"):
-        outputs.append(os.path.join(args.output_dir, f"{args.job}.png"))
+        outputs.append(os.path.join(args.output, f"{args.job}.png"))
     else:
         print("graphviz's `dot` is not installed (apt-get install graphviz): writing the .dot file only")
     words = jobs.command_line(spec, args.job, "local-in-memory", args.set, beam_args)

@@ -355,18 +355,32 @@ def _clear_staging(output: str) -> None:
     delete_under(join(output, STAGING))
 
 
-def write_json_atomically(path: str, payload: dict) -> None:
-    tmp = path + ".tmp"
+def temporary_name(path: str) -> str:
+    """Where write_atomically writes a file before its rename: a fixed name, so that a write killed before the
+    rename leaves nothing that the next one does not replace."""
+    return f"{path}.tmp"
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write to a temporary name beside path, then rename: readers never see a partial file, and locally never a
+    moment without one (os.replace)."""
+    tmp = temporary_name(path)
+    write_bytes(tmp, [data])  # a write that fails leaves at most a partial temporary file, which the next replaces
     with _output_errors("write", path):
-        _make_local_parent(tmp)
-        with FileSystems.create(tmp) as f:
-            f.write((json.dumps(payload, indent=1, sort_keys=True) + "\n").encode())
-        if not is_remote(path):
-            os.replace(tmp, path)  # atomic: there is never a moment without a manifest
-            return
-        if exists(path):
-            FileSystems.delete([path])
-        FileSystems.rename([tmp], [path])
+        try:
+            if is_remote(path):
+                if exists(path):
+                    FileSystems.delete([path])
+                FileSystems.rename([tmp], [path])
+            else:
+                os.replace(tmp, path)
+        finally:
+            if exists(tmp):
+                FileSystems.delete([tmp])
+
+
+def write_json_atomically(path: str, payload: dict) -> None:
+    write_atomically(path, (json.dumps(payload, indent=1, sort_keys=True) + "\n").encode())
 
 
 def read_manifest(output: str) -> dict:

@@ -3,13 +3,16 @@
     DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
                                                              │    sizes, sources, extremes; [UNK] words with the vocab
                                                              ├─ records stages ─ one pass over the shards
-                                                             │    per seq config: lengths, NSP, masking, [UNK], vocab
+                                                             │    (TFRecords, or Parquet masked by trainer.loader)
+                                                             │    per seq config: lengths, label, masking, [UNK],
+                                                             │    vocab, padding per length bin
                                                              └─ every manifest ─ lineage: files linked by name + sha256
       ─ DIR/stats.json, DIR/report_files/*.png, DIR/report.html (last)
 
 This is not a Beam job: the statistics of even a full corpus are a single sequential read, and a sample cap
 (--max-records, --max-documents) bounds the time. Memory is bounded by construction: fixed-size counters,
-one Parquet row group or one batch of records at a time.
+one Parquet row group or one batch of records at a time (see stats_card.py for the Parquet form's one flag per
+instance).
 
 stats_card.py reads the stages into the card, stats_plots.py draws its plots, stats_html.py writes the report:
 what was built first, then the plots, the documents, and the lineage last.

@@ -18,12 +18,12 @@ import time
 from collections import Counter
 
 from pipeline import output
-from pipeline.sources import FoundInputs, find_inputs
+from pipeline.input_discovery import FoundInputs, find_inputs
+from pipeline.job_flags import LOCAL_FOLDERS_HELP, add_files, add_input_format, add_lower_case
 from pipeline.vocab_beam import count_with_beam
 from pipeline.vocab_counting import CorpusCounts, VocabConfig, count_in_process
-from pipeline.vocab_files import TOKENIZER_FILES, check_outputs, temporary_name, write_vocab_files
-from wordpiece.training import (BERT_DEFAULT_RESERVED, LAYOUTS, Quality, TrainedVocab, TrainingConfig, measure,
-                                train)
+from pipeline.vocab_files import TOKENIZER_FILES, check_outputs, write_vocab_files
+from wordpiece.training import BERT_DEFAULT_RESERVED, LAYOUTS, Quality, TrainedVocab, TrainingConfig, measure, train
 
 ACCEPTS_BEAM_OPTIONS = True
 # Far beyond any BERT vocab. HF's trainer allocates memory for every line before it starts, so a size mistyped by
@@ -36,25 +36,18 @@ MAX_VOCAB_SIZE = 1 << 20
 def add_arguments(parser) -> None:
     from pipeline.cli_util import BooleanFlag
 
-    io = parser.add_argument_group("input and output")
-    io.add_argument("--input", nargs="+", required=True, metavar="GLOB",
-                    help="input files, globs or directories (local or any Beam filesystem, e.g. gs://); a "
-                         "directory stands for the files directly in it (folders inside it and broken links are "
-                         "left out, and named in a note), an extraction's output directory for the documents its "
-                         "manifest lists")
-    io.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
-                    help="documents = Parquet from extract-wiki/extract-books; text = reference format (one "
-                         "sentence per line, blank line between documents); jsonl = {\"id\",\"text\"} per line "
-                         "(.jsonl, .json; also .zst, .gz, .bz2); auto = by file name (default)")
-    io.add_argument("--output", default="vocab.txt", help="the vocab file to write (default: vocab.txt)")
-    io.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    files = add_files(parser, metavar="GLOB", output_default="vocab.txt",
+                      inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
+                             f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
+                             "manifest lists",
+                      output="the vocab file to write, in a folder of its own: tokenizer.json, "
+                             "tokenizer_config.json and manifest.json go beside it (default: vocab.txt)")
+    add_input_format(files)
     vocab = parser.add_argument_group("vocabulary")
     vocab.add_argument("--vocab-size", type=int, default=30000,
                        help="lines in vocab.txt: special, reserved and learned tokens together (default: 30000)")
-    case = vocab.add_mutually_exclusive_group()
-    case.add_argument("--uncased", dest="lowercase", action="store_true", default=True,
-                      help="lower-case and strip accents, like bert-base-uncased (default)")
-    case.add_argument("--cased", dest="lowercase", action="store_false", help="keep case and accents")
+    add_lower_case(vocab, "lower-case and strip accents, like bert-base-uncased; --no-do-lower-case keeps case and "
+                          "accents (default: lower-case)")
     vocab.add_argument("--layout", choices=LAYOUTS, default="bert",
                        help="bert: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, "
                             "[unused99..] after them, then learned tokens (default); compact: the five special "
@@ -91,7 +84,7 @@ def config_from_args(args) -> VocabConfig:
     layout = args.layout
     reserved = args.reserved_tokens if args.reserved_tokens is not None else \
         (BERT_DEFAULT_RESERVED if layout == "bert" else 0)
-    training = TrainingConfig(vocab_size=args.vocab_size, lowercase=args.lowercase, layout=layout,
+    training = TrainingConfig(vocab_size=args.vocab_size, lowercase=args.do_lower_case, layout=layout,
                               reserved_tokens=reserved, min_frequency=args.min_frequency,
                               limit_alphabet=args.limit_alphabet)
     checks = [(args.vocab_size <= MAX_VOCAB_SIZE, f"--vocab-size must be at most {MAX_VOCAB_SIZE:,}"),
@@ -136,7 +129,7 @@ def run(args, beam_args: list[str]) -> int:
     dry_run = runners.is_dry_run(options)
     if not dry_run:
         check_outputs(cfg.output, args.overwrite)
-        output.check_writable(cfg.output, temporary_name(cfg.output))
+        output.check_writable(cfg.output, output.temporary_name(cfg.output))
     found = find_inputs(cfg.inputs, allow_missing=dry_run)
     _print_note(found)
     if not found.files and not dry_run:
@@ -149,7 +142,9 @@ def run(args, beam_args: list[str]) -> int:
     else:
         counts = count_in_process(found.files, cfg)
     if not counts.train.counts:
-        skipped = "".join(f"; {n:,} skipped as {reason}" for reason, n in sorted(_skipped(counts).items()))
+        skipped = "".join(f"; {n:,} {kind} {reason}" for kind, set_aside in (("skipped as", "skipped"),
+                                                                              ("unreadable:", "errors"))
+                          for reason, n in sorted(_set_aside(counts, set_aside).items()))
         raise UserError(f"no words to train on: {counts.tallies['documents_read']:,} documents read from "
                         f"{', '.join(cfg.inputs)} ({counts.tallies['documents_sampled']:,} for training{skipped}); "
                         "nothing was written")
@@ -166,12 +161,13 @@ def run(args, beam_args: list[str]) -> int:
     return 0
 
 
-def _skipped(counts: CorpusCounts) -> Counter:
-    """Records of the input files that were not documents, by reason."""
-    skipped = Counter()
+def _set_aside(counts: CorpusCounts, kind: str) -> Counter:
+    """Records of the input files that were not documents, by reason: skipped (a null text), or errors (records
+    that could not be read)."""
+    total = Counter()
     for f in counts.files:
-        skipped.update(f.get("skipped", {}))
-    return skipped
+        total.update(f.get(kind, {}))
+    return total
 
 
 def _record(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quality: Quality) -> dict:
@@ -182,7 +178,8 @@ def _record(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quali
         "config": cfg.describe(),
         "inputs": counts.files,
         "documents": {"read": tallies["documents_read"], "sampled": tallies["documents_sampled"],
-                      "not_sampled": tallies["documents_unsampled"], "skipped": dict(_skipped(counts)),
+                      "not_sampled": tallies["documents_unsampled"], "skipped": dict(_set_aside(counts, "skipped")),
+                      "errors": dict(_set_aside(counts, "errors")),
                       "files_not_read": counts.files_not_read},
         "words": {"corpus": words.words, "distinct_trained_on": trained.trained_words, "too_long": words.too_long,
                   "pruned": words.pruned_occurrences, "beyond_alphabet": alphabet.dropped_occurrences,
@@ -216,13 +213,14 @@ def _held_out_rows(cfg: VocabConfig, counts: CorpusCounts, quality: Quality) -> 
 def _summary_rows(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quality: Quality, data: bytes,
                   seconds: float) -> list[tuple[str, str]]:
     tallies, words, alphabet = counts.tallies, counts.train, trained.alphabet
-    skipped = _skipped(counts)
     replaced = sum(f.get("replaced_chars", 0) for f in counts.files)
     rows = [("input", f"{len(counts.files):,} files, {sum(f['size'] for f in counts.files) / 1e6:,.1f} MB"),
             ("documents read", f"{tallies['documents_read']:,}")]
     if tallies["documents_unsampled"]:
         rows.append(("  not sampled", f"{tallies['documents_unsampled']:,}"))
-    rows += [(f"  unreadable records ({reason})", f"{n:,}") for reason, n in sorted(skipped.items())]
+    rows += [(f"  skipped ({reason})", f"{n:,}") for reason, n in sorted(_set_aside(counts, "skipped").items())]
+    rows += [(f"  unreadable records ({reason})", f"{n:,}")
+             for reason, n in sorted(_set_aside(counts, "errors").items())]
     if cfg.max_documents and tallies["documents_sampled"] >= cfg.max_documents:
         rows.append(("stopped", f"at --max-documents {cfg.max_documents:,}; {counts.files_not_read:,} files "
                                 "not opened"))

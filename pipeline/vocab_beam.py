@@ -23,7 +23,8 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from pipeline import output, tally
-from pipeline.sources import PlanReads, ReadStats, merge_file_stats, read_documents
+from pipeline.input_formats import ReadStats, Rejected
+from pipeline.input_reads import PlanReads, merge_file_stats, read_documents
 from pipeline.vocab_counting import HELD_OUT, TRAIN, CorpusCounts, DocumentCounter, VocabConfig, file_entry
 from wordpiece.training import HeldOutWords, WordCounter, drop_long_words, prune_plan
 
@@ -45,6 +46,8 @@ class CountFileWords(beam.DoFn):
         stats = ReadStats(path)
         counts = self.counter.tallies
         for doc in read_documents(path, self.cfg.input_format, stats, start, stop):
+            if isinstance(doc, Rejected):  # counted in stats.errors; vocab writes no dead letters
+                continue
             for role, words in self.counter.add(doc):
                 yield from _emit(role, words, counts)
         yield beam.pvalue.TaggedOutput("files", file_entry(stats))

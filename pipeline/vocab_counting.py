@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from pipeline.progress import Progress
-from pipeline.sources import ReadStats, read_documents
+from pipeline.input_formats import ReadStats, Rejected
+from pipeline.input_reads import read_documents
 from transforms.seeding import stable_hash, unit_interval
 from wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
 
@@ -183,7 +184,7 @@ class CorpusCounts:
 
 def file_entry(stats: ReadStats) -> dict:
     return {"path": stats.path, "size": stats.size, "sha256": stats.sha256, "documents": stats.documents,
-            "skipped": dict(stats.skipped), "replaced_chars": stats.replaced_chars}
+            "skipped": dict(stats.skipped), "errors": dict(stats.errors), "replaced_chars": stats.replaced_chars}
 
 
 def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCounts:
@@ -203,6 +204,8 @@ def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCo
             shown = 0
             documents = read_documents(path, cfg.input_format, stats)
             for doc in documents:
+                if isinstance(doc, Rejected):  # counted in stats.errors; vocab writes no dead letters
+                    continue
                 for role, words in counter.add(doc):
                     result.add(role, words)
                 progress.update(stats.size - shown)

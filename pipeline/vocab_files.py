@@ -42,10 +42,6 @@ def written_paths(vocab_path: str) -> list[str]:
     return [vocab_path, *(beside(vocab_path, n) for n in TOKENIZER_FILES), beside(vocab_path, output.MANIFEST)]
 
 
-def temporary_name(path: str) -> str:
-    return f"{path}.tmp"
-
-
 def _manifest_job(path: str) -> str:
     try:
         with FileSystems.open(path, compression_type="uncompressed") as f:
@@ -75,23 +71,6 @@ def check_outputs(vocab_path: str, overwrite: bool) -> None:
                 "vocab needs a folder of its own); choose another --output folder or pass --overwrite")
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Write to a temporary name beside path, then rename: readers never see a partial file. The name is fixed,
-    so a write killed before its rename leaves nothing that the next one does not replace."""
-    tmp = temporary_name(path)
-    try:
-        output.write_bytes(tmp, [data])
-        if output.is_remote(path):
-            if output.exists(path):
-                FileSystems.delete([path])
-            FileSystems.rename([tmp], [path])
-        else:
-            os.replace(tmp, path)
-    finally:
-        if output.exists(tmp):
-            FileSystems.delete([tmp])
-
-
 def tokenizer_files(data: bytes, lowercase: bool) -> dict[str, bytes]:
     """tokenizer.json and tokenizer_config.json for the vocab file's bytes."""
     vocab = Vocab.from_bytes(data)
@@ -112,7 +91,7 @@ def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dic
     # The vocab after its tokenizer files: a run killed between them leaves no vocab.txt that lacks them.
     files = {**tokenizer_files(data, lowercase), name: data}
     for file_name, content in files.items():
-        write_atomically(vocab_path if file_name == name else beside(vocab_path, file_name), content)
+        output.write_atomically(vocab_path if file_name == name else beside(vocab_path, file_name), content)
     manifest = {"tool": "bertcorpus", "version": output.TOOL_VERSION, "job": JOB, **record,
                 "outputs": {file_name: {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
                             for file_name, content in files.items()},

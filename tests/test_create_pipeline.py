@@ -350,24 +350,36 @@ def test_run_named_job_from_yaml(tmp_path, capsys):
     assert json.loads((out / "manifest.json").read_text())["config"]["dupe_factor"] == 2
 
 
-def test_lines_and_rows_that_are_not_documents_are_counted_in_the_manifest(tmp_path, books_jsonl):
+def test_unreadable_lines_and_rows_are_dead_letters_and_null_texts_are_skipped(tmp_path, books_jsonl, capsys):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     lines = books_jsonl.read_text().splitlines()[:20]
     jsonl = tmp_path / "mixed.jsonl"
-    jsonl.write_text("\n".join(lines[:10] + ['{"id": "cut", "text": "no end', '{"id": "no-text"}',
-                                            '{"id": "number", "text": 7}', "[1, 2]"] + lines[10:]) + "\n")
+    bad = ['{"id": "cut", "text": "no end', '{"id": "no-text"}', '{"id": "number", "text": 7}', "[1, 2]"]
+    jsonl.write_text("\n".join(lines[:10] + bad + ['{"id": "null", "text": null}'] + lines[10:]) + "\n")
     parquet = tmp_path / "documents-00000-of-00001.parquet"
     rows = [json.loads(line) for line in lines[:5]]
     pq.write_table(pa.table({"id": [r["id"] + ":p" for r in rows] + ["empty-1", "empty-2"],
                              "text": [r["text"] for r in rows] + [None, None]}), parquet)
-    out = tmp_path / "o"
-    assert run_cli("create", "--input", jsonl, parquet, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1") == 0
-    docs = json.loads((out / "manifest.json").read_text())["documents"]
-    assert docs["skipped"] == {"bad_jsonl_line": 4, "null_text": 2}
-    assert docs["kept"] == 25 and docs["read"] == 31
+    not_parquet = tmp_path / "more.parquet"
+    not_parquet.write_text("not a parquet file")
+    args = ["--input", jsonl, parquet, not_parquet, "--vocab", VOCAB, "--dupe-factor", "1"]
+    # 5 records of 33 could not be read: over the default --max-error-rate, but the output is complete.
+    assert run_cli("create", *args, "--output", tmp_path / "o") == 1
+    assert "5 errors in 33 read" in capsys.readouterr().err
+    assert run_cli("create", *args, "--output", tmp_path / "o", "--overwrite", "--max-error-rate", "0.2") == 0
+    docs = json.loads((tmp_path / "o" / "manifest.json").read_text())["documents"]
+    assert docs["skipped"] == {"null_text": 3}  # a null text is skipped alike in JSONL and Parquet
+    assert docs["errors_by_reason"] == {"bad_jsonl_line": 4, "unreadable_parquet": 1}
+    assert docs["kept"] == 25 and docs["read"] == 33
     assert docs["read"] == docs["kept"] + sum(docs["skipped"].values()) + docs["errors"]
+    dead = [json.loads(line) for line in (tmp_path / "o" / "errors-00000-of-00001.jsonl").read_text().splitlines()]
+    data = jsonl.read_bytes()
+    assert [(d["where"], d["reason"]) for d in dead if d["input"] == str(jsonl)] == [
+        (f"byte {data.index(line.encode())}", "bad_jsonl_line") for line in bad]
+    assert [(d["input"], d["where"], d["reason"]) for d in dead if d["input"] != str(jsonl)] == [
+        (str(not_parquet), "file", "unreadable_parquet")]
 
 
 def nsp_shares(out: Path) -> dict[str, tuple[int, float]]:

@@ -16,7 +16,7 @@ from pipeline.create_publish import Publish, random_next_bound
 from pipeline.create_steps import (NEGATIVE_TARGETS, BuildInstances, TokenizeBuckets, UnbalancedSplitError, WriteShards,
                                    assign_bucket, fragment_targets)
 from pipeline.job_vocab import JobVocab
-from pipeline.sources import SourceDocument
+from pipeline.input_formats import SourceDocument
 from transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
 from transforms.seeding import python_rng
 from wordpiece.vocab import read_vocab_bytes

@@ -51,7 +51,7 @@ def test_graph_command_draws_a_job_offline(tmp_path, capsys, monkeypatch):
     from conftest import run_cli
 
     monkeypatch.chdir(ROOT)  # the jobs file is ./beam_jobs.yaml
-    assert run_cli("graph", "pretraining-128", "--output-dir", tmp_path) == 0
+    assert run_cli("graph", "pretraining-128", "--output", tmp_path) == 0
     dot = (tmp_path / "pretraining-128.dot").read_text()
     for step in ("read documents", "group into buckets", "build instances", "group into shards", "write shards",
                  "publish"):

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from conftest import DATA, VOCAB, assert_same_extraction, file_digests, run_cli
+from conftest import DATA, VOCAB, assert_same_extraction, run_cli
 from pipeline.book_files import book_id, list_inputs, read_metadata
 from transforms.book_cleaning import clean_book
 from transforms.book_decoding import decode_book
@@ -210,7 +210,8 @@ def test_output_feeds_create(samples, tmp_path):
 
 
 def test_an_output_folder_as_input_stands_for_the_documents_its_manifest_lists(samples, tmp_path):
-    from pipeline.sources import InputError, find_inputs
+    from pipeline.input_discovery import find_inputs
+    from pipeline.input_formats import InputError
 
     listed = json.loads((samples / "manifest.json").read_text())["outputs"]["documents"]
     assert find_inputs([str(samples)]).files == [(str(samples / f["path"]), f["bytes"]) for f in listed]

@@ -336,9 +336,9 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     from wordpiece.training import TrainingConfig
 
+    from pipeline import output
     from pipeline.vocab_beam import WriteCountsManifest
     from pipeline.vocab_counting import VocabConfig
-    from pipeline.vocab_files import write_atomically
 
     counts_dir = tmp_path / "counts"
     cfg = VocabConfig(inputs=["books.jsonl"], output=str(tmp_path / "vocab.txt"), training=TrainingConfig(),
@@ -361,13 +361,14 @@ def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     assert manifest.read_bytes() == once and json.loads(once) == first[0]
     assert first[0]["train_files"] == train_files
     assert first[0]["inputs"] == [
-        {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 2, "replaced_chars": 1, "skipped": {"x": 1}},
-        {"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}}]
+        {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 2, "replaced_chars": 1, "skipped": {"x": 1},
+         "errors": {}},
+        {"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}, "errors": {}}]
     assert sorted(p.name for p in counts_dir.iterdir()) == ["manifest.json"]
 
     # vocab.txt is written by a rename: writing it again leaves the same bytes and no temporary file.
     data = "".join(f"{t}\n" for t in ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "##s"]).encode()
-    write_atomically(cfg.output, data)
-    write_atomically(cfg.output, data)
+    output.write_atomically(cfg.output, data)
+    output.write_atomically(cfg.output, data)
     assert Path(cfg.output).read_bytes() == data
     assert sorted(p.name for p in tmp_path.iterdir()) == ["counts", "vocab.txt"]

@@ -13,7 +13,8 @@ import pytest
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from wiki_fixtures import ENWIKI_SMALL
 
-from pipeline.sources import InputError, find_inputs, match_inputs
+from pipeline.input_discovery import find_inputs, match_inputs
+from pipeline.input_formats import InputError
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -225,7 +226,7 @@ def test_every_command_reads_a_file_whose_name_has_glob_characters(tmp_path, com
 
 
 def test_remote_names_with_glob_characters_and_folders_inside_a_remote_folder(gcs):
-    from pipeline.sources import match_on_worker
+    from pipeline.input_reads import match_on_worker
 
     corpus, size = gcs.url("matching", "corpus"), SAMPLE_TEXT.stat().st_size
     for name in ("sample[1].txt", "sample1.txt", "more/sample_again.txt"):

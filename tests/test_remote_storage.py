@@ -103,7 +103,8 @@ def test_clearing_the_staging_area_keeps_to_the_outputs_prefix(gcs):
 
 
 def test_remote_directories_and_duplicate_names_are_matched_once(gcs, corpus):
-    from pipeline.sources import InputError, find_inputs
+    from pipeline.input_discovery import find_inputs
+    from pipeline.input_formats import InputError
 
     remote = corpus["remote"]
     sizes = {f.name: f.stat().st_size for f in corpus["local"].iterdir()}
@@ -162,7 +163,7 @@ def test_extract_books_from_a_gcs_directory_matches_the_local_run(gcs, tmp_path)
     assert_same_output(gcs, f"{remote}/out", local, f"{remote}/in", BOOKS)
     assert len(file_digests(local, "documents-*")) == 2
     # The output folder, named as input, stands for its documents files, as a local one does.
-    from pipeline.sources import find_inputs
+    from pipeline.input_discovery import find_inputs
 
     listed = json.loads((local / "manifest.json").read_text())["outputs"]["documents"]
     assert find_inputs([f"{remote}/out"]).files == [(f"{remote}/out/{f['path']}", f["bytes"]) for f in listed]

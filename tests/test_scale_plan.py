@@ -13,9 +13,9 @@ import pytest
 from conftest import VOCAB, book_sections
 
 from pipeline.create_coders import BucketDocument, BucketMessage, InstancePieceCoder
-from pipeline.create_config import (RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key,
-                                    estimated_text_bytes)
+from pipeline.create_config import RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key
 from pipeline.create_steps import BuildInstances, TokenizeBuckets
+from pipeline.input_streams import estimated_text_bytes
 from pipeline.job_vocab import JobVocab
 from transforms.instances import SeqConfig
 from wordpiece.vocab import read_vocab_bytes

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections, run_cli
 
-from pipeline import sources
-from pipeline.sources import ReadStats, merge_file_stats, plan_reads, read_documents
+from pipeline import input_reads
+from pipeline.input_formats import ReadStats, SourceDocument
+from pipeline.input_reads import merge_file_stats, plan_reads, read_documents
 
 
 def text_corpus(path: Path) -> Path:
@@ -39,10 +40,13 @@ def jsonl_corpus(path: Path) -> Path:
 
 
 def read_all(path: Path, tasks) -> tuple[list[tuple], list[dict]]:
+    """(id, text, sentences) of every document, and a dead letter (where, reason) for every rejected record, in
+    file order; the per-span stats."""
     docs, stats = [], []
     for _, start, stop in tasks:
         part = ReadStats(str(path))
-        docs += [(d.id, d.text, d.sentences) for d in read_documents(str(path), "auto", part, start, stop)]
+        docs += [(d.id, d.text, d.sentences) if isinstance(d, SourceDocument) else (d.where, d.reason)
+                 for d in read_documents(str(path), "auto", part, start, stop)]
         stats.append({"path": part.path, "size": part.size, "sha256": part.sha256, "documents": part.documents,
                       "replaced_chars": part.replaced_chars, "skipped": dict(part.skipped)})
     return docs, stats
@@ -83,7 +87,7 @@ def test_spans_yield_the_documents_and_counts_of_the_whole_file(corpus):
 
 def test_ids_do_not_depend_on_the_split(corpus):
     whole, _ = read_all(corpus, [(str(corpus), 0, -1)])
-    ids = [doc_id for doc_id, _, _ in whole]
+    ids = [doc[0] for doc in whole if len(doc) == 3]
     assert len(set(ids)) == len(ids)
     if corpus.suffix == ".txt":
         data = corpus.read_bytes()
@@ -96,7 +100,7 @@ def test_ids_do_not_depend_on_the_split(corpus):
 
 
 def test_plan_reads_splits_only_large_uncompressed_text_and_jsonl(monkeypatch):
-    monkeypatch.setattr(sources, "auto_range_bytes", lambda size: 1000)
+    monkeypatch.setattr(input_reads, "auto_range_bytes", lambda size: 1000)
     spans = plan_reads("big.jsonl", 10_500, "auto")
     assert [s[1:] for s in spans][:2] == [(0, 954), (954, 1909)] and spans[-1][2] == 10_500
     assert all(a[2] == b[1] for a, b in zip(spans, spans[1:]))  # contiguous, no byte lost or read twice
@@ -113,7 +117,7 @@ def test_create_reads_a_file_in_spans_with_the_same_result(tmp_path, monkeypatch
     common = ["--input", corpus, "--vocab", VOCAB, "--dupe-factor", "2", "--num-buckets", "3", "--num-shards", "2",
               "--direct_running_mode=in_memory"]
     assert run_cli("create", *common, "--output", tmp_path / "whole") == 0
-    monkeypatch.setattr(sources, "auto_range_bytes", lambda size: size // 25 + 1)
+    monkeypatch.setattr(input_reads, "auto_range_bytes", lambda size: size // 25 + 1)
     assert len(plan_reads(str(corpus), corpus.stat().st_size, "auto")) == 25
     assert run_cli("create", *common, "--output", tmp_path / "spans") == 0
     files = {p.relative_to(tmp_path / "whole"): p.read_bytes() for p in (tmp_path / "whole").rglob("*.tfrecord")}
@@ -143,22 +147,26 @@ def test_a_damaged_compressed_file_keeps_what_came_before_the_damage_and_is_coun
     for name, data in damaged.items():
         (tmp_path / name).write_bytes(data)
         stats = ReadStats(name)
-        documents = list(read_documents(str(tmp_path / name), "auto", stats))
-        assert stats.skipped == {"damaged_compressed_file": 1}, name
+        *documents, dead_letter = read_documents(str(tmp_path / name), "auto", stats)
+        assert stats.errors == {"damaged_compressed_file": 1} and not stats.skipped, name
+        assert (dead_letter.reason, dead_letter.where) == ("damaged_compressed_file", "file")
         assert stats.size == len(data) and stats.sha256  # the whole file is still fingerprinted
+        assert all(isinstance(doc, SourceDocument) for doc in documents) and stats.documents == len(documents)
         if name.endswith(".zst"):
             assert len(documents) == 20  # the frame before the cut
     whole = tmp_path / "two-frames.jsonl.zst"
     whole.write_bytes(whole_frame + zstandard.ZstdCompressor().compress(second))
     stats = ReadStats(str(whole))
-    assert len(list(read_documents(str(whole), "auto", stats))) == 40 and not stats.skipped
+    assert len(list(read_documents(str(whole), "auto", stats))) == 40 and not stats.errors
 
     out = tmp_path / "o"
     assert run_cli("create", "--input", books_jsonl, *(tmp_path / n for n in damaged), "--vocab", VOCAB,
-                   "--output", out, "--dupe-factor", "1") == 0
+                   "--output", out, "--dupe-factor", "1", "--max-error-rate", "0.5") == 0
     documents = json.loads((out / "manifest.json").read_text())["documents"]
-    assert documents["skipped"]["damaged_compressed_file"] == 4
-    assert documents["read"] == documents["kept"] + sum(documents["skipped"].values())
+    assert documents["errors_by_reason"] == {"damaged_compressed_file": 4}
+    assert documents["read"] == documents["kept"] + sum(documents["skipped"].values()) + documents["errors"]
+    dead_letters = [json.loads(line) for line in (out / "errors-00000-of-00001.jsonl").read_text().splitlines()]
+    assert sorted(d["input"] for d in dead_letters) == sorted(str(tmp_path / n) for n in damaged)
 
 
 @pytest.mark.parametrize("name", ["empty.jsonl.bz2", "empty.txt.gz", "empty.jsonl.zst", "empty.txt"])

@@ -19,7 +19,8 @@ import pytest
 import zstandard
 from conftest import DATA, TESTS, run_cli
 
-from pipeline.sources import ReadStats, read_documents
+from pipeline.input_formats import ReadStats, Rejected
+from pipeline.input_reads import read_documents
 from pipeline.vocab import MAX_VOCAB_SIZE
 from pipeline.vocab_counting import VocabConfig, count_in_process, text_pieces
 from wordpiece.training import ChunkBatch, TrainingConfig
@@ -83,9 +84,11 @@ def test_a_cut_compressed_file_keeps_every_line_before_the_cut(tmp_path, capsys,
     assert 10 < kept < 40
 
     stats = ReadStats(str(cut))
-    assert list(read_documents(str(cut), "auto", stats)) == list(read_documents(str(before), "auto", ReadStats("")))
+    *documents, dead_letter = read_documents(str(cut), "auto", stats)
+    assert documents == list(read_documents(str(before), "auto", ReadStats("")))
     # The line the cut ends inside is part of the damage, not a bad line of its own.
-    assert stats.skipped == {"damaged_compressed_file": 1} and stats.documents == kept
+    assert stats.errors == {"damaged_compressed_file": 1} and dead_letter.reason == "damaged_compressed_file"
+    assert not stats.skipped and stats.documents == kept
     assert stats.size == cut.stat().st_size
 
     assert vocab(tmp_path / "from-cut" / "vocab.txt", cut) == 0
@@ -162,14 +165,23 @@ def test_text_in_pieces_gives_the_words_of_the_whole(lowercase):
 
 @pytest.mark.parametrize("column, shown", [(pa.array([1, 2], pa.int64()), "int64"),
                                            (pa.array([b"a b", b"c"], pa.binary()), "binary")])
-def test_a_parquet_text_column_that_holds_no_strings_is_one_line(tmp_path, capsys, column, shown):
+def test_a_parquet_file_that_is_not_a_documents_file_costs_that_file_only(tmp_path, capsys, docs, column, shown):
     path = tmp_path / "documents.parquet"
     pq.write_table(pa.table({"id": ["a", "b"], "text": column}), path)
-    out = tmp_path / "vocab.txt"
-    assert vocab(out, path) == 2
-    assert error_line(capsys.readouterr().err) == (f"bertcorpus vocab: error: {path} is not a documents file: its "
-                                                   f"text column holds {shown}, not strings")
+    stats = ReadStats(str(path))
+    [dead_letter] = read_documents(str(path), "auto", stats)
+    assert (dead_letter.where, dead_letter.reason) == ("file", "not_a_documents_file")
+    assert dead_letter.detail == f"its text column holds {shown}, not strings"
+    out = tmp_path / "alone" / "vocab.txt"
+    assert vocab(out, path) == 2  # with nothing else to read, there is nothing to train on
+    assert error_line(capsys.readouterr().err) == (
+        f"bertcorpus vocab: error: no words to train on: 0 documents read from {path} (0 for training; "
+        "1 unreadable: not_a_documents_file); nothing was written")
     assert not out.exists()
+    good = write_parquet(tmp_path / "good.parquet", docs)
+    assert vocab(tmp_path / "with-good" / "vocab.txt", path, good) == 0  # the run goes on past a bad file
+    rows = summary(capsys.readouterr().out)
+    assert rows["documents read"] == str(len(docs)) and rows["unreadable records (not_a_documents_file)"] == "1"
 
 
 def test_a_damaged_parquet_row_group_costs_its_own_rows(tmp_path, capsys, docs):
@@ -182,11 +194,15 @@ def test_a_damaged_parquet_row_group_costs_its_own_rows(tmp_path, capsys, docs):
     rest = write_parquet(tmp_path / "rest.parquet", docs[:10] + docs[20:])
 
     stats = ReadStats(str(path))
-    assert [d.id for d in read_documents(str(path), "auto", stats)] == [d["id"] for d in docs[:10] + docs[20:]]
-    assert stats.skipped == {"damaged_parquet_row": 10}
+    read = list(read_documents(str(path), "auto", stats))
+    assert [d.id for d in read if not isinstance(d, Rejected)] == [d["id"] for d in docs[:10] + docs[20:]]
+    [dead_letter] = [d for d in read if isinstance(d, Rejected)]
+    assert dead_letter.where == "row group 1" and dead_letter.detail.startswith("rows 10 to 19 lost")
+    assert stats.skipped == {"damaged_parquet_row": 10} and stats.errors == {"damaged_parquet_row_group": 1}
     assert vocab(tmp_path / "damaged" / "vocab.txt", path) == 0
     rows = summary(capsys.readouterr().out)
-    assert rows["documents read"] == "30" and rows["unreadable records (damaged_parquet_row)"] == "10"
+    assert rows["documents read"] == "30" and rows["skipped (damaged_parquet_row)"] == "10"
+    assert rows["unreadable records (damaged_parquet_row_group)"] == "1"
     assert vocab(tmp_path / "rest" / "vocab.txt", rest) == 0
     assert (tmp_path / "damaged" / "vocab.txt").read_bytes() == (tmp_path / "rest" / "vocab.txt").read_bytes()
 
@@ -225,10 +241,11 @@ def test_both_counting_paths_treat_damage_alike(tmp_path, capsys, docs, jsonl):
     for name, extra in [("in-process", ()), ("beam", ("--count-with-beam",))]:
         assert vocab(tmp_path / name / "vocab.txt", inputs, extra=extra) == 0
         rows = summary(capsys.readouterr().out)
-        results[name] = {k: v for k, v in rows.items() if k.startswith(("documents", "unreadable", "corpus"))}
+        results[name] = {k: v for k, v in rows.items()
+                         if k.startswith(("documents", "unreadable", "skipped", "corpus"))}
     assert results["beam"] == results["in-process"]
     assert results["beam"]["unreadable records (damaged_compressed_file)"] == "3"
-    assert results["beam"]["unreadable records (damaged_parquet_row)"] == "10"
+    assert results["beam"]["skipped (damaged_parquet_row)"] == "10"
     assert (tmp_path / "beam" / "vocab.txt").read_bytes() == (tmp_path / "in-process" / "vocab.txt").read_bytes()
 
 
@@ -242,7 +259,7 @@ def test_input_without_words_names_what_was_skipped(tmp_path, capsys):
     assert vocab(out, garbage, nulls) == 2
     assert error_line(capsys.readouterr().err) == (
         f"bertcorpus vocab: error: no words to train on: 0 documents read from {garbage}, {nulls} (0 for training; "
-        "8 skipped as bad_jsonl_line; 1 skipped as null_text); nothing was written")
+        "2 skipped as null_text; 7 unreadable: bad_jsonl_line); nothing was written")
     assert not out.exists()
 
 

@@ -1,0 +1,67 @@
+"""The flags that several commands share, each defined once: where the inputs and the output are, the input
+format, lower-casing, the error limits and the automatic sizes. A flag's older spelling stays accepted, hidden
+from --help."""
+from __future__ import annotations
+
+import argparse
+
+INPUT_FORMATS_HELP = ("documents = Parquet from extract-wiki/extract-books; text = one sentence per line, blank "
+                      "line between documents; jsonl = {\"id\",\"text\"} per line (.jsonl or .json); each plain or "
+                      "compressed (.zst, .gz, .bz2); auto = by file name (default)")
+LOCAL_FOLDERS_HELP = ("a directory stands for the files directly in it (folders inside it and broken links are left "
+                      "out, and named in a note)")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (where 0 would silently mean "automatic")."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value} (leave the flag out for the default)")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, not {text} (leave the flag out for the default)")
+    return value
+
+
+def add_files(parser: argparse.ArgumentParser, *, inputs: str, output: str, metavar: str = "PATH",
+              output_default: str | None = None):
+    """The "input and output" group: --input, --output and --overwrite; the group, for a command's own files."""
+    files = parser.add_argument_group("input and output")
+    files.add_argument("--input", nargs="+", required=True, metavar=metavar, help=inputs)
+    files.add_argument("--output", required=output_default is None, default=output_default, help=output)
+    files.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    return files
+
+
+def add_input_format(group) -> None:
+    group.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
+                       help=INPUT_FORMATS_HELP)
+
+
+def add_lower_case(group, help: str) -> None:
+    """--do-lower-case / --no-do-lower-case (dest do_lower_case); vocab's --uncased and --cased stay accepted."""
+    group.add_argument("--do-lower-case", action=argparse.BooleanOptionalAction, default=True, help=help)
+    group.add_argument("--uncased", dest="do_lower_case", action="store_true", help=argparse.SUPPRESS)
+    group.add_argument("--cased", dest="do_lower_case", action="store_false", help=argparse.SUPPRESS)
+
+
+def add_error_limits(parser: argparse.ArgumentParser, rate_help: str) -> None:
+    """--strict and --max-error-rate: when a run whose output is complete still exits non-zero."""
+    errors = parser.add_argument_group("errors")
+    errors.add_argument("--strict", action="store_true", help="exit non-zero on any error (default: off)")
+    errors.add_argument("--max-error-rate", type=float, default=0.01, help=rate_help)
+
+
+def check_error_rate(args) -> None:
+    if not 0 <= args.max_error_rate <= 1:
+        raise ValueError("--max-error-rate must be between 0 and 1")
