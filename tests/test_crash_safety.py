@@ -123,7 +123,7 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
 
     counts = {"documents_read": 1, "documents_kept": 1, "seq8:train:instances": 3}
     publish = Publish(config, vocab, "sha", {})
-    outcome = {"shards": first, "counts": counts, "files": []}
+    outcome = {"shards": first, "counts": counts, "files": [], "errors": []}
     manifest = list(publish.process(outcome))
     again = list(publish.process(outcome))  # a retried bundle finds the files already moved
     assert manifest == again

@@ -157,10 +157,10 @@ def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
     counts = {"documents_read": 3, "documents_kept": 3, "seq128:train:instances": 20_000,
               "seq128:train:positive_labels": 10_250}
     with pytest.raises(UnbalancedSplitError, match=r"seq128/train 0\.5125 over 20,000 instances"):
-        list(Publish(cfg, job_vocab(), "sha", {}).process({"counts": counts, "files": [], "shards": [shard]}))
+        list(Publish(cfg, job_vocab(), "sha", {}).process({"counts": counts, "files": [], "shards": [shard], "errors": []}))
     assert not (tmp_path / "manifest.json").exists() and not list(tmp_path.rglob("*.tfrecord"))
     counts["seq128:train:positive_labels"] = 10_150  # 0.5075: within 0.01
-    [manifest] = Publish(cfg, job_vocab(), "sha", {}).process({"counts": counts, "files": [], "shards": [shard]})
+    [manifest] = Publish(cfg, job_vocab(), "sha", {}).process({"counts": counts, "files": [], "shards": [shard], "errors": []})
     assert manifest["outputs"]["seq128"]["train"]["random_next_share"] == 0.5075
 
 

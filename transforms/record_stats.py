@@ -1,8 +1,7 @@
 """Statistics of pretraining records in one bounded-memory pass: a batch decoder and fixed-size accumulators.
 
-Decoding an Example field by field in Python takes calls per field, too slow for millions of records. Every
-feature of a pretraining record is a packed list of fixed length, so a short loop only finds each feature's
-payload bytes, and numpy decodes the payloads of a whole batch at once (varints for int64, little-endian floats).
+Decoding an Example field by field in Python takes calls per field, too slow for millions of records: batches are
+decoded at once by transforms/example_decoding.py, the decoder the loader uses.
 
 The accumulators hold counts whose size depends on the sequence length, the number of predictions and the vocab,
 never on the number of records: exact integer histograms and per-id token counts. Two accumulators merge by
@@ -15,105 +14,29 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.tfrecord import FEATURE_NAMES, read_varint
+from transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
+from transforms.tfrecord import FEATURE_NAMES
 
 _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
-_NAMES = {name.encode(): name for name in FEATURE_NAMES}
-# Feature wire tags: 0x12 float_list, 0x1A int64_list.
-_LIST_TAG = {name: 0x12 if name in _FLOAT_FEATURES else 0x1A for name in FEATURE_NAMES}
 
 
 class RecordFormatError(ValueError):
     """A record that is not a pretraining Example of the expected shape."""
 
 
-def _payloads(record: bytes, into: dict[str, list[bytes]]) -> None:
-    """Append the packed value bytes of each of the seven features of one serialized Example to `into`.
-
-    This loop is the per-record cost of the whole pass, so one-byte varints (tags, names, short lengths) are
-    read inline and only longer ones call _varint."""
-    found = 0
-    if not record or record[0] != 0x0A:
-        raise RecordFormatError("not a tf.train.Example")
-    end, pos = read_varint(record, 1)
-    end += pos
-    names, list_tags, varint = _NAMES, _LIST_TAG, read_varint
-    while pos < end:
-        if record[pos] != 0x0A:
-            raise RecordFormatError("unexpected field in Features")
-        size = record[pos + 1]
-        size, pos = (size, pos + 2) if size < 0x80 else varint(record, pos + 1)
-        entry_end = pos + size
-        name = None
-        start = stop = -1
-        while pos < entry_end:
-            tag = record[pos]
-            size = record[pos + 1]
-            size, pos = (size, pos + 2) if size < 0x80 else varint(record, pos + 1)
-            if tag == 0x0A:
-                name = names.get(record[pos:pos + size])
-            elif tag == 0x12:
-                start, stop = pos, pos + size
-            pos += size
-        if name is None or start < 0:
-            continue  # a feature this job does not read
-        payload = b""
-        if stop > start:
-            if record[start] != list_tags[name]:
-                raise RecordFormatError(f"{name} has the wrong value type")
-            # Skip the list's length (the feature's length already bounds it), then the packed field's header.
-            start += 2 if record[start + 1] < 0x80 else varint(record, start + 1)[1] - start
-            if start < stop:
-                if record[start] != 0x0A:
-                    raise RecordFormatError(f"{name} is not a packed list")
-                size = record[start + 1]
-                size, start = (size, start + 2) if size < 0x80 else varint(record, start + 1)
-                payload = record[start:start + size]
-        into[name].append(payload)
-        found += 1
-    if found != len(FEATURE_NAMES):
-        raise RecordFormatError(f"has {found} of the {len(FEATURE_NAMES)} pretraining features")
-
-
-def decode_varints(buf: bytes) -> np.ndarray:
-    """Every varint in buf, as int64 (two's complement, as protobuf stores negative int64)."""
-    raw = np.frombuffer(buf, np.uint8)
-    last = raw < 0x80
-    if len(raw) and not last[-1]:
-        raise RecordFormatError("a varint runs past the end of its list")
-    if last.all():
-        return raw.astype(np.int64)
-    ends = np.flatnonzero(last)
-    starts = np.concatenate(([0], ends[:-1] + 1))
-    sizes = ends - starts + 1
-    # Byte k of every varint at once; varints are at most 10 bytes, and token ids take at most 3.
-    values = (raw[starts] & 0x7F).astype(np.uint64)
-    for k in range(1, int(sizes.max())):
-        longer = np.flatnonzero(sizes > k)
-        values[longer] |= (raw[starts[longer] + k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
-    return values.view(np.int64)
-
-
 def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[str, np.ndarray]:
-    """Serialized pretraining Examples → {feature: (records × width) array}, as tf.io.parse_example would give."""
-    payloads: dict[str, list[bytes]] = {name: [] for name in FEATURE_NAMES}
-    for i, record in enumerate(records):
-        try:
-            _payloads(record, payloads)
-        except (RecordFormatError, IndexError) as e:
-            raise RecordFormatError(f"record {i} of the batch: {e or 'truncated'}") from None
+    """Serialized pretraining Examples → {feature: (records × width) array}, as tf.io.parse_example would give
+    (transforms/example_decoding.py decodes the whole batch at once)."""
     widths = {"input_ids": length, "input_mask": length, "segment_ids": length, "masked_lm_positions": predictions,
               "masked_lm_ids": predictions, "masked_lm_weights": predictions, "next_sentence_labels": 1}
-    out = {}
-    n = len(records)
-    for name in FEATURE_NAMES:
-        joined = b"".join(payloads[name])
-        values = np.frombuffer(joined, "<f4") if name in _FLOAT_FEATURES else decode_varints(joined)
-        if len(values) != n * widths[name]:
-            raise RecordFormatError(f"{name} does not hold {widths[name]} values per record; are these records "
-                                    f"of sequence length {length} with {predictions} predictions?")
-        out[name] = values.reshape(n, widths[name])
-    return out
+    spec = {name: (name in _FLOAT_FEATURES, widths[name]) for name in FEATURE_NAMES}
+    try:
+        return parse_examples(*joined_records(records), spec)
+    except FeatureWidthError as e:
+        raise RecordFormatError(f"a feature holds {e.found} values per record; are these records of sequence "
+                                f"length {length} with {predictions} predictions?") from None
+    except ValueError as e:
+        raise RecordFormatError(str(e)) from None
 
 
 @dataclass(frozen=True)
