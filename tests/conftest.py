@@ -23,6 +23,17 @@ def run_cli(*argv: str) -> int:
     return main([str(a) for a in argv])
 
 
+def wait_until(condition, run, what: str, timeout: float = 300) -> None:
+    """Poll condition() until it holds, failing if the process `run` ends first or `timeout` seconds pass."""
+    import time
+
+    deadline = time.time() + timeout
+    while not condition():
+        assert run.poll() is None, f"the run ended before {what}: {run.communicate()}"
+        assert time.time() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.05)
+
+
 def file_digests(out: Path, pattern: str) -> dict[str, str]:
     import hashlib
 

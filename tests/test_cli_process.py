@@ -10,12 +10,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_TEXT, TESTS, VOCAB, run_cli
+from conftest import SAMPLE_TEXT, TESTS, VOCAB, run_cli, wait_until
 
 ROOT = TESTS.parent
 TRAIN_EXTRA_LINE = "training needs TensorFlow and Keras, from the train extra: pip install 'bertcorpus[train]'"
@@ -130,14 +129,6 @@ def test_a_file_name_that_is_not_utf8_is_one_line(tmp_path, capsys, latin1_named
 
 # Signals.
 
-def _wait_for(condition, run: subprocess.Popen, what: str, timeout: float = 300) -> None:
-    deadline = time.time() + timeout
-    while not condition():
-        assert run.poll() is None, f"the run ended before {what}: {run.communicate()}"
-        assert time.time() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.2)
-
-
 def test_train_started_with_sigint_ignored_still_stops_on_sigint(tmp_path, records_dir):
     """A shell script's background job inherits SIGINT ignored; `kill -INT` must still stop it, as it does the
     other commands."""
@@ -147,7 +138,7 @@ def test_train_started_with_sigint_ignored_still_stops_on_sigint(tmp_path, recor
     run = subprocess.Popen(["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *_command(*words)], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
     try:
-        _wait_for((out / "train_log.jsonl").exists, run, "training step")
+        wait_until((out / "train_log.jsonl").exists, run, "training step")
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=60)
     finally:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS, VOCAB
+from conftest import TESTS, VOCAB, wait_until
 from pipeline.run_watch import RunWatch
 
 BOOKS = sorted((TESTS / "data" / "books_more").glob("*.txt"))
@@ -80,14 +80,6 @@ def _processes_marked(marker: str, command_part: str = "") -> list[int]:
     return found
 
 
-def _wait_until(condition, run: subprocess.Popen, what: str, timeout: float = 240) -> None:
-    deadline = time.time() + timeout
-    while not condition():
-        assert run.poll() is None, f"the run ended before {what}: {run.communicate()}"
-        assert time.time() < deadline, f"no {what} after {timeout} s"
-        time.sleep(0.05)
-
-
 def _workers(marker: str) -> list[int]:
     """The run's worker processes (Beam starts each through a shell, which is left out)."""
     return [pid for pid in _processes_marked(marker, "sdk_worker_main")
@@ -104,9 +96,9 @@ def _command_line(pid: int) -> str:
 def _wait_for_work(run: subprocess.Popen, out: Path, marker: str, mode: str) -> None:
     """Until the job is running: its output is prepared and, in multi_processing mode, its worker processes have
     started; then two seconds into its work (of some fifteen)."""
-    _wait_until(out.exists, run, "output directory")
+    wait_until(out.exists, run, "output directory")
     if mode == "multi_processing":
-        _wait_until(lambda: len(_workers(marker)) == 2, run, "two worker processes")
+        wait_until(lambda: len(_workers(marker)) == 2, run, "two worker processes")
     time.sleep(2)
     assert run.poll() is None, f"the run ended before it could be stopped: {run.communicate()}"
 

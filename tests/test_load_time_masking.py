@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
-from loader_data import dynamic_copy, read_static
+from conftest import VOCAB
+from loader_data import create_sample, dynamic_copy, read_static
 
 from transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
 from transforms.row_streams import RowStreams, row_keys
@@ -22,9 +22,7 @@ BRACKETED = np.array([t.startswith("[") and t.endswith("]") for t in VOCAB_TOKEN
 
 
 def create(out: Path, *flags: str) -> Path:
-    assert run_cli("create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, "--seq-configs",
-                   f"{L}:{P}", "--dupe-factor", "3", "--num-shards", "3", "--runner", "DirectRunner", *flags) == 0
-    return out
+    return create_sample(out, L, P, *flags)
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
-from loader_data import dynamic_copy, read_static, write_instances
+from loader_data import create_sample, dynamic_copy, read_static, write_instances
 
 from trainer.loader import LoaderError, PretrainingLoader, write_tfrecord_indexes
 
@@ -25,10 +24,7 @@ CLS, SEP = 101, 102
 
 
 def create(out: Path, *flags: str) -> Path:
-    """`bertcorpus create` on the real samples: about 7,500 train instances at 128/20 in 3 shards."""
-    assert run_cli("create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, "--seq-configs",
-                   f"{L}:{P}", "--dupe-factor", "3", "--num-shards", "3", "--runner", "DirectRunner", *flags) == 0
-    return out
+    return create_sample(out, L, P, *flags)
 
 
 @pytest.fixture(scope="module")
