@@ -1,12 +1,14 @@
 """Training throughput of the BERT pretraining module: sequences/s and model-FLOPs utilisation (MFU).
 
-    python benchmarks/bench_trainer.py                                   # CPU: tiny and mini at 128
-    python benchmarks/bench_trainer.py --configs base,large --seq-lengths 128,512          # GPU, TensorFlow
-    KERAS_BACKEND=jax python benchmarks/bench_trainer.py --configs base,large --seq-lengths 128,512
+    python benchmarks/bench_trainer.py                                   # CPU: tiny and mini at 128, TensorFlow
+    python benchmarks/bench_trainer.py --backend jax                     # the same on JAX
+    /work/torchvenv/bin/python benchmarks/bench_trainer.py --backend torch   # PyTorch (a venv that has it)
+    python benchmarks/bench_trainer.py --configs base,large --seq-lengths 128,512          # GPU
 
-Batches are synthetic (random ids, 15% of positions predicted), so only the model and the optimizer are
-timed, not the input pipeline. On TensorFlow the step is the trainer's own (trainer/train.py: XLA, AdamW,
-clipping, weight decay); on JAX it is the same model, loss and Keras optimizer under jax.jit.
+Batches are synthetic (random ids, 15% of positions predicted), so only the model and the optimizer are timed,
+not the input. The step is the trainer's own on every backend (trainer/train.py: Keras's fit of PretrainingModel,
+with XLA on TensorFlow and JAX, AdamW, clipping, weight decay); a Keras epoch of --epoch-steps steps is timed
+after one of warm-up (compilation). benchmarks/bench_trainer_gpu.py times the same step on a GPU with real records.
 MFU = seq/s × train FLOPs per sequence (trainer.model.train_flops_per_sequence) / the device's peak.
 """
 
@@ -15,17 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-
-from trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count, pretraining_loss, train_flops_per_sequence  # noqa: E402
 
 # Dense tensor-core peaks in TFLOP/s (bf16, tf32), from the vendors' data sheets; the first match wins.
 PEAK_TFLOPS = {
@@ -33,14 +32,32 @@ PEAK_TFLOPS = {
     "H100 PCIe": (756.0, 378.0),
     "H100": (989.0, 494.0),
     "A100": (312.0, 156.0),
+    "L40S": (362.0, 183.0),
     "L4": (121.0, 60.0),
     "A10": (125.0, 62.5),
+    "TPU v5 lite": (197.0, 197.0),
+    "TPU v5p": (459.0, 459.0),
+    "TPU v4": (275.0, 275.0),
 }
 PREDICTIONS = {128: 20, 512: 80}
 DEFAULT_BATCH = {("cpu", 128): 32, ("cpu", 512): 8, ("gpu", 128): 256, ("gpu", 512): 64}
 
 
-def synthetic_batch(batch_size: int, seq_len: int, predictions: int, vocab_size: int, seed: int = 0) -> dict[str, np.ndarray]:
+def set_backend(argv: list[str]) -> str:
+    """--backend, else $KERAS_BACKEND, else the first installed: put where Keras reads it, before it is imported."""
+    from trainer.config import TrainerError, choose_backend, requested_backend
+
+    try:
+        backend = choose_backend(requested_backend(argv), os.environ.get("KERAS_BACKEND"))
+    except TrainerError as err:
+        raise SystemExit(f"error: {err}") from None
+    os.environ["KERAS_BACKEND"] = backend
+    return backend
+
+
+def synthetic_batch(batch_size: int, seq_len: int, predictions: int, vocab_size: int, seed: int = 0) -> dict:
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len), predictions, replace=False) for _ in range(batch_size)]), axis=1)
     return {
@@ -54,12 +71,37 @@ def synthetic_batch(batch_size: int, seq_len: int, predictions: int, vocab_size:
     }
 
 
+def repeated(batch: dict):
+    """What fit reads: the same batch without end (tf.data on TensorFlow, as the trainer's glob input)."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow":
+        import tensorflow as tf
+
+        return tf.data.Dataset.from_tensors(batch).repeat()
+
+    class Repeated(keras.utils.PyDataset):
+        num_batches = None
+
+        def __getitem__(self, index):
+            return batch
+
+    return Repeated()
+
+
 def device_name() -> str:
-    if keras.backend.backend() == "jax":
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
         import jax
 
         device = jax.devices()[0]
         return "cpu" if device.platform == "cpu" else device.device_kind
+    if backend == "torch":
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -73,108 +115,127 @@ def peak_flops(name: str, precision: str) -> float | None:
     return None
 
 
-def tensorflow_stepper(model, batch: dict, steps_per_call: int):
-    """Returns run() doing `steps_per_call` steps of the trainer's own train function; waits for the result."""
-    import tensorflow as tf
+def peak_memory() -> tuple[float, str]:
+    """(GiB, where): the accelerator's peak allocation, or the process's peak resident memory on CPU."""
+    import keras
 
-    from trainer.train import TrainConfig, make_optimizer, make_train_function
+    backend, name = keras.backend.backend(), device_name()
+    if name != "cpu":
+        if backend == "jax":
+            import jax
 
-    precision = "bf16" if keras.mixed_precision.global_policy().name == "mixed_bfloat16" else "fp32"
-    optimizer = make_optimizer(TrainConfig(data="", output="", warmup_steps=10, steps=10**6), model, precision)
-    strategy = tf.distribute.get_strategy()
-    train_steps = make_train_function(model, optimizer, strategy, jit_compile=True)
-    iterator = iter(tf.data.Dataset.from_tensors({k: tf.constant(v) for k, v in batch.items()}).repeat())
-    n = tf.constant(steps_per_call)
-    return lambda: float(train_steps(iterator, n)[0].numpy())
+            stats = jax.devices()[0].memory_stats() or {}
+            if "peak_bytes_in_use" in stats:
+                return stats["peak_bytes_in_use"] / 2**30, "device"
+        elif backend == "torch":
+            import torch
 
+            return torch.cuda.max_memory_allocated() / 2**30, "device"
+        else:
+            import tensorflow as tf
 
-def jax_stepper(model, batch: dict, steps_per_call: int):
-    """The same step on JAX: Keras stateless calls under jax.jit, parameters donated between steps."""
-    import jax
-
-    optimizer = keras.optimizers.AdamW(learning_rate=1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0)
-    optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if len(v.shape) == 1])
-    optimizer.build(model.trainable_variables)
-
-    def loss_fn(trainable, non_trainable, batch):
-        outputs, non_trainable = model.stateless_call(trainable, non_trainable, batch, training=True)
-        return pretraining_loss(outputs, batch)[0], non_trainable
-
-    def step(state, batch):
-        trainable, non_trainable, optimizer_vars = state
-        (loss, non_trainable), grads = jax.value_and_grad(loss_fn, has_aux=True)(trainable, non_trainable, batch)
-        trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
-        return (trainable, non_trainable, optimizer_vars), loss
-
-    step = jax.jit(step, donate_argnums=0)
-    state = ([v.value for v in model.trainable_variables], [v.value for v in model.non_trainable_variables], [v.value for v in optimizer.variables])
-    batch = jax.device_put(batch)
-
-    def run() -> float:
-        nonlocal state
-        for _ in range(steps_per_call):
-            state, loss = step(state, batch)
-        return float(loss)
-
-    return run
+            return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, "device"
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "host RSS"
 
 
-def bench(config_name: str, seq_len: int, batch_size: int, precision: str, seconds: float, steps_per_call: int) -> dict:
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if precision == "bf16" else "float32")
-    config = BertConfig.preset(config_name)
-    predictions = PREDICTIONS.get(seq_len, round(0.15 * seq_len))
-    model = BertPretrainer(config)
-    model(dummy_batch(1, seq_len, predictions))
-    batch = synthetic_batch(batch_size, seq_len, predictions, config.vocab_size)
-    run = (jax_stepper if keras.backend.backend() == "jax" else tensorflow_stepper)(model, batch, steps_per_call)
+def time_fit(model, data, batch_size: int, seconds: float, epoch_steps: int) -> dict:
+    """Keras's fit of the model on `data`, in epochs of `epoch_steps` steps: the first (compilation) is left out,
+    then epochs run until `seconds` have passed (at least three)."""
+    import keras
 
-    for _ in range(2):  # compile, then one more call so that every buffer is allocated
-        loss = run()
-    calls, start, cpu_start = 0, time.perf_counter(), time.process_time()
-    while calls < 3 or time.perf_counter() - start < seconds:
-        loss = run()
-        calls += 1
-    elapsed, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    class Clock(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.wall, self.cpu, self.loss = [], [], float("nan")
 
-    seq_per_s = calls * steps_per_call * batch_size / elapsed
-    flops = train_flops_per_sequence(config, seq_len, predictions)
+        def on_epoch_begin(self, epoch, logs=None):
+            self.started = (time.perf_counter(), time.process_time())
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.loss = float(logs["loss"])  # waits for the device's last step
+            self.wall.append(time.perf_counter() - self.started[0])
+            self.cpu.append(time.process_time() - self.started[1])
+            timed = self.wall[1:]
+            if len(timed) >= 3 and sum(timed) >= seconds:
+                self.model.stop_training = True
+
+    clock = Clock()
+    model.fit(data, epochs=10**6, steps_per_epoch=epoch_steps, verbose=0, callbacks=[clock], shuffle=False)
+    wall, cpu = sum(clock.wall[1:]), sum(clock.cpu[1:])
+    steps = epoch_steps * (len(clock.wall) - 1)
+    return {"seq_per_s": steps * batch_size / wall, "step_ms": 1000 * wall / steps, "cpu_s_per_step": cpu / steps,
+            "loss": clock.loss, "compile_s": clock.wall[0]}
+
+
+def build(config_name: str, seq_len: int, predictions: int, batch_size: int, precision: str, steps_per_execution: int,
+          strategy: str = "default", vocab_size: int | None = None):
+    """The trainer's model, optimizer and compiled step, as `bertcorpus train` makes them."""
+    import keras
+
+    from trainer.config import BertConfig, TrainConfig
+    from trainer.train import build_model, choose_devices
+
+    config = TrainConfig(data="", output="", model=config_name, batch_size=batch_size, steps=10**6, warmup_steps=10,
+                         mixed_precision=precision, strategy=strategy, steps_per_execution=steps_per_execution)
+    devices = choose_devices(config, keras.backend.backend())
+    bert_config = BertConfig.preset(config_name, **({"vocab_size": vocab_size} if vocab_size else {}))
+    model, _ = build_model(bert_config, config, devices, seq_len, predictions)
+    return model, bert_config, devices
+
+
+def result_row(backend: str, config_name: str, bert_config, seq_len: int, predictions: int, batch_size: int,
+               precision: str, timing: dict, peak_tflops: float | None = None) -> dict:
+    from trainer.model import parameter_count, train_flops_per_sequence
+
+    flops = train_flops_per_sequence(bert_config, seq_len, predictions)
     name = device_name()
-    peak = peak_flops(name, precision)
+    peak = 1e12 * peak_tflops if peak_tflops else peak_flops(name, precision)
+    tflops = timing["seq_per_s"] * flops / 1e12
+    memory, where = peak_memory()
     return {
-        "backend": keras.backend.backend(), "device": name, "config": config_name, "params_m": round(parameter_count(config)["total"] / 1e6, 1),
-        "seq_len": seq_len, "predictions": predictions, "batch_size": batch_size, "precision": precision,
-        "seq_per_s": round(seq_per_s, 1), "tflops": round(seq_per_s * flops / 1e12, 3),
-        "mfu": round(seq_per_s * flops / peak, 3) if peak else None, "loss": round(loss, 3),
+        "backend": backend, "device": name, "config": config_name,
+        "params_m": round(parameter_count(bert_config)["total"] / 1e6, 1), "seq_len": seq_len,
+        "predictions": predictions, "batch_size": batch_size, "precision": precision,
+        "seq_per_s": round(timing["seq_per_s"], 1), "step_ms": round(timing["step_ms"], 1),
+        "tflops": round(tflops, 3), "mfu": round(1e12 * tflops / peak, 3) if peak else None,
+        "peak_memory_gib": round(memory, 2), "memory_of": where, "loss": round(timing["loss"], 3),
         # CPU time of this process per step: on a machine shared with other jobs it varies far less than seq/s.
-        "cpu_s_per_step": round(cpu_seconds / (calls * steps_per_call), 3),
+        "cpu_s_per_step": round(timing["cpu_s_per_step"], 3), "compile_s": round(timing["compile_s"], 1),
     }
 
 
 def main() -> None:
+    backend = set_backend(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", help="tensorflow, jax or torch (default: $KERAS_BACKEND, else the first installed)")
     parser.add_argument("--configs", default="tiny,mini", help="comma-separated model presets")
     parser.add_argument("--seq-lengths", default="128", help="comma-separated; P = 20 at 128, 80 at 512")
     parser.add_argument("--batch-size", type=int, help="default: 32 (CPU) or 256 (GPU) at 128; 8 or 64 at 512")
     parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto", help="auto: bf16 on GPU, fp32 on CPU")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per configuration, after warm-up")
-    parser.add_argument("--steps-per-call", type=int, default=1, help="steps per compiled call (host overhead)")
+    parser.add_argument("--steps-per-execution", type=int, default=1, help="steps per compiled call (host overhead)")
+    parser.add_argument("--epoch-steps", type=int, default=10, help="steps per timed Keras epoch")
     parser.add_argument("--peak-tflops", type=float, help="the device's peak, when it is not in the built-in table")
     parser.add_argument("--json", help="append one JSON line per configuration to this file")
     args = parser.parse_args()
 
     kind = "cpu" if device_name() == "cpu" else "gpu"
     precision = args.precision if args.precision != "auto" else ("bf16" if kind == "gpu" else "fp32")
-    print("| backend | device | config | L | batch | precision | seq/s | model TFLOP/s | MFU | CPU s/step |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| backend | device | config | L | batch | precision | seq/s | step ms | model TFLOP/s | MFU | CPU s/step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for config_name in args.configs.split(","):
         for seq_len in (int(s) for s in args.seq_lengths.split(",")):
             batch_size = args.batch_size or DEFAULT_BATCH[(kind, 512 if seq_len > 128 else 128)]
-            result = bench(config_name, seq_len, batch_size, precision, args.seconds, args.steps_per_call)
-            if args.peak_tflops:
-                result["mfu"] = round(result["tflops"] / args.peak_tflops, 3)
+            predictions = PREDICTIONS.get(seq_len, round(0.15 * seq_len))
+            model, bert_config, _ = build(config_name, seq_len, predictions, batch_size, precision, args.steps_per_execution)
+            batch = synthetic_batch(batch_size, seq_len, predictions, bert_config.vocab_size)
+            timing = time_fit(model, repeated(batch), batch_size, args.seconds, args.epoch_steps)
+            result = result_row(backend, config_name, bert_config, seq_len, predictions, batch_size, precision, timing,
+                                args.peak_tflops)
             mfu = f"{100 * result['mfu']:.1f}%" if result["mfu"] is not None else "–"
-            print(f"| {result['backend']} | {result['device']} | {config_name} | {seq_len} | {batch_size} | {precision} | "
-                  f"{result['seq_per_s']} | {result['tflops']} | {mfu} | {result['cpu_s_per_step']} |", flush=True)
+            print(f"| {backend} | {result['device']} | {config_name} | {seq_len} | {batch_size} | {precision} | "
+                  f"{result['seq_per_s']} | {result['step_ms']} | {result['tflops']} | {mfu} | {result['cpu_s_per_step']} |",
+                  flush=True)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps(result) + "\n")

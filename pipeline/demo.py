@@ -87,7 +87,7 @@ def run(args, beam_args: list[str]) -> int:
         print(f"\n=== train: skipped: {missing}", flush=True)
         rows.append(("train", f"skipped: {train_command.TRAIN_EXTRA} to train", "", ""))
     if not args.skip_train and not missing:
-        stage("train", ["train", "--data", f"{records}/seq128/train-*", "--eval-data", f"{records}/seq128/eval-*",
+        stage("train", ["train", "--data", records, "--seq-length", "128",
                         "--config", "tiny", "--vocab-size", args.vocab_size, "--batch-size", "32",
                         "--steps", args.train_steps, "--output", train],
               train, lambda: _eval_counts(train))

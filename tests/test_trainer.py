@@ -1,7 +1,7 @@
-"""The BERT pretraining module: device choice, input checks, learning, resume and phase 2.
+"""The BERT pretraining module on the TensorFlow backend: device choice, input checks, checkpoints, resume and phase 2.
 
-`records_dir` (from conftest.py) holds seq128/train-*.tfrecord and seq128/eval-*.tfrecord, made by
-`bertcorpus create` from real text with the BERT uncased vocab, L=128, P=20.
+`records_dir` (from conftest.py) is a `bertcorpus create` output: seq128/train-*.tfrecord and seq128/eval-*.tfrecord
+from real text with the BERT uncased vocab, L=128, P=20. The other backends: test_trainer_backends.py.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,13 +20,14 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from trainer.data import TrainerError, check_records, eval_dataset, list_files, train_dataset  # noqa: E402
+from trainer.data import CreateOutput, TrainerError, check_records, eval_dataset, list_files, train_dataset  # noqa: E402
 from trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count  # noqa: E402
 from trainer.train import (  # noqa: E402
     PRESET_LEARNING_RATES,
     TrainConfig,
     choose_precision,
     choose_strategy_name,
+    fit_segments,
     main,
     peak_learning_rate,
     train,
@@ -33,7 +35,6 @@ from trainer.train import (  # noqa: E402
 )
 
 L, P = 128, 20
-STEPS_TO_LEARN = 400  # batches of 8 the tiny model needs to beat the most-frequent-token baseline on held-out records
 
 
 def globs(records_dir) -> tuple[str, str]:
@@ -42,11 +43,10 @@ def globs(records_dir) -> tuple[str, str]:
 
 
 def small_run(records_dir, output: Path, **overrides) -> TrainConfig:
-    """A few steps of the tiny model: enough to exercise the loop, checkpoints and logs."""
-    train_glob, _ = globs(records_dir)
+    """A few steps of the tiny model on the `create` output: enough to exercise the loop, checkpoints and logs."""
     config = TrainConfig(
-        data=train_glob, output=str(output), model="tiny", batch_size=8, steps=3, warmup_steps=2,
-        log_every=1, checkpoint_every=1000, jit_compile=False, shuffle_buffer=100,
+        data=str(records_dir), eval_data="none", output=str(output), model="tiny", batch_size=8, steps=3,
+        warmup_steps=2, log_every=1, checkpoint_every=1000,
     )
     return dataclasses.replace(config, **overrides)
 
@@ -103,15 +103,6 @@ def test_parameter_count_matches_the_model(preset):
     model = BertPretrainer(config)
     model(dummy_batch(1, 16, 4))
     assert parameter_count(config)["total"] == model.count_params()
-
-
-def test_checkpoints_hold_every_weight(tmp_path):
-    # Keras's own lists of layers are invisible to tf.train.Checkpoint; every weight must still be saved.
-    model = BertPretrainer(BertConfig.preset("tiny"))
-    model(dummy_batch(1, 16, 4))
-    path = tf.train.Checkpoint(model=model).write(str(tmp_path / "ckpt"))
-    saved = [name for name, _ in tf.train.list_variables(path) if name.startswith("model/")]
-    assert len(saved) == len(model.weights)
 
 
 def test_base_and_large_have_the_published_sizes():
@@ -241,69 +232,83 @@ def test_schedule_flags_are_checked(records_dir, tmp_path, capsys):
         assert capsys.readouterr().err.strip() == f"error: {message}"
 
 
-def eval_baselines(eval_glob: str, batch_size: int) -> tuple[float, float]:
-    """Most-frequent masked token and majority next-sentence label, counted with numpy over the eval batches."""
-    targets, labels = [], []
-    for batch in eval_dataset(list_files(eval_glob), batch_size, L, P):
-        targets.append(batch["masked_lm_ids"].numpy()[batch["masked_lm_weights"].numpy() > 0])
-        labels.append(batch["next_sentence_labels"].numpy().ravel())
-    targets, labels = np.concatenate(targets), np.concatenate(labels)
-    return np.bincount(targets).max() / targets.size, max(labels.mean(), 1 - labels.mean())
+def checkpoint_arrays(folder: Path) -> dict[str, np.ndarray]:
+    """Every array of a checkpoint: its weights file's (the weights, and the optimizer's variables) and the random
+    state; and the weights file loads into a plain BertPretrainer."""
+    import h5py
+
+    meta = json.loads((folder / "checkpoint.json").read_text())
+    model = BertPretrainer(BertConfig(**meta["model"]))
+    model(dummy_batch(1, L, P))
+    model.load_weights(folder / "model.weights.h5")
+    arrays: dict[str, np.ndarray] = {}
+    with h5py.File(folder / "model.weights.h5") as f:
+        f.visititems(lambda name, item: arrays.update({name: item[()]}) if isinstance(item, h5py.Dataset) else None)
+    with np.load(folder / "random_state.npz") as state:
+        arrays.update({f"random/{name}": state[name] for name in state.files})
+    weights = [k for k in arrays if not k.startswith(("optimizer/", "random/"))]
+    assert len(weights) == len(model.weights)
+    assert sum(k.startswith("optimizer/") for k in arrays) == 2 * len(model.weights) + 1  # two moments each, iterations
+    return arrays
 
 
-def test_tiny_model_beats_the_baseline_on_held_out_records(records_dir, tmp_path, capsys):
-    """A short run with the default schedule, evaluated on records of documents it never trained on.
+def test_resume_is_exact(records_dir, tmp_path):
+    """A run stopped at a checkpoint and run again ends with the same weights, optimizer state, random state and
+    place in the data as the run that went through, and logs each step once."""
+    through = tmp_path / "through"
+    config = small_run(records_dir, through, steps=6, checkpoint_every=3, keep_checkpoints=2)
+    result = train(config)
+    assert (result.step, result.optimizer_iterations) == (6, 6)
+    assert sorted(p.name for p in (through / "checkpoints").iterdir()) == ["ckpt-3", "ckpt-6"]
 
-    The training shards are joined into one file, read in one seeded order: several files are interleaved in
-    whatever order they are ready, which would make the result vary from run to run.
-    """
-    train_glob, eval_glob = globs(records_dir)
-    records = tmp_path / "train.tfrecord"
-    with tf.io.TFRecordWriter(str(records)) as writer:
-        for record in tf.data.TFRecordDataset(list_files(train_glob)):
-            writer.write(record.numpy())
-    output = tmp_path / "run"
-    result = train(TrainConfig(data=str(records), eval_data=eval_glob, output=str(output), model="tiny", batch_size=8,
-                               steps=STEPS_TO_LEARN, log_every=50, checkpoint_every=1000))
+    stopped = tmp_path / "stopped"
+    (stopped / "checkpoints").mkdir(parents=True)
+    shutil.copytree(through / "checkpoints" / "ckpt-3", stopped / "checkpoints" / "ckpt-3")
+    # The stopped run had logged step 4 but died before its next checkpoint: step 4 is trained again, logged once.
+    log = read_log(through)
+    (stopped / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log[:4]))
+    resumed = train(dataclasses.replace(config, output=str(stopped)))
+    assert (resumed.step, resumed.optimizer_iterations) == (6, 6)
+    assert [r["step"] for r in read_log(stopped)] == [1, 2, 3, 4, 5, 6]
+    assert [r["loss"] for r in read_log(stopped)] == [r["loss"] for r in log]
 
-    saved = json.loads((output / "config.json").read_text())["train"]
-    assert (saved["learning_rate"], saved["warmup_steps"]) == (1e-3, round(0.01 * STEPS_TO_LEARN))
-    log = read_log(output)
-    assert [r["step"] for r in log] == list(range(50, STEPS_TO_LEARN + 1, 50))
-    untrained_loss = np.log(BertConfig.vocab_size) + np.log(2)  # uniform over the vocab and the two labels
-    assert log[-1]["loss"] <= untrained_loss * 2 / 3, [r["loss"] for r in log]
+    expected, got = (checkpoint_arrays(run / "checkpoints" / "ckpt-6") for run in (through, stopped))
+    assert expected.keys() == got.keys() and any(k.startswith("optimizer/") for k in got)
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    data_state = [json.loads((run / "checkpoints" / "ckpt-6" / "checkpoint.json").read_text())["data"] for run in (through, stopped)]
+    assert data_state[0] == data_state[1] and data_state[0]["batch"] == 6
 
-    results = json.loads((output / "eval_results.json").read_text())
-    assert results == result.eval_results
-    mlm_baseline, nsp_baseline = eval_baselines(eval_glob, 8)
-    assert results["masked_lm_baseline_accuracy"] == pytest.approx(mlm_baseline, abs=1e-6)
-    assert results["next_sentence_baseline_accuracy"] == pytest.approx(nsp_baseline, abs=1e-6)
-    # With the former defaults (peak 1e-4, warm-up over all 400 steps) the accuracy equals the baseline exactly.
-    assert results["masked_lm_accuracy"] > mlm_baseline + 0.01, results
-    printed = capsys.readouterr().out
-    assert f"masked_lm_accuracy {results['masked_lm_accuracy']:.4f} (baseline {mlm_baseline:.4f})" in printed
-    assert f"next_sentence_accuracy {results['next_sentence_accuracy']:.4f} (baseline {nsp_baseline:.4f})" in printed
-
-
-def test_resume_continues_at_the_exact_step(records_dir, tmp_path):
-    output = tmp_path / "run"
-    config = small_run(records_dir, output, steps=3)
-    first = train(config)
-    assert (first.step, first.optimizer_iterations) == (3, 3)
-
-    # A run that died after logging step 4 but before checkpointing it: step 4 is trained again, logged once.
-    with open(output / "train_log.jsonl", "a") as f:
-        f.write(json.dumps({"step": 4, "loss": 0.0}) + "\n")
-    second = train(dataclasses.replace(config, steps=6))
-    assert (second.step, second.optimizer_iterations) == (6, 6)
-    log = read_log(output)
-    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6]
-    assert all(r["loss"] > 0 for r in log)
-    assert set(log[0]) == {"step", "loss", "mlm_loss", "nsp_loss", "lr", "seq_per_s"}
-
-    again = train(dataclasses.replace(config, steps=6))  # already done: nothing to train
+    again = train(dataclasses.replace(config, output=str(stopped)))  # already done: nothing to train
     assert (again.step, again.optimizer_iterations) == (6, 6)
-    assert len(read_log(output)) == 6
+    assert len(read_log(stopped)) == 6
+
+
+def test_log_and_checkpoint_steps_with_several_steps_per_execution(records_dir, tmp_path):
+    output = tmp_path / "run"
+    train(small_run(records_dir, output, steps=8, log_every=4, checkpoint_every=2, steps_per_execution=2,
+                    keep_checkpoints=3))
+    assert [r["step"] for r in read_log(output)] == [4, 8]
+    assert sorted(p.name for p in (output / "checkpoints").iterdir()) == ["ckpt-4", "ckpt-6", "ckpt-8"]
+    with pytest.raises(TrainerError, match="--steps-per-execution 3 must divide --log-every, --checkpoint-every and --steps"):
+        train(small_run(records_dir, tmp_path / "other", steps=8, log_every=4, steps_per_execution=3))
+
+
+def test_fit_segments_end_at_every_log_and_checkpoint_step():
+    assert fit_segments(0, 300, 100) == [(3, 100)]
+    assert fit_segments(0, 250, 100) == [(2, 100), (1, 50)]
+    assert fit_segments(250, 500, 100) == [(1, 50), (2, 100)]
+    assert fit_segments(30, 50, 100) == [(1, 20)]
+
+
+def test_the_seq_config_of_an_output_with_several(records_dir):
+    output = CreateOutput.read(str(records_dir))
+    assert (output.seq_length(None), output.seq_configs, output.pair_objective) == (L, {L: P}, "nsp")
+    several = dataclasses.replace(output, seq_configs={128: 20, 512: 80})
+    with pytest.raises(TrainerError, match="holds the seq lengths 128, 512: choose one with --seq-length"):
+        several.seq_length(None)
+    with pytest.raises(TrainerError, match="has no seq length 256 \\(it has 128, 512\\)"):
+        several.seq_length(256)
 
 
 def test_init_checkpoint_loads_weights_and_starts_a_fresh_optimizer(records_dir, tmp_path):
@@ -313,16 +318,10 @@ def test_init_checkpoint_loads_weights_and_starts_a_fresh_optimizer(records_dir,
     # A zero learning rate leaves the weights as loaded, so phase 2's checkpoint must equal phase 1's.
     result = train(small_run(records_dir, phase2, steps=1, init_checkpoint=str(phase1), learning_rate=0.0))
     assert (result.step, result.optimizer_iterations) == (1, 1)
-
-    def restored_weights(run: Path, seed: int) -> list[np.ndarray]:
-        keras.utils.set_random_seed(seed)  # different initial values, so a weight left unrestored shows
-        model = BertPretrainer(BertConfig.preset("tiny"))
-        model(dummy_batch(1, L, P))
-        tf.train.Checkpoint(model=model).restore(tf.train.latest_checkpoint(str(run / "checkpoints"))).expect_partial()
-        return [w.numpy() for w in model.weights]
-
-    for before, after in zip(restored_weights(phase1, seed=1), restored_weights(phase2, seed=2), strict=True):
-        np.testing.assert_array_equal(before, after)
+    before, after = (checkpoint_arrays(phase / "checkpoints" / f"ckpt-{step}") for phase, step in ((phase1, 2), (phase2, 1)))
+    for name in (k for k in before if not k.startswith(("optimizer/", "random/"))):
+        np.testing.assert_array_equal(before[name], after[name], err_msg=name)
+    assert after["optimizer/vars/0"] == 1 and before["optimizer/vars/0"] == 2  # the iterations: phase 2's own
 
     with pytest.raises(TrainerError, match="no checkpoint found"):
         train(small_run(records_dir, tmp_path / "phase2b", init_checkpoint=str(tmp_path / "missing")))
@@ -335,22 +334,22 @@ tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
 import trainer.train as tt
 tt.make_strategy = lambda name, tpu: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-config = tt.TrainConfig(data=sys.argv[1], eval_data=sys.argv[1], output=sys.argv[2], model="tiny", batch_size=8,
-                        steps=2, warmup_steps=2, log_every=2, steps_per_execution=2, eval_steps=2, strategy="mirrored", shuffle_buffer=100)
+config = tt.TrainConfig(data=sys.argv[1], output=sys.argv[2], model="tiny", batch_size=8,
+                        steps=2, warmup_steps=2, log_every=2, eval_steps=2, strategy="mirrored")
 print(json.dumps(dataclasses.asdict(tt.train(config))))
 """
 
 
 def test_two_replicas_train_and_evaluate(records_dir, tmp_path):
-    """The distributed path (per-replica XLA gradients, cross-replica sums) on two logical CPU devices."""
+    """The distributed path (each replica's loss on its half of the batch, gradients summed) on two logical CPU devices."""
     root = Path(__file__).resolve().parents[1]
-    run = subprocess.run([sys.executable, "-c", TWO_REPLICAS, globs(records_dir)[0], str(tmp_path / "run")],
+    run = subprocess.run([sys.executable, "-c", TWO_REPLICAS, str(records_dir), str(tmp_path / "run")],
                          cwd=root, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert (result["step"], result["optimizer_iterations"]) == (2, 2)
     assert result["eval_results"]["eval_sequences"] == 16
-    assert [r["step"] for r in read_log(tmp_path / "run")] == [2]  # both steps in one execution
+    assert [r["step"] for r in read_log(tmp_path / "run")] == [2]
 
 
 _JAX_LOSS = """

@@ -1,24 +1,278 @@
-"""tf.data input for BERT pretraining records, with the reference trainer's exact feature spec.
+"""The trainer's input: a `create` output through trainer.loader.PretrainingLoader on every backend, or TFRecord
+globs made elsewhere through tf.data, with the reference trainer's exact feature spec.
 
 Records are tf.train.Examples with fixed-length features (REFERENCE.md §7): input_ids, input_mask and
 segment_ids of length L (--max-seq-length); masked_lm_positions, masked_lm_ids (int64) and
 masked_lm_weights (float) of length P (--max-predictions-per-seq); next_sentence_labels of length 1.
+TensorFlow is imported only to read globs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
-import tensorflow as tf
+import keras
+import numpy as np
 
-DEFAULT_SHUFFLE_BUFFER = 10_000
+from trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError  # noqa: F401  (TrainerError: part of this module's interface)
+
+MANIFEST = "manifest.json"
+NO_EVAL = "none"
+READ_AHEAD = 4  # batches a loader thread prepares before the step asks for them
 
 
-class TrainerError(Exception):
-    """A problem the user must fix (a flag, a path, the data); its message is one line, shown without a traceback."""
+def _loader_module():
+    """trainer.loader, imported when a `create` output is read: it needs pyarrow, which a machine that trains on
+    synthetic batches (benchmarks/bench_trainer_gpu.py) may lack."""
+    try:
+        from trainer import loader
+    except ImportError as err:
+        raise TrainerError(f"reading a `create` output needs this package's dependencies (pip install -e .): {err}") from None
+    return loader
 
 
-def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str, tf.io.FixedLenFeature]:
+def new_loader(**loader_args):
+    """A PretrainingLoader; its LoaderError (one line) becomes the trainer's."""
+    loader = _loader_module()
+    try:
+        return loader.PretrainingLoader(**loader_args)
+    except loader.LoaderError as err:
+        raise TrainerError(str(err)) from None
+
+
+def _tf():
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise TrainerError("reading TFRecord globs needs TensorFlow (pip install 'bertcorpus[train]'); a `create` "
+                           "output folder as --data is read without it") from None
+    return tf
+
+
+# ----------------------------------------------------------------------------- `create` outputs
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _read_text(path: str) -> str:
+    if _is_remote(path):
+        from apache_beam.io.filesystems import FileSystems
+
+        with FileSystems.open(path) as f:
+            return f.read().decode("utf-8")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _exists(path: str) -> bool:
+    if _is_remote(path):
+        from apache_beam.io.filesystems import FileSystems
+
+        return FileSystems.exists(path)
+    return os.path.exists(path)
+
+
+def is_create_output(data: str) -> bool:
+    """Whether --data names a `create` output folder rather than TFRecord globs."""
+    if any(c in data for c in "*?[,"):
+        return False
+    if _exists(f"{data.rstrip('/')}/{MANIFEST}"):
+        return True
+    if not _is_remote(data) and os.path.isdir(data):
+        raise TrainerError(f"{data} has no {MANIFEST}: not a finished `bertcorpus create` output (TFRecords made "
+                           f"elsewhere are given as globs, e.g. '{os.path.join(data, '*.tfrecord')}')")
+    return False
+
+
+@dataclass(frozen=True)
+class CreateOutput:
+    """What the trainer takes from a `create` output's manifest: the seq configs, the form and the vocab size."""
+
+    path: str
+    seq_configs: dict[int, int]  # L -> P
+    masking: str
+    pair_objective: str
+    splits: dict[int, tuple[str, ...]]  # L -> the splits written for it
+    vocab_size: int | None  # None where the vocab file cannot be read here
+
+    @classmethod
+    def read(cls, path: str) -> CreateOutput:
+        path = path.rstrip("/")
+        try:
+            manifest = json.loads(_read_text(f"{path}/{MANIFEST}"))
+        except (OSError, ValueError) as err:
+            raise TrainerError(f"cannot read {path}/{MANIFEST}: {err}") from None
+        if manifest.get("job") != "create" or "outputs" not in manifest:
+            raise TrainerError(f"{path} is not a `bertcorpus create` output (its manifest is of {manifest.get('job')!r})")
+        form = manifest.get("form") or {}  # runs from before the form field are static NSP TFRecords
+        outputs = {int(entry["max_seq_length"]): entry for entry in manifest["outputs"].values()}
+        return cls(
+            path=path,
+            seq_configs={L: int(entry["max_predictions_per_seq"]) for L, entry in outputs.items()},
+            masking=form.get("masking", "static"),
+            pair_objective=form.get("pair_objective", "nsp"),
+            splits={L: tuple(split for split in ("train", "eval") if split in entry) for L, entry in outputs.items()},
+            vocab_size=_vocab_size(path, manifest.get("vocab") or {}),
+        )
+
+    def seq_length(self, requested: int | None) -> int:
+        have = ", ".join(f"{L}" for L in sorted(self.seq_configs))
+        if requested is None:
+            if len(self.seq_configs) != 1:
+                raise TrainerError(f"{self.path} holds the seq lengths {have}: choose one with --seq-length")
+            return next(iter(self.seq_configs))
+        if requested not in self.seq_configs:
+            raise TrainerError(f"{self.path} has no seq length {requested} (it has {have})")
+        return requested
+
+
+def _vocab_size(path: str, vocab: dict) -> int | None:
+    """Tokens in the output's vocab: its own copy (dynamic form), else the file create read, where it is here and
+    still the one the manifest's sha256 names."""
+    candidates = [f"{path}/{vocab['copy']}"] if vocab.get("copy") else []
+    if vocab.get("path"):
+        candidates.append(vocab["path"])
+    for candidate in candidates:
+        try:
+            text = _read_text(candidate)
+        except OSError:
+            continue
+        if candidate == vocab.get("path") and hashlib.sha256(text.encode("utf-8")).hexdigest() != vocab.get("sha256"):
+            continue
+        return len(text.splitlines())
+    return None
+
+
+def check_token_ids(batch: dict[str, np.ndarray], vocab_size: int, where: str) -> None:
+    """An id past the embedding table fails on CPU only (a GPU silently looks up zeros): name it before training."""
+    largest = int(max(batch["input_ids"].max(), batch["masked_lm_ids"].max()))
+    if largest >= vocab_size:
+        raise TrainerError(f"{where}: records hold token id {largest} but --vocab-size is {vocab_size}")
+
+
+class LoaderBatches(keras.utils.PyDataset):
+    """The training batches of a `create` output for Keras's fit, epoch after epoch without end.
+
+    Batch k counts from the start of this run (plus `offset`, which the caller moves to the batches already trained
+    on before each fit call). Threads of their own, each with its own PretrainingLoader, read a few batches ahead in
+    order. Where a run stands is a function of the batches trained on alone (state_after), so a batch read ahead
+    and never used changes nothing.
+    """
+
+    def __init__(self, loader_args: dict, state: dict | None, threads: int = 1):
+        super().__init__(workers=1, use_multiprocessing=False)
+        self.loader_args = loader_args
+        self.offset = 0
+        self._bookkeeper = self._loader(state)
+        self.resume_state = self._bookkeeper.state_dict(0)  # where batch 0 comes from, as a state
+        self.first_epoch = self._bookkeeper.epoch
+        self.first_length = len(self._bookkeeper)  # what is left of the first epoch
+        self._bookkeeper.set_epoch(self.first_epoch + 1)
+        self.epoch_length = len(self._bookkeeper)  # a full epoch: the same for every epoch (whole batches only)
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="loader")
+        self._ahead: dict[int, Future] = {}
+
+    def _loader(self, state: dict | None):
+        loader = new_loader(**self.loader_args)
+        if state is not None:
+            try:
+                loader.load_state_dict(state)
+            except _loader_module().LoaderError as err:
+                raise TrainerError(f"cannot resume the data where the checkpoint left it: {err}") from None
+        return loader
+
+    @property
+    def num_batches(self):
+        return None  # endless: fit's epochs are log windows, not passes over the data
+
+    def position(self, k: int) -> tuple[int, int | None]:
+        """(epoch, batch of that epoch's loader) of batch k: in the first epoch an index after the resume point."""
+        if k < self.first_length:
+            return self.first_epoch, k
+        k -= self.first_length
+        return self.first_epoch + 1 + k // self.epoch_length, k % self.epoch_length
+
+    def _read(self, k: int) -> dict[str, np.ndarray]:
+        try:
+            return self._read_batch(k)
+        except _loader_module().LoaderError as err:  # a damaged shard, found while training
+            raise TrainerError(str(err)) from None
+
+    def _read_batch(self, k: int) -> dict[str, np.ndarray]:
+        epoch, i = self.position(k)
+        loader = getattr(self._local, "loader", None)
+        if loader is None or getattr(self._local, "epoch", None) != epoch:
+            if epoch == self.first_epoch:
+                loader = self._loader(self.resume_state)
+            else:
+                loader = loader or self._loader(None)
+                loader.set_epoch(epoch)
+            self._local.loader, self._local.epoch = loader, epoch
+        return loader[i]
+
+    def first(self) -> dict[str, np.ndarray]:
+        """The run's first batch, read here (for the checks before training)."""
+        return self._read(0)
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        k = self.offset + index
+        for ahead in range(k, k + READ_AHEAD + 1):
+            if ahead not in self._ahead:
+                self._ahead[ahead] = self._pool.submit(self._read, ahead)
+        for stale in [j for j in self._ahead if j < k]:
+            self._ahead.pop(stale).cancel()
+        return self._ahead.pop(k).result()
+
+    def state_after(self, batches: int) -> dict:
+        """The loader state of a run that has trained on `batches` batches of this one: resuming from it gives
+        batch `batches` next."""
+        epoch, i = self.position(batches)
+        if epoch == self.first_epoch:
+            self._bookkeeper.load_state_dict(self.resume_state)
+        else:
+            self._bookkeeper.set_epoch(epoch)
+        return self._bookkeeper.state_dict(batches=i)
+
+    def close(self) -> None:
+        for future in self._ahead.values():
+            future.cancel()
+        self._ahead.clear()
+        self._pool.shutdown(wait=True)
+
+
+class EvalBatches(keras.utils.PyDataset):
+    """One pass over a `create` output's eval split (whole batches only), for Keras's evaluate."""
+
+    def __init__(self, loader, steps: int | None):
+        super().__init__(workers=1, use_multiprocessing=False)
+        self.loader = loader
+        self.steps = len(loader) if steps is None else min(steps, len(loader))
+
+    @property
+    def num_batches(self):
+        return self.steps
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        try:
+            return self.loader[index]
+        except _loader_module().LoaderError as err:
+            raise TrainerError(str(err)) from None
+
+
+# ----------------------------------------------------------------------------- TFRecord globs (tf.data)
+
+
+def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    tf = _tf()
     return {
         "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
         "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
@@ -32,6 +286,7 @@ def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict[str,
 
 def list_files(patterns: str) -> list[str]:
     """Sorted files matching a comma-separated list of globs (local paths or gs://...)."""
+    tf = _tf()
     files: list[str] = []
     for pattern in (p.strip() for p in patterns.split(",")):
         if not pattern:
@@ -57,6 +312,7 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
     Parsing would otherwise fail deep inside tf.data with a message that names neither the feature nor the flag,
     and an id past the embedding table fails on CPU only (a GPU silently looks up zeros).
     """
+    tf = _tf()
     first = None
     for path in files:
         try:
@@ -91,7 +347,8 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             raise TrainerError(f"{path}: records hold token id {largest} but --vocab-size is {vocab_size}")
 
 
-def corrupt_file_error(path: str, err: tf.errors.DataLossError) -> TrainerError:
+def corrupt_file_error(path: str, err) -> TrainerError:
+    """One line for a tf.errors.DataLossError."""
     # Keep TensorFlow's reason ("corrupted record at 4216") without its op and function decorations.
     reason = re.sub(r"\{\{.*?\}\}|\[Op:.*", "", err.message or "").strip().splitlines()
     return TrainerError(f"corrupt record file {path}: {reason[0] if reason else 'data loss'}")
@@ -103,6 +360,7 @@ def find_corrupt_file(files: list[str]) -> str | None:
     tf.data's DataLossError does not say which file of an interleaved set is bad, so we look for it
     only after the error (reading every file would cost a full pass over the data at every start).
     """
+    tf = _tf()
     for path in files:
         try:
             for _ in tf.data.TFRecordDataset(path, buffer_size=1 << 22):
@@ -112,8 +370,10 @@ def find_corrupt_file(files: list[str]) -> str | None:
     return None
 
 
-def _parse_batch(spec: dict[str, tf.io.FixedLenFeature]):
-    def parse(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+def _parse_batch(spec: dict):
+    tf = _tf()
+
+    def parse(serialized):
         features = tf.io.parse_example(serialized, spec)
         # int32 throughout: TPUs have no int64 ops, and GPU gathers are faster on int32.
         return {k: tf.cast(v, tf.int32) if v.dtype == tf.int64 else v for k, v in features.items()}
@@ -128,12 +388,13 @@ def train_dataset(
     max_predictions_per_seq: int,
     seed: int,
     shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
-) -> tf.data.Dataset:
-    """An endless stream of shuffled batches.
+):
+    """An endless stream of shuffled batches (a tf.data.Dataset).
 
     Files are shuffled and read 4 at a time, interleaved; records then pass through a shuffle buffer.
     The creating job has already shuffled the instances globally, so this only mixes shards further.
     """
+    tf = _tf()
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
     ds = tf.data.Dataset.from_tensor_slices(files)
     ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True).repeat()
@@ -149,8 +410,9 @@ def train_dataset(
     return ds.prefetch(tf.data.AUTOTUNE)
 
 
-def eval_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int) -> tf.data.Dataset:
-    """One pass over the files in order; a last partial batch is dropped (static shapes)."""
+def eval_dataset(files: list[str], batch_size: int, max_seq_length: int, max_predictions_per_seq: int):
+    """One pass over the files in order, a tf.data.Dataset; a last partial batch is dropped (static shapes)."""
+    tf = _tf()
     spec = feature_spec(max_seq_length, max_predictions_per_seq)
     ds = tf.data.TFRecordDataset(files)
     ds = ds.batch(batch_size, drop_remainder=True)

@@ -3,54 +3,20 @@
 Only keras.ops and keras.layers are used here, so the same model runs on the TensorFlow and JAX backends.
 The architecture follows the original BERT: post-LayerNorm Transformer blocks with exact (erf) GELU,
 learned position embeddings, a tanh pooler on [CLS], a masked-LM head whose output projection is tied
-to the token embeddings, and a 2-way next-sentence head.
+to the token embeddings, and a 2-way next-sentence head (left out for records without a pair objective).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
 
 import keras
 from keras import layers, ops
 
-# (layers, hidden size, attention heads); the feed-forward size is always 4 × hidden.
-PRESETS: dict[str, tuple[int, int, int]] = {
-    "tiny": (2, 128, 2),
-    "mini": (4, 256, 4),
-    "small": (4, 512, 8),
-    "medium": (8, 512, 8),
-    "base": (12, 768, 12),
-    "large": (24, 1024, 16),
-}
+from trainer.config import PRESETS, BertConfig  # noqa: F401  (part of this module's interface)
 
 LAYER_NORM_EPSILON = 1e-12  # BERT's value; the statistics are computed in float32 under mixed precision.
 MASK_BIAS = -10000.0  # added to attention scores of padding; exp() of it is 0 in float32.
-
-
-@dataclass(frozen=True)
-class BertConfig:
-    vocab_size: int = 30522
-    hidden_size: int = 768
-    num_layers: int = 12
-    num_heads: int = 12
-    intermediate_size: int = 3072
-    max_position: int = 512
-    type_vocab_size: int = 2
-    dropout: float = 0.1
-    initializer_range: float = 0.02
-
-    @classmethod
-    def preset(cls, name: str, **overrides: object) -> BertConfig:
-        if name not in PRESETS:
-            raise ValueError(f"unknown model config {name!r}; choose from {', '.join(PRESETS)}")
-        num_layers, hidden, heads = PRESETS[name]
-        config = cls(num_layers=num_layers, hidden_size=hidden, num_heads=heads, intermediate_size=4 * hidden)
-        return dataclasses.replace(config, **overrides)
-
-    def to_dict(self) -> dict[str, object]:
-        return dataclasses.asdict(self)
 
 
 def _init(config: BertConfig) -> keras.initializers.Initializer:
@@ -115,7 +81,8 @@ class BertPretrainer(keras.Model):
     """Maps a batch of pretraining features to masked-LM and next-sentence logits (float32).
 
     Inputs (a dict, as read from the records): input_ids, input_mask, segment_ids (batch, seq) and
-    masked_lm_positions (batch, predictions). The masked-LM head runs only at masked_lm_positions.
+    masked_lm_positions (batch, predictions). The masked-LM head runs only at masked_lm_positions. Without a pair
+    head (config.pair_head False) the outputs have no nsp_logits.
     """
 
     def __init__(self, config: BertConfig, **kwargs):
@@ -123,13 +90,13 @@ class BertPretrainer(keras.Model):
         self.config = config
         self.embeddings = Embeddings(config, name="embeddings")
         self.blocks = [TransformerBlock(config, name=f"layer_{i}") for i in range(config.num_layers)]
-        for i, block in enumerate(self.blocks):  # tf.train.Checkpoint follows attributes, not Keras's tracked lists
-            setattr(self, f"layer_{i}", block)
-        self.pooler = layers.Dense(config.hidden_size, activation="tanh", kernel_initializer=_init(config), name="pooler")
+        if config.pair_head:
+            self.pooler = layers.Dense(config.hidden_size, activation="tanh", kernel_initializer=_init(config), name="pooler")
         self.mlm_dense = layers.Dense(config.hidden_size, activation=gelu, kernel_initializer=_init(config), name="mlm_dense")
         self.mlm_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="mlm_norm")
         self.mlm_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="mlm_bias")
-        self.nsp = layers.Dense(2, kernel_initializer=_init(config), name="nsp")
+        if config.pair_head:
+            self.nsp = layers.Dense(2, kernel_initializer=_init(config), name="nsp")
 
     def call(self, inputs, training=False):
         mask = ops.cast(inputs["input_mask"], "float32")
@@ -138,16 +105,18 @@ class BertPretrainer(keras.Model):
         for block in self.blocks:
             x = block(x, attention_bias, training=training)
 
-        pooled = self.pooler(x[:, 0])
-        nsp_logits = self.nsp(pooled)
+        outputs = {}
+        if self.config.pair_head:
+            outputs["nsp_logits"] = ops.cast(self.nsp(self.pooler(x[:, 0])), "float32")
 
         positions = ops.cast(inputs["masked_lm_positions"], "int32")
         h = ops.take_along_axis(x, positions[:, :, None], axis=1)  # (batch, predictions, hidden)
         h = self.mlm_norm(self.mlm_dense(h))
         token_embeddings = ops.cast(self.embeddings.token.embeddings, h.dtype)
         mlm_logits = ops.einsum("bph,vh->bpv", h, token_embeddings)
-        mlm_logits = ops.cast(mlm_logits, "float32") + ops.cast(self.mlm_bias, "float32")  # reads as bf16/fp16 under mixed precision
-        return {"mlm_logits": mlm_logits, "nsp_logits": ops.cast(nsp_logits, "float32")}
+        # The bias reads as bf16/fp16 under mixed precision.
+        outputs["mlm_logits"] = ops.cast(mlm_logits, "float32") + ops.cast(self.mlm_bias, "float32")
+        return outputs
 
 
 def dummy_batch(batch_size: int, seq_len: int, predictions: int) -> dict[str, object]:
@@ -165,8 +134,11 @@ def dummy_batch(batch_size: int, seq_len: int, predictions: int) -> dict[str, ob
 
 
 def prediction_losses(outputs, batch):
-    """Per-prediction negative log-likelihoods: masked LM (batch, predictions) and next sentence (batch,)."""
+    """Per-prediction negative log-likelihoods: masked LM (batch, predictions) and next sentence (batch,), the
+    latter None without a pair head."""
     mlm_nll = ops.sparse_categorical_crossentropy(batch["masked_lm_ids"], outputs["mlm_logits"], from_logits=True)
+    if "nsp_logits" not in outputs:
+        return mlm_nll, None
     nsp_labels = ops.reshape(batch["next_sentence_labels"], (-1,))
     nsp_nll = ops.sparse_categorical_crossentropy(nsp_labels, outputs["nsp_logits"], from_logits=True)
     return mlm_nll, nsp_nll
@@ -176,11 +148,14 @@ def pretraining_loss(outputs, batch):
     """(total, masked_lm_loss, next_sentence_loss) as in the reference trainer.
 
     The masked-LM loss is the weighted mean Σ(w·nll) / (Σw + 1e-5): padding predictions have weight 0,
-    and the 1e-5 keeps a batch without any prediction finite. The next-sentence loss is a plain mean.
+    and the 1e-5 keeps a batch without any prediction finite. The next-sentence loss is a plain mean; without a
+    pair head it is None and the total is the masked-LM loss.
     """
     mlm_nll, nsp_nll = prediction_losses(outputs, batch)
     weights = ops.cast(batch["masked_lm_weights"], "float32")
     mlm_loss = ops.sum(weights * mlm_nll) / (ops.sum(weights) + 1e-5)
+    if nsp_nll is None:
+        return mlm_loss, mlm_loss, None
     nsp_loss = ops.mean(nsp_nll)
     return mlm_loss + nsp_loss, mlm_loss, nsp_loss
 
@@ -191,7 +166,9 @@ def parameter_count(config: BertConfig) -> dict[str, int]:
     per_layer_matmul = 4 * h * h + 2 * h * i  # Q, K, V, attention output; two feed-forward matrices
     per_layer_other = 3 * h + h + i + h + 4 * h  # biases of those matmuls, two LayerNorms
     embeddings = (v + config.max_position + config.type_vocab_size) * h + 2 * h
-    heads = (h * h + h) + (h * h + h + 2 * h + v) + (2 * h + 2)  # pooler; MLM transform, LN, output bias; NSP
+    heads = h * h + h + 2 * h + v  # MLM transform, LN, output bias
+    if config.pair_head:
+        heads += (h * h + h) + (2 * h + 2)  # pooler, NSP
     total = embeddings + config.num_layers * (per_layer_matmul + per_layer_other) + heads
     return {"total": total, "encoder_matmul": config.num_layers * per_layer_matmul, "embeddings": embeddings}
 
@@ -203,7 +180,7 @@ def train_flops_per_sequence(config: BertConfig, seq_len: int, predictions: int)
     over the tokens each matmul actually sees:
       encoder:  6 · L(4H² + 2HI) · S
       MLM head: 6 · (H² + HV) · P          (transform + tied output projection, at the P predictions only)
-      pooler + NSP: 6 · (H² + 2H)          (the [CLS] token only)
+      pooler + NSP: 6 · (H² + 2H)          (the [CLS] token only; none without a pair head)
     plus attention scores and the weighted sum of values, 2·S²·H FLOPs each per layer forward, ×3 for
     training: 12 · L · S² · H. Padding positions are computed, so they count. Embedding lookups,
     LayerNorm, softmax and GELU are not matmuls and are left out, as usual for MFU.
@@ -211,6 +188,6 @@ def train_flops_per_sequence(config: BertConfig, seq_len: int, predictions: int)
     h, v = config.hidden_size, config.vocab_size
     encoder = 6 * parameter_count(config)["encoder_matmul"] * seq_len
     mlm = 6 * (h * h + h * v) * predictions
-    nsp = 6 * (h * h + 2 * h)
+    nsp = 6 * (h * h + 2 * h) if config.pair_head else 0
     attention = 12 * config.num_layers * seq_len * seq_len * h
     return float(encoder + mlm + nsp + attention)

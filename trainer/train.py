@@ -1,19 +1,21 @@
-"""Pretrain BERT on the records written by `bertcorpus create`.
+"""Pretrain BERT on the output of `bertcorpus create`, with Keras on TensorFlow, JAX or PyTorch.
 
 Phase 1 trains at 128 tokens, phase 2 continues from phase 1's weights at 512 tokens:
 
-    python -m trainer.train --data 'out/seq128/train-*' --eval-data 'out/seq128/eval-*' \\
-        --config base --batch-size 256 --steps 900000 --output runs/phase1
-    python -m trainer.train --data 'out/seq512/train-*' --eval-data 'out/seq512/eval-*' \\
-        --max-seq-length 512 --max-predictions-per-seq 80 --config base --batch-size 256 \\
-        --steps 100000 --init-checkpoint runs/phase1 --output runs/phase2
+    bertcorpus train --data out --seq-length 128 --config base --batch-size 256 --steps 900000 --output runs/phase1
+    bertcorpus train --data out --seq-length 512 --config base --batch-size 256 --steps 100000 \\
+        --init-checkpoint runs/phase1 --output runs/phase2
 
-The loop is explicit and uses the TensorFlow backend: each call of a tf.function runs up to
---steps-per-execution training steps under a tf.distribute strategy (TPU, several GPUs, one device).
-Running the same command again resumes from the last checkpoint in --output, at the exact step.
+One loop serves every backend: Keras's own fit, with the loss and the logged losses in the model's compute_loss,
+XLA (TensorFlow, JAX) and --steps-per-execution steps per compiled call. Devices: a TPU (TensorFlow's TPUStrategy,
+or JAX over all its cores), several GPUs (TensorFlow's MirroredStrategy, JAX data parallel), or one device.
+A Keras "epoch" of fit is the stretch between two log or checkpoint steps, so both happen at exact step numbers.
+Running the same command again resumes from the last checkpoint in --output at the exact step, with the optimizer
+state, the dropout random state and the loader's place in the data.
 
-Outputs in --output: config.json, checkpoints/, train_log.jsonl (one line per log step),
-tensorboard/ and eval_results.json (the reference trainer's eval metrics).
+Outputs in --output: config.json, checkpoints/ckpt-STEP/ (Keras's weights file, which holds the optimizer's
+variables too, the dropout layers' random state and checkpoint.json), train_log.jsonl (one line per log step), eval_results.json (the reference trainer's eval metrics
+and their baselines) and, on TensorFlow, tensorboard/.
 """
 
 from __future__ import annotations
@@ -21,88 +23,73 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import glob
-import itertools
 import json
+import math
 import os
+import random
+import re
+import shutil
 import sys
+import tempfile
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")  # the loop below is TensorFlow code
+from trainer.config import TrainerError, choose_backend, requested_backend
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+if __name__ == "__main__":  # `python -m trainer.train`: Keras takes its backend from the environment, at its import
+    try:
+        os.environ["KERAS_BACKEND"] = choose_backend(requested_backend(sys.argv[1:]), os.environ.get("KERAS_BACKEND"))
+    except TrainerError as err:
+        print(f"error: {err}", file=sys.stderr)
+        sys.exit(2)
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
+from trainer.config import (  # noqa: E402
+    DEFAULT_PREDICTIONS,
+    DEFAULT_SEQ_LENGTH,
+    PRECISIONS,
+    PRESET_LEARNING_RATES,
+    PRESETS,
+    STRATEGIES,
+    BertConfig,
+    TrainConfig,
+    add_train_arguments,
+    config_from_args,
+)
 from trainer.data import (  # noqa: E402
-    DEFAULT_SHUFFLE_BUFFER,
-    TrainerError,
+    NO_EVAL,
+    CreateOutput,
+    EvalBatches,
+    LoaderBatches,
     check_records,
+    check_token_ids,
     corrupt_file_error,
     eval_dataset,
     find_corrupt_file,
+    is_create_output,
     list_files,
+    new_loader,
     train_dataset,
 )
-from trainer.model import PRESETS, BertConfig, BertPretrainer, dummy_batch, parameter_count, prediction_losses, pretraining_loss  # noqa: E402
+from trainer.model import BertPretrainer, dummy_batch, parameter_count, prediction_losses, pretraining_loss  # noqa: E402
 
-STRATEGIES = ("auto", "tpu", "mirrored", "one_device", "default")
-PRECISIONS = ("auto", "bf16", "fp16", "fp32")
 KERAS_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
-EVAL_METRICS = ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss")
+MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
+NSP_METRICS = ("next_sentence_accuracy", "next_sentence_loss")
 # What a model that learned nothing from the inputs scores on the same eval data: always the most frequent
 # masked token, always the more frequent next-sentence label.
 EVAL_BASELINES = {"masked_lm_accuracy": "masked_lm_baseline_accuracy", "next_sentence_accuracy": "next_sentence_baseline_accuracy"}
-
-# Peak learning rates when --learning-rate is not given: smaller models take larger rates. base and large use
-# the reference's 1e-4; the others are spaced between it and 1e-3, the rate at which the tiny shape learns
-# fastest here (docs/trainer.md).
-PRESET_LEARNING_RATES: dict[str, float] = {
-    "tiny": 1e-3,
-    "mini": 5e-4,
-    "small": 3e-4,
-    "medium": 2e-4,
-    "base": 1e-4,
-    "large": 1e-4,
-}
-DEFAULT_WARMUP_FRACTION = 0.01  # the reference warms up over 10,000 of its 1,000,000 steps
-
-
-@dataclass
-class TrainConfig:
-    data: str
-    output: str
-    eval_data: str | None = None
-    model: str = "base"  # a BertConfig preset (the --config flag)
-    vocab_size: int = BertConfig.vocab_size  # the vocab the records were made with
-    batch_size: int = 32  # global: split over the replicas
-    eval_batch_size: int | None = None  # default: batch_size
-    steps: int = 100_000  # total, including the steps of earlier runs that this one resumes
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    learning_rate: float | None = None  # default: PRESET_LEARNING_RATES[model]
-    warmup_steps: int | None = None  # default: warmup_fraction × steps; capped at steps
-    warmup_fraction: float = DEFAULT_WARMUP_FRACTION
-    optimizer: str = "adamw"  # adamw | lamb
-    weight_decay: float = 0.01
-    beta1: float = 0.9
-    beta2: float = 0.999
-    epsilon: float = 1e-6
-    clip_norm: float = 1.0  # global gradient norm; 0 turns clipping off
-    mixed_precision: str = "auto"
-    jit_compile: bool = True
-    steps_per_execution: int = 1
-    strategy: str = "auto"
-    tpu: str | None = None  # TPU name or address for TPUClusterResolver
-    init_checkpoint: str | None = None
-    seed: int = 12345
-    log_every: int = 100
-    eval_steps: int | None = None  # default: one full pass over the eval files
-    checkpoint_every: int = 1000
-    keep_checkpoints: int = 3
-    shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER
+CHECKPOINTS = "checkpoints"
+CHECKPOINT_META = "checkpoint.json"  # written last: a checkpoint folder without it is unfinished
+# Keras's weights file of the compiled model: the weights and the optimizer's variables, on any backend; a plain
+# trainer.model.BertPretrainer loads the weights from it.
+WEIGHTS_FILE = "model.weights.h5"
+RANDOM_STATE_FILE = "random_state.npz"  # the dropout layers' generator states, which the weights file leaves out
 
 
 @dataclass
@@ -115,8 +102,8 @@ class TrainResult:
 # ----------------------------------------------------------------------------- devices
 
 
-def choose_strategy_name(requested: str, tpu_available: bool, num_gpus: int) -> str:
-    """The tf.distribute strategy to build: auto picks TPU, then several GPUs, then one GPU, then the default."""
+def choose_strategy_name(requested: str, tpu_available: bool, num_gpus: int, no_tpu: str = "no TPU was found (pass --tpu NAME or set TPU_NAME)") -> str:
+    """How to use the devices: auto picks TPU, then several GPUs, then one GPU, then the default."""
     if requested not in STRATEGIES:
         raise TrainerError(f"unknown --strategy {requested!r}; choose from {', '.join(STRATEGIES)}")
     if requested == "auto":
@@ -126,7 +113,7 @@ def choose_strategy_name(requested: str, tpu_available: bool, num_gpus: int) -> 
             return "mirrored"
         return "one_device" if num_gpus == 1 else "default"
     if requested == "tpu" and not tpu_available:
-        raise TrainerError("--strategy tpu but no TPU was found (pass --tpu NAME or set TPU_NAME)")
+        raise TrainerError(f"--strategy tpu but {no_tpu}")
     return requested
 
 
@@ -149,7 +136,10 @@ def tpu_available(tpu: str | None) -> bool:
     return bool(tpu or os.environ.get("TPU_NAME") or glob.glob("/dev/accel*"))
 
 
-def make_strategy(name: str, tpu: str | None) -> tf.distribute.Strategy:
+def make_strategy(name: str, tpu: str | None):
+    """The tf.distribute strategy of that name."""
+    import tensorflow as tf
+
     if name == "tpu":
         try:
             resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or os.environ.get("TPU_NAME") or "local")
@@ -165,9 +155,82 @@ def make_strategy(name: str, tpu: str | None) -> tf.distribute.Strategy:
     return tf.distribute.get_strategy()
 
 
-def gpu_compute_capabilities() -> list[tuple[int, int]]:
-    gpus = tf.config.list_physical_devices("GPU")
-    return [tuple(tf.config.experimental.get_device_details(g).get("compute_capability", (0, 0))) for g in gpus]
+@dataclass
+class Devices:
+    """The devices a run uses, however the backend names them."""
+
+    strategy: str  # one of STRATEGIES but auto
+    precision: str
+    replicas: int  # devices a global batch is split over
+    scope: object  # a context manager in which the model and the optimizer are made
+    rank: int = 0  # this process among those that read the data (JAX on several hosts)
+    world_size: int = 1
+    jit_compile: bool = True
+
+
+def choose_devices(config: TrainConfig, backend: str) -> Devices:
+    jit_compile = config.jit_compile if config.jit_compile is not None else backend != "torch"
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        on_tpu = tpu_available(config.tpu)
+        gpus = [] if on_tpu else tf.config.list_physical_devices("GPU")
+        capabilities = [tuple(tf.config.experimental.get_device_details(g).get("compute_capability", (0, 0))) for g in gpus]
+        name = choose_strategy_name(config.strategy, on_tpu, len(capabilities))
+        precision = choose_precision(config.mixed_precision, name == "tpu", capabilities)
+        strategy = make_strategy(name, config.tpu)
+        replicas = strategy.num_replicas_in_sync
+        if replicas > 1 and name != "tpu":
+            # Keras's fit under MirroredStrategy fails with XLA (variables on other devices than the compiled step)
+            # and with several steps per call; JAX has neither limit.
+            if config.jit_compile or config.steps_per_execution > 1:
+                raise TrainerError("Keras's fit cannot compile the step (--jit-compile) or run several steps per call "
+                                   "(--steps-per-execution) under TensorFlow's MirroredStrategy; leave them out, or "
+                                   "use --backend jax for several GPUs")
+            jit_compile = False
+        return Devices(name, precision, replicas, strategy.scope(), jit_compile=jit_compile)
+    if backend == "jax":
+        import jax
+
+        devices = jax.devices()
+        platform = devices[0].platform
+        gpus = [d for d in devices if d.platform == "gpu"]
+        capabilities = [tuple(int(part) for part in str(getattr(d, "compute_capability", "0.0")).split(".")[:2]) for d in gpus]
+        found = ", ".join(sorted({d.platform for d in devices}))
+        name = choose_strategy_name(config.strategy, platform == "tpu", len(gpus), no_tpu=f"JAX finds no TPU (its devices: {found})")
+        precision = choose_precision(config.mixed_precision, platform == "tpu", capabilities)
+        replicas = 1
+        if name in ("tpu", "mirrored") and len(devices) > 1:
+            keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+            replicas = len(devices)
+        return Devices(name, precision, replicas, nullcontext(), jax.process_index(), jax.process_count(), jit_compile)
+    import torch
+
+    gpus = list(range(torch.cuda.device_count()))
+    name = choose_strategy_name(config.strategy, False, min(len(gpus), 1), no_tpu="the torch backend runs on GPUs and CPUs")
+    if name == "mirrored":
+        raise TrainerError("--strategy mirrored is not supported on the torch backend, which trains on one device; "
+                           "use --backend jax or tensorflow for several GPUs")
+    precision = choose_precision(config.mixed_precision, False, [torch.cuda.get_device_capability(i) for i in gpus])
+    return Devices(name, precision, 1, nullcontext(), jit_compile=jit_compile)
+
+
+def seed_everything(seed: int) -> None:
+    """Python's, NumPy's and the backend's generators, from which Keras seeds initializers and dropout.
+
+    keras.utils.set_random_seed also imports TensorFlow wherever it is installed, to seed tf.data; on JAX or PyTorch
+    that would cost seconds and, on a GPU, TensorFlow's claim on the GPU's memory, so there it is left out unless
+    TensorFlow is loaded anyway (to read TFRecord globs).
+    """
+    if keras.backend.backend() == "tensorflow" or "tensorflow" in sys.modules:
+        keras.utils.set_random_seed(seed)
+        return
+    random.seed(seed)
+    np.random.seed(seed)
+    if keras.backend.backend() == "torch":
+        import torch
+
+        torch.manual_seed(seed)
 
 
 # ----------------------------------------------------------------------------- optimisation
@@ -225,178 +288,406 @@ def make_optimizer(config: TrainConfig, model: keras.Model, precision: str) -> k
     return optimizer
 
 
-# ----------------------------------------------------------------------------- steps
+# ----------------------------------------------------------------------------- the model's loss and metrics
 
 
-def make_train_function(model: keras.Model, optimizer: keras.optimizers.Optimizer, strategy: tf.distribute.Strategy, jit_compile: bool):
-    """A tf.function that runs `num_steps` training steps and returns the summed [loss, mlm_loss, nsp_loss]."""
-    variables = model.trainable_variables
-    replicas = strategy.num_replicas_in_sync
-    scale_loss = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+def _replicas_in_sync() -> int:
+    """Replicas that each compute a loss on their share of the batch (tf.distribute only: JAX shards one program)."""
+    if keras.backend.backend() != "tensorflow":
+        return 1
+    import tensorflow as tf
 
-    def gradients(batch):
-        with tf.GradientTape() as tape:
-            outputs = model(batch, training=True)
-            loss, mlm_loss, nsp_loss = pretraining_loss(outputs, batch)
-            # The optimizer sums gradients over replicas; dividing here makes that sum the gradient of the mean.
-            scaled = loss / replicas
-            if scale_loss:
-                scaled = optimizer.scale_loss(scaled)
-        # The embedding lookups give sparse gradients; summing them here, inside the compiled step, spares
-        # the optimizer a conversion outside it (the tied token embeddings also get a dense gradient).
-        grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in tape.gradient(scaled, variables)]
-        return grads, tf.stack([loss, mlm_loss, nsp_loss])
-
-    # XLA fuses the forward and backward passes. The update stays outside the compiled function because
-    # it sums gradients across devices, which XLA cannot do here; a TPU compiles the whole step anyway.
-    if jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
-        gradients = tf.function(gradients, jit_compile=True)
-
-    def replica_step(batch):
-        grads, losses = gradients(batch)
-        optimizer.apply_gradients(zip(grads, variables))
-        return losses
-
-    @tf.function
-    def train_steps(iterator, num_steps):
-        sums = tf.zeros([3])
-        for _ in tf.range(num_steps):
-            per_replica = strategy.run(replica_step, args=(next(iterator),))
-            sums += strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica, axis=None)
-        return sums
-
-    return train_steps
+    return tf.distribute.get_strategy().num_replicas_in_sync
 
 
-def make_eval_function(model: keras.Model, strategy: tf.distribute.Strategy, jit_compile: bool):
-    """A tf.function returning, for one batch, the sums that the eval metrics are ratios of, and the weight
-    of each token id among the masked-LM targets (for the most-frequent-token baseline)."""
-    vocab_size = model.config.vocab_size
+class PretrainingEvalSums(keras.metrics.Metric):
+    """The sums the eval metrics are ratios of, and the weight of each token id among the masked-LM targets (for
+    the most-frequent-token baseline), over every eval batch and replica."""
 
-    def sums_of(batch):
-        outputs = model(batch, training=False)
+    NAMES = ("mlm_loss", "mlm_hits", "mlm_weight", "nsp_loss", "nsp_hits", "sequences", "random_next")
+
+    def __init__(self, vocab_size: int, name: str = "pretraining_eval", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.sums = self.add_variable(shape=(len(self.NAMES),), initializer="zeros", name="sums")
+        self.target_weights = self.add_variable(shape=(vocab_size,), initializer="zeros", name="target_weights")
+        self.vocab_size = vocab_size
+
+    def update_state(self, batch, outputs):
         mlm_nll, nsp_nll = prediction_losses(outputs, batch)
-        weights = batch["masked_lm_weights"]
-        mlm_hit = tf.cast(tf.argmax(outputs["mlm_logits"], -1, output_type=tf.int32) == batch["masked_lm_ids"], tf.float32)
-        nsp_labels = tf.reshape(batch["next_sentence_labels"], [-1])
-        nsp_hit = tf.cast(tf.argmax(outputs["nsp_logits"], -1, output_type=tf.int32) == nsp_labels, tf.float32)
-        sums = tf.stack([
-            tf.reduce_sum(weights * mlm_nll),
-            tf.reduce_sum(weights * mlm_hit),
-            tf.reduce_sum(weights),
-            tf.reduce_sum(nsp_nll),
-            tf.reduce_sum(nsp_hit),
-            tf.cast(tf.size(nsp_labels), tf.float32),
-            tf.reduce_sum(tf.cast(nsp_labels, tf.float32)),
-        ])
-        target_weights = tf.math.unsorted_segment_sum(tf.reshape(weights, [-1]), tf.reshape(batch["masked_lm_ids"], [-1]), vocab_size)
-        return sums, target_weights
+        weights = ops.cast(batch["masked_lm_weights"], "float32")
+        targets = ops.cast(batch["masked_lm_ids"], "int32")
+        mlm_hit = ops.cast(ops.equal(ops.argmax(outputs["mlm_logits"], axis=-1), targets), "float32")
+        labels = ops.reshape(batch["next_sentence_labels"], (-1,))
+        sequences = ops.cast(ops.shape(labels)[0], "float32")
+        zero = ops.zeros((), "float32")
+        if nsp_nll is None:
+            nsp_loss = nsp_hits = random_next = zero
+        else:
+            nsp_hit = ops.equal(ops.argmax(outputs["nsp_logits"], axis=-1), ops.cast(labels, "int32"))
+            nsp_loss, nsp_hits = ops.sum(nsp_nll), ops.sum(ops.cast(nsp_hit, "float32"))
+            random_next = ops.sum(ops.cast(labels, "float32"))
+        sums = ops.stack([ops.sum(weights * mlm_nll), ops.sum(weights * mlm_hit), ops.sum(weights),
+                          nsp_loss, nsp_hits, sequences, random_next])
+        self.sums.assign_add(sums)
+        self.target_weights.assign_add(
+            ops.segment_sum(ops.reshape(weights, (-1,)), ops.reshape(targets, (-1,)), num_segments=self.vocab_size))
 
-    if jit_compile and not isinstance(strategy, tf.distribute.TPUStrategy):
-        sums_of = tf.function(sums_of, jit_compile=True)
+    def result(self):
+        return {}  # read once, at the end, by eval_results (a ratio per step would be wasted work)
 
-    def step(batch):  # a plain function, as in training: strategy.run on a compiled one mixes up the replicas' devices
-        return sums_of(batch)
-
-    @tf.function
-    def eval_step(batch):
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(step, args=(batch,)), axis=None)
-
-    return eval_step
-
-
-def evaluate(model: keras.Model, strategy: tf.distribute.Strategy, files: list[str], config: TrainConfig) -> dict[str, float]:
-    """The reference's eval metrics (masked-LM accuracy and loss weighted by masked_lm_weights; NSP means),
-    each accuracy with the baseline that predicting without looking at the input reaches on the same data."""
-    batch_size = config.eval_batch_size or config.batch_size
-    data = strategy.experimental_distribute_dataset(eval_dataset(files, batch_size, config.max_seq_length, config.max_predictions_per_seq))
-    eval_step = make_eval_function(model, strategy, config.jit_compile)
-    sums, target_weights, steps = np.zeros(7), np.zeros(model.config.vocab_size), 0
-    try:
-        for batch in itertools.islice(data, config.eval_steps):
-            batch_sums, batch_target_weights = eval_step(batch)
-            sums += batch_sums.numpy()
-            target_weights += batch_target_weights.numpy()
-            steps += 1
-    except tf.errors.DataLossError as err:
-        raise corrupt_file_error(find_corrupt_file(files) or config.eval_data, err) from None
-    if steps == 0:
-        raise TrainerError(f"--eval-data {config.eval_data!r} holds fewer records than one batch of {batch_size}")
-    mlm_loss, mlm_hits, weight, nsp_loss, nsp_hits, sequences, random_next = sums
-    return {
-        "masked_lm_accuracy": float(mlm_hits / weight),
-        "masked_lm_baseline_accuracy": float(target_weights.max() / weight),
-        "masked_lm_loss": float(mlm_loss / weight),
-        "next_sentence_accuracy": float(nsp_hits / sequences),
-        "next_sentence_baseline_accuracy": float(max(random_next, sequences - random_next) / sequences),
-        "next_sentence_loss": float(nsp_loss / sequences),
-        "eval_steps": steps,
-        "eval_sequences": int(sequences),
-    }
+    def eval_results(self, pair_head: bool) -> dict[str, float]:
+        sums = dict(zip(self.NAMES, ops.convert_to_numpy(self.sums).astype(np.float64).tolist()))
+        weight, sequences = sums["mlm_weight"], sums["sequences"]
+        results = {
+            "masked_lm_accuracy": sums["mlm_hits"] / weight,
+            "masked_lm_baseline_accuracy": float(ops.convert_to_numpy(self.target_weights).max()) / weight,
+            "masked_lm_loss": sums["mlm_loss"] / weight,
+        }
+        if pair_head:
+            random_next = sums["random_next"]
+            results.update({
+                "next_sentence_accuracy": sums["nsp_hits"] / sequences,
+                "next_sentence_baseline_accuracy": max(random_next, sequences - random_next) / sequences,
+                "next_sentence_loss": sums["nsp_loss"] / sequences,
+            })
+        return {**results, "eval_sequences": int(sequences)}
 
 
-def eval_summary(results: dict[str, float]) -> str:
-    """One line: each metric, and each accuracy next to its baseline."""
-    def metric(name: str) -> str:
-        baseline = f" (baseline {results[EVAL_BASELINES[name]]:.4f})" if name in EVAL_BASELINES else ""
-        return f"{name} {results[name]:.4f}{baseline}"
+class PretrainingModel(BertPretrainer):
+    """BertPretrainer with the reference trainer's loss, for Keras's fit and evaluate on every backend.
 
-    return "eval: " + ", ".join(metric(name) for name in EVAL_METRICS)
+    compute_loss is where Keras hands over the batch (the labels are in it), the outputs and whether it trains;
+    every backend runs it with the metrics' state mapped in, so the logged losses and the eval sums are updated there,
+    from the values the loss needs anyway.
+    """
+
+    def __init__(self, config: BertConfig, **kwargs):
+        super().__init__(config, **kwargs)
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        if config.pair_head:
+            self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
+        self.eval_sums = PretrainingEvalSums(config.vocab_size)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        loss, mlm_loss, nsp_loss = pretraining_loss(y_pred, x)
+        if training:
+            self.mlm_loss_tracker.update_state(mlm_loss)
+            if nsp_loss is not None:
+                self.nsp_loss_tracker.update_state(nsp_loss)
+        else:
+            self.eval_sums.update_state(x, y_pred)
+        # With tf.distribute each replica's gradients are summed: dividing makes the sum the mean's gradient.
+        replicas = _replicas_in_sync()
+        return loss / replicas if replicas > 1 else loss
+
+
+def build_model(bert_config: BertConfig, config: TrainConfig, devices: Devices, seq_length: int, predictions: int):
+    """The model and its optimizer, compiled for fit (made in the devices' scope)."""
+    keras.mixed_precision.set_global_policy(KERAS_POLICIES[devices.precision])
+    with devices.scope:
+        model = PretrainingModel(bert_config, name="bert")
+        model(dummy_batch(1, seq_length, predictions))  # create the weights
+        optimizer = make_optimizer(config, model, devices.precision)
+        model.compile(optimizer=optimizer, steps_per_execution=config.steps_per_execution,
+                      jit_compile=devices.jit_compile)
+    return model, optimizer
+
+
+# ----------------------------------------------------------------------------- files (local or remote)
+
+
+def _is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def _join(*parts: str) -> str:
+    return "/".join([parts[0].rstrip("/"), *parts[1:]])
+
+
+def _filesystems():
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def _exists(path: str) -> bool:
+    return _filesystems().exists(path) if _is_remote(path) else os.path.exists(path)
+
+
+def _read_bytes(path: str) -> bytes:
+    if _is_remote(path):
+        with _filesystems().open(path) as f:
+            return f.read()
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _write_bytes(path: str, data: bytes) -> None:
+    if _is_remote(path):
+        with _filesystems().create(path) as f:
+            f.write(data)
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def _write_text(path: str, text: str) -> None:
+    _write_bytes(path, text.encode("utf-8"))
 
 
 # ----------------------------------------------------------------------------- checkpoints
 
 
-def find_checkpoint(path: str) -> str:
-    """The latest checkpoint in a training output dir, in a checkpoints/ dir, or a checkpoint prefix itself."""
-    for directory in (os.path.join(path, "checkpoints"), path):
-        if tf.io.gfile.isdir(directory) and (latest := tf.train.latest_checkpoint(directory)):
-            return latest
-    if tf.io.gfile.exists(path + ".index"):
+def checkpoint_steps(output: str) -> dict[int, str]:
+    """The finished checkpoints of a run directory: step -> folder."""
+    directory = _join(output, CHECKPOINTS)
+    if _is_remote(directory):
+        matches = _filesystems().match([_join(directory, "ckpt-*", CHECKPOINT_META)])[0].metadata_list
+        folders = [m.path.rsplit("/", 1)[0] for m in matches]
+    elif os.path.isdir(directory):
+        folders = [os.path.join(directory, name) for name in os.listdir(directory)
+                   if os.path.exists(os.path.join(directory, name, CHECKPOINT_META))]
+    else:
+        folders = []
+    found = {}
+    for folder in folders:
+        if match := re.fullmatch(r"ckpt-(\d+)", folder.rstrip("/").rsplit("/", 1)[-1]):
+            found[int(match.group(1))] = folder
+    return dict(sorted(found.items()))
+
+
+def _refuse_old_checkpoints(output: str) -> None:
+    if _exists(_join(output, CHECKPOINTS, "checkpoint")):  # tf.train.CheckpointManager's index of earlier versions
+        raise TrainerError(f"{output} holds tf.train.Checkpoints of an earlier version of the trainer, which this one "
+                           "does not read; use another --output")
+
+
+def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep: int) -> None:
+    """Write checkpoints/ckpt-STEP whole or not at all (locally renamed into place; remotely its checkpoint.json goes
+    last), then remove all but the last `keep`."""
+    final = _join(output, CHECKPOINTS, f"ckpt-{step}")
+    with tempfile.TemporaryDirectory() as scratch:
+        model.save_weights(os.path.join(scratch, WEIGHTS_FILE))
+        np.savez(os.path.join(scratch, RANDOM_STATE_FILE),
+                 **{f"{i:05d}": ops.convert_to_numpy(v) for i, v in enumerate(model.non_trainable_variables)})
+        with open(os.path.join(scratch, CHECKPOINT_META), "w") as f:
+            json.dump({"step": step, **meta}, f, indent=2)
+        if _is_remote(final):
+            for name in (WEIGHTS_FILE, RANDOM_STATE_FILE, CHECKPOINT_META):
+                with open(os.path.join(scratch, name), "rb") as f:
+                    _write_bytes(_join(final, name), f.read())
+        else:
+            staging = f"{final}.partial"
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(scratch, staging)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(staging, final)
+    for old_step, folder in list(checkpoint_steps(output).items())[:-keep]:
+        if _is_remote(folder):
+            fs = _filesystems()
+            fs.delete([m.path for m in fs.match([_join(folder, "*")])[0].metadata_list])
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def read_checkpoint_meta(folder: str) -> dict:
+    return json.loads(_read_bytes(_join(folder, CHECKPOINT_META)))
+
+
+def _local_copy(folder: str, name: str, scratch: str) -> str:
+    path = os.path.join(scratch, name)
+    with open(path, "wb") as f:
+        f.write(_read_bytes(_join(folder, name)))
+    return path
+
+
+def restore_checkpoint(model: keras.Model, folder: str) -> None:
+    """Weights, optimizer variables and the model's random state, exactly as saved (same backend and model)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        model.load_weights(_local_copy(folder, WEIGHTS_FILE, scratch))
+        with np.load(_local_copy(folder, RANDOM_STATE_FILE, scratch)) as saved:
+            values = [saved[name] for name in sorted(saved.files)]
+    variables = model.non_trainable_variables
+    if [value.shape for value in values] != [tuple(v.shape) for v in variables]:
+        raise TrainerError(f"cannot resume from {folder}: its random state does not fit this model")
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+
+
+def find_init_checkpoint(path: str) -> str:
+    """The checkpoint folder that --init-checkpoint names: a run directory (its last checkpoint), its checkpoints/
+    folder (the same) or one ckpt-STEP folder."""
+    if _exists(_join(path, CHECKPOINT_META)):
         return path
+    for run in (path, path.rstrip("/").rsplit("/", 1)[0] if path.rstrip("/").endswith(CHECKPOINTS) else None):
+        if run and (steps := checkpoint_steps(run)):
+            return list(steps.values())[-1]
     raise TrainerError(f"no checkpoint found in --init-checkpoint {path}")
 
 
-def saved_model_config(output: str) -> dict | None:
-    path = os.path.join(output, "config.json")
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)["model"]
-
-
 def load_init_checkpoint(model: keras.Model, path: str, bert_config: BertConfig) -> None:
-    """Phase 2: start from the weights of another run; the optimizer and the step start afresh."""
-    prefix = find_checkpoint(path)
-    source = saved_model_config(path) if tf.io.gfile.isdir(path) else None
-    if source is not None and source != bert_config.to_dict():
-        raise TrainerError(f"--init-checkpoint {path} holds a different model than --config (saved: {source})")
+    """Phase 2: start from the weights of another run, of any backend; the optimizer and the step start afresh."""
+    folder = find_init_checkpoint(path)
+    saved = read_checkpoint_meta(folder).get("model")
+    if saved is not None and saved != bert_config.to_dict():
+        raise TrainerError(f"--init-checkpoint {path} holds a different model than --config (saved: {saved})")
+    # Loaded into a model of its own, without an optimizer, so that only the weights come across.
+    weights_only = BertPretrainer(bert_config)
+    weights_only(dummy_batch(1, 8, 1))
     try:
-        tf.train.Checkpoint(model=model).restore(prefix).expect_partial().assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as err:
-        raise TrainerError(f"--init-checkpoint {prefix} does not fit this model: {str(err).splitlines()[0]}") from None
-    print(f"initialised the model from {prefix}", flush=True)
+        with tempfile.TemporaryDirectory() as scratch:
+            weights_only.load_weights(_local_copy(folder, WEIGHTS_FILE, scratch))
+    except ValueError as err:
+        raise TrainerError(f"--init-checkpoint {folder} does not fit this model: {str(err).splitlines()[0]}") from None
+    for variable, value in zip(model.weights, weights_only.weights, strict=True):
+        variable.assign(value)
+    print(f"initialised the model from {folder}", flush=True)
 
 
-# Scalar summaries written with TensorFlow's core summary op: tf.summary.scalar would need the tensorboard
-# package, which is needed only to view the logs, not to write them.
-SCALAR_METADATA = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+# ----------------------------------------------------------------------------- logs
 
 
-def write_scalars(writer, values: dict[str, float], step: int) -> None:
-    with writer.as_default():
-        for name, value in values.items():
-            tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=SCALAR_METADATA)
+def truncate_log(path: str, last_step: int) -> str:
+    """Drop log lines past the checkpoint we resume from, so every step appears once; returns what is kept."""
+    if not _exists(path):
+        return ""
+    lines = [line for line in _read_bytes(path).decode("utf-8").splitlines(keepends=True)
+             if line.strip() and json.loads(line)["step"] <= last_step]
+    kept = "".join(lines)
+    _write_text(path, kept)
+    return kept
 
 
-def truncate_log(path: str, last_step: int) -> None:
-    """Drop log lines past the checkpoint we resume from, so every step appears once."""
-    if not tf.io.gfile.exists(path):
-        return
-    with tf.io.gfile.GFile(path) as f:
-        lines = [line for line in f if line.strip() and json.loads(line)["step"] <= last_step]
-    with tf.io.gfile.GFile(path, "w") as f:
-        f.write("".join(lines))
+class ScalarWriter:
+    """TensorBoard scalars, on the TensorFlow backend (its summary op writes them without the tensorboard package)."""
+
+    def __init__(self, directory: str):
+        import tensorflow as tf
+
+        self.tf = tf
+        self.writer = tf.summary.create_file_writer(directory)
+        self.metadata = tf.compat.v1.SummaryMetadata(plugin_data=tf.compat.v1.SummaryMetadata.PluginData(plugin_name="scalars"))
+
+    def write(self, values: dict[str, float], step: int) -> None:
+        with self.writer.as_default():
+            for name, value in values.items():
+                self.tf.summary.write(name, self.tf.constant(value, self.tf.float32), step=step, metadata=self.metadata)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def scalar_writer(directory: str) -> ScalarWriter | None:
+    return ScalarWriter(directory) if keras.backend.backend() == "tensorflow" else None
+
+
+# ----------------------------------------------------------------------------- input
+
+
+@dataclass
+class DataSource:
+    """Where the batches come from: a `create` output (through the loader) or TFRecord globs (through tf.data)."""
+
+    seq_length: int
+    predictions: int
+    pair_objective: str
+    vocab_size: int
+    output: CreateOutput | None = None
+    train_files: list[str] | None = None
+    eval_output: CreateOutput | None = None
+    eval_files: list[str] | None = None
+
+    @property
+    def has_eval(self) -> bool:
+        return bool(self.eval_output or self.eval_files)
+
+
+def resolve_input(config: TrainConfig) -> DataSource:
+    output = CreateOutput.read(config.data) if is_create_output(config.data) else None
+    if output is not None:
+        seq_length = output.seq_length(config.max_seq_length)
+        predictions = config.max_predictions_per_seq or output.seq_configs[seq_length]
+        if output.masking == "static" and predictions != output.seq_configs[seq_length]:
+            raise TrainerError(f"--max-predictions-per-seq {predictions} differs from the {output.seq_configs[seq_length]} "
+                               f"that {output.path}'s static records were masked with")
+        pair_objective = output.pair_objective
+        vocab_size = config.vocab_size or output.vocab_size or BertConfig.vocab_size
+        found = DataSource(seq_length, predictions, pair_objective, vocab_size, output=output)
+    else:
+        seq_length = config.max_seq_length or DEFAULT_SEQ_LENGTH
+        predictions = config.max_predictions_per_seq or DEFAULT_PREDICTIONS
+        vocab_size = config.vocab_size or BertConfig.vocab_size
+        files = list_files(config.data)
+        check_records(files, seq_length, predictions, vocab_size)
+        found = DataSource(seq_length, predictions, "nsp", vocab_size, train_files=files)
+
+    if config.eval_data == NO_EVAL:
+        return found
+    if config.eval_data is None:
+        if output is not None and "eval" in output.splits[seq_length]:
+            found.eval_output = output
+    elif is_create_output(config.eval_data):
+        found.eval_output = CreateOutput.read(config.eval_data)
+        found.eval_output.seq_length(seq_length)  # names the seq lengths it has, if not this one
+    else:
+        found.eval_files = list_files(config.eval_data)
+        check_records(found.eval_files, seq_length, predictions, vocab_size)
+    return found
+
+
+class TrainingInput:
+    """What each fit call reads, from the step it starts at; and the data's place to save in a checkpoint."""
+
+    def __init__(self, source: DataSource, config: TrainConfig, devices: Devices, start: int, data_state: dict | None):
+        self.source, self.config, self.start = source, config, start
+        self.batches = None
+        if source.output is not None:
+            self.batches = LoaderBatches(loader_args(source, source.output, config, devices, "train", config.batch_size),
+                                         data_state, threads=1 if os.cpu_count() <= 2 else 2)
+            check_token_ids(self.batches.first(), source.vocab_size, source.output.path)
+
+    def for_fit(self, step: int):
+        if self.batches is not None:
+            self.batches.offset = step - self.start  # batch k of this run is the loader's k-th after the resume point
+            return self.batches
+        # A tf.data pipeline starts anew for each fit call; a new shuffle seed keeps it from replaying batches.
+        c = self.config
+        return train_dataset(self.source.train_files, c.batch_size, self.source.seq_length, self.source.predictions,
+                             c.seed + step, c.shuffle_buffer)
+
+    def state(self, step: int) -> dict | None:
+        return self.batches.state_after(step - self.start) if self.batches is not None else None
+
+    def close(self) -> None:
+        if self.batches is not None:
+            self.batches.close()
+
+
+def loader_args(source: DataSource, output: CreateOutput, config: TrainConfig, devices: Devices, split: str, batch_size: int) -> dict:
+    if batch_size % devices.world_size:
+        raise TrainerError(f"the batch size {batch_size} is not a multiple of the {devices.world_size} processes")
+    return {
+        "output_dir": output.path, "seq_length": source.seq_length, "split": split,
+        "batch_size": batch_size // devices.world_size, "rank": devices.rank, "world_size": devices.world_size,
+        "seed": config.seed, "drop_remainder": True,
+        "max_predictions_per_seq": None if source.predictions == output.seq_configs[source.seq_length] else source.predictions,
+    }
+
+
+def input_error(err: Exception, files: list[str] | None, data: str) -> TrainerError | None:
+    """The one line for an error that reading the input raised inside fit or evaluate, or None for a bug."""
+    if isinstance(err, TrainerError):
+        return err
+    if "tensorflow" in sys.modules:
+        import tensorflow as tf
+
+        if isinstance(err, tf.errors.DataLossError):
+            return corrupt_file_error(find_corrupt_file(files or []) or data, err)
+        if isinstance(err, tf.errors.InvalidArgumentError) and "serialized Example" in str(err):
+            return TrainerError(f"a record in {data!r} does not match the feature spec: {str(err).splitlines()[0][:200]}")
+    wrapped = re.search(r"TrainerError: ([^\n]+)", str(err))  # raised in tf.data's Python thread
+    return TrainerError(wrapped.group(1).strip()) if wrapped else None
 
 
 # ----------------------------------------------------------------------------- the run
@@ -409,12 +700,14 @@ def check_config(config: TrainConfig) -> None:
         raise TrainerError(f"unknown --config {config.model!r}; choose from {', '.join(PRESETS)}")
     if config.optimizer not in ("adamw", "lamb"):
         raise TrainerError(f"unknown --optimizer {config.optimizer!r}; choose adamw or lamb")
-    for name in ("vocab_size", "batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "steps_per_execution", "log_every", "checkpoint_every"):
-        if getattr(config, name) < 1:
+    for name in ("vocab_size", "batch_size", "steps", "max_seq_length", "max_predictions_per_seq", "steps_per_execution",
+                 "log_every", "checkpoint_every", "keep_checkpoints"):
+        value = getattr(config, name)
+        if value is not None and value < 1:
             raise TrainerError(f"--{name.replace('_', '-')} must be at least 1")
-    if config.max_seq_length > BertConfig.max_position:
+    if (config.max_seq_length or 0) > BertConfig.max_position:
         raise TrainerError(f"--max-seq-length {config.max_seq_length} exceeds the {BertConfig.max_position} position embeddings")
-    if config.max_predictions_per_seq > config.max_seq_length:
+    if (config.max_predictions_per_seq or 0) > (config.max_seq_length or BertConfig.max_position):
         raise TrainerError("--max-predictions-per-seq cannot exceed --max-seq-length")
     if config.learning_rate is not None and config.learning_rate < 0:
         raise TrainerError("--learning-rate cannot be negative")
@@ -426,197 +719,216 @@ def check_config(config: TrainConfig) -> None:
 
 def train(config: TrainConfig) -> TrainResult:
     check_config(config)
+    backend = keras.backend.backend()
+    if config.backend and config.backend != backend:
+        raise TrainerError(f"Keras was loaded with the {backend} backend in this process; run `bertcorpus train "
+                           f"--backend {config.backend}` in a new one")
+    if backend == "torch" and config.steps_per_execution != 1:
+        raise TrainerError("--steps-per-execution must be 1 on the torch backend")
     config = with_schedule_defaults(config)
-    train_files = list_files(config.data)
-    check_records(train_files, config.max_seq_length, config.max_predictions_per_seq, config.vocab_size)
-    eval_files = list_files(config.eval_data) if config.eval_data else []
-    if eval_files:
-        check_records(eval_files, config.max_seq_length, config.max_predictions_per_seq, config.vocab_size)
-    if keras.backend.backend() != "tensorflow":
-        raise TrainerError(f"the trainer runs on the TensorFlow backend; unset KERAS_BACKEND (now {keras.backend.backend()})")
+    source = resolve_input(config)
+    config = dataclasses.replace(config, backend=backend, max_seq_length=source.seq_length,
+                                 max_predictions_per_seq=source.predictions, vocab_size=source.vocab_size)
+    devices = choose_devices(config, backend)
+    for flag, size in (("--batch-size", config.batch_size), ("--eval-batch-size", config.eval_batch_size or config.batch_size)):
+        if size % devices.replicas:
+            raise TrainerError(f"{flag} {size} is not a multiple of the {devices.replicas} replicas")
 
-    on_tpu = tpu_available(config.tpu)
-    capabilities = [] if on_tpu else gpu_compute_capabilities()
-    strategy_name = choose_strategy_name(config.strategy, on_tpu, len(capabilities))
-    precision = choose_precision(config.mixed_precision, strategy_name == "tpu", capabilities)
-    strategy = make_strategy(strategy_name, config.tpu)
-    if config.batch_size % strategy.num_replicas_in_sync:
-        raise TrainerError(f"--batch-size {config.batch_size} is not a multiple of the {strategy.num_replicas_in_sync} replicas")
+    seed_everything(config.seed)
+    bert_config = BertConfig.preset(config.model, vocab_size=source.vocab_size, pair_head=source.pair_objective != "none")
+    model, optimizer = build_model(bert_config, config, devices, source.seq_length, source.predictions)
 
-    keras.utils.set_random_seed(config.seed)
-    keras.mixed_precision.set_global_policy(KERAS_POLICIES[precision])
-    bert_config = BertConfig.preset(config.model, vocab_size=config.vocab_size)
-    with strategy.scope():
-        model = BertPretrainer(bert_config)
-        model(dummy_batch(1, config.max_seq_length, config.max_predictions_per_seq))  # create the weights
-        optimizer = make_optimizer(config, model, precision)
-    step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")  # host-side; TPUs lack int64
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step_counter)
-    manager = tf.train.CheckpointManager(checkpoint, os.path.join(config.output, "checkpoints"), max_to_keep=config.keep_checkpoints)
-
-    if manager.latest_checkpoint:
-        saved = saved_model_config(config.output)
-        if saved is not None and saved != bert_config.to_dict():
-            raise TrainerError(f"{config.output} holds a run of a different model (saved: {saved}); use another --output")
-        try:
-            checkpoint.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-        except (AssertionError, ValueError, tf.errors.OpError) as err:
-            raise TrainerError(f"cannot resume from {manager.latest_checkpoint}: {str(err).splitlines()[0]}") from None
+    _refuse_old_checkpoints(config.output)
+    checkpoints = checkpoint_steps(config.output)
+    start, data_state = 0, None
+    if checkpoints:
+        start, folder = list(checkpoints.items())[-1]
+        meta = read_checkpoint_meta(folder)
+        if meta["backend"] != backend:
+            raise TrainerError(f"{folder} was written by the {meta['backend']} backend; resume it with --backend "
+                               f"{meta['backend']} (or start a new --output with --init-checkpoint {config.output}: "
+                               f"its weights load on any backend)")
+        if meta["model"] != bert_config.to_dict():
+            raise TrainerError(f"{config.output} holds a run of a different model (saved: {meta['model']}); use another --output")
+        restore_checkpoint(model, folder)
+        data_state = meta.get("data")
         ignored = " (--init-checkpoint is ignored when resuming)" if config.init_checkpoint else ""
-        print(f"resuming from {manager.latest_checkpoint} at step {int(step_counter.numpy())}{ignored}", flush=True)
+        print(f"resuming from {folder} at step {start}{ignored}", flush=True)
     elif config.init_checkpoint:
         load_init_checkpoint(model, config.init_checkpoint, bert_config)
 
-    tf.io.gfile.makedirs(config.output)
-    with tf.io.gfile.GFile(os.path.join(config.output, "config.json"), "w") as f:
-        json.dump({"train": dataclasses.asdict(config), "model": bert_config.to_dict(), "precision": precision, "strategy": strategy_name}, f, indent=2)
+    _write_text(_join(config.output, "config.json"), json.dumps(
+        {"train": dataclasses.asdict(config), "model": bert_config.to_dict(), "pair_objective": source.pair_objective,
+         "backend": backend, "precision": devices.precision, "strategy": devices.strategy}, indent=2))
     params = parameter_count(bert_config)["total"]
     print(
-        f"model {config.model}: {params / 1e6:.1f}M parameters; strategy {strategy_name} with "
-        f"{strategy.num_replicas_in_sync} replica(s); precision {precision}; XLA {'on' if config.jit_compile else 'off'}",
+        f"model {config.model}: {params / 1e6:.1f}M parameters; backend {backend}; strategy {devices.strategy} with "
+        f"{devices.replicas} replica(s); precision {devices.precision}; "
+        f"{'compiled' if devices.jit_compile else 'not compiled'}",
         flush=True,
     )
 
-    start = int(step_counter.numpy())
     if start < config.steps:
-        run_steps(config, model, optimizer, strategy, train_files, manager, step_counter, start)
+        training_input = TrainingInput(source, config, devices, start, data_state)
+        try:
+            run_steps(config, model, training_input, start, {"backend": backend, "model": bert_config.to_dict()})
+        finally:
+            training_input.close()
     else:
         print(f"already at step {start} of --steps {config.steps}; nothing to train", flush=True)
 
+    final_step = max(start, config.steps)
     eval_results = None
-    if eval_files:
-        eval_results = {"global_step": int(step_counter.numpy()), **evaluate(model, strategy, eval_files, config)}
-        with tf.io.gfile.GFile(os.path.join(config.output, "eval_results.json"), "w") as f:
-            json.dump(eval_results, f, indent=2)
-        eval_writer = tf.summary.create_file_writer(os.path.join(config.output, "tensorboard", "eval"))
-        write_scalars(eval_writer, {k: eval_results[k] for k in (*EVAL_METRICS, *EVAL_BASELINES.values())}, eval_results["global_step"])
-        eval_writer.close()
+    if source.has_eval:
+        eval_results = {"global_step": final_step, **evaluate(model, source, config, devices)}
+        _write_text(_join(config.output, "eval_results.json"), json.dumps(eval_results, indent=2))
+        writer = scalar_writer(_join(config.output, "tensorboard", "eval"))
+        if writer is not None:
+            writer.write({k: v for k, v in eval_results.items() if isinstance(v, float)}, eval_results["global_step"])
+            writer.close()
         print(eval_summary(eval_results), flush=True)
-    return TrainResult(int(step_counter.numpy()), int(optimizer.iterations.numpy()), eval_results)
+    return TrainResult(final_step, int(ops.convert_to_numpy(optimizer.iterations)), eval_results)
 
 
-def run_steps(
-    config: TrainConfig,
-    model: keras.Model,
-    optimizer: keras.optimizers.Optimizer,
-    strategy: tf.distribute.Strategy,
-    files: list[str],
-    manager: tf.train.CheckpointManager,
-    step_counter: tf.Variable,
-    start: int,
-) -> None:
-    """Train from step `start` to config.steps, logging every log_every and checkpointing every checkpoint_every steps."""
+class StepLog(keras.callbacks.Callback):
+    """Logs each --log-every window and checkpoints at each --checkpoint-every step. Keras's epochs here are the
+    stretches between two such steps (or shorter ones, where a run starts or ends between them), so an epoch's
+    metric means add up to the window's."""
 
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        # Each host reads its own share of the files. A resumed run gets a new shuffle seed, so it does
-        # not repeat the batches that the first run started with.
-        share = files[context.input_pipeline_id :: context.num_input_pipelines] if len(files) >= context.num_input_pipelines else files
-        batch_size = context.get_per_replica_batch_size(config.batch_size)
-        return train_dataset(share, batch_size, config.max_seq_length, config.max_predictions_per_seq, config.seed + start, config.shuffle_buffer)
+    def __init__(self, config: TrainConfig, training_input: TrainingInput, start: int, meta: dict):
+        super().__init__()
+        self.config, self.input, self.meta = config, training_input, meta
+        self.step, self.epoch_steps = start, 0
+        self.log_path = _join(config.output, "train_log.jsonl")
+        self.log_text = truncate_log(self.log_path, start)
+        self.writer = scalar_writer(_join(config.output, "tensorboard", "train"))
+        self.schedule = make_schedule(config)
+        self._new_window()
 
-    iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    train_steps = make_train_function(model, optimizer, strategy, config.jit_compile)
-    log_path = os.path.join(config.output, "train_log.jsonl")
-    truncate_log(log_path, start)
-    writer = tf.summary.create_file_writer(os.path.join(config.output, "tensorboard", "train"))
-    schedule = make_schedule(config)
+    def _new_window(self) -> None:
+        self.window_sums: dict[str, float] = {}
+        self.window_steps, self.window_start = 0, time.perf_counter()
 
-    step, window_sums, window_steps, window_start = start, tf.zeros([3]), 0, time.perf_counter()
+    def on_epoch_end(self, epoch, logs=None):
+        self.step += self.epoch_steps
+        self.window_steps += self.epoch_steps
+        for name in ("loss", "mlm_loss", "nsp_loss"):
+            if name in logs:
+                self.window_sums[name] = self.window_sums.get(name, 0.0) + float(logs[name]) * self.epoch_steps
+        c = self.config
+        last = self.step == c.steps
+        if self.step % c.log_every == 0 or last:
+            self._log()
+        if self.step % c.checkpoint_every == 0 or last:
+            saving = time.perf_counter()
+            save_checkpoint(self.model, c.output, self.step,
+                            {**self.meta, "data": self.input.state(self.step)}, c.keep_checkpoints)
+            self.window_start += time.perf_counter() - saving  # seq/s counts training time only
+
+    def _log(self) -> None:
+        means = {name: total / self.window_steps for name, total in self.window_sums.items()}
+        if not np.isfinite(means["loss"]):
+            raise TrainerError(f"the loss became {means['loss']} at step {self.step}; lower --learning-rate or use more --warmup-steps")
+        lr = float(ops.convert_to_numpy(self.schedule(self.step - 1)))  # the rate of the last step taken
+        record = {"step": self.step, **means, "lr": lr,
+                  "seq_per_s": self.window_steps * self.config.batch_size / (time.perf_counter() - self.window_start)}
+        self.log_text += json.dumps(record) + "\n"
+        if _is_remote(self.log_path):
+            _write_text(self.log_path, self.log_text)  # object stores cannot append
+        else:
+            with open(self.log_path, "a") as f:
+                f.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            self.writer.write({k: v for k, v in record.items() if k != "step"}, self.step)
+        nsp = f", nsp {means['nsp_loss']:.4f}" if "nsp_loss" in means else ""
+        print(f"step {self.step}/{self.config.steps} loss {means['loss']:.4f} (mlm {means['mlm_loss']:.4f}{nsp}) "
+              f"lr {lr:.3g} {record['seq_per_s']:.1f} seq/s", flush=True)
+        self._new_window()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def fit_segments(start: int, steps: int, window: int) -> list[tuple[int, int]]:
+    """(epochs, steps per epoch) of each fit call from `start` to `steps`: whole windows where the steps allow,
+    shorter stretches where a run starts or ends between two window ends."""
+    segments, step = [], start
+    while step < steps:
+        if step % window or steps - step < window:
+            length = min(window - step % window, steps - step)
+            segments.append((1, length))
+        else:
+            length = (steps - step) // window * window
+            segments.append((length // window, window))
+        step += length
+    return segments
+
+
+def run_steps(config: TrainConfig, model: keras.Model, training_input: TrainingInput, start: int, meta: dict) -> None:
+    """Train from step `start` to config.steps with Keras's fit."""
+    window = math.gcd(config.log_every, config.checkpoint_every)
+    if math.gcd(math.gcd(window, config.steps), start) % config.steps_per_execution:
+        resumed = f" and the step {start} this run resumes from" if start % config.steps_per_execution else ""
+        raise TrainerError(f"--steps-per-execution {config.steps_per_execution} must divide --log-every, "
+                           f"--checkpoint-every and --steps{resumed}")
+    log = StepLog(config, training_input, start, meta)
+    step = start
     try:
-        while step < config.steps:
-            # Stop each execution at the next log or checkpoint step, so both happen at exact step numbers.
-            num_steps = min(
-                config.steps_per_execution,
-                config.steps - step,
-                config.log_every - step % config.log_every,
-                config.checkpoint_every - step % config.checkpoint_every,
-            )
-            window_sums += train_steps(iterator, tf.constant(num_steps))
-            step += num_steps
-            window_steps += num_steps
-            step_counter.assign(step)
-
-            if step % config.log_every == 0 or step == config.steps:
-                loss, mlm_loss, nsp_loss = (window_sums / window_steps).numpy().tolist()  # waits for the device
-                if not np.isfinite(loss):
-                    raise TrainerError(f"the loss became {loss} at step {step}; lower --learning-rate or use more --warmup-steps")
-                elapsed = time.perf_counter() - window_start
-                lr = float(schedule(step - 1))  # the rate of the last step taken
-                record = {
-                    "step": step,
-                    "loss": loss,
-                    "mlm_loss": mlm_loss,
-                    "nsp_loss": nsp_loss,
-                    "lr": lr,
-                    "seq_per_s": window_steps * config.batch_size / elapsed,
-                }
-                with tf.io.gfile.GFile(log_path, "a") as f:
-                    f.write(json.dumps(record) + "\n")
-                write_scalars(writer, {k: v for k, v in record.items() if k != "step"}, step)
-                print(
-                    f"step {step}/{config.steps} loss {loss:.4f} (mlm {mlm_loss:.4f}, nsp {nsp_loss:.4f}) "
-                    f"lr {lr:.3g} {record['seq_per_s']:.1f} seq/s",
-                    flush=True,
-                )
-                window_sums, window_steps, window_start = tf.zeros([3]), 0, time.perf_counter()
-
-            if step % config.checkpoint_every == 0 or step == config.steps:
-                manager.save(checkpoint_number=step)
-    except tf.errors.DataLossError as err:
-        raise corrupt_file_error(find_corrupt_file(files) or config.data, err) from None
-    except tf.errors.InvalidArgumentError as err:
-        if "serialized Example" not in str(err):
+        for epochs, length in fit_segments(start, config.steps, window):
+            log.epoch_steps = length
+            model.fit(training_input.for_fit(step), epochs=epochs, steps_per_epoch=length, verbose=0, callbacks=[log],
+                      shuffle=False)
+            step += epochs * length
+    except Exception as err:
+        message = input_error(err, training_input.source.train_files, config.data)
+        if message is None:
             raise
-        raise TrainerError(f"a record in --data {config.data!r} does not match the feature spec: {str(err).splitlines()[0][:200]}") from None
+        raise message from None
     finally:
-        writer.close()
+        log.close()
+
+
+def evaluate(model: PretrainingModel, source: DataSource, config: TrainConfig, devices: Devices) -> dict[str, float]:
+    """The reference's eval metrics (masked-LM accuracy and loss weighted by masked_lm_weights; NSP means),
+    each accuracy with the baseline that predicting without looking at the input reaches on the same data."""
+    batch_size = config.eval_batch_size or config.batch_size
+    if source.eval_output is not None:
+        data = EvalBatches(new_loader(**loader_args(source, source.eval_output, config, devices, "eval", batch_size)),
+                           config.eval_steps)
+        where = source.eval_output.path
+    else:
+        data = eval_dataset(source.eval_files, batch_size, source.seq_length, source.predictions)
+        if config.eval_steps:
+            data = data.take(config.eval_steps)
+        if next(iter(data.take(1)), None) is None:
+            raise TrainerError(f"--eval-data {config.eval_data!r} holds fewer records than one batch of {batch_size}")
+        where = config.eval_data
+    try:
+        model.evaluate(data, verbose=0)
+    except Exception as err:
+        message = input_error(err, source.eval_files, where)
+        if message is None:
+            raise
+        raise message from None
+    results = model.eval_sums.eval_results(model.config.pair_head)
+    results["eval_steps"] = results["eval_sequences"] // batch_size
+    results["pair_objective"] = source.pair_objective
+    return results
+
+
+def eval_summary(results: dict) -> str:
+    """One line: each metric, and each accuracy next to its baseline."""
+    def metric(name: str) -> str:
+        baseline = f" (baseline {results[EVAL_BASELINES[name]]:.4f})" if name in EVAL_BASELINES else ""
+        return f"{name} {results[name]:.4f}{baseline}"
+
+    names = MLM_METRICS + (NSP_METRICS if "next_sentence_accuracy" in results else ())
+    pair = "" if "next_sentence_accuracy" in results else " (no pair objective: no next-sentence metrics)"
+    return "eval: " + ", ".join(metric(name) for name in names) + pair
 
 
 # ----------------------------------------------------------------------------- command line
-
-
-def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `bertcorpus train` and `python -m trainer.train`; dests are TrainConfig field names."""
-    d = TrainConfig(data="", output="")
-    parser.add_argument("--data", required=True, help="training records: comma-separated globs, e.g. 'out/seq128/train-*'")
-    parser.add_argument("--eval-data", help="eval records (globs); evaluated once at the end of training")
-    parser.add_argument("--output", required=True, help="run directory: checkpoints, logs, eval results; rerun to resume")
-    parser.add_argument("--config", dest="model", default=d.model, choices=list(PRESETS), help="model size (default: %(default)s)")
-    parser.add_argument("--vocab-size", type=int, default=d.vocab_size,
-                        help="tokens in the vocab the records were made with; a smaller vocab makes a smaller, faster model (default: %(default)s)")
-    parser.add_argument("--init-checkpoint", help="start from the weights of this run directory or checkpoint (phase 2)")
-    parser.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size (default: %(default)s)")
-    parser.add_argument("--eval-batch-size", type=int, help="default: --batch-size")
-    parser.add_argument("--steps", type=int, default=d.steps, help="total training steps (default: %(default)s)")
-    parser.add_argument("--max-seq-length", type=int, default=d.max_seq_length, help="L of the records (default: %(default)s)")
-    parser.add_argument("--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq, help="P of the records (default: %(default)s)")
-    rates = ", ".join(f"{name} {rate:g}" for name, rate in PRESET_LEARNING_RATES.items())
-    parser.add_argument("--learning-rate", type=float, help=f"peak learning rate (default by --config: {rates})")
-    parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps, capped at --steps (default: --warmup-fraction of --steps)")
-    parser.add_argument("--warmup-fraction", type=float, default=d.warmup_fraction,
-                        help="warm-up as a share of --steps, when --warmup-steps is not given (default: %(default)s)")
-    parser.add_argument("--optimizer", default=d.optimizer, choices=["adamw", "lamb"], help="default: %(default)s")
-    parser.add_argument("--weight-decay", type=float, default=d.weight_decay, help="not applied to LayerNorm and biases (default: %(default)s)")
-    parser.add_argument("--beta1", type=float, default=d.beta1, help="default: %(default)s")
-    parser.add_argument("--beta2", type=float, default=d.beta2, help="default: %(default)s")
-    parser.add_argument("--epsilon", type=float, default=d.epsilon, help="default: %(default)s")
-    parser.add_argument("--clip-norm", type=float, default=d.clip_norm, help="global gradient-norm clip, 0 = off (default: %(default)s)")
-    parser.add_argument("--mixed-precision", default=d.mixed_precision, choices=list(PRECISIONS),
-                        help="auto = bf16 on TPU and Ampere-or-newer GPUs, fp32 otherwise (default: %(default)s)")
-    parser.add_argument("--jit-compile", action=argparse.BooleanOptionalAction, default=d.jit_compile, help="compile the step with XLA (default: on)")
-    parser.add_argument("--steps-per-execution", type=int, default=d.steps_per_execution, help="steps per tf.function call (default: %(default)s)")
-    parser.add_argument("--strategy", default=d.strategy, choices=list(STRATEGIES), help="tf.distribute strategy (default: %(default)s)")
-    parser.add_argument("--tpu", help="TPU name or grpc:// address (default: $TPU_NAME, or the local TPU VM)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="default: %(default)s")
-    parser.add_argument("--log-every", type=int, default=d.log_every, help="steps between log lines (default: %(default)s)")
-    parser.add_argument("--eval-steps", type=int, help="eval batches (default: one full pass over --eval-data)")
-    parser.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="default: %(default)s")
-    parser.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints, help="default: %(default)s")
-    parser.add_argument("--shuffle-buffer", type=int, default=d.shuffle_buffer, help="records (default: %(default)s)")
-
-
-def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)})
 
 
 def run_train(args: argparse.Namespace) -> int:
