@@ -19,8 +19,9 @@ venv: $(VENV)/.installed-test
 demo: $(VENV)/.installed-train
 	$(VENV)/bin/bertcorpus demo --output demo-out
 
+# Two test processes (pytest-xdist), one per core of the 2-core machines the suite is sized for.
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q -n 2 tests
 
 clean:
 	rm -rf $(VENV) demo-out

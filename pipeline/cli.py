@@ -36,12 +36,12 @@ def _commands() -> dict:
         "extract-wiki": ("pipeline.extract_wiki", "Wikipedia XML dumps → article prose as documents Parquet"),
         "extract-books": ("pipeline.extract_books", "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet"),
         "vocab": ("pipeline.vocab", "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)"),
-        "create": ("pipeline.create", "documents → NSP pairs + masked-LM instances → sharded TFRecords"),
+        "create": ("pipeline.create", "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet"),
         "inspect": ("pipeline.inspect_records", "print decoded examples from a TFRecord or Parquet shard"),
         "stats": ("pipeline.stats", "a data card for documents, records or a run: stats.json, report.html, plots"),
         "run": ("pipeline.jobs", "run a named job from beam_jobs.yaml with a runner profile"),
         "demo": ("pipeline.demo", "run the chain on the real samples bundled in the repository"),
-        "train": ("pipeline.train", "pretrain a BERT model on the TFRecords (Keras; TPU, GPUs or CPU)"),
+        "train": ("pipeline.train_command", "pretrain a BERT model on a create output (Keras on TensorFlow, JAX or PyTorch)"),
         "graph": ("pipeline.graph", "draw a named job's Beam graph offline (.dot, and .png with graphviz)"),
     }
 

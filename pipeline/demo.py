@@ -52,7 +52,7 @@ def _eval_counts(path: Path) -> str:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from pipeline import cli, train as train_command
+    from pipeline import cli, train_command
 
     out = Path(args.output).resolve()
     wiki, books, vocab, records, train = (out / "wiki", out / "books", out / "vocab.txt", out / "records",

@@ -11,10 +11,11 @@
 
 This is not a Beam job: the statistics of even a full corpus are a single sequential read, and a sample cap
 (--max-records, --max-documents) bounds the time. Memory is bounded by construction: fixed-size counters,
-one Parquet row group or one batch of records at a time (see stats_card.py for the Parquet form's one flag per
+one Parquet row group or one batch of records at a time (see stats_records.py for the Parquet form's one flag per
 instance).
 
-stats_card.py reads the stages into the card, stats_plots.py draws its plots, stats_html.py writes the report:
+stats_stages.py finds the stages, stats_card.py reads them into the card (stats_records.py its records), stats_plots.py draws
+its plots, stats_html.py writes the report:
 what was built first, then the plots, the documents, and the lineage last.
 """
 from __future__ import annotations
@@ -24,7 +25,8 @@ import sys
 from pathlib import Path
 
 from pipeline.errors import UserError
-from pipeline.stats_card import REPORT_FILES, STATS, build_card
+from pipeline.stats_card import build_card
+from pipeline.stats_stages import REPORT_FILES, STATS
 from pipeline.stats_html import render_html
 from pipeline.stats_plots import write_plots
 

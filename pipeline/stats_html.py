@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from pipeline.stats_card import REPORT_FILES, STATS
+from pipeline.stats_stages import REPORT_FILES, STATS
 from pipeline.stats_plots import PLOT_PIXELS
 
 STYLE = """

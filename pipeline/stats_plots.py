@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.stats_card import SPLITS
+from pipeline.stats_stages import SPLITS
 
 PLOT_INCHES = (6.0, 3.2)
 PLOT_DPI = 150  # sharper than the report shows them, for screens of high pixel density
