@@ -96,6 +96,6 @@ def run(args, beam_args: list[str]) -> int:
     width = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
     print("\nbertcorpus demo summary")
     for row in [header] + rows:
-        print("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, width)))
+        print(("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, width))).rstrip())
     print(f"\ndata card: {out / 'report.html'}")
     return 0
