@@ -201,3 +201,16 @@ def test_an_empty_train_split_is_refused(tmp_path, capsys):
                    "0.5", *LOCAL) == 2
     err = capsys.readouterr().err
     assert "train split of seq128 holds no instance" in err and not (tmp_path / "o" / "manifest.json").exists()
+
+
+def test_a_casing_flag_that_disagrees_with_the_vocab_is_named_with_its_unk_share(tmp_path, capsys, books_jsonl):
+    # The uncased BERT vocab with --no-do-lower-case: capitalised words become [UNK] or more pieces.
+    assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", tmp_path / "cased", *LOCAL,
+                   "--no-do-lower-case", "--dupe-factor", "1") == 0
+    err = capsys.readouterr().err
+    assert "warning: the vocab" in err and "looks uncased" in err and "pass --do-lower-case" in err
+    counts = json.loads((tmp_path / "cased" / "manifest.json").read_text())["counts"]
+    assert counts["unk_tokens"] / counts["tokens"] > 0.01 and "[UNK]" in err
+    assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", tmp_path / "uncased", *LOCAL,
+                   "--dupe-factor", "1") == 0
+    assert "warning" not in capsys.readouterr().err
