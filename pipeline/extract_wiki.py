@@ -35,9 +35,10 @@ from pipeline.input_reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
 from pipeline.input_streams import MIB, HashingReader, estimated_text_bytes, hashed_to_the_end
 from pipeline.job_flags import (LOCAL_FOLDERS_HELP, add_error_limits, add_files, check_error_rate, positive_float,
                                 positive_int)
+from pipeline.wiki_losses import count_loss, loss_check, loss_rows, pages_lost, pages_lost_entry, with_pages_lost
 from transforms.seeding import python_rng
 from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
-from transforms.wiki_pages import Page, PageError, SiteInfo, iter_pages, open_dump, read_siteinfo
+from transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
 from transforms.wikitext import clean_wikitext, is_disambiguation
 
 JOB = "extract-wiki"
@@ -116,21 +117,6 @@ def _read_dump_header(path: str) -> Dump:
     return Dump(path, wiki_name(site, path), site)
 
 
-def _pages_lost(losses: Counter) -> dict:
-    """The input description's part that says what its damage took: nothing where nothing was damaged."""
-    return {"pages_lost": dict(sorted(losses.items()))} if losses else {}
-
-
-def _with_pages_lost(element):
-    """(path, {'input': [description], 'lost': [losses]}) → the description with the pages the file lost."""
-    _, joined = element
-    lost = Counter()
-    for losses in joined["lost"]:
-        lost.update(losses)
-    for description in joined["input"]:
-        yield {**description, **_pages_lost(lost)}
-
-
 def _head_tail_fingerprint(f, size: int) -> dict:
     """A file too big to hash cheaply is fingerprinted by its size and a sha256 of its first and last MiB."""
     f.seek(0)
@@ -139,14 +125,6 @@ def _head_tail_fingerprint(f, size: int) -> dict:
     head = f.read(MIB)
     f.seek(size - MIB)
     return {"sha256_first_and_last_mib": hashlib.sha256(head + f.read(MIB)).hexdigest()}
-
-
-def count_loss(losses: Counter, error: PageError) -> None:
-    """Add the pages a damaged stretch took to a file's losses: counted (from the index), estimated, or, where that
-    cannot be told, one more stretch of unknown content."""
-    if error.lost is not None:
-        kind = "unknown" if error.lost.pages is None else "estimated" if error.lost.estimated else "counted"
-        losses[kind] += 1 if error.lost.pages is None else error.lost.pages
 
 
 def _route(dump: Dump, items, losses: Counter):
@@ -184,7 +162,7 @@ class ReadDumpFiles(beam.DoFn):
             yield from _route(dump, iter_pages(open_dump(hashed)), losses)
             hashed_to_the_end(hashed)
         yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256,
-                                                  **_pages_lost(losses)})
+                                                  **pages_lost_entry(losses)})
 
 
 class PlanByteRanges(beam.DoFn):
@@ -288,7 +266,7 @@ class ExtractWikipedia(beam.PTransform):
             inputs = ({"input": planned.inputs | "key inputs by path" >> beam.Map(lambda i: (i["path"], i)),
                        "lost": losses}
                       | "join losses to inputs" >> beam.CoGroupByKey()
-                      | "inputs with their losses" >> beam.FlatMap(_with_pages_lost))
+                      | "inputs with their losses" >> beam.FlatMap(with_pages_lost))
             rejected = (planned.errors, read.errors) | "merge errors" >> beam.Flatten()
             read_counts = (planned[tally.TALLY], read[tally.TALLY]) | "merge read counts" >> beam.Flatten()
         else:
@@ -379,39 +357,6 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     return WikiConfig(inputs=inputs, output=args.output, index=index, num_shards=num_shards,
                       min_chars=args.min_chars, source=args.source, range_mb=args.range_mb or 0.0,
                       strict=args.strict, max_error_rate=args.max_error_rate)
-
-
-def pages_lost(manifest: dict) -> Counter:
-    """The pages the inputs' damage took, summed: counted (from an index), estimated, and the damaged stretches
-    whose pages cannot be told (unknown)."""
-    total = Counter()
-    for entry in manifest["inputs"]:
-        total.update(entry.get("pages_lost", {}))
-    return total
-
-
-def loss_rows(lost: Counter) -> list[tuple[str, str]]:
-    if not lost:
-        return []
-    parts = [f"{lost['counted']:,} counted from the index"] if "counted" in lost else []
-    if "estimated" in lost:
-        parts.append(f"about {lost['estimated']:,} estimated from the damaged bytes")
-    if lost["unknown"]:
-        parts.append(f"unknown in {lost['unknown']:,} damaged stretch{'es' * (lost['unknown'] != 1)}")
-    return [("pages lost", ", ".join(parts))]
-
-
-def loss_check(manifest: dict, max_error_rate: float) -> str | None:
-    """Why the run must exit non-zero when the pages lost with damaged stretches count too: (errors + pages lost) /
-    (read + pages lost) above --max-error-rate. None where nothing was lost, or not enough."""
-    lost = pages_lost(manifest)
-    pages = lost["counted"] + lost["estimated"]
-    errors, read = manifest["documents"]["errors"], manifest["documents"]["read"]
-    if not pages or (errors + pages) / (read + pages) <= max_error_rate:
-        return None
-    estimated = f", about {lost['estimated']:,} of them estimated" if lost["estimated"] else ""
-    return (f"{errors:,} errors and {pages:,} pages lost{estimated}, in {read + pages:,} read or lost "
-            f"({(errors + pages) / (read + pages):.2%}), is over --max-error-rate {max_error_rate:g}")
 
 
 def run(args, beam_args: list[str]) -> int:
