@@ -173,7 +173,8 @@ def build(config_name: str, seq_len: int, predictions: int, batch_size: int, pre
     import keras
 
     from trainer.config import BertConfig, TrainConfig
-    from trainer.train import build_model, choose_devices
+    from trainer.devices import choose_devices
+    from trainer.train import build_model
 
     config = TrainConfig(data="", output="", model=config_name, batch_size=batch_size, steps=10**6, warmup_steps=10,
                          mixed_precision=precision, strategy=strategy, steps_per_execution=steps_per_execution)

@@ -22,11 +22,10 @@ keras = pytest.importorskip("keras")
 
 from trainer.data import CreateOutput, TrainerError, check_records, eval_dataset, list_files, train_dataset  # noqa: E402
 from trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count  # noqa: E402
+from trainer.devices import choose_precision, choose_strategy_name  # noqa: E402
 from trainer.train import (  # noqa: E402
     PRESET_LEARNING_RATES,
     TrainConfig,
-    choose_precision,
-    choose_strategy_name,
     fit_segments,
     main,
     peak_learning_rate,
@@ -140,6 +139,13 @@ def test_glob_that_matches_nothing(tmp_path, capsys):
     code = main(["--data", str(tmp_path / "nothing-*.tfrecord"), "--output", str(tmp_path / "run"), "--config", "tiny"])
     assert code == 2
     assert capsys.readouterr().err.strip() == f"error: no files match '{tmp_path / 'nothing-*.tfrecord'}'"
+
+
+def test_a_glob_that_cannot_be_listed_is_one_line(tmp_path, capsys):
+    code = main(["--data", "nosuchscheme://bucket/*.tfrecord", "--output", str(tmp_path / "run"), "--config", "tiny"])
+    assert code == 2
+    assert capsys.readouterr().err.strip().startswith(
+        "error: cannot list nosuchscheme://bucket/*.tfrecord: File system scheme 'nosuchscheme' not implemented")
 
 
 def test_corrupt_record_file_is_named(records_dir, tmp_path, capsys):
@@ -332,8 +338,9 @@ import dataclasses, json, sys
 import tensorflow as tf
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import trainer.devices
 import trainer.train as tt
-tt.make_strategy = lambda name, tpu: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+trainer.devices.make_strategy = lambda name, tpu: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 config = tt.TrainConfig(data=sys.argv[1], output=sys.argv[2], model="tiny", batch_size=8,
                         steps=2, warmup_steps=2, log_every=2, eval_steps=2, strategy="mirrored")
 print(json.dumps(dataclasses.asdict(tt.train(config))))

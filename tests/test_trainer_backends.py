@@ -148,6 +148,40 @@ def test_resume_is_exact_on_jax(jax_runs):
     assert [r["loss"] for r in read_log(jax_runs["stopped"])] == [r["loss"] for r in read_log(jax_runs["through"])][2:]
 
 
+def test_a_run_on_gcs_resumes_exactly_and_keeps_its_last_checkpoint(gcs, jax_runs, dynamic_outputs, tmp_path):
+    """--output gs://…: a run stopped after its checkpoint at step 2 (the local run's, uploaded) and run again ends
+    with the local run's step-4 weights and losses; the store keeps only the last checkpoint (--keep-checkpoints 1),
+    and phase 2 starts from the store."""
+    url = gcs.url("trainer", "run")
+    for f in sorted((jax_runs["through"] / "checkpoints" / "ckpt-2").iterdir()):
+        gcs.upload(f, f"{url}/checkpoints/ckpt-2/{f.name}")
+    short = ["--config", "tiny", "--batch-size", str(BATCH), "--eval-data", "none", "--log-every", "1",
+             "--checkpoint-every", "2", "--keep-checkpoints", "1", "--data", str(dynamic_outputs["nsp"])]
+    done = run_on_jax(["train", *short, "--steps", "4", "--output", url],
+                      ["train", *short, "--steps", "2", "--output", url + "-phase2", "--init-checkpoint", url])
+    assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) == [0] * 2, done.stderr[-3000:]
+    assert f"resuming from {url}/checkpoints/ckpt-2 at step 2" in done.stdout
+    assert f"initialised the model from {url}/checkpoints/ckpt-4" in done.stdout
+
+    assert sorted(name for name in gcs.objects(url) if name.startswith("checkpoints/")) == [
+        "checkpoints/ckpt-4/checkpoint.json", "checkpoints/ckpt-4/model.weights.h5", "checkpoints/ckpt-4/random_state.npz"]
+    local = tmp_path / "run"
+    for name in ("train_log.jsonl", "checkpoints/ckpt-4/random_state.npz"):
+        gcs.download(f"{url}/{name}", local / name)
+    assert [r["loss"] for r in read_log(local)] == [r["loss"] for r in read_log(jax_runs["through"])][2:]
+    through = jax_runs["through"] / "checkpoints" / "ckpt-4" / "random_state.npz"
+    with np.load(local / "checkpoints/ckpt-4/random_state.npz") as remote, np.load(through) as here:
+        assert remote.files == here.files and all(np.array_equal(remote[k], here[k]) for k in here.files)
+    assert "checkpoints/ckpt-2/checkpoint.json" in gcs.objects(url + "-phase2")
+
+    missing = gcs.url("trainer", "missing")
+    done = subprocess.run([sys.executable, "-c", _CLI, "train", "--backend", "jax", "--data", missing, "--output",
+                           str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2 and one_error_line(done.stderr) == (
+        f"bertcorpus train: error: {missing} is neither a finished `bertcorpus create` output (no {missing}/manifest.json) "
+        f"nor a file (TFRecords made elsewhere are given as globs, e.g. '{missing}/*.tfrecord')")
+
+
 # ----------------------------------------------------------------------------- one-line errors
 
 

@@ -21,6 +21,7 @@ import keras
 import numpy as np
 
 from trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError  # noqa: F401  (TrainerError: part of this module's interface)
+from trainer.storage import exists, is_remote, read_text
 
 MANIFEST = "manifest.json"
 NO_EVAL = "none"
@@ -58,37 +59,18 @@ def _tf():
 # ----------------------------------------------------------------------------- `create` outputs
 
 
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def _read_text(path: str) -> str:
-    if _is_remote(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        with FileSystems.open(path) as f:
-            return f.read().decode("utf-8")
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def _exists(path: str) -> bool:
-    if _is_remote(path):
-        from apache_beam.io.filesystems import FileSystems
-
-        return FileSystems.exists(path)
-    return os.path.exists(path)
-
-
 def is_create_output(data: str) -> bool:
     """Whether --data names a `create` output folder rather than TFRecord globs."""
     if any(c in data for c in "*?[,"):
         return False
-    if _exists(f"{data.rstrip('/')}/{MANIFEST}"):
+    if exists(f"{data.rstrip('/')}/{MANIFEST}"):
         return True
-    if not _is_remote(data) and os.path.isdir(data):
+    if not is_remote(data) and os.path.isdir(data):
         raise TrainerError(f"{data} has no {MANIFEST}: not a finished `bertcorpus create` output (TFRecords made "
                            f"elsewhere are given as globs, e.g. '{os.path.join(data, '*.tfrecord')}')")
+    if is_remote(data) and not exists(data):  # a remote folder is only a prefix: exists() is False for it too
+        raise TrainerError(f"{data} is neither a finished `bertcorpus create` output (no {data.rstrip('/')}/{MANIFEST}) "
+                           f"nor a file (TFRecords made elsewhere are given as globs, e.g. '{data.rstrip('/')}/*.tfrecord')")
     return False
 
 
@@ -107,7 +89,7 @@ class CreateOutput:
     def read(cls, path: str) -> CreateOutput:
         path = path.rstrip("/")
         try:
-            manifest = json.loads(_read_text(f"{path}/{MANIFEST}"))
+            manifest = json.loads(read_text(f"{path}/{MANIFEST}"))
         except (OSError, ValueError) as err:
             raise TrainerError(f"cannot read {path}/{MANIFEST}: {err}") from None
         if manifest.get("job") != "create" or "outputs" not in manifest:
@@ -142,7 +124,7 @@ def _vocab_size(path: str, vocab: dict) -> int | None:
         candidates.append(vocab["path"])
     for candidate in candidates:
         try:
-            text = _read_text(candidate)
+            text = read_text(candidate)
         except OSError:
             continue
         if candidate == vocab.get("path") and hashlib.sha256(text.encode("utf-8")).hexdigest() != vocab.get("sha256"):
@@ -291,7 +273,10 @@ def list_files(patterns: str) -> list[str]:
     for pattern in (p.strip() for p in patterns.split(",")):
         if not pattern:
             continue
-        matches = tf.io.gfile.glob(pattern)
+        try:
+            matches = tf.io.gfile.glob(pattern)
+        except tf.errors.OpError as err:
+            raise TrainerError(f"cannot list {pattern}: {str(err).splitlines()[0]}") from None
         if not matches:
             raise TrainerError(f"no files match {pattern!r}")
         files.extend(matches)

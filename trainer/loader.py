@@ -29,8 +29,9 @@ import numpy as np
 
 from trainer.epoch_plan import EpochPlan
 from trainer.record_files import (BLOCK_ROWS, CACHED_BLOCKS, IndexCache, InstanceRows, LoaderError, ParquetShard,
-                                  Shard, TFRecordShard, default_cache_dir, read_bytes, read_dataset,
-                                  scan_tfrecord_offsets, tfrecord_lengths, write_tfrecord_indexes)
+                                  Shard, TFRecordShard, default_cache_dir, read_dataset, scan_tfrecord_offsets,
+                                  tfrecord_lengths, write_tfrecord_indexes)
+from trainer.storage import read_bytes
 from transforms.bucket_instances import bin_edges
 from transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
 from transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids

@@ -22,6 +22,7 @@ from google_crc32c import value as crc32c
 from transforms.example_decoding import joined_records, parse_examples
 from transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
 from transforms.tfrecord import masked_crc32c
+from trainer.storage import is_remote, join, list_names, open_binary, read_bytes
 
 BLOCK_ROWS = ROW_GROUP_ROWS  # instances per block: a Parquet row group of the dynamic form; a run of TFRecords
 _SCAN_CHUNK = 8 << 20
@@ -31,41 +32,6 @@ _INSTANCE_COLUMNS = tuple(instance_schema(0).names)
 
 class LoaderError(ValueError):
     """Input the loader cannot use (a path, an argument, the data, a saved state); the message is one line."""
-
-
-# ------------------------------------------------------------------------------------------------ storage
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def _join(base: str, relative: str) -> str:
-    return base.rstrip("/") + "/" + relative if _is_remote(base) else str(Path(base) / relative)
-
-
-def _open(path: str):
-    """A binary file object: a plain file locally, Beam's FileSystems for gs:// and other remote paths."""
-    if not _is_remote(path):
-        return open(path, "rb")
-    from apache_beam.io.filesystems import FileSystems  # only remote paths pay for importing Beam
-
-    return FileSystems.open(path, compression_type="uncompressed")
-
-
-def read_bytes(path: str) -> bytes:
-    with _open(path) as f:
-        return f.read()
-
-
-def _list_names(directory: str) -> list[str]:
-    """Names of the files directly in a directory (for a remote path: the objects under its prefix)."""
-    if not _is_remote(directory):
-        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-    from apache_beam.io.filesystems import FileSystems
-
-    prefix = directory.rstrip("/") + "/"
-    found = FileSystems.match([prefix + "*"])[0].metadata_list
-    return sorted(m.path[len(prefix):] for m in found if "/" not in m.path[len(prefix):])
 
 
 def default_cache_dir() -> Path:
@@ -116,7 +82,7 @@ class Dataset:
 
 def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     output_dir = str(output_dir)
-    manifest_path = _join(output_dir, "manifest.json")
+    manifest_path = join(output_dir, "manifest.json")
     try:
         manifest = json.loads(read_bytes(manifest_path))
     except FileNotFoundError:
@@ -137,19 +103,19 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     suffix = {"tfrecord": ".tfrecord", "parquet": ".parquet"}.get(file_format)
     if suffix is None:
         raise LoaderError(f"{manifest_path}: unknown file format {file_format!r}")
-    found = [n for n in _list_names(_join(output_dir, name)) if n.endswith((".tfrecord", ".parquet"))]
+    found = [n for n in list_names(join(output_dir, name)) if n.endswith((".tfrecord", ".parquet"))]
     kinds = {n.rsplit(".", 1)[1] for n in found}
     if len(kinds) > 1:
-        raise LoaderError(f"{_join(output_dir, name)} mixes TFRecord and Parquet files; point the loader at the "
+        raise LoaderError(f"{join(output_dir, name)} mixes TFRecord and Parquet files; point the loader at the "
                           f"output of one `bertcorpus create` run")
-    shards = tuple(Shard(_join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"])
+    shards = tuple(Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"])
                    for s in entry[split]["shards"])
     for shard in shards:
         if not shard.name.endswith(suffix) or Path(shard.name).name not in found:
             raise LoaderError(f"{shard.path} is missing or is not the {file_format} file that the manifest lists")
     config = manifest.get("config") or {}
     vocab = manifest.get("vocab") or {}
-    vocab_path = _join(output_dir, vocab["copy"]) if vocab.get("copy") else vocab.get("path")
+    vocab_path = join(output_dir, vocab["copy"]) if vocab.get("copy") else vocab.get("path")
     return Dataset(output_dir, seq_length, split, int(entry["max_predictions_per_seq"]),
                    form.get("masking", "static"), form.get("pair_objective", "nsp"), file_format,
                    form.get("bin_size"), entry[split].get("bins"), shards, float(config.get("masked_lm_prob", 0.15)),
@@ -199,7 +165,7 @@ def scan_tfrecord_offsets(path: str, sha256: str | None = None) -> np.ndarray:
     offsets = [0]
     pos = buf_start = 0
     buf = b""
-    with _open(path) as f:
+    with open_binary(path) as f:
         while True:
             chunk = f.read(_SCAN_CHUNK)
             if not chunk:
@@ -258,7 +224,7 @@ class ParquetShard:
         self.shard = shard
         self.seq_length = seq_length
         try:
-            self.file = pq.ParquetFile(_open(shard.path))
+            self.file = pq.ParquetFile(open_binary(shard.path))
         except Exception as e:  # pyarrow's ArrowInvalid and friends: the file is no Parquet
             raise LoaderError(f"{shard.path} is not a Parquet file: {str(e).splitlines()[0]}") from None
         _check_instance_schema(self.file.schema_arrow, shard.path)
@@ -293,7 +259,7 @@ class TFRecordShard:
         self.offsets = offsets
         self.blocks = blocks  # the process's cache of remote blocks, shared by its shards
         self.map = None
-        if not _is_remote(shard.path):
+        if not is_remote(shard.path):
             with open(shard.path, "rb") as f:
                 self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
             if len(self.map) != offsets[-1]:
@@ -325,7 +291,7 @@ class TFRecordShard:
             return found
         first = int(self.offsets[block * BLOCK_ROWS])
         stop = int(self.offsets[min((block + 1) * BLOCK_ROWS, len(self.offsets) - 1)])
-        with _open(self.shard.path) as f:
+        with open_binary(self.shard.path) as f:
             f.seek(first)
             found = self.blocks[key] = (first, f.read(stop - first))
         while len(self.blocks) > CACHED_BLOCKS:
@@ -357,7 +323,7 @@ def write_tfrecord_indexes(output_dir: str, destination: str, cache_dir: str | N
     """Index files for the `tfrecord` package (one "offset length" line per record) of every TFRecord shard of a
     create output, written under destination with the shards' relative paths plus ".index"."""
     output_dir = str(output_dir)
-    manifest = json.loads(read_bytes(_join(output_dir, "manifest.json")))
+    manifest = json.loads(read_bytes(join(output_dir, "manifest.json")))
     cache = IndexCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     written = []
     for seq in manifest["outputs"].values():
@@ -367,7 +333,7 @@ def write_tfrecord_indexes(output_dir: str, destination: str, cache_dir: str | N
                     continue
                 offsets = cache.load(entry["sha256"], "offsets")
                 if offsets is None:
-                    offsets = scan_tfrecord_offsets(_join(output_dir, entry["path"]), entry["sha256"])
+                    offsets = scan_tfrecord_offsets(join(output_dir, entry["path"]), entry["sha256"])
                     cache.store(entry["sha256"], "offsets", offsets)
                 target = Path(destination) / (entry["path"] + ".index")
                 target.parent.mkdir(parents=True, exist_ok=True)

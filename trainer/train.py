@@ -22,17 +22,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import glob
 import json
 import math
 import os
 import random
 import re
-import shutil
 import sys
-import tempfile
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 from trainer.config import TrainerError, choose_backend, requested_backend
@@ -49,13 +45,19 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
+from trainer.checkpoints import (  # noqa: E402
+    checkpoint_steps,
+    load_init_checkpoint,
+    read_checkpoint_meta,
+    refuse_old_checkpoints,
+    restore_checkpoint,
+    save_checkpoint,
+)
 from trainer.config import (  # noqa: E402
     DEFAULT_PREDICTIONS,
     DEFAULT_SEQ_LENGTH,
-    PRECISIONS,
     PRESET_LEARNING_RATES,
     PRESETS,
-    STRATEGIES,
     BertConfig,
     TrainConfig,
     add_train_arguments,
@@ -76,7 +78,9 @@ from trainer.data import (  # noqa: E402
     new_loader,
     train_dataset,
 )
+from trainer.devices import Devices, choose_devices  # noqa: E402
 from trainer.model import BertPretrainer, dummy_batch, parameter_count, prediction_losses, pretraining_loss  # noqa: E402
+from trainer.storage import exists, is_remote, join, read_text, write_text  # noqa: E402
 
 KERAS_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
@@ -84,12 +88,6 @@ NSP_METRICS = ("next_sentence_accuracy", "next_sentence_loss")
 # What a model that learned nothing from the inputs scores on the same eval data: always the most frequent
 # masked token, always the more frequent next-sentence label.
 EVAL_BASELINES = {"masked_lm_accuracy": "masked_lm_baseline_accuracy", "next_sentence_accuracy": "next_sentence_baseline_accuracy"}
-CHECKPOINTS = "checkpoints"
-CHECKPOINT_META = "checkpoint.json"  # written last: a checkpoint folder without it is unfinished
-# Keras's weights file of the compiled model: the weights and the optimizer's variables, on any backend; a plain
-# trainer.model.BertPretrainer loads the weights from it.
-WEIGHTS_FILE = "model.weights.h5"
-RANDOM_STATE_FILE = "random_state.npz"  # the dropout layers' generator states, which the weights file leaves out
 
 
 @dataclass
@@ -99,120 +97,7 @@ class TrainResult:
     eval_results: dict[str, float] | None
 
 
-# ----------------------------------------------------------------------------- devices
-
-
-def choose_strategy_name(requested: str, tpu_available: bool, num_gpus: int, no_tpu: str = "no TPU was found (pass --tpu NAME or set TPU_NAME)") -> str:
-    """How to use the devices: auto picks TPU, then several GPUs, then one GPU, then the default."""
-    if requested not in STRATEGIES:
-        raise TrainerError(f"unknown --strategy {requested!r}; choose from {', '.join(STRATEGIES)}")
-    if requested == "auto":
-        if tpu_available:
-            return "tpu"
-        if num_gpus > 1:
-            return "mirrored"
-        return "one_device" if num_gpus == 1 else "default"
-    if requested == "tpu" and not tpu_available:
-        raise TrainerError(f"--strategy tpu but {no_tpu}")
-    return requested
-
-
-def choose_precision(requested: str, on_tpu: bool, gpu_compute_capabilities: list[tuple[int, int]]) -> str:
-    """auto: bf16 on TPUs and on GPUs of compute capability 8.0 (Ampere) or newer, else fp32."""
-    if requested not in PRECISIONS:
-        raise TrainerError(f"unknown --mixed-precision {requested!r}; choose from {', '.join(PRECISIONS)}")
-    if requested == "fp16" and on_tpu:
-        raise TrainerError("--mixed-precision fp16 is not supported on TPU; use bf16")
-    if requested != "auto":
-        return requested
-    if on_tpu or (gpu_compute_capabilities and min(gpu_compute_capabilities) >= (8, 0)):
-        return "bf16"
-    return "fp32"
-
-
-def tpu_available(tpu: str | None) -> bool:
-    # A TPU VM exposes /dev/accel*; a TPU node is named by --tpu or TPU_NAME. Asking TPUClusterResolver
-    # instead would query the GCE metadata server, which hangs on machines outside Google Cloud.
-    return bool(tpu or os.environ.get("TPU_NAME") or glob.glob("/dev/accel*"))
-
-
-def make_strategy(name: str, tpu: str | None):
-    """The tf.distribute strategy of that name."""
-    import tensorflow as tf
-
-    if name == "tpu":
-        try:
-            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or os.environ.get("TPU_NAME") or "local")
-            tf.config.experimental_connect_to_cluster(resolver)
-            tf.tpu.experimental.initialize_tpu_system(resolver)
-        except (ValueError, tf.errors.OpError) as err:
-            raise TrainerError(f"cannot start the TPU: {str(err).splitlines()[0]}") from None
-        return tf.distribute.TPUStrategy(resolver)
-    if name == "mirrored":
-        return tf.distribute.MirroredStrategy()
-    if name == "one_device":
-        return tf.distribute.OneDeviceStrategy("/gpu:0" if tf.config.list_physical_devices("GPU") else "/cpu:0")
-    return tf.distribute.get_strategy()
-
-
-@dataclass
-class Devices:
-    """The devices a run uses, however the backend names them."""
-
-    strategy: str  # one of STRATEGIES but auto
-    precision: str
-    replicas: int  # devices a global batch is split over
-    scope: object  # a context manager in which the model and the optimizer are made
-    rank: int = 0  # this process among those that read the data (JAX on several hosts)
-    world_size: int = 1
-    jit_compile: bool = True
-
-
-def choose_devices(config: TrainConfig, backend: str) -> Devices:
-    jit_compile = config.jit_compile if config.jit_compile is not None else backend != "torch"
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        on_tpu = tpu_available(config.tpu)
-        gpus = [] if on_tpu else tf.config.list_physical_devices("GPU")
-        capabilities = [tuple(tf.config.experimental.get_device_details(g).get("compute_capability", (0, 0))) for g in gpus]
-        name = choose_strategy_name(config.strategy, on_tpu, len(capabilities))
-        precision = choose_precision(config.mixed_precision, name == "tpu", capabilities)
-        strategy = make_strategy(name, config.tpu)
-        replicas = strategy.num_replicas_in_sync
-        if replicas > 1 and name != "tpu":
-            # Keras's fit under MirroredStrategy fails with XLA (variables on other devices than the compiled step)
-            # and with several steps per call; JAX has neither limit.
-            if config.jit_compile or config.steps_per_execution > 1:
-                raise TrainerError("Keras's fit cannot compile the step (--jit-compile) or run several steps per call "
-                                   "(--steps-per-execution) under TensorFlow's MirroredStrategy; leave them out, or "
-                                   "use --backend jax for several GPUs")
-            jit_compile = False
-        return Devices(name, precision, replicas, strategy.scope(), jit_compile=jit_compile)
-    if backend == "jax":
-        import jax
-
-        devices = jax.devices()
-        platform = devices[0].platform
-        gpus = [d for d in devices if d.platform == "gpu"]
-        capabilities = [tuple(int(part) for part in str(getattr(d, "compute_capability", "0.0")).split(".")[:2]) for d in gpus]
-        found = ", ".join(sorted({d.platform for d in devices}))
-        name = choose_strategy_name(config.strategy, platform == "tpu", len(gpus), no_tpu=f"JAX finds no TPU (its devices: {found})")
-        precision = choose_precision(config.mixed_precision, platform == "tpu", capabilities)
-        replicas = 1
-        if name in ("tpu", "mirrored") and len(devices) > 1:
-            keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
-            replicas = len(devices)
-        return Devices(name, precision, replicas, nullcontext(), jax.process_index(), jax.process_count(), jit_compile)
-    import torch
-
-    gpus = list(range(torch.cuda.device_count()))
-    name = choose_strategy_name(config.strategy, False, min(len(gpus), 1), no_tpu="the torch backend runs on GPUs and CPUs")
-    if name == "mirrored":
-        raise TrainerError("--strategy mirrored is not supported on the torch backend, which trains on one device; "
-                           "use --backend jax or tensorflow for several GPUs")
-    precision = choose_precision(config.mixed_precision, False, [torch.cuda.get_device_capability(i) for i in gpus])
-    return Devices(name, precision, 1, nullcontext(), jit_compile=jit_compile)
+# ----------------------------------------------------------------------------- random state
 
 
 def seed_everything(seed: int) -> None:
@@ -393,169 +278,17 @@ def build_model(bert_config: BertConfig, config: TrainConfig, devices: Devices, 
     return model, optimizer
 
 
-# ----------------------------------------------------------------------------- files (local or remote)
-
-
-def _is_remote(path: str) -> bool:
-    return "://" in path
-
-
-def _join(*parts: str) -> str:
-    return "/".join([parts[0].rstrip("/"), *parts[1:]])
-
-
-def _filesystems():
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems
-
-
-def _exists(path: str) -> bool:
-    return _filesystems().exists(path) if _is_remote(path) else os.path.exists(path)
-
-
-def _read_bytes(path: str) -> bytes:
-    if _is_remote(path):
-        with _filesystems().open(path) as f:
-            return f.read()
-    with open(path, "rb") as f:
-        return f.read()
-
-
-def _write_bytes(path: str, data: bytes) -> None:
-    if _is_remote(path):
-        with _filesystems().create(path) as f:
-            f.write(data)
-        return
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def _write_text(path: str, text: str) -> None:
-    _write_bytes(path, text.encode("utf-8"))
-
-
-# ----------------------------------------------------------------------------- checkpoints
-
-
-def checkpoint_steps(output: str) -> dict[int, str]:
-    """The finished checkpoints of a run directory: step -> folder."""
-    directory = _join(output, CHECKPOINTS)
-    if _is_remote(directory):
-        matches = _filesystems().match([_join(directory, "ckpt-*", CHECKPOINT_META)])[0].metadata_list
-        folders = [m.path.rsplit("/", 1)[0] for m in matches]
-    elif os.path.isdir(directory):
-        folders = [os.path.join(directory, name) for name in os.listdir(directory)
-                   if os.path.exists(os.path.join(directory, name, CHECKPOINT_META))]
-    else:
-        folders = []
-    found = {}
-    for folder in folders:
-        if match := re.fullmatch(r"ckpt-(\d+)", folder.rstrip("/").rsplit("/", 1)[-1]):
-            found[int(match.group(1))] = folder
-    return dict(sorted(found.items()))
-
-
-def _refuse_old_checkpoints(output: str) -> None:
-    if _exists(_join(output, CHECKPOINTS, "checkpoint")):  # tf.train.CheckpointManager's index of earlier versions
-        raise TrainerError(f"{output} holds tf.train.Checkpoints of an earlier version of the trainer, which this one "
-                           "does not read; use another --output")
-
-
-def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep: int) -> None:
-    """Write checkpoints/ckpt-STEP whole or not at all (locally renamed into place; remotely its checkpoint.json goes
-    last), then remove all but the last `keep`."""
-    final = _join(output, CHECKPOINTS, f"ckpt-{step}")
-    with tempfile.TemporaryDirectory() as scratch:
-        model.save_weights(os.path.join(scratch, WEIGHTS_FILE))
-        np.savez(os.path.join(scratch, RANDOM_STATE_FILE),
-                 **{f"{i:05d}": ops.convert_to_numpy(v) for i, v in enumerate(model.non_trainable_variables)})
-        with open(os.path.join(scratch, CHECKPOINT_META), "w") as f:
-            json.dump({"step": step, **meta}, f, indent=2)
-        if _is_remote(final):
-            for name in (WEIGHTS_FILE, RANDOM_STATE_FILE, CHECKPOINT_META):
-                with open(os.path.join(scratch, name), "rb") as f:
-                    _write_bytes(_join(final, name), f.read())
-        else:
-            staging = f"{final}.partial"
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(scratch, staging)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(staging, final)
-    for old_step, folder in list(checkpoint_steps(output).items())[:-keep]:
-        if _is_remote(folder):
-            fs = _filesystems()
-            fs.delete([m.path for m in fs.match([_join(folder, "*")])[0].metadata_list])
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def read_checkpoint_meta(folder: str) -> dict:
-    return json.loads(_read_bytes(_join(folder, CHECKPOINT_META)))
-
-
-def _local_copy(folder: str, name: str, scratch: str) -> str:
-    path = os.path.join(scratch, name)
-    with open(path, "wb") as f:
-        f.write(_read_bytes(_join(folder, name)))
-    return path
-
-
-def restore_checkpoint(model: keras.Model, folder: str) -> None:
-    """Weights, optimizer variables and the model's random state, exactly as saved (same backend and model)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        model.load_weights(_local_copy(folder, WEIGHTS_FILE, scratch))
-        with np.load(_local_copy(folder, RANDOM_STATE_FILE, scratch)) as saved:
-            values = [saved[name] for name in sorted(saved.files)]
-    variables = model.non_trainable_variables
-    if [value.shape for value in values] != [tuple(v.shape) for v in variables]:
-        raise TrainerError(f"cannot resume from {folder}: its random state does not fit this model")
-    for variable, value in zip(variables, values):
-        variable.assign(value)
-
-
-def find_init_checkpoint(path: str) -> str:
-    """The checkpoint folder that --init-checkpoint names: a run directory (its last checkpoint), its checkpoints/
-    folder (the same) or one ckpt-STEP folder."""
-    if _exists(_join(path, CHECKPOINT_META)):
-        return path
-    for run in (path, path.rstrip("/").rsplit("/", 1)[0] if path.rstrip("/").endswith(CHECKPOINTS) else None):
-        if run and (steps := checkpoint_steps(run)):
-            return list(steps.values())[-1]
-    raise TrainerError(f"no checkpoint found in --init-checkpoint {path}")
-
-
-def load_init_checkpoint(model: keras.Model, path: str, bert_config: BertConfig) -> None:
-    """Phase 2: start from the weights of another run, of any backend; the optimizer and the step start afresh."""
-    folder = find_init_checkpoint(path)
-    saved = read_checkpoint_meta(folder).get("model")
-    if saved is not None and saved != bert_config.to_dict():
-        raise TrainerError(f"--init-checkpoint {path} holds a different model than --config (saved: {saved})")
-    # Loaded into a model of its own, without an optimizer, so that only the weights come across.
-    weights_only = BertPretrainer(bert_config)
-    weights_only(dummy_batch(1, 8, 1))
-    try:
-        with tempfile.TemporaryDirectory() as scratch:
-            weights_only.load_weights(_local_copy(folder, WEIGHTS_FILE, scratch))
-    except ValueError as err:
-        raise TrainerError(f"--init-checkpoint {folder} does not fit this model: {str(err).splitlines()[0]}") from None
-    for variable, value in zip(model.weights, weights_only.weights, strict=True):
-        variable.assign(value)
-    print(f"initialised the model from {folder}", flush=True)
-
-
 # ----------------------------------------------------------------------------- logs
 
 
 def truncate_log(path: str, last_step: int) -> str:
     """Drop log lines past the checkpoint we resume from, so every step appears once; returns what is kept."""
-    if not _exists(path):
+    if not exists(path):
         return ""
-    lines = [line for line in _read_bytes(path).decode("utf-8").splitlines(keepends=True)
+    lines = [line for line in read_text(path).splitlines(keepends=True)
              if line.strip() and json.loads(line)["step"] <= last_step]
     kept = "".join(lines)
-    _write_text(path, kept)
+    write_text(path, kept)
     return kept
 
 
@@ -738,7 +471,7 @@ def train(config: TrainConfig) -> TrainResult:
     bert_config = BertConfig.preset(config.model, vocab_size=source.vocab_size, pair_head=source.pair_objective != "none")
     model, optimizer = build_model(bert_config, config, devices, source.seq_length, source.predictions)
 
-    _refuse_old_checkpoints(config.output)
+    refuse_old_checkpoints(config.output)
     checkpoints = checkpoint_steps(config.output)
     start, data_state = 0, None
     if checkpoints:
@@ -757,7 +490,7 @@ def train(config: TrainConfig) -> TrainResult:
     elif config.init_checkpoint:
         load_init_checkpoint(model, config.init_checkpoint, bert_config)
 
-    _write_text(_join(config.output, "config.json"), json.dumps(
+    write_text(join(config.output, "config.json"), json.dumps(
         {"train": dataclasses.asdict(config), "model": bert_config.to_dict(), "pair_objective": source.pair_objective,
          "backend": backend, "precision": devices.precision, "strategy": devices.strategy}, indent=2))
     params = parameter_count(bert_config)["total"]
@@ -781,8 +514,8 @@ def train(config: TrainConfig) -> TrainResult:
     eval_results = None
     if source.has_eval:
         eval_results = {"global_step": final_step, **evaluate(model, source, config, devices)}
-        _write_text(_join(config.output, "eval_results.json"), json.dumps(eval_results, indent=2))
-        writer = scalar_writer(_join(config.output, "tensorboard", "eval"))
+        write_text(join(config.output, "eval_results.json"), json.dumps(eval_results, indent=2))
+        writer = scalar_writer(join(config.output, "tensorboard", "eval"))
         if writer is not None:
             writer.write({k: v for k, v in eval_results.items() if isinstance(v, float)}, eval_results["global_step"])
             writer.close()
@@ -799,9 +532,9 @@ class StepLog(keras.callbacks.Callback):
         super().__init__()
         self.config, self.input, self.meta = config, training_input, meta
         self.step, self.epoch_steps = start, 0
-        self.log_path = _join(config.output, "train_log.jsonl")
+        self.log_path = join(config.output, "train_log.jsonl")
         self.log_text = truncate_log(self.log_path, start)
-        self.writer = scalar_writer(_join(config.output, "tensorboard", "train"))
+        self.writer = scalar_writer(join(config.output, "tensorboard", "train"))
         self.schedule = make_schedule(config)
         self._new_window()
 
@@ -833,8 +566,8 @@ class StepLog(keras.callbacks.Callback):
         record = {"step": self.step, **means, "lr": lr,
                   "seq_per_s": self.window_steps * self.config.batch_size / (time.perf_counter() - self.window_start)}
         self.log_text += json.dumps(record) + "\n"
-        if _is_remote(self.log_path):
-            _write_text(self.log_path, self.log_text)  # object stores cannot append
+        if is_remote(self.log_path):
+            write_text(self.log_path, self.log_text)  # object stores cannot append
         else:
             with open(self.log_path, "a") as f:
                 f.write(json.dumps(record) + "\n")

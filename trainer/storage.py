@@ -1,0 +1,73 @@
+"""Files of the trainer and the loader, local or remote: plain files locally, Beam's FileSystems for gs:// and the
+other remote schemes. Only remote paths pay for importing Beam."""
+from __future__ import annotations
+
+import os
+
+
+def is_remote(path: str) -> bool:
+    return "://" in path
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts]) if is_remote(base) else os.path.join(base, *parts)
+
+
+def _filesystems():
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems
+
+
+def open_binary(path: str):
+    """A binary file object for reading, the bytes as stored (no decompression by the file's suffix)."""
+    if not is_remote(path):
+        return open(path, "rb")
+    return _filesystems().open(path, compression_type="uncompressed")
+
+
+def read_bytes(path: str) -> bytes:
+    with open_binary(path) as f:
+        return f.read()
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write a whole file; locally its folders are made first (a remote store has none to make)."""
+    if is_remote(path):
+        with _filesystems().create(path, compression_type="uncompressed") as f:
+            f.write(data)
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def write_text(path: str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))
+
+
+def exists(path: str) -> bool:
+    return _filesystems().exists(path) if is_remote(path) else os.path.exists(path)
+
+
+def match(pattern: str) -> list[str]:
+    """The remote paths that a pattern matches."""
+    return [m.path for m in _filesystems().match([pattern])[0].metadata_list]
+
+
+def delete(paths: list[str]) -> None:
+    """Remove remote objects."""
+    if paths:
+        _filesystems().delete(paths)
+
+
+def list_names(directory: str) -> list[str]:
+    """Names of the files directly in a directory (for a remote path: the objects under its prefix), sorted."""
+    if not is_remote(directory):
+        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    prefix = directory.rstrip("/") + "/"
+    return sorted(path[len(prefix):] for path in match(prefix + "*") if "/" not in path[len(prefix):])
