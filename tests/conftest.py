@@ -97,6 +97,29 @@ def records_dir(tmp_path_factory, books_jsonl) -> Path:
 
 
 @pytest.fixture(scope="session")
+def sample_static(tmp_path_factory) -> Path:
+    """A static `create` output of the reference sample and the real books at 128/20, for the loader's tests."""
+    from loader_data import create_sample
+
+    return create_sample(tmp_path_factory.mktemp("sample-static") / "out", 128, 20)
+
+
+@pytest.fixture(scope="session")
+def sample_dynamic_copy(sample_static, tmp_path_factory) -> Path:
+    """sample_static's own instances, unmasked, in the dynamic form (tests/loader_data.py): the loader's masks
+    meet the rows that create masked."""
+    from loader_data import dynamic_copy
+
+    return dynamic_copy(sample_static, tmp_path_factory.mktemp("sample-dynamic") / "out")
+
+
+@pytest.fixture(scope="session")
+def index_cache(tmp_path_factory) -> Path:
+    """The loader's cache of TFRecord offsets, shared by the tests of one process."""
+    return tmp_path_factory.mktemp("index-cache")
+
+
+@pytest.fixture(scope="session")
 def gcs(tmp_path_factory):
     """A Cloud Storage JSON API server on the loopback (tests/gcs_server.py), shared by the tests that need one."""
     from gcs_server import running_emulator

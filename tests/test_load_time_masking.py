@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 from conftest import VOCAB
-from loader_data import create_sample, dynamic_copy, read_static
+from loader_data import create_sample, read_static
 
 from transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
 from transforms.row_streams import RowStreams, row_keys
@@ -16,8 +15,9 @@ from trainer.loader import PretrainingLoader
 from wordpiece.vocab import Vocab
 
 L, P = 128, 20
-VOCAB_TOKENS = Vocab.load(str(VOCAB)).tokens
-SPECIAL = special_ids(Vocab.load(str(VOCAB)))
+_VOCAB = Vocab.load(str(VOCAB))
+VOCAB_TOKENS = _VOCAB.tokens
+SPECIAL = special_ids(_VOCAB)
 BRACKETED = np.array([t.startswith("[") and t.endswith("]") for t in VOCAB_TOKENS])
 
 
@@ -25,30 +25,14 @@ def create(out: Path, *flags: str) -> Path:
     return create_sample(out, L, P, *flags)
 
 
-@pytest.fixture(scope="module")
-def static(tmp_path_factory) -> Path:
-    return create(tmp_path_factory.mktemp("static") / "out")
-
-
-@pytest.fixture(scope="module")
-def same_instances(static, tmp_path_factory) -> Path:
-    """The static output's instances, unmasked, in the dynamic form: masks at load time meet the same rows."""
-    return dynamic_copy(static, tmp_path_factory.mktemp("dynamic") / "out")
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("index-cache")
-
-
-def epoch(out: Path, cache: Path, **kw) -> dict[str, np.ndarray]:
+def epoch(out: Path, index_cache: Path, **kw) -> dict[str, np.ndarray]:
     """One epoch of the loader's batches, every instance once, rows in instance order (and their originals)."""
     kw.setdefault("batch_size", 100)
     world = kw.pop("world_size", 1)
     parts, ids = [], []
     for rank in range(world):
         loader = PretrainingLoader(out, seq_length=L, rank=rank, world_size=world, drop_remainder=False,
-                                   cache_dir=cache, **kw)
+                                   cache_dir=index_cache, **kw)
         for i in range(len(loader)):
             parts.append(loader[i])
             ids.append(loader.batch_instances(i))
@@ -86,22 +70,22 @@ def assert_no_special_token_masked(rows: dict[str, np.ndarray]) -> None:
     assert len(replaced) and not BRACKETED[replaced].any()  # random replacements are regular tokens
 
 
-def test_masks_depend_on_seed_epoch_and_instance_only(same_instances, cache):
-    one = epoch(same_instances, cache, seed=11, epoch=0, batch_size=64)
-    spread = epoch(same_instances, cache, seed=11, epoch=0, batch_size=25, world_size=3)
+def test_masks_depend_on_seed_epoch_and_instance_only(sample_dynamic_copy, index_cache):
+    one = epoch(sample_dynamic_copy, index_cache, seed=11, epoch=0, batch_size=64)
+    spread = epoch(sample_dynamic_copy, index_cache, seed=11, epoch=0, batch_size=25, world_size=3)
     for name in ("input_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights"):
         np.testing.assert_array_equal(one[name], spread[name], err_msg=name)  # batch and world size play no part
-    again = epoch(same_instances, cache, seed=11, epoch=0)
+    again = epoch(sample_dynamic_copy, index_cache, seed=11, epoch=0)
     np.testing.assert_array_equal(one["masked_lm_positions"], again["masked_lm_positions"])
-    for other in (epoch(same_instances, cache, seed=11, epoch=1), epoch(same_instances, cache, seed=12, epoch=0)):
+    for other in (epoch(sample_dynamic_copy, index_cache, seed=11, epoch=1), epoch(sample_dynamic_copy, index_cache, seed=12, epoch=0)):
         np.testing.assert_array_equal(other["original"], one["original"])  # the same instances...
         same = (other["masked_lm_positions"] == one["masked_lm_positions"]).all(axis=1)
         assert same.mean() < 0.05  # ...masked anew
 
 
-def test_each_row_draws_from_its_own_stream(same_instances, cache):
+def test_each_row_draws_from_its_own_stream(sample_dynamic_copy, index_cache):
     """mask_tokens on row streams gives a row the same mask alone or in a batch, padded to any width."""
-    rows = epoch(same_instances, cache, seed=0)
+    rows = epoch(sample_dynamic_copy, index_cache, seed=0)
     pick = np.arange(0, 300, 3)
     ids, length = rows["original"][pick], rows["input_mask"][pick].sum(axis=1)
     len_a = np.argmax(rows["segment_ids"][pick], axis=1) - 2
@@ -116,10 +100,10 @@ def test_each_row_draws_from_its_own_stream(same_instances, cache):
             np.testing.assert_array_equal(alone.input_ids[0], batch.input_ids[r, :width])
 
 
-def test_load_time_shares_are_those_of_static_masking(static, same_instances, cache):
-    records = read_static(sorted((static / f"seq{L}").glob("train-*.tfrecord")), L, P)
+def test_load_time_shares_are_those_of_static_masking(sample_static, sample_dynamic_copy, index_cache):
+    records = read_static(sorted((sample_static / f"seq{L}").glob("train-*.tfrecord")), L, P)
     created = shares(records)
-    rows = epoch(same_instances, cache, seed=3)
+    rows = epoch(sample_dynamic_copy, index_cache, seed=3)
     loaded = shares(rows)
     # 15% of each instance's tokens, rounded as the reference rounds, at most P.
     k = num_to_predict(rows["input_mask"].sum(axis=1), 0.15, P)
@@ -133,8 +117,8 @@ def test_load_time_shares_are_those_of_static_masking(static, same_instances, ca
     assert abs(relative(rows).mean() - relative(records).mean()) < 0.01
 
 
-def test_whole_word_masking_at_load_time(same_instances, cache):
-    rows = epoch(same_instances, cache, seed=4, whole_word_mask=True)
+def test_whole_word_masking_at_load_time(sample_dynamic_copy, index_cache):
+    rows = epoch(sample_dynamic_copy, index_cache, seed=4, whole_word_mask=True)
     continuation = SPECIAL.is_continuation
     words = 0
     for r in range(2500):
@@ -159,9 +143,9 @@ def test_whole_word_masking_at_load_time(same_instances, cache):
     assert_no_special_token_masked(rows)
 
 
-def test_the_separators_between_documents_are_never_masked(tmp_path, cache):
+def test_the_separators_between_documents_are_never_masked(tmp_path, index_cache):
     out = create(tmp_path / "none", "--masking", "dynamic", "--pair-objective", "none")
-    rows = epoch(out, cache, seed=5, batch_size=50)
+    rows = epoch(out, index_cache, seed=5, batch_size=50)
     original, length = rows["original"], rows["input_mask"].sum(axis=1)
     col = np.arange(L)[None, :]
     inner = (original == SPECIAL.sep) & (col < length[:, None] - 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loader_data import create_sample, dynamic_copy, read_static, write_instances
+from loader_data import create_sample, read_static, write_instances
 
 from trainer.loader import LoaderError, PretrainingLoader, write_tfrecord_indexes
 
@@ -28,40 +28,24 @@ def create(out: Path, *flags: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def static(tmp_path_factory) -> Path:
-    return create(tmp_path_factory.mktemp("static") / "out")
-
-
-@pytest.fixture(scope="module")
 def dynamic(tmp_path_factory) -> Path:
     return create(tmp_path_factory.mktemp("dynamic") / "out", "--masking", "dynamic")
 
 
 @pytest.fixture(scope="module")
-def converted(static, tmp_path_factory) -> Path:
-    """The static output's own instances in the dynamic form (tests/loader_data.py)."""
-    return dynamic_copy(static, tmp_path_factory.mktemp("converted") / "out")
-
-
-@pytest.fixture(scope="module")
-def cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("index-cache")
-
-
-@pytest.fixture(scope="module")
-def static_records(static) -> dict[str, np.ndarray]:
+def static_records(sample_static) -> dict[str, np.ndarray]:
     """The train records in manifest order (the loader's instance numbers), as TensorFlow parses them."""
-    manifest = json.loads((static / "manifest.json").read_text())
-    return read_static([static / s["path"] for s in manifest["outputs"][f"seq{L}"]["train"]["shards"]], L, P)
+    manifest = json.loads((sample_static / "manifest.json").read_text())
+    return read_static([sample_static / s["path"] for s in manifest["outputs"][f"seq{L}"]["train"]["shards"]], L, P)
 
 
-def loader(out: Path, cache: Path, **kw) -> PretrainingLoader:
+def loader(out: Path, index_cache: Path, **kw) -> PretrainingLoader:
     kw.setdefault("batch_size", 64)
-    return PretrainingLoader(out, seq_length=L, cache_dir=cache, **kw)
+    return PretrainingLoader(out, seq_length=L, cache_dir=index_cache, **kw)
 
 
-def test_static_batches_are_the_records_as_the_reference_spec_parses_them(static, cache, static_records):
-    batches = loader(static, cache, seed=3)
+def test_static_batches_are_the_records_as_the_reference_spec_parses_them(sample_static, index_cache, static_records):
+    batches = loader(sample_static, index_cache, seed=3)
     assert len(batches) == len(static_records["input_ids"]) // 64
     for i in (0, 1, len(batches) - 1):
         batch, ids = batches[i], batches.batch_instances(i)
@@ -71,25 +55,25 @@ def test_static_batches_are_the_records_as_the_reference_spec_parses_them(static
             assert batch[name].dtype == (np.float32 if name == "masked_lm_weights" else np.int32)
             np.testing.assert_array_equal(batch[name], expected.astype(batch[name].dtype), err_msg=name)
     # The offsets index was built once, in the cache, under the shards' sha256; create's files are untouched.
-    manifest = json.loads((static / "manifest.json").read_text())
+    manifest = json.loads((sample_static / "manifest.json").read_text())
     for shard in manifest["outputs"][f"seq{L}"]["train"]["shards"]:
-        assert (cache / f"{shard['sha256']}.offsets.npy").exists()
-        assert hashlib.sha256((static / shard["path"]).read_bytes()).hexdigest() == shard["sha256"]
+        assert (index_cache / f"{shard['sha256']}.offsets.npy").exists()
+        assert hashlib.sha256((sample_static / shard["path"]).read_bytes()).hexdigest() == shard["sha256"]
 
 
-def test_the_cached_index_is_used_rather_than_a_new_scan(static, cache, monkeypatch):
-    loader(static, cache)  # builds or finds the index
+def test_the_cached_index_is_used_rather_than_a_new_scan(sample_static, index_cache, monkeypatch):
+    loader(sample_static, index_cache)  # builds or finds the index
     import trainer.loader as module
 
     def no_scan(*args, **kwargs):
         raise AssertionError("scanned again")
 
     monkeypatch.setattr(module, "scan_tfrecord_offsets", no_scan)
-    assert len(loader(static, cache)[0]["input_ids"]) == 64
+    assert len(loader(sample_static, index_cache)[0]["input_ids"]) == 64
 
 
-def test_dynamic_batches_hold_the_same_instances_unmasked(converted, cache, static_records):
-    batches = loader(converted, cache, seed=5)
+def test_dynamic_batches_hold_the_same_instances_unmasked(sample_dynamic_copy, index_cache, static_records):
+    batches = loader(sample_dynamic_copy, index_cache, seed=5)
     for i in (0, 7):
         batch, ids = batches[i], batches.batch_instances(i)
         for name in ("input_mask", "segment_ids", "next_sentence_labels"):
@@ -103,12 +87,12 @@ def test_dynamic_batches_hold_the_same_instances_unmasked(converted, cache, stat
 
 
 @pytest.mark.parametrize("world_size", [1, 3, 8])
-@pytest.mark.parametrize("form", ["static", "dynamic"])
-def test_ranks_get_equal_batches_and_each_instance_once(form, world_size, request, cache):
+@pytest.mark.parametrize("form", ["sample_static", "dynamic"])  # fixture names
+def test_ranks_get_equal_batches_and_each_instance_once(form, world_size, request, index_cache):
     out = request.getfixturevalue(form)
     total = json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["instances"]
     batch = 100
-    ranks = [loader(out, cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2)
+    ranks = [loader(out, index_cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2)
              for r in range(world_size)]
     assert len({len(r) for r in ranks}) == 1
     seen = np.concatenate([r.batch_instances(i) for r in ranks for i in range(len(r))])
@@ -116,7 +100,7 @@ def test_ranks_get_equal_batches_and_each_instance_once(form, world_size, reques
     assert 0 <= total - len(seen) < batch * world_size  # drop_remainder: less than one global batch dropped
     assert len(ranks[0]) == total // (batch * world_size)
 
-    full = [loader(out, cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2,
+    full = [loader(out, index_cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2,
                    drop_remainder=False) for r in range(world_size)]
     assert len({len(r) for r in full}) == 1 and len(full[0]) == -(-total // (batch * world_size))
     steps = [[r.batch_instances(i) for i in range(len(r))] for r in full]
@@ -129,9 +113,9 @@ def test_ranks_get_equal_batches_and_each_instance_once(form, world_size, reques
     assert np.array_equal(last[len(last) - extra:], first[:extra])
 
 
-def test_epochs_are_seeded_shuffles(static, cache):
+def test_epochs_are_seeded_shuffles(sample_static, index_cache):
     def order(**kw):
-        b = loader(static, cache, batch_size=500, **kw)
+        b = loader(sample_static, index_cache, batch_size=500, **kw)
         return np.concatenate([b.batch_instances(i) for i in range(len(b))])
 
     first = order(seed=1, epoch=0)
@@ -142,18 +126,18 @@ def test_epochs_are_seeded_shuffles(static, cache):
     assert np.median(np.abs(np.diff(first))) > 500
 
 
-@pytest.mark.parametrize("form", ["static", "dynamic"])
-def test_a_resumed_run_gives_the_batches_of_an_unstopped_one(form, request, cache):
+@pytest.mark.parametrize("form", ["sample_static", "dynamic"])  # fixture names
+def test_a_resumed_run_gives_the_batches_of_an_unstopped_one(form, request, index_cache):
     out = request.getfixturevalue(form)
-    steady = loader(out, cache, seed=4, epoch=1, rank=1, world_size=2)
+    steady = loader(out, index_cache, seed=4, epoch=1, rank=1, world_size=2)
     expected = [steady[i] for i in range(len(steady))]
-    stopped = loader(out, cache, seed=4, epoch=1, rank=1, world_size=2)
+    stopped = loader(out, index_cache, seed=4, epoch=1, rank=1, world_size=2)
     taken = 0
     for _ in zip(range(5), stopped):
         taken += 1
     state = json.loads(json.dumps(stopped.state_dict()))  # what a checkpoint would store
     assert state["batch"] == taken == 5
-    resumed = loader(out, cache, seed=4, epoch=0, rank=1, world_size=2)
+    resumed = loader(out, index_cache, seed=4, epoch=0, rank=1, world_size=2)
     resumed.load_state_dict(state)
     assert len(resumed) == len(expected) - 5
     for i in range(len(resumed)):
@@ -164,22 +148,22 @@ def test_a_resumed_run_gives_the_batches_of_an_unstopped_one(form, request, cach
     assert (at_end["epoch"], at_end["batch"]) == (2, 0)
 
 
-def test_resume_is_refused_for_another_dataset_or_seed(static, dynamic, cache):
-    state = loader(static, cache, seed=4).state_dict(3)
+def test_resume_is_refused_for_another_dataset_or_seed(sample_static, dynamic, index_cache):
+    state = loader(sample_static, index_cache, seed=4).state_dict(3)
     with pytest.raises(LoaderError, match="another dataset"):
-        loader(dynamic, cache, seed=4).load_state_dict(state)
+        loader(dynamic, index_cache, seed=4).load_state_dict(state)
     with pytest.raises(LoaderError, match="seed 4.* seed 5|seed 4.*5"):
-        loader(static, cache, seed=5).load_state_dict(state)
+        loader(sample_static, index_cache, seed=5).load_state_dict(state)
     with pytest.raises(LoaderError, match="global_batch_size"):
-        loader(static, cache, seed=4, batch_size=32).load_state_dict(state)
+        loader(sample_static, index_cache, seed=4, batch_size=32).load_state_dict(state)
 
 
 def _batch_in_worker(blob: bytes, i: int) -> dict:
     return pickle.loads(blob)[i]
 
 
-def test_the_loader_pickles_for_worker_processes(dynamic, cache):
-    batches = loader(dynamic, cache, seed=2)
+def test_the_loader_pickles_for_worker_processes(dynamic, index_cache):
+    batches = loader(dynamic, index_cache, seed=2)
     expected = batches[3]
     blob = pickle.dumps(batches)
     assert len(blob) < 100_000  # no open files, maps or caches travel
@@ -190,10 +174,10 @@ def test_the_loader_pickles_for_worker_processes(dynamic, cache):
 
 
 @pytest.mark.parametrize("form", ["static", "dynamic"])
-def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, cache, tmp_path):
+def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, index_cache, tmp_path):
     out = create(tmp_path / "binned", "--bin-size", "32", "--masking", form)
     world = 3
-    ranks = [loader(out, cache, batch_size=40, rank=r, world_size=world, seed=6) for r in range(world)]
+    ranks = [loader(out, index_cache, batch_size=40, rank=r, world_size=world, seed=6) for r in range(world)]
     assert len({len(r) for r in ranks}) == 1
     widths = []
     for step in range(len(ranks[0])):
@@ -211,9 +195,9 @@ def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, cache, tmp_path)
     assert {32, 64, 96, 128} <= set(widths)
 
 
-def test_huggingface_layout(dynamic, cache):
-    ref = loader(dynamic, cache, seed=8)[2]
-    hf = loader(dynamic, cache, seed=8, layout="huggingface")[2]
+def test_huggingface_layout(dynamic, index_cache):
+    ref = loader(dynamic, index_cache, seed=8)[2]
+    hf = loader(dynamic, index_cache, seed=8, layout="huggingface")[2]
     assert set(hf) == {"input_ids", "token_type_ids", "attention_mask", "labels", "next_sentence_label"}
     np.testing.assert_array_equal(hf["input_ids"], ref["input_ids"])
     np.testing.assert_array_equal(hf["token_type_ids"], ref["segment_ids"])
@@ -228,29 +212,29 @@ def test_huggingface_layout(dynamic, cache):
     assert (hf["labels"][:, 0] == -100).all()  # padded prediction slots (position 0) never become targets
 
 
-def test_remote_output_gives_the_local_batches(gcs, static, dynamic, cache):
-    for out in (static, dynamic):
+def test_remote_output_gives_the_local_batches(gcs, sample_static, dynamic, index_cache):
+    for out in (sample_static, dynamic):
         url = gcs.url("loader", out.parent.name)
         for f in sorted(out.rglob("*")):
             if f.is_file():
                 gcs.upload(f, f"{url}/{f.relative_to(out)}")
-        local = loader(out, cache, seed=9, batch_size=50)
-        remote = PretrainingLoader(url, seq_length=L, batch_size=50, seed=9, cache_dir=cache)
+        local = loader(out, index_cache, seed=9, batch_size=50)
+        remote = PretrainingLoader(url, seq_length=L, batch_size=50, seed=9, cache_dir=index_cache)
         for i in (0, 5):
             for name, values in local[i].items():
                 np.testing.assert_array_equal(remote[i][name], values, err_msg=name)
 
 
-def test_tfrecord_index_files_point_at_every_record(static, cache, tmp_path):
+def test_tfrecord_index_files_point_at_every_record(sample_static, index_cache, tmp_path):
     target = tmp_path / "index"
-    done = subprocess.run([sys.executable, "-m", "trainer.loader", "index", str(static), "--to", str(target),
-                           "--cache-dir", str(cache)], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run([sys.executable, "-m", "trainer.loader", "index", str(sample_static), "--to", str(target),
+                           "--cache-dir", str(index_cache)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    manifest = json.loads((static / "manifest.json").read_text())
+    manifest = json.loads((sample_static / "manifest.json").read_text())
     shards = [s for split in ("train", "eval") for s in manifest["outputs"][f"seq{L}"][split]["shards"]]
     assert sorted(target.rglob("*.index")) == sorted(target / f"{s['path']}.index" for s in shards)
     for shard in shards:
-        data = (static / shard["path"]).read_bytes()
+        data = (sample_static / shard["path"]).read_bytes()
         lines = np.loadtxt(target / f"{shard['path']}.index", dtype=np.int64, ndmin=2)
         assert len(lines) == shard["records"]
         offsets, sizes = lines[:, 0], lines[:, 1]
@@ -259,7 +243,7 @@ def test_tfrecord_index_files_point_at_every_record(static, cache, tmp_path):
         # Each line spans one whole frame: its length field plus 16 bytes of header and footer.
         lengths = np.array([int.from_bytes(data[o:o + 8], "little") for o in offsets.tolist()])
         assert np.array_equal(sizes, lengths + 16)
-    assert write_tfrecord_indexes(static, tmp_path / "again", cache) and \
+    assert write_tfrecord_indexes(sample_static, tmp_path / "again", index_cache) and \
         (tmp_path / "again" / shards[0]["path"]).with_suffix(".tfrecord.index").exists()
 
 
@@ -269,25 +253,25 @@ def one_line(error: pytest.ExceptionInfo) -> str:
     return message
 
 
-def test_bad_input_gets_one_clear_line(static, dynamic, cache, tmp_path):
+def test_bad_input_gets_one_clear_line(sample_static, dynamic, index_cache, tmp_path):
     with pytest.raises(LoaderError) as e:
-        PretrainingLoader(static, seq_length=512, batch_size=8, cache_dir=cache)
+        PretrainingLoader(sample_static, seq_length=512, batch_size=8, cache_dir=index_cache)
     assert "has no seq_length 512 (it has seq128)" in one_line(e)
     with pytest.raises(LoaderError) as e:
-        loader(static, cache, rank=3, world_size=3)
+        loader(sample_static, index_cache, rank=3, world_size=3)
     assert "rank 3, world_size 3" in one_line(e)
     with pytest.raises(LoaderError) as e:
-        loader(static, cache, batch_size=5000, world_size=2)
+        loader(sample_static, index_cache, batch_size=5000, world_size=2)
     assert "global batch of 10000" in one_line(e) and "holds" in str(e.value)
     with pytest.raises(LoaderError) as e:
-        PretrainingLoader(tmp_path, seq_length=L, batch_size=8, cache_dir=cache)
+        PretrainingLoader(tmp_path, seq_length=L, batch_size=8, cache_dir=index_cache)
     assert "no manifest.json" in one_line(e)
 
     mixed = tmp_path / "mixed"
-    shutil.copytree(static, mixed)
+    shutil.copytree(sample_static, mixed)
     shutil.copy(next((dynamic / f"seq{L}").glob("*.parquet")), mixed / f"seq{L}")
     with pytest.raises(LoaderError) as e:
-        loader(mixed, cache)
+        loader(mixed, index_cache)
     assert "mixes TFRecord and Parquet" in one_line(e)
 
     foreign = tmp_path / "foreign"
@@ -300,17 +284,17 @@ def test_bad_input_gets_one_clear_line(static, dynamic, cache, tmp_path):
     pq.write_table(pa.table({"tokens": pa.array([[1, 2, 3]] * shard["records"], pa.list_(pa.int64()))}),
                    foreign / shard["path"])
     with pytest.raises(LoaderError) as e:
-        loader(foreign, cache)
+        loader(foreign, index_cache)
     assert shard["path"] in one_line(e) and "no column input_ids" in str(e.value)
 
     with pytest.raises(LoaderError) as e:
-        loader(static, cache, masked_lm_prob=0.2)
+        loader(sample_static, index_cache, masked_lm_prob=0.2)
     assert "masks are fixed" in one_line(e)
 
 
-def test_a_changed_or_damaged_record_file_is_named(static, cache, tmp_path):
+def test_a_changed_or_damaged_record_file_is_named(sample_static, index_cache, tmp_path):
     damaged = tmp_path / "damaged"
-    shutil.copytree(static, damaged)
+    shutil.copytree(sample_static, damaged)
     shard = json.loads((damaged / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["shards"][0]
     data = bytearray((damaged / shard["path"]).read_bytes())
     data[len(data) // 2] ^= 0x01  # one bit inside a record's data
@@ -318,15 +302,15 @@ def test_a_changed_or_damaged_record_file_is_named(static, cache, tmp_path):
     with pytest.raises(LoaderError) as e:  # a first loader scans the shard, and its sha256 differs
         loader(damaged, tmp_path / "fresh-cache")
     assert shard["path"] in one_line(e) and "sha256 differs" in str(e.value)
-    loader(static, cache)  # the intact file's offsets are in this cache, under the manifest's sha256
-    batches = loader(damaged, cache, batch_size=500)  # so no scan: the damaged record fails its CRC when read
+    loader(sample_static, index_cache)  # the intact file's offsets are in this index_cache, under the manifest's sha256
+    batches = loader(damaged, index_cache, batch_size=500)  # so no scan: the damaged record fails its CRC when read
     with pytest.raises(LoaderError) as e:
         for i in range(len(batches)):
             batches[i]
     assert shard["path"] in one_line(e) and "checksum" in str(e.value)
 
 
-def test_a_parquet_file_of_the_wrong_types_is_named(dynamic, cache, tmp_path):
+def test_a_parquet_file_of_the_wrong_types_is_named(dynamic, index_cache, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -337,17 +321,17 @@ def test_a_parquet_file_of_the_wrong_types_is_named(dynamic, cache, tmp_path):
     pq.write_table(rows.set_column(0, "input_ids", pa.array([str(x) for x in rows.column(0).to_pylist()])),
                    out / shard["path"])
     with pytest.raises(LoaderError) as e:
-        loader(out, cache)
+        loader(out, index_cache)
     assert shard["path"] in one_line(e) and "input_ids is string" in str(e.value)
 
 
-def test_the_loader_needs_no_tensorflow(dynamic, static, cache):
+def test_the_loader_needs_no_tensorflow(dynamic, sample_static, index_cache):
     script = f"""
 import sys
 sys.modules["tensorflow"] = None  # any import of TensorFlow now fails
 from trainer.loader import PretrainingLoader
-for out in ({str(dynamic)!r}, {str(static)!r}):
-    batch = PretrainingLoader(out, seq_length={L}, batch_size=16, cache_dir={str(cache)!r})[0]
+for out in ({str(dynamic)!r}, {str(sample_static)!r}):
+    batch = PretrainingLoader(out, seq_length={L}, batch_size=16, cache_dir={str(index_cache)!r})[0]
     assert batch["input_ids"].shape == (16, {L})
 heavy = [m for m in ("tensorflow", "keras", "apache_beam", "pyarrow.parquet") if sys.modules.get(m)]
 print(heavy)
