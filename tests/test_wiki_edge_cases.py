@@ -253,3 +253,20 @@ def test_a_damaged_stream_counts_its_lost_pages_from_the_index(tmp_path):
     [error] = [i for i in items if isinstance(i, PageError)]
     assert error.lost == Loss(0) and "the index lists 0 pages in streams there" in error.detail
     assert sum(isinstance(i, Page) for i in items) == 361
+
+
+def test_a_stream_that_is_not_bz2_past_a_ranges_end_is_not_counted_as_no_pages(tmp_path):
+    """The range that ends where a stream ends reports the bytes after it, which are not bz2, though the index lists
+    their stream for the next range (which skips them): it cannot tell their pages, and must not say none."""
+    dump, index = build_multistream(ENWIKI_2014, tmp_path, pages_per_stream=100)
+    listed = read_stream_pages(open_dump(index))
+    starts = list(listed)
+    data = dump.read_bytes()
+    damaged = data[: starts[1]] + bytes(range(256)) * ((starts[2] - starts[1]) // 256 + 1)
+    damaged = damaged[: starts[2]] + data[starts[2] :]
+    items = []
+    for start, end in ((0, starts[1]), (starts[1], len(damaged))):
+        items += iter_range_pages(io.BytesIO(damaged), start, end, {o: n for o, n in listed.items() if start <= o < end})
+    [error] = [i for i in items if isinstance(i, PageError)]
+    assert error.lost.pages is None and "cannot be told" in error.detail, error
+    assert sum(isinstance(i, Page) for i in items) == 261

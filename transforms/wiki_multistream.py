@@ -112,7 +112,7 @@ def iter_range_pages(fileobj: BinaryIO, start: int, end: int, listed: Mapping[in
     `listed` maps the index's stream offsets in the range to the number of pages it lists there: a damaged stream
     that the index lists then says how many pages it lost, counted (listed minus read).
     """
-    streams = _StreamPages(listed)
+    streams = _StreamPages(listed, end)
     for item in iter_pages_from_chunks(_decompressed_chunks(fileobj, start, end, streams), fragment=True):
         if isinstance(item, PageError):
             item = PageError(f"bytes {start}-{end}, {item.where} of their XML", item.reason, item.detail, item.lost)
@@ -125,8 +125,9 @@ class _StreamPages:
     """The pages read from each stream, as the chunks of the stream in progress are parsed, against the pages the
     index lists for it."""
 
-    def __init__(self, listed: Mapping[int, int] | None):
+    def __init__(self, listed: Mapping[int, int] | None, end: int = 0):
         self.listed = listed
+        self.end = end  # the range's end: `listed` holds the index's streams before it, and none after
         self.read: Counter[int] = Counter()
         self.current = -1  # the stream whose chunks are being parsed
 
@@ -138,8 +139,9 @@ class _StreamPages:
         return lost, f"; the index lists {self.listed[at]:,} pages in it, {self.read[at]:,} of them read"
 
     def lost_between(self, first: int, last: int) -> tuple[int | None, str]:
-        """The pages of the streams the index lists in bytes [first, last), which are not bz2 data."""
-        if not self.listed:
+        """The pages of the streams the index lists in bytes [first, last), which are not bz2 data; not told where
+        the bytes run past the range's end, into streams the index lists for other ranges, which skip them."""
+        if not self.listed or last > self.end:
             return None, ""
         lost = sum(pages for offset, pages in self.listed.items() if first <= offset < last)
         return lost, f"; the index lists {lost:,} pages in streams there"
