@@ -16,7 +16,7 @@ import re
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from pipeline import output
-from pipeline.input_discovery import local_glob, local_kind, local_tree, refuse_unreadable, remote_file
+from pipeline.input_discovery import local_glob, local_kind, local_tree, refuse_unreadable, remote_matches
 from pipeline.input_formats import InputError
 from pipeline.input_streams import ZstdFrames
 from transforms.book_decoding import BookRejection
@@ -59,16 +59,6 @@ def _is_metadata(path: str) -> bool:
     return os.path.basename(path).lower() == METADATA_NAME
 
 
-def _has_glob(pattern: str) -> bool:
-    return any(c in pattern for c in "*?[")
-
-
-def _glob_free_prefix(pattern: str) -> str:
-    """The directory part of a pattern before its first wildcard."""
-    cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=len(pattern))
-    return pattern[: pattern.rfind("/", 0, cut) + 1]
-
-
 def _match(pattern: str) -> list[tuple[str, int]]:
     return [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list
             if not m.path.endswith("/")]
@@ -78,11 +68,8 @@ def _remote_listing(pattern: str) -> tuple[bool, list[tuple[str, int]]]:
     """(whether the pattern names directories, the (path, size) of the files it stands for). An object is taken by
     its name before that name is read as a pattern; a name that matches no object is a directory."""
     if not pattern.endswith("/"):
-        literal = remote_file(pattern) if _has_glob(pattern) else None
-        if literal is not None:
-            return False, [literal]
-        found = _match(pattern)
-        if found or _has_glob(pattern):
+        found = remote_matches(pattern, _match)
+        if found or output.has_glob(pattern):
             return False, found
     return True, _match(pattern.rstrip("/") + "/**")
 
@@ -98,10 +85,10 @@ def _local_listing(pattern: str) -> tuple[bool, list[tuple[str, int]]]:
             refuse_unreadable(name, kind)
             return False, [(name, os.path.getsize(name))]
         directory, base, entries = True, name.rstrip("/") + "/", local_tree(name)
-    elif not _has_glob(name):
+    elif not output.has_glob(name):
         return pattern.endswith("/"), []
     else:
-        directory, base = pattern.endswith("/"), _glob_free_prefix(name + "/")
+        directory, base = pattern.endswith("/"), output.glob_folder(name + "/")
         entries = local_glob(name + "/**" if directory else name)
     found = []
     for path, kind in entries:
@@ -130,10 +117,10 @@ def list_inputs(pattern: str) -> tuple[list[tuple[str, int]], list[str], list[st
     """
     directory, found = (_remote_listing if output.is_remote(pattern) else _local_listing)(pattern)
     if directory and output.is_remote(pattern):
-        base = _glob_free_prefix(pattern.rstrip("/") + "/")
+        base = output.glob_folder(pattern.rstrip("/") + "/")
         found = [(p, s) for p, s in found if _is_metadata(p) or _is_book_name(p, base)]
     earlier = sorted(p for p, _ in found if is_run_output(p))
-    if earlier and not directory and not _has_glob(pattern):
+    if earlier and not directory and not output.has_glob(pattern):
         raise InputError(f"{pattern} is an output of a bertcorpus run, not a book")
     books = sorted({(p, s) for p, s in found if not _is_metadata(p) and not is_run_output(p)})
     return books, sorted({p for p, _ in found if _is_metadata(p)}), earlier

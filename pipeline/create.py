@@ -107,8 +107,7 @@ def run(args, beam_args: list[str]) -> int:
     dry_run = runners.is_dry_run(options)
     config = config_from_args(args)
     found = find_inputs(config.inputs, allow_missing=dry_run)
-    if found.note():
-        print(f"note: {found.note()}", file=sys.stderr)
+    found.print_note()
     files = found.files
     if not files and not dry_run:
         raise UserError("no input files given")

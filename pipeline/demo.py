@@ -53,6 +53,7 @@ def _eval_counts(path: Path) -> str:
 
 def run(args, beam_args: list[str]) -> int:
     from pipeline import cli, train_command
+    from trainer.config import backend_extra
 
     out = Path(args.output).resolve()
     wiki, books, vocab, records, train = (out / "wiki", out / "books", out / "vocab.txt", out / "records",
@@ -85,7 +86,7 @@ def run(args, beam_args: list[str]) -> int:
     missing = None if args.skip_train else train_command.trainer_missing()
     if missing:
         print(f"\n=== train: skipped: {missing}", flush=True)
-        rows.append(("train", f"skipped: {train_command.TRAIN_EXTRA} to train", "", ""))
+        rows.append(("train", f"skipped: {backend_extra('tensorflow')} to train", "", ""))
     if not args.skip_train and not missing:
         stage("train", ["train", "--data", records, "--seq-length", "128",
                         "--config", "tiny", "--vocab-size", args.vocab_size, "--batch-size", "32",

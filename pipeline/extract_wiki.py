@@ -35,6 +35,7 @@ from pipeline.input_reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
 from pipeline.input_streams import MIB, HashingReader, estimated_text_bytes, hashed_to_the_end
 from pipeline.job_flags import (LOCAL_FOLDERS_HELP, add_error_limits, add_files, check_error_rate, positive_float,
                                 positive_int)
+from pipeline.output import has_glob
 from pipeline.wiki_losses import count_loss, loss_check, loss_rows, pages_lost, pages_lost_entry, with_pages_lost
 from transforms.seeding import python_rng
 from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
@@ -193,8 +194,9 @@ class PlanByteRanges(beam.DoFn):
         with _open(path) as f:
             size = f.seek(0, os.SEEK_END)
             fingerprint = _head_tail_fingerprint(f, size)
-        ranges = plan_byte_ranges(list(listed), size, self.range_bytes or auto_range_bytes(size))
-        beyond = [offset for offset in listed if offset >= size]
+        starts = list(listed)  # in file order, as the index lists them
+        ranges = plan_byte_ranges(starts, size, self.range_bytes or auto_range_bytes(size))
+        beyond = starts[bisect.bisect_left(starts, size):]
         if beyond:  # the pages of those streams are missing: the dump is cut, or the index is another dump's
             lost = sum(listed[offset] for offset in beyond)
             yield beam.pvalue.TaggedOutput("errors", {
@@ -204,7 +206,6 @@ class PlanByteRanges(beam.DoFn):
             yield beam.pvalue.TaggedOutput("losses", (path, {"counted": lost}))
             yield tally.emit(documents.METRICS, {"read": 1, "errors:truncated": 1})
         dump = _read_dump_header(path)
-        starts = list(listed)
         for start, end in python_rng(0, "range order", os.path.basename(path)).sample(ranges, len(ranges)):
             # the index's streams in the range, found by bisection: a full index has some 200,000 of them
             yield dump, start, end, {o: listed[o] for o in starts[bisect.bisect_left(starts, start):
@@ -337,7 +338,7 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
               (not index or len(index) == len(args.input),
                f"--index needs one index per --input dump, in the same order ({len(args.input)} dumps, "
                f"{len(index)} indexes)"),
-              (not index or not any(set(p) & set("*?[") for p in args.input + index),
+              (not index or not any(has_glob(p) for p in args.input + index),
                "with --index, --input and --index name single files, not patterns")]
     for ok, message in checks:
         if not ok:

@@ -19,7 +19,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from pipeline.documents import DOCUMENTS_GLOB
 from pipeline.input_formats import InputError
-from pipeline.output import FILESYSTEM_ERRORS, filesystem_error_cause, is_remote
+from pipeline.output import FILESYSTEM_ERRORS, filesystem_error_cause, glob_folder, has_glob, is_remote
 
 # Paths that input discovery meets but does not read, by reason: (one, several, why), for the note and the manifest.
 SKIPPED = {
@@ -59,6 +59,11 @@ class FoundInputs:
                 parts.append(f"left out {len(paths):,} {one if len(paths) == 1 else several} ({why}): "
                              f"{', '.join(paths[:_SHOWN])}{more}")
         return "; ".join(parts) or None
+
+    def print_note(self) -> None:
+        """The note, if any, on stderr."""
+        if note := self.note():
+            print(f"note: {note}", file=sys.stderr)
 
 
 def find_inputs(patterns: list[str], allow_missing: bool = False) -> FoundInputs:
@@ -113,14 +118,8 @@ def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple
     (a pattern that matches exactly that file, size), the file's path with any glob character bracketed
     (data[1].xml → data[[]1].xml). What find_inputs left out is said in a note on stderr."""
     found = find_inputs(patterns, allow_missing)
-    note = found.note()
-    if note:
-        print(f"note: {note}", file=sys.stderr)
+    found.print_note()
     return [(glob.escape(path), size) for path, size in found.files]
-
-
-def has_glob(pattern: str) -> bool:
-    return any(c in pattern for c in "*?[")
 
 
 def local_kind(path: str) -> str:
@@ -152,9 +151,8 @@ def local_glob(pattern: str) -> list[tuple[str, str]]:
     """(path, local_kind) of every local path an absolute pattern matches, sorted: files and other entries, and
     folders where the pattern has no `**` (with `**` folders are searched, except links to folders, which are
     matched like files). `*`, `?` and `[...]` stay within a name, as in a shell; `**` spans folders, as in Beam."""
-    cut = min(i for i in (pattern.find(c) for c in "*?[") if i >= 0)
     matches = re.compile(FileSystem.translate_pattern(pattern)).match
-    return _walk(pattern[:pattern.rfind("/", 0, cut)] or "/", matches, "**" in pattern, pattern.count("/"))
+    return _walk(glob_folder(pattern)[:-1] or "/", matches, "**" in pattern, pattern.count("/"))
 
 
 def local_tree(folder: str) -> list[tuple[str, str]]:
@@ -223,8 +221,7 @@ def _classified(entries) -> tuple[list[tuple[str, int]], dict[str, str]]:
 def _match_remote(pattern: str) -> tuple[list[tuple[str, int]], dict[str, str]]:
     """(files, paths left out → why) of a remote name or pattern; an object's name is taken as it is first."""
     if has_glob(pattern):
-        literal = remote_file(pattern)
-        return ([literal] if literal else _listed(pattern)), {}
+        return remote_matches(pattern), {}
     files = [] if pattern.endswith("/") else _listed(pattern)
     if files:
         return files, {}
@@ -247,6 +244,13 @@ def remote_file(path: str) -> tuple[str, int] | None:
         return path, FileSystems.get_filesystem(path).metadata(path).size_in_bytes
     except FILESYSTEM_ERRORS as e:
         raise InputError(f"cannot list {path}: {filesystem_error_cause(e)}") from None
+
+
+def remote_matches(pattern: str, lister=None) -> list[tuple[str, int]]:
+    """(path, size) of what a remote name or pattern stands for: the object of exactly that name where its name has
+    glob characters and there is one, else the pattern's matches (`lister`, by default _listed)."""
+    literal = remote_file(pattern) if has_glob(pattern) else None
+    return [literal] if literal else (lister or _listed)(pattern)
 
 
 def _folder_files(folder: str, files: list[tuple[str, int]],

@@ -18,7 +18,6 @@ from typing import BinaryIO, Iterator
 
 from pipeline.input_streams import COMPRESSED_SUFFIXES, lines_of
 
-INPUT_FORMATS = ("documents", "text", "jsonl")
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
 
@@ -42,6 +41,9 @@ class ReadStats:
     replaced_chars: int = 0   # U+FFFD substituted for invalid UTF-8 and for JSONL's lone surrogates
     skipped: dict[str, int] = field(default_factory=dict)  # records set aside on purpose (a null text), by reason
     errors: dict[str, int] = field(default_factory=dict)   # records that could not be read, by reason
+
+    def skip(self, reason: str, records: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + records
 
     def reject(self, where: str, reason: str, detail: str) -> "Rejected":
         """A dead letter for a record of this file that could not be read, counted."""
@@ -127,6 +129,10 @@ def read_text_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Spa
         yield SourceDocument(f"{stem}:{first}", sentences=sentences)
 
 
+def _bad_line(stats: ReadStats, at: int, what: str) -> "Rejected":
+    return stats.reject(f"byte {at}", "bad_jsonl_line", f"{what} (a line holds {{\"id\", \"text\"}})")
+
+
 def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats,
                          span: Span) -> Iterator[SourceDocument | Rejected]:
     """One {"id", "text"} object per line, belonging to the span that holds its first byte; a missing id falls
@@ -151,15 +157,18 @@ def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats,
         except ValueError as e:
             yield stats.reject(f"byte {at}", "bad_jsonl_line", f"not JSON: {e}")
             continue
-        text = record.get("text") if isinstance(record, dict) else None
-        if text is None and isinstance(record, dict) and "text" in record:
-            stats.skipped["null_text"] = stats.skipped.get("null_text", 0) + 1
+        if not isinstance(record, dict):
+            yield _bad_line(stats, at, f"a {type(record).__name__}, not an object")
+            continue
+        if "text" not in record:
+            yield _bad_line(stats, at, "no \"text\"")
+            continue
+        text = record["text"]
+        if text is None:
+            stats.skip("null_text")
             continue
         if not isinstance(text, str):
-            what = ("no \"text\"" if isinstance(record, dict) and "text" not in record else
-                    f"its text is a {type(text).__name__}" if isinstance(record, dict) else
-                    f"a {type(record).__name__}, not an object")
-            yield stats.reject(f"byte {at}", "bad_jsonl_line", f"{what} (a line holds {{\"id\", \"text\"}})")
+            yield _bad_line(stats, at, f"its text is a {type(text).__name__}")
             continue
         doc_id = record.get("id")
         doc_id = str(doc_id) if doc_id is not None else f"{stem}:{at}"
@@ -210,7 +219,7 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
             try:
                 batch = next(batches, None)
             except (OSError, pa.ArrowInvalid) as e:  # what a damaged page, header or compressed block raises
-                stats.skipped["damaged_parquet_row"] = stats.skipped.get("damaged_parquet_row", 0) + rows - done
+                stats.skip("damaged_parquet_row", rows - done)
                 yield stats.reject(f"row group {group}", "damaged_parquet_row_group",
                                    f"rows {first_row + done} to {first_row + rows - 1} lost: "
                                    f"{str(e).splitlines()[0]}")
@@ -220,7 +229,7 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
             ids, texts = _values(batch.column(0), stats), _values(batch.column(1), stats)
             for row, (doc_id, text) in enumerate(zip(ids, texts), first_row + done):
                 if text is None:
-                    stats.skipped["null_text"] = stats.skipped.get("null_text", 0) + 1
+                    stats.skip("null_text")
                     continue
                 yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:row{row}", text=text)
             done += batch.num_rows

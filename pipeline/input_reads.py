@@ -11,7 +11,7 @@ from typing import BinaryIO, Iterator
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipeline.input_discovery import has_glob, remote_file
+from pipeline.input_discovery import remote_matches
 from pipeline.input_formats import (LINE_READERS, ReadStats, Rejected, SourceDocument, Span, guess_format,
                                     read_parquet_documents)
 from pipeline.input_streams import (COMPRESSED_SUFFIXES, MIB, HashingReader, decompressed, hashed_to_the_end,
@@ -31,7 +31,7 @@ def auto_range_bytes(file_size: int) -> int:
 def is_splittable(path: str, input_format: str) -> bool:
     """Whether readers can share the file by byte spans: uncompressed text and JSONL."""
     fmt = guess_format(path) if input_format == "auto" else input_format
-    return fmt in ("text", "jsonl") and not path.lower().endswith(COMPRESSED_SUFFIXES)
+    return fmt in LINE_READERS and not path.lower().endswith(COMPRESSED_SUFFIXES)
 
 
 def plan_reads(path: str, size: int, input_format: str) -> list[tuple[str, int, int]]:
@@ -140,12 +140,7 @@ def match_on_worker(pattern: str) -> Iterator[tuple[str, int]]:
     if not is_remote(pattern):
         yield pattern, os.path.getsize(pattern)
         return
-    literal = remote_file(pattern) if has_glob(pattern) else None
-    if literal is not None:
-        yield literal
-        return
-    for m in FileSystems.match([pattern])[0].metadata_list:
-        yield m.path, m.size_in_bytes
+    yield from remote_matches(pattern, lambda p: [(m.path, m.size_in_bytes) for m in FileSystems.match([p])[0].metadata_list])
 
 
 class PlanReads(beam.PTransform):

@@ -211,17 +211,22 @@ def check_apart(outputs: Iterable[str | None], inputs: Iterable[str]) -> None:
 
 def _compared(path: str, pattern: bool = True) -> tuple[str, bool]:
     """(the path as check_apart compares it, whether it stood for a pattern's folder)."""
-    is_pattern = pattern and any(c in path for c in "*?[") and (is_remote(path) or not os.path.lexists(path))
+    is_pattern = pattern and has_glob(path) and (is_remote(path) or not os.path.lexists(path))
     if is_pattern:
-        path = _pattern_folder(path)
+        path = glob_folder(path) or "."
     if is_remote(path):
         return path.rstrip("/"), is_pattern
     return os.path.realpath(path), is_pattern
 
 
-def _pattern_folder(pattern: str) -> str:
-    cut = min(i for i in (pattern.find(c) for c in "*?[") if i >= 0)
-    return pattern[:pattern.rfind("/", 0, cut) + 1] or "."
+def has_glob(pattern: str) -> bool:
+    return any(c in pattern for c in "*?[")
+
+
+def glob_folder(pattern: str) -> str:
+    """The folder part of a pattern before its first wildcard, with its last '/' ("" where there is none)."""
+    cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=len(pattern))
+    return pattern[:pattern.rfind("/", 0, cut) + 1]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -231,7 +236,7 @@ def _inside(path: str, folder: str) -> bool:
 def _matched_on_the_way(where: str, folder: str, pattern: str) -> bool:
     """Whether the pattern, whose fixed folder holds `where`, may match `where`, a folder above it or a file below
     it: its segments match the path's segments as far as both go (a `**` segment matches anything)."""
-    segments = pattern[len(_pattern_folder(pattern)):].split("/")
+    segments = pattern[len(glob_folder(pattern) or "."):].split("/")
     parts = where[len(folder.rstrip("/")) + 1:].split("/")
     return "**" in segments or all(fnmatch.fnmatchcase(part, segment) for part, segment in zip(parts, segments))
 
@@ -374,9 +379,10 @@ def write_atomically(path: str, data: bytes) -> None:
                 FileSystems.rename([tmp], [path])
             else:
                 os.replace(tmp, path)
-        finally:
+        except BaseException:
             if exists(tmp):
                 FileSystems.delete([tmp])
+            raise
 
 
 def write_json_atomically(path: str, payload: dict) -> None:

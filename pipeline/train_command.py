@@ -8,7 +8,6 @@ import os
 
 ACCEPTS_BEAM_OPTIONS = False
 INTERRUPTED_NOTE = "run the same command again to resume from the last checkpoint"
-TRAIN_EXTRA = "pip install 'bertcorpus[train]'"
 BACKEND_MODULES = {"tensorflow", "keras", "jax", "jaxlib", "torch"}
 BACKEND_NAMES = {"tensorflow": "TensorFlow", "jax": "JAX", "torch": "PyTorch"}
 

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 
 from pipeline import output
-from pipeline.input_discovery import FoundInputs, find_inputs
+from pipeline.input_discovery import find_inputs
 from pipeline.job_flags import LOCAL_FOLDERS_HELP, add_files, add_input_format, add_lower_case
 from pipeline.vocab_beam import count_with_beam
 from pipeline.vocab_counting import CorpusCounts, VocabConfig, count_in_process
@@ -107,12 +107,6 @@ def config_from_args(args) -> VocabConfig:
                        max_words=args.max_words, count_with_beam=args.count_with_beam, counts_dir=args.counts_dir)
 
 
-def _print_note(found: FoundInputs) -> None:
-    note = found.note()
-    if note:
-        print(f"note: {note}", file=sys.stderr)
-
-
 def run(args, beam_args: list[str]) -> int:
     from pipeline import runners
     from pipeline.cli_util import print_summary
@@ -131,7 +125,7 @@ def run(args, beam_args: list[str]) -> int:
         check_outputs(cfg.output, args.overwrite)
         output.check_writable(cfg.output, output.temporary_name(cfg.output))
     found = find_inputs(cfg.inputs, allow_missing=dry_run)
-    _print_note(found)
+    found.print_note()
     if not found.files and not dry_run:
         raise UserError("no input files given")
     if cfg.count_with_beam:

@@ -183,8 +183,7 @@ class CorpusCounts:
 
 
 def file_entry(stats: ReadStats) -> dict:
-    return {"path": stats.path, "size": stats.size, "sha256": stats.sha256, "documents": stats.documents,
-            "skipped": dict(stats.skipped), "errors": dict(stats.errors), "replaced_chars": stats.replaced_chars}
+    return asdict(stats)
 
 
 def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCounts:

@@ -52,22 +52,19 @@ def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep
     """Write checkpoints/ckpt-STEP whole or not at all (locally renamed into place; remotely its checkpoint.json goes
     last), then remove all but the last `keep`."""
     final = join(output, CHECKPOINTS, f"ckpt-{step}")
-    with tempfile.TemporaryDirectory() as scratch:
-        model.save_weights(os.path.join(scratch, WEIGHTS_FILE))
-        np.savez(os.path.join(scratch, RANDOM_STATE_FILE),
-                 **{f"{i:05d}": ops.convert_to_numpy(v) for i, v in enumerate(model.non_trainable_variables)})
-        with open(os.path.join(scratch, CHECKPOINT_META), "w") as f:
-            json.dump({"step": step, **meta}, f, indent=2)
-        if is_remote(final):
+    if is_remote(final):
+        with tempfile.TemporaryDirectory() as scratch:
+            _write_checkpoint_files(model, scratch, step, meta)
             for name in (WEIGHTS_FILE, RANDOM_STATE_FILE, CHECKPOINT_META):
                 with open(os.path.join(scratch, name), "rb") as f:
                     write_bytes(join(final, name), f.read())
-        else:
-            staging = f"{final}.partial"
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(scratch, staging)
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(staging, final)
+    else:
+        staging = f"{final}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        os.makedirs(staging)
+        _write_checkpoint_files(model, staging, step, meta)
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(staging, final)
     for folder in list(checkpoint_steps(output).values())[:-keep]:
         if is_remote(folder):
             delete(match(join(folder, "*")))
@@ -75,11 +72,22 @@ def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def _write_checkpoint_files(model: keras.Model, folder: str, step: int, meta: dict) -> None:
+    model.save_weights(os.path.join(folder, WEIGHTS_FILE))
+    np.savez(os.path.join(folder, RANDOM_STATE_FILE),
+             **{f"{i:05d}": ops.convert_to_numpy(v) for i, v in enumerate(model.non_trainable_variables)})
+    with open(os.path.join(folder, CHECKPOINT_META), "w") as f:
+        json.dump({"step": step, **meta}, f, indent=2)
+
+
 def read_checkpoint_meta(folder: str) -> dict:
     return json.loads(read_bytes(join(folder, CHECKPOINT_META)))
 
 
 def _local_copy(folder: str, name: str, scratch: str) -> str:
+    """A local path of the checkpoint's file: its own, or a copy in `scratch` of a remote one."""
+    if not is_remote(folder):
+        return join(folder, name)
     path = os.path.join(scratch, name)
     with open(path, "wb") as f:
         f.write(read_bytes(join(folder, name)))

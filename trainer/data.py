@@ -202,8 +202,10 @@ class LoaderBatches(keras.utils.PyDataset):
         return loader[i]
 
     def first(self) -> dict[str, np.ndarray]:
-        """The run's first batch, read here (for the checks before training)."""
-        return self._read(0)
+        """The run's first batch (for the checks before training), read ahead as fit will ask for it."""
+        if 0 not in self._ahead:
+            self._ahead[0] = self._pool.submit(self._read, 0)
+        return self._ahead[0].result()
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
         k = self.offset + index
@@ -327,9 +329,8 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             flag = _flag_for(name)
             raise TrainerError(f"{path}: {name} has {found} values but {flag} is {expected}")
     if vocab_size is not None:
-        largest = max(max(features[name].int64_list.value) for name in ("input_ids", "masked_lm_ids"))
-        if largest >= vocab_size:
-            raise TrainerError(f"{path}: records hold token id {largest} but --vocab-size is {vocab_size}")
+        check_token_ids({name: np.asarray(features[name].int64_list.value) for name in ("input_ids", "masked_lm_ids")},
+                        vocab_size, path)
 
 
 def corrupt_file_error(path: str, err) -> TrainerError:

@@ -29,7 +29,7 @@ class EpochPlan:
         self.block_start, self.block_rows = block_start, block_rows
         self.instance_bins = instance_bins  # global instance numbers → bins (None without bins)
         self.seed, self.epoch = seed, epoch
-        self.global_batch, self.drop_remainder = global_batch, drop_remainder
+        self.global_batch = global_batch
         rng = numpy_rng(seed, "loader-blocks", epoch)
         self.block_order = rng.permutation(len(block_rows))
         windows = np.arange(0, len(block_rows), WINDOW_BLOCKS)

@@ -95,11 +95,10 @@ class PretrainingLoader:
         # Blocks of BLOCK_ROWS instances, numbered in manifest order: the units of the epoch's permutation.
         first_row = [np.arange(0, s.records, BLOCK_ROWS) for s in d.shards]
         self.shard_start = np.concatenate(([0], np.cumsum([s.records for s in d.shards]))).astype(np.int64)
-        self.block_shard = np.repeat(np.arange(len(d.shards)), [len(f) for f in first_row])
-        self.block_first = np.concatenate(first_row).astype(np.int64)
-        self.block_start = self.shard_start[self.block_shard] + self.block_first
-        self.block_rows = np.minimum(BLOCK_ROWS, np.array([s.records for s in d.shards])[self.block_shard]
-                                     - self.block_first)
+        block_shard = np.repeat(np.arange(len(d.shards)), [len(f) for f in first_row])
+        block_first = np.concatenate(first_row).astype(np.int64)
+        self.block_start = self.shard_start[block_shard] + block_first
+        self.block_rows = np.minimum(BLOCK_ROWS, np.array([s.records for s in d.shards])[block_shard] - block_first)
         self._memory: dict[tuple[str, str], np.ndarray] = {}  # index arrays that the cache could not keep
         if d.file_format == "tfrecord":
             for shard in d.shards:

@@ -404,7 +404,7 @@ def loader_args(source: DataSource, output: CreateOutput, config: TrainConfig, d
         "output_dir": output.path, "seq_length": source.seq_length, "split": split,
         "batch_size": batch_size // devices.world_size, "rank": devices.rank, "world_size": devices.world_size,
         "seed": config.seed, "drop_remainder": True,
-        "max_predictions_per_seq": None if source.predictions == output.seq_configs[source.seq_length] else source.predictions,
+        "max_predictions_per_seq": source.predictions,
     }
 
 

@@ -15,7 +15,7 @@ from collections import Counter
 
 import numpy as np
 
-from wordpiece.tokenizer import WordPieceTokenizer, prepare_text
+from wordpiece.tokenizer import WordPieceTokenizer, prepared_chunks
 from wordpiece.vocab import UNK
 
 BINS_PER_DECADE = 10
@@ -146,7 +146,7 @@ class UnknownWords:
         self.unknown = 0
 
     def add(self, text: str) -> None:
-        chunks = prepare_text(text, self.tokenizer.lowercase).split()
+        chunks, _ = prepared_chunks(text, self.tokenizer.lowercase)
         distinct = set(chunks)
         hits = distinct & self.unknown_chunks
         new = distinct - self.known

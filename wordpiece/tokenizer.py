@@ -51,6 +51,18 @@ def prepare_text(text: str, lowercase: bool) -> str:
     return text.lower() if lowercase else text
 
 
+def prepared_chunks(text: str, lowercase: bool) -> tuple[list[str], int]:
+    """prepare_text(text, lowercase).split() and the prepared text's length, with one split where nothing is to be
+    removed (almost always): lower-casing adds and takes no removed character and no whitespace, so the test on the
+    lower-cased chunks is the test on the text's own."""
+    prepared = text.lower() if lowercase else text
+    chunks = prepared.split()
+    if _may_need_cleaning(text, chunks):
+        prepared = prepare_text(text, lowercase)
+        chunks = prepared.split()
+    return chunks, len(prepared)
+
+
 def _may_need_cleaning(text: str, chunks: list[str]) -> bool:
     """False when text (split into chunks) holds no character to remove. Every removed character but U+FFFD is
     non-printable, and str.isprintable is one cheap pass where the regex is a slow one; whitespace is
@@ -128,7 +140,7 @@ class WordPieceTokenizer:
 
     def encode(self, text: str) -> np.ndarray:
         """All ids of a text, in order (int32)."""
-        return self._ids_of(prepare_text(text, self.lowercase).split())[0]
+        return self._ids_of(prepared_chunks(text, self.lowercase)[0])[0]
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self.vocab.tokens

@@ -23,7 +23,7 @@ from typing import Iterable, Iterator
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepare_text
+from wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepared_chunks
 from wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
 
 LAYOUTS = ("bert", "compact")
@@ -59,9 +59,9 @@ class ChunkBatch:
 
     def add(self, text: str) -> bool:
         """Count the chunks of text; True once the batch is big enough to drain."""
-        prepared = prepare_text(text, self.lowercase)
-        self._chunks.update(prepared.split())
-        self._chars += len(prepared)
+        chunks, length = prepared_chunks(text, self.lowercase)
+        self._chunks.update(chunks)
+        self._chars += length
         return self._chars >= self.max_chars
 
     def drain(self) -> Counter:

@@ -12,7 +12,7 @@ SPECIAL_TOKENS = (PAD, UNK, CLS, SEP, MASK)
 # A byte-order mark that an editor put before the first line would turn [PAD] into another, regular token.
 BYTE_ORDER_MARK = "\ufeff"
 # Bracketed entries such as [unused17] are placeholders, never real text.
-_BRACKETED = re.compile(r"^\[[^\]]+\]$")
+PLACEHOLDER = re.compile(r"^\[[^\]]+\]$")
 
 
 class VocabError(ValueError):
@@ -77,5 +77,5 @@ class Vocab:
 
     def regular_token_ids(self) -> np.ndarray:
         """Ids that a random replacement may draw: everything but [PAD], [unusedN], [CLS], [SEP], [MASK], [UNK]."""
-        keep = [i for i, t in enumerate(self.tokens) if t and not _BRACKETED.match(t)]
+        keep = [i for i, t in enumerate(self.tokens) if t and not PLACEHOLDER.match(t)]
         return np.asarray(keep, dtype=np.int32)

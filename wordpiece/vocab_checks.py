@@ -7,9 +7,10 @@ uncased run with a cased vocab never uses its capitalised tokens) and return a o
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Sequence
+
+from wordpiece.vocab import PLACEHOLDER
 
 # Fewer whole-word tokens with a cased letter than this, and the vocab's casing is not judged.
 MIN_CASED_TOKENS = 20
@@ -23,7 +24,6 @@ UNK_FACTOR = 10.0
 UNK_FLOOR = 0.001
 # Without a recorded share (a vocab made elsewhere), only a share above this is reported.
 UNK_LIMIT_UNRECORDED = 0.01
-_BRACKETED = re.compile(r"^\[[^\]]+\]$")
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def vocab_casing(tokens: Sequence[str]) -> Casing:
     """The casing evidence of a vocab's tokens (vocab.tokens): whole words only, not ##pieces or [bracketed]."""
     letter = upper = 0
     for token in tokens:
-        if not token or token.startswith("##") or _BRACKETED.match(token):
+        if not token or token.startswith("##") or PLACEHOLDER.match(token):
             continue
         if token.lower() != token.upper():
             letter += 1
