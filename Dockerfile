@@ -27,11 +27,12 @@ RUN pip install --no-cache-dir \
     "build>=1.2,<2"
 
 COPY pyproject.toml setup.py README.md ./
+COPY bertcorpus ./bertcorpus
 COPY pipeline ./pipeline
 COPY transforms ./transforms
 COPY wordpiece ./wordpiece
 COPY trainer ./trainer
 COPY beam_jobs.yaml ./
-RUN pip install --no-cache-dir --no-deps . && python -c "import pipeline.create, transforms.tfrecord, wordpiece.tokenizer"
+RUN pip install --no-cache-dir --no-deps . && python -c "import bertcorpus.pipeline.create.job, bertcorpus.transforms.tfrecord, bertcorpus.wordpiece.tokenizer"
 
 # The SDK harness entry point of the base image stays as it is.

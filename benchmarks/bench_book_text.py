@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from transforms.book_cleaning import clean_book  # noqa: E402
-from transforms.book_decoding import DecodedBook, decode_book  # noqa: E402
-from transforms.book_duplicates import dedup_key, minhash_signature  # noqa: E402
+from bertcorpus.transforms.book_cleaning import clean_book
+from bertcorpus.transforms.book_decoding import DecodedBook, decode_book
+from bertcorpus.transforms.book_duplicates import dedup_key, minhash_signature
 
 STAGES = ("decode_book", "clean_book", "dedup_key", "minhash_signature")
 

@@ -71,8 +71,8 @@ def real_documents() -> list[tuple[str, str]]:
         docs.append((Path(path).stem, Path(path).read_text(encoding="utf-8")))
     for path in sorted(glob.glob(str(SHARED / "books" / "gutenberg_cp1252_with_header" / "*.txt"))):
         docs.append((Path(path).stem, Path(path).read_bytes().decode("cp1252").replace("\r\n", "\n")))
-    from transforms.wiki_pages import iter_pages, Page
-    from transforms.wikitext import clean_wikitext
+    from bertcorpus.transforms.wiki_pages import iter_pages, Page
+    from bertcorpus.transforms.wikitext import clean_wikitext
 
     with bz2.open(SHARED / "wiki" / "enwiki-2014-sample-truncated.xml.bz2") as f:
         for page in iter_pages(f):
@@ -109,7 +109,7 @@ def write_corpus(path: Path, megabytes: float) -> tuple[int, int]:
 
 def write_reference_corpus(path: Path, megabytes: float) -> int:
     """The benchmark's documents in the reference's input format, sentences split by `create`'s splitter."""
-    from transforms.sentences import document_sentences
+    from bertcorpus.transforms.sentences import document_sentences
 
     size, pieces = 0, document_pieces()
     with open(path, "w", encoding="utf-8") as f:
@@ -204,7 +204,7 @@ def main() -> None:
         # Beam starts (they put their working directory first on the path).
         tree = str(args.baseline.resolve())
         codes["baseline"] = ["env", "-C", tree, f"PYTHONPATH={tree}", sys.executable, "-c",
-                             "from pipeline.cli import entry_point; entry_point()"]
+                             "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()"]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.jsonl"

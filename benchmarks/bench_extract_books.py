@@ -55,7 +55,7 @@ def make_copies(books: Path, target: Path, min_bytes: int) -> int:
 
 def timed_run(inputs: Path, output: Path, options: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run of the command."""
-    command = [sys.executable, "-m", "pipeline", "extract-books", "--input", str(inputs), "--output", str(output),
+    command = [sys.executable, "-m", "bertcorpus", "extract-books", "--input", str(inputs), "--output", str(output),
                "--overwrite", "--runner=DirectRunner", *options]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()

@@ -48,7 +48,7 @@ def repeated_dump(copies: int) -> bytes:
 
 
 def extract_wiki(inputs: list[Path], out: Path, *options: str) -> list[str]:
-    return [sys.executable, "-m", "pipeline", "extract-wiki", "--input", *map(str, inputs), "--output", str(out),
+    return [sys.executable, "-m", "bertcorpus", "extract-wiki", "--input", *map(str, inputs), "--output", str(out),
             "--overwrite", *options]
 
 

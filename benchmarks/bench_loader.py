@@ -31,7 +31,7 @@ import json, os, sys, time
 os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 out, cache = sys.argv[1], sys.argv[5]
 seq_length, batch_size, seconds = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
-from trainer.loader import PretrainingLoader
+from bertcorpus.trainer.loader import PretrainingLoader
 start = time.perf_counter()
 loader = PretrainingLoader(out, seq_length=seq_length, batch_size=batch_size, seed=1, cache_dir=cache)
 opened = time.perf_counter() - start
@@ -53,7 +53,7 @@ os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
 tf.config.threading.set_inter_op_parallelism_threads(1)
 tf.config.threading.set_intra_op_parallelism_threads(1)
-from trainer.data import train_dataset
+from bertcorpus.trainer.data import train_dataset
 files = sys.argv[1].split(",")
 seq_length, predictions, batch_size, seconds = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
 options = tf.data.Options()

@@ -31,11 +31,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from transforms.book_cleaning import clean_book  # noqa: E402
-from transforms.book_decoding import DecodedBook, decode_book  # noqa: E402
-from transforms.sentences import split_paragraphs, split_sentences  # noqa: E402
-from transforms.wiki_pages import Page, iter_pages  # noqa: E402
-from transforms.wikitext import clean_wikitext  # noqa: E402
+from bertcorpus.transforms.book_cleaning import clean_book
+from bertcorpus.transforms.book_decoding import DecodedBook, decode_book
+from bertcorpus.transforms.sentences import split_paragraphs, split_sentences
+from bertcorpus.transforms.wiki_pages import Page, iter_pages
+from bertcorpus.transforms.wikitext import clean_wikitext
 
 GOLD = REPO / "tests" / "data" / "sentences"
 # Distinct books only: the cp1252 copies of 84, 1342 and 2701 repeat the UTF-8 ones.

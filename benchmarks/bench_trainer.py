@@ -45,7 +45,7 @@ DEFAULT_BATCH = {("cpu", 128): 32, ("cpu", 512): 8, ("gpu", 128): 256, ("gpu", 5
 
 def set_backend(argv: list[str]) -> str:
     """--backend, else $KERAS_BACKEND, else the first installed: put where Keras reads it, before it is imported."""
-    from trainer.config import TrainerError, choose_backend, requested_backend
+    from bertcorpus.trainer.config import TrainerError, choose_backend, requested_backend
 
     try:
         backend = choose_backend(requested_backend(argv), os.environ.get("KERAS_BACKEND"))
@@ -172,9 +172,9 @@ def build(config_name: str, seq_len: int, predictions: int, batch_size: int, pre
     """The trainer's model, optimizer and compiled step, as `bertcorpus train` makes them."""
     import keras
 
-    from trainer.config import BertConfig, TrainConfig
-    from trainer.devices import choose_devices
-    from trainer.train import build_model
+    from bertcorpus.trainer.config import BertConfig, TrainConfig
+    from bertcorpus.trainer.devices import choose_devices
+    from bertcorpus.trainer.train import build_model
 
     config = TrainConfig(data="", output="", model=config_name, batch_size=batch_size, steps=10**6, warmup_steps=10,
                          mixed_precision=precision, strategy=strategy, steps_per_execution=steps_per_execution)
@@ -186,7 +186,7 @@ def build(config_name: str, seq_len: int, predictions: int, batch_size: int, pre
 
 def result_row(backend: str, config_name: str, bert_config, seq_len: int, predictions: int, batch_size: int,
                precision: str, timing: dict, peak_tflops: float | None = None) -> dict:
-    from trainer.model import parameter_count, train_flops_per_sequence
+    from bertcorpus.trainer.model import parameter_count, train_flops_per_sequence
 
     flops = train_flops_per_sequence(bert_config, seq_len, predictions)
     name = device_name()

@@ -41,7 +41,7 @@ SMOKE_BATCH = {128: 8, 512: 2}
 
 def cli(*argv: str) -> None:
     """`bertcorpus ARGV` in a process of its own (Beam's local runner), its output kept unless it fails."""
-    command = "import sys; from pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
+    command = "import sys; from bertcorpus.pipeline.cli.commands import main; sys.exit(main(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", command, *argv], cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"bertcorpus {argv[0]} failed:\n{done.stderr[-3000:]}")
@@ -89,9 +89,9 @@ def main() -> None:
         raise SystemExit("error: --steps-per-execution must divide --epoch-steps")
     seq_lengths = [int(s) for s in args.seq_lengths.split(",")]
 
-    from trainer.config import TrainConfig
-    from trainer.data import CreateOutput, LoaderBatches
-    from trainer.train import DataSource, loader_args
+    from bertcorpus.trainer.config import TrainConfig
+    from bertcorpus.trainer.data import CreateOutput, LoaderBatches
+    from bertcorpus.trainer.train import DataSource, loader_args
 
     missing = [m for m in ("apache_beam", "pyarrow") if importlib.util.find_spec(m) is None]
     records = Path(args.records) if args.records else None

@@ -52,8 +52,8 @@ def measure_process(cmd: list) -> dict:
 
 def real_documents() -> list[tuple[str, str]]:
     """Every distinct real text: six UTF-8 novels, three more Windows-1252 ones, PG-19 samples, enwiki articles."""
-    from transforms.wiki_pages import Page, iter_pages
-    from transforms.wikitext import clean_wikitext
+    from bertcorpus.transforms.wiki_pages import Page, iter_pages
+    from bertcorpus.transforms.wikitext import clean_wikitext
 
     books = sorted((SHARED / "books" / "gutenberg_utf8").glob("*.txt"))
     books += [SHARED / "books" / "gutenberg_cp1252_with_header" / f"pg{n}.txt" for n in (2641, 37106, 64317)]
@@ -85,16 +85,16 @@ def write_jsonl(path: Path, docs: list[tuple[str, str]]) -> None:
 
 
 def vocab_tokens(path: Path) -> list[str]:
-    from wordpiece.vocab import Vocab
+    from bertcorpus.wordpiece.vocab import Vocab
 
     return list(Vocab.load(str(path)).tokens)
 
 
 def quality(tokens: list[str], texts: list[str], lowercase: bool = True) -> dict:
     """[UNK] rate and wordpieces per word, tokenising the held-out texts in full."""
-    from wordpiece.tokenizer import WordPieceTokenizer
-    from wordpiece.training import ChunkBatch, measure
-    from wordpiece.vocab import Vocab
+    from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+    from bertcorpus.wordpiece.training import ChunkBatch, measure
+    from bertcorpus.wordpiece.vocab import Vocab
 
     batch = ChunkBatch(lowercase)
     for text in texts:
@@ -119,8 +119,8 @@ def stock_vocab(texts: list[str], size: int, tmp: Path) -> tuple[list[str], floa
 
 
 def compare(docs, sizes: list[int], holdout: float, tmp: Path) -> list[dict]:
-    from pipeline.vocab_counting import VocabConfig, split_held_out
-    from wordpiece.training import TrainingConfig
+    from bertcorpus.pipeline.vocab.counting import VocabConfig, split_held_out
+    from bertcorpus.wordpiece.training import TrainingConfig
 
     cfg = VocabConfig(inputs=[], output="", training=TrainingConfig(), holdout_fraction=holdout)
     parts = [split_held_out(doc_id, text, cfg) for doc_id, text in docs]
@@ -163,7 +163,7 @@ def speed(docs, megabytes: float, beam: bool, runs: int, baseline: Path | None, 
         # Run from that checkout with it first on the path, also in the worker processes Beam starts.
         tree = str(baseline.resolve())
         codes["baseline"] = ["env", "-C", tree, f"PYTHONPATH={tree}", sys.executable, "-c",
-                             "from pipeline.cli import entry_point; entry_point()"]
+                             "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()"]
     paths = [("in-process", [])]
     if beam:
         paths.append(("beam-2-workers", ["--count-with-beam", "--direct_running_mode=multi_processing",
@@ -192,7 +192,7 @@ _DISTINCT = """
 import json, random, resource, sys, time
 from collections import Counter
 sys.path.insert(0, sys.argv[2])
-from wordpiece.training import TrainingConfig, WordCounter, train
+from bertcorpus.wordpiece.training import TrainingConfig, WordCounter, train
 words = [l.split("\\t")[0] for l in open(sys.argv[3], encoding="utf-8")]
 rng = random.Random(0)
 counter = WordCounter(max_words=int(sys.argv[1]))
@@ -214,7 +214,7 @@ print(json.dumps({"distinct_words": len(counter.counts), "pruned_words": counter
 
 def distinct_words(docs, count: int, tmp: Path) -> None:
     """Memory with the counter full: made-up words (two real words glued) up to `count` distinct."""
-    from wordpiece.training import ChunkBatch
+    from bertcorpus.wordpiece.training import ChunkBatch
 
     batch = ChunkBatch(True)
     for _, text in docs:

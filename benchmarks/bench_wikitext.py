@@ -26,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from transforms.wiki_pages import Page, iter_pages, open_dump  # noqa: E402
-from transforms.wikitext import clean_wikitext  # noqa: E402
+from bertcorpus.transforms.wiki_pages import Page, iter_pages, open_dump
+from bertcorpus.transforms.wikitext import clean_wikitext
 
 DEFAULT_DUMP = REPO / "tests" / "data" / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"
 

@@ -18,7 +18,7 @@ sys.path.insert(0, str(TESTS))
 
 
 def run_cli(*argv: str) -> int:
-    from pipeline.cli import main
+    from bertcorpus.pipeline.cli.commands import main
 
     return main([str(a) for a in argv])
 

@@ -32,7 +32,7 @@ def read_static(paths: list[Path], seq_length: int, predictions: int) -> dict[st
     """Every record of the files, in order, parsed by TensorFlow with the reference trainer's feature spec."""
     import tensorflow as tf
 
-    from trainer.data import feature_spec
+    from bertcorpus.trainer.data import feature_spec
 
     spec = feature_spec(seq_length, predictions)
     batches = [tf.io.parse_example(b, spec) for b in tf.data.TFRecordDataset([str(p) for p in paths]).batch(4096)]

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from transforms import book_duplicates
-from transforms.book_cleaning import CleanBook, clean_book
-from transforms.book_decoding import BookRejection, DecodedBook, decode_book
-from transforms.book_duplicates import dedup_key, jaccard_estimate, minhash_signature
-from transforms.book_lines import looks_sentence_per_line, read_hf_bookcorpus_lines
+from bertcorpus.transforms import book_duplicates
+from bertcorpus.transforms.book_cleaning import CleanBook, clean_book
+from bertcorpus.transforms.book_decoding import BookRejection, DecodedBook, decode_book
+from bertcorpus.transforms.book_duplicates import dedup_key, jaccard_estimate, minhash_signature
+from bertcorpus.transforms.book_lines import looks_sentence_per_line, read_hf_bookcorpus_lines
 
 BOOKS = Path(__file__).resolve().parent / "data" / "books"
 ALICE = BOOKS / "gutenberg_utf8" / "11-0.txt"

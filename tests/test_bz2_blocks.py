@@ -12,8 +12,8 @@ from itertools import pairwise
 import pytest
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
 
-from transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
-from transforms.wiki_pages import PageError, iter_pages, open_dump
+from bertcorpus.transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
+from bertcorpus.transforms.wiki_pages import PageError, iter_pages, open_dump
 
 
 def all_magics(data: bytes, magic: int) -> list[int]:

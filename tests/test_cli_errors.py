@@ -175,7 +175,7 @@ def test_a_full_disk_is_one_line_and_the_staging_goes(full_disk, capsys, command
 def test_a_full_disk_with_worker_processes_is_one_line(full_disk):
     """The workers' own tracebacks of the failed bundle stay off the terminal."""
     out = full_disk / "out"
-    done = subprocess.run([sys.executable, "-m", "pipeline", "create", *map(str, EXTRACTIONS["create"]),
+    done = subprocess.run([sys.executable, "-m", "bertcorpus", "create", *map(str, EXTRACTIONS["create"]),
                            "--output", str(out), "--runner", "DirectRunner", "--direct_running_mode",
                            "multi_processing", "--direct_num_workers", "2"],
                           cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
@@ -203,7 +203,7 @@ def test_an_output_that_is_a_file_is_one_line(tmp_path, capsys, command):
 
 def test_an_os_error_raised_in_a_worker_is_one_line_naming_its_path():
     """Beam brings a worker's OSError back as text inside a RuntimeError."""
-    from pipeline.errors import user_message
+    from bertcorpus.pipeline.errors import user_message
 
     wrapped = RuntimeError("Traceback (most recent call last):\n  ...\nOSError: [Errno 28] No space left on device: "
                            "'/data/out/.staging/x.parquet' [while running 'extract books/write documents']\n")
@@ -244,7 +244,8 @@ def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path
     import os
     import signal
 
-    from pipeline import create, output
+    from bertcorpus.pipeline.create import job
+    from bertcorpus.pipeline.sinks import output
 
     out = tmp_path / "out"
     staged = out / ".staging" / "seq128" / "train-00000-of-00004.tfrecord"
@@ -260,7 +261,7 @@ def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path
         os.kill(os.getpid(), signal.SIGINT)  # delivered at once: the clean-up must go on
         discard(path)
 
-    monkeypatch.setattr(create, "run", interrupted_run)
+    monkeypatch.setattr(job, "run", interrupted_run)
     monkeypatch.setattr(output, "discard_staging", discard_after_a_second_ctrl_c)
     handler = signal.getsignal(signal.SIGINT)
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out) == 130
@@ -270,7 +271,7 @@ def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path
 
 def test_dead_letters_are_sorted_by_the_numbers_in_where(tmp_path):
     """Within an input, errors go by position: byte 20 before byte 100, as a reader of the file expects."""
-    from pipeline import documents
+    from bertcorpus.pipeline.sinks import documents
 
     wheres = ["byte 100", "byte 20", "page 9", "byte 3", "page 12", "file"]
     errors = [{"input": "enwiki.xml.bz2", "where": where, "reason": "truncated", "detail": ""} for where in wheres]

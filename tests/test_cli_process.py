@@ -1,6 +1,6 @@
 """`bertcorpus` as a Unix process: standard output that is closed, full or read by no one, streams and locales that
 cannot encode what is written, signals that stop it (also where SIGINT came ignored), and an installation without
-the `train` extra. Each runs the real command (`python -m pipeline`, the installed entry point's code) in a process
+the `train` extra. Each runs the real command (`python -m bertcorpus`, the installed entry point's code) in a process
 of its own."""
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def _environment(**changes: str) -> dict[str, str]:
 
 
 def _command(*words) -> list:
-    return [sys.executable, "-m", "pipeline", *(w if isinstance(w, bytes) else str(w) for w in words)]
+    return [sys.executable, "-m", "bertcorpus", *(w if isinstance(w, bytes) else str(w) for w in words)]
 
 
 def _bertcorpus(*words, shell_prefix: str | None = None, env: dict | None = None, **kwargs):

@@ -8,7 +8,8 @@ import re
 import pytest
 from conftest import SAMPLE_TEXT, run_cli
 
-from pipeline import create_config, job_flags
+from bertcorpus.pipeline.create import config
+from bertcorpus.pipeline.cli import shared_flags
 
 
 def help_of(capsys, *argv: str) -> str:
@@ -33,7 +34,7 @@ class Recorded:
 
 def test_every_create_flag_has_a_help_text_that_gives_its_default():
     actions: list = []
-    create_config.add_arguments(Recorded(argparse.ArgumentParser(), actions))
+    config.add_arguments(Recorded(argparse.ArgumentParser(), actions))
     shown = [a for a in actions if a.help != argparse.SUPPRESS]
     assert len(shown) > 20
     for action in shown:
@@ -51,7 +52,7 @@ def test_lower_casing_is_spelled_one_way(capsys, command):
 
 def test_the_older_spellings_still_work():
     parser = argparse.ArgumentParser()
-    job_flags.add_lower_case(parser, "case")
+    shared_flags.add_lower_case(parser, "case")
     assert parser.parse_args(["--cased"]).do_lower_case is False
     assert parser.parse_args(["--uncased"]).do_lower_case is True
     assert parser.parse_args(["--no-do-lower-case"]).do_lower_case is False

@@ -31,7 +31,7 @@ def create_args(books_jsonl: Path, out: Path) -> list[str]:
 def kill_when(args: list[str], ready, timeout: float = 240) -> None:
     """Start `bertcorpus` with args and SIGKILL its whole process group as soon as ready() is true. The run's
     temporary directory is this process's."""
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *args], cwd=ROOT, start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "bertcorpus", *args], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "TMPDIR": tempfile.gettempdir()})
     deadline = time.time() + timeout
@@ -94,14 +94,14 @@ def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_pat
 def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     import numpy as np
 
-    from pipeline.create_coders import InstancePiece
-    from pipeline.create_config import CreateConfig
-    from pipeline.create_publish import Publish
-    from pipeline.create_steps import WriteShards
-    from pipeline.job_vocab import JobVocab
-    from transforms.instance_columns import InstanceColumns
-    from transforms.instances import SeqConfig
-    from transforms.tfrecord import iter_tfrecords, parse_example
+    from bertcorpus.pipeline.create.coders import InstancePiece
+    from bertcorpus.pipeline.create.config import CreateConfig
+    from bertcorpus.pipeline.create.publish import Publish
+    from bertcorpus.pipeline.create.steps import WriteShards
+    from bertcorpus.pipeline.create.job_vocab import JobVocab
+    from bertcorpus.transforms.instance_columns import InstanceColumns
+    from bertcorpus.transforms.instances import SeqConfig
+    from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example
 
     out = tmp_path / "out"
     config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB),

@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
 from conftest import SAMPLE_TEXT, SHARED, VOCAB, run_cli
 
-from trainer.data import feature_spec as spec  # the reference trainer's spec
+from bertcorpus.trainer.data import feature_spec as spec
 VOCAB_TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
 
@@ -215,18 +215,18 @@ def test_missing_or_incomplete_vocab(tmp_path, capsys):
 
 
 def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_path, monkeypatch):
-    from pipeline import create
-    from pipeline.job_vocab import JobVocab
-    from wordpiece.vocab import VocabError
+    from bertcorpus.pipeline.create import job
+    from bertcorpus.pipeline.create.job_vocab import JobVocab
+    from bertcorpus.wordpiece.vocab import VocabError
 
     vocabs = []
 
-    class Recorded(create.CreatePretrainingData):
+    class Recorded(job.CreatePretrainingData):
         def __init__(self, config, vocab, *rest):
             vocabs.append(vocab)
             super().__init__(config, vocab, *rest)
 
-    monkeypatch.setattr(create, "CreatePretrainingData", Recorded)
+    monkeypatch.setattr(job, "CreatePretrainingData", Recorded)
     digest = hashlib.sha256(VOCAB.read_bytes()).hexdigest()
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o",
                    "--dupe-factor", "1") == 0
@@ -391,7 +391,7 @@ def nsp_shares(out: Path) -> dict[str, tuple[int, float]]:
 
 @pytest.mark.parametrize("buckets", [[], ["--num-buckets", "20000"]], ids=["default", "a-document-per-bucket"])
 def test_random_next_is_balanced_whatever_the_buckets(tmp_path, books_jsonl, buckets):
-    from pipeline.create_publish import random_next_bound
+    from bertcorpus.pipeline.create.publish import random_next_bound
 
     out = tmp_path / "o"
     assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", out, *buckets) == 0

@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
-from transforms.sentences import document_sentences
-from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import Vocab
+from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.vocab import Vocab
 
 LOCAL = ["--runner", "DirectRunner"]
 TOKENS = Vocab.load(str(VOCAB)).tokens
@@ -130,7 +130,7 @@ def test_sop_pairs_really_follow_each_other_and_half_are_swapped(tmp_path, docum
 def test_static_sop_records_parse_with_the_reference_spec(tmp_path):
     import tensorflow as tf
 
-    from trainer.data import feature_spec
+    from bertcorpus.trainer.data import feature_spec
 
     out = tmp_path / "sop"
     create(out, "--pair-objective", "sop", "--num-shards", "2", "--eval-fraction", "0", "--dupe-factor", "2")

@@ -9,17 +9,16 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to, is_not_empty
 from conftest import SAMPLE_TEXT, VOCAB, book_sections
 
-from pipeline import tally
-from pipeline.create_coders import BucketDocument, BucketMessage
-from pipeline.create_config import CreateConfig
-from pipeline.create_publish import Publish, random_next_bound
-from pipeline.create_steps import (NEGATIVE_TARGETS, BuildInstances, TokenizeBuckets, UnbalancedSplitError, WriteShards,
-                                   assign_bucket, fragment_targets)
-from pipeline.job_vocab import JobVocab
-from pipeline.input_formats import SourceDocument
-from transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
-from transforms.seeding import python_rng
-from wordpiece.vocab import read_vocab_bytes
+from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage
+from bertcorpus.pipeline.create.config import CreateConfig
+from bertcorpus.pipeline.create.publish import Publish, random_next_bound
+from bertcorpus.pipeline.create.steps import NEGATIVE_TARGETS, BuildInstances, TokenizeBuckets, UnbalancedSplitError, WriteShards, assign_bucket, fragment_targets
+from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.inputs.formats import SourceDocument
+from bertcorpus.transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
+from bertcorpus.transforms.seeding import python_rng
+from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 LOCAL = ["--runner=DirectRunner"]
 

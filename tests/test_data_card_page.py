@@ -18,7 +18,7 @@ from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from PIL import Image
 from wiki_fixtures import ENWIKI_2014
 
-from pipeline.stats_plots import PLOT_PIXELS
+from bertcorpus.pipeline.stats.plots import PLOT_PIXELS
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y "

@@ -33,7 +33,7 @@ def test_dockerfile_base_image_and_dependencies_match_pyproject():
     assert sorted(requirements) == sorted(declared)
     assert not any(r.lower().startswith(("tensorflow", "keras")) for r in requirements)
     copied = {arg.split()[0] for kind, arg in instructions if kind == "COPY"}
-    for package in ("pipeline", "transforms", "wordpiece"):
+    for package in ("bertcorpus", "pipeline", "transforms", "wordpiece"):
         assert package in copied
 
 
@@ -43,7 +43,8 @@ def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
 
     tarball = Stager._build_setup_package(str(ROOT / setup_file), str(tmp_path))
     names = tarfile.open(tarball).getnames()
-    for module in ("pipeline/create.py", "pipeline/cli.py", "transforms/tfrecord.py", "wordpiece/tokenizer.py"):
+    for module in ("bertcorpus/__init__.py", "pipeline/create/job.py", "pipeline/cli/commands.py", "transforms/tfrecord.py",
+                   "wordpiece/tokenizer.py"):
         assert any(n.endswith(module) for n in names), module
 
 

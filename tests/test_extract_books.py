@@ -18,11 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 from conftest import DATA, VOCAB, assert_same_extraction, run_cli
-from pipeline.book_files import book_id, list_inputs, read_metadata
-from transforms.book_cleaning import clean_book
-from transforms.book_decoding import decode_book
-from transforms.book_duplicates import band_keys, lsh_rows, minhash_signature, near_copies
-from transforms.book_lines import read_hf_bookcorpus_lines
+from bertcorpus.pipeline.extract.book_files import book_id, list_inputs, read_metadata
+from bertcorpus.transforms.book_cleaning import clean_book
+from bertcorpus.transforms.book_decoding import decode_book
+from bertcorpus.transforms.book_duplicates import band_keys, lsh_rows, minhash_signature, near_copies
+from bertcorpus.transforms.book_lines import read_hf_bookcorpus_lines
 
 BOOKS = DATA / "books"
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -210,8 +210,8 @@ def test_output_feeds_create(samples, tmp_path):
 
 
 def test_an_output_folder_as_input_stands_for_the_documents_its_manifest_lists(samples, tmp_path):
-    from pipeline.input_discovery import find_inputs
-    from pipeline.input_formats import InputError
+    from bertcorpus.pipeline.inputs.discovery import find_inputs
+    from bertcorpus.pipeline.inputs.formats import InputError
 
     listed = json.loads((samples / "manifest.json").read_text())["outputs"]["documents"]
     assert find_inputs([str(samples)]).files == [(str(samples / f["path"]), f["bytes"]) for f in listed]

@@ -13,13 +13,12 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from conftest import DATA
-from pipeline import tally
-from pipeline.book_files import book_id
-from pipeline.extract_books import (Book, BooksConfig, CleanBooks, DecodeBooks, DropDuplicates, ListBookFiles,
-                                    ReadBooks, ReadMetadata)
-from transforms.book_cleaning import clean_book
-from transforms.book_decoding import decode_book
-from transforms.book_duplicates import dedup_key, minhash_signature
+from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.extract.book_files import book_id
+from bertcorpus.pipeline.extract.books import Book, BooksConfig, CleanBooks, DecodeBooks, DropDuplicates, ListBookFiles, ReadBooks, ReadMetadata
+from bertcorpus.transforms.book_cleaning import clean_book
+from bertcorpus.transforms.book_decoding import decode_book
+from bertcorpus.transforms.book_duplicates import dedup_key, minhash_signature
 
 BOOKS = DATA / "books"
 ALICE = BOOKS / "gutenberg_utf8" / "11-0.txt"

@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import VOCAB, assert_same_extraction, file_digests, run_cli
-from transforms.seeding import stable_hash
+from bertcorpus.transforms.seeding import stable_hash
 from wiki_fixtures import (BGWIKI_UTF16, ENWIKI_2014, ENWIKI_SMALL, ENWIKI_TABLES, VIWIKI, build_multistream,
                            flip_bytes, read_xml)
 
@@ -170,7 +170,7 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(enwiki, tmp_path
 
 
 def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(multistream):
-    from pipeline.extract_wiki import MIB, PlanByteRanges, auto_range_bytes
+    from bertcorpus.pipeline.extract.wiki import MIB, PlanByteRanges, auto_range_bytes
 
     assert [auto_range_bytes(mb * MIB) // MIB for mb in (10, 64, 200, 3000)] == [1, 1, 3, 32]
     dump, index = multistream

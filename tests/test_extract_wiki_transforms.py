@@ -13,9 +13,9 @@ import pytest
 from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import tally
-from pipeline.extract_wiki import CleanText, Dump, PlanByteRanges, ReadByteRanges, ReadDumpFiles
-from transforms.wiki_pages import Page, iter_pages, open_dump, read_siteinfo
+from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.extract.wiki import CleanText, Dump, PlanByteRanges, ReadByteRanges, ReadDumpFiles
+from bertcorpus.transforms.wiki_pages import Page, iter_pages, open_dump, read_siteinfo
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, GOLDEN, build_multistream, read_xml, split_dump
 
 PAGE_ID = re.compile(rb"<id>(\d+)</id>")

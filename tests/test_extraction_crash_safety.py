@@ -23,7 +23,7 @@ from typing import Callable
 import pytest
 from conftest import DATA, run_cli
 
-from pipeline.errors import UserError
+from bertcorpus.pipeline.errors import UserError
 from test_crash_safety import digest, kill_when
 from wiki_fixtures import ENWIKI_2014
 
@@ -266,7 +266,7 @@ def real_documents() -> list[dict]:
 
 
 def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
-    from pipeline import documents, output
+    from bertcorpus.pipeline.sinks import documents, output
 
     out = tmp_path / "out"
     docs = real_documents()
@@ -334,11 +334,11 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 
 
 def test_vocab_writers_are_idempotent_under_retries(tmp_path):
-    from wordpiece.training import TrainingConfig
+    from bertcorpus.wordpiece.training import TrainingConfig
 
-    from pipeline import output
-    from pipeline.vocab_beam import WriteCountsManifest
-    from pipeline.vocab_counting import VocabConfig
+    from bertcorpus.pipeline.sinks import output
+    from bertcorpus.pipeline.vocab.beam_counts import WriteCountsManifest
+    from bertcorpus.pipeline.vocab.counting import VocabConfig
 
     counts_dir = tmp_path / "counts"
     cfg = VocabConfig(inputs=["books.jsonl"], output=str(tmp_path / "vocab.txt"), training=TrainingConfig(),

@@ -13,8 +13,8 @@ import pytest
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from wiki_fixtures import ENWIKI_SMALL
 
-from pipeline.input_discovery import find_inputs, match_inputs
-from pipeline.input_formats import InputError
+from bertcorpus.pipeline.inputs.discovery import find_inputs, match_inputs
+from bertcorpus.pipeline.inputs.formats import InputError
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -159,7 +159,7 @@ def special_files(folder: Path) -> dict[str, Path]:
 
 
 def test_a_fifo_is_refused_when_inputs_are_listed(tmp_path):
-    from pipeline.book_files import list_inputs
+    from bertcorpus.pipeline.extract.book_files import list_inputs
 
     fifo = special_files(tmp_path / "special")
     for listing in (find_inputs, list_inputs):
@@ -177,7 +177,7 @@ def test_every_command_refuses_a_fifo_in_its_input_folder_in_one_line(tmp_path):
                 "vocab": ["--output", tmp_path / "vocab.txt"],
                 "extract-wiki": ["--output", tmp_path / "wiki"],
                 "extract-books": ["--output", tmp_path / "books"]}
-    runs = {command: subprocess.Popen([sys.executable, "-m", "pipeline", command, "--input", str(fifo["inside"]),
+    runs = {command: subprocess.Popen([sys.executable, "-m", "bertcorpus", command, "--input", str(fifo["inside"]),
                                        *map(str, args)], cwd=ROOT, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.PIPE, text=True)
             for command, args in commands.items()}
@@ -226,7 +226,7 @@ def test_every_command_reads_a_file_whose_name_has_glob_characters(tmp_path, com
 
 
 def test_remote_names_with_glob_characters_and_folders_inside_a_remote_folder(gcs):
-    from pipeline.input_reads import match_on_worker
+    from bertcorpus.pipeline.inputs.reads import match_on_worker
 
     corpus, size = gcs.url("matching", "corpus"), SAMPLE_TEXT.stat().st_size
     for name in ("sample[1].txt", "sample1.txt", "more/sample_again.txt"):

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
-from trainer.loader import PretrainingLoader
+from bertcorpus.trainer.loader import PretrainingLoader
 
 TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.create_coders import columns_bytes, columns_from_bytes
-from transforms.instance_columns import InstanceColumns
-from transforms.tfrecord import parse_example, serialize_framed
+from bertcorpus.pipeline.create.coders import columns_bytes, columns_from_bytes
+from bertcorpus.transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.tfrecord import parse_example, serialize_framed
 
 L, P = 16, 4
 

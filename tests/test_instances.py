@@ -7,11 +7,10 @@ import numpy as np
 import pytest
 from conftest import VOCAB, book_sections
 
-from transforms.instances import (MAX_OWED_LABELS, Bucket, InstanceBatch, create_instances_from_document,
-                                  target_seq_length, truncated_lengths)
-from transforms.sentences import document_sentences
-from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import Vocab
+from bertcorpus.transforms.instances import MAX_OWED_LABELS, Bucket, InstanceBatch, create_instances_from_document, target_seq_length, truncated_lengths
+from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.vocab import Vocab
 
 
 def reference_truncation(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
@@ -126,7 +125,7 @@ def test_a_documents_last_sentence_alone_takes_a_random_next(monkeypatch):
         return rows, sum(1 for a0, a1, *_ in rows if a1 in doc_ends and a1 - a0 == 100)
 
     rows, alone = last_alone(build(bucket, passes=20, short_seq_prob=0))
-    monkeypatch.setattr("transforms.instances.MAX_OWED_LABELS", 0)  # never take a random next instead
+    monkeypatch.setattr("bertcorpus.transforms.instances.MAX_OWED_LABELS", 0)  # never take a random next instead
     old_rows, old_alone = last_alone(build(bucket, passes=20, short_seq_prob=0))
     assert alone > 1.5 * old_alone
     assert abs(rows[:, 4].mean() - 0.5) <= MAX_OWED_LABELS / len(rows)

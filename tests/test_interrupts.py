@@ -1,4 +1,4 @@
-"""Ctrl-C, SIGTERM and a dying worker process, sent for real to a real `python -m pipeline create` run: one line,
+"""Ctrl-C, SIGTERM and a dying worker process, sent for real to a real `python -m bertcorpus create` run: one line,
 the exit status, and nothing left that looks complete, in every local mode; and the watch's answers to an interrupt
 that lands at an awkward moment."""
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import TESTS, VOCAB, wait_until
-from pipeline.run_watch import RunWatch
+from bertcorpus.pipeline.engines.run_watch import RunWatch
 
 BOOKS = sorted((TESTS / "data" / "books_more").glob("*.txt"))
 MODES = {"in_memory": ["--direct_running_mode", "in_memory"],
@@ -58,7 +58,7 @@ def _start_create(long_input: Path, out: Path, mode: str) -> tuple[subprocess.Po
     that hangs can be made to print the stack of each of its threads (faulthandler, on SIGABRT)."""
     marker = uuid.uuid4().hex
     (out.parent / "tmp").mkdir(exist_ok=True)  # the run's $TMPDIR, where its spill files go
-    command = [sys.executable, "-m", "pipeline", "create", "--input", str(long_input), "--vocab", str(VOCAB),
+    command = [sys.executable, "-m", "bertcorpus", "create", "--input", str(long_input), "--vocab", str(VOCAB),
                "--output", str(out), "--runner", "DirectRunner", *MODES[mode]]
     run = subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            start_new_session=True,

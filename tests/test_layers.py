@@ -1,6 +1,8 @@
 """The project's import structure, read from its source with `ast` (nothing is imported).
 
-DESIGN.md fixes three rules:
+DESIGN.md fixes four rules:
+- one namespace: the project's modules are bertcorpus.pipeline..., bertcorpus.transforms..., and every import
+  names them so (a bare `import pipeline` would find a user's module of that name, or none once installed);
 - dependencies run pipeline → transforms → wordpiece, and trainer → transforms → wordpiece (the loader masks
   with the same pure code as create); trainer imports nothing of pipeline/ (the CLI in pipeline/ starts it);
 - no import circle between project modules, counting the imports inside functions too (a lazy import that
@@ -18,23 +20,41 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+NAMESPACE = "bertcorpus"
 PACKAGES = ("pipeline", "transforms", "wordpiece", "trainer")
-# What each package may import from the project, besides its own modules.
+# What each package may import from the project, besides its own modules and the namespace's root module (which
+# holds the version and imports nothing). The root's own folder (the public face) may import every package.
 ALLOWED = {"pipeline": {"transforms", "wordpiece", "trainer"}, "transforms": {"wordpiece"}, "wordpiece": set(),
-           "trainer": {"transforms", "wordpiece"}}
+           "trainer": {"transforms", "wordpiece"}, NAMESPACE: set(PACKAGES)}
 BEAM = "apache_beam"
 
 
 def module_name(root: Path, path: Path) -> str:
+    """The installed name: pipeline/create/job.py is bertcorpus.pipeline.create.job (pyproject.toml's package-dir)."""
     parts = path.relative_to(root).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    parts = parts[:-1] if parts[-1] == "__init__" else parts
+    return ".".join(parts if parts[0] == NAMESPACE else (NAMESPACE, *parts))
 
 
 def project_modules(root: Path) -> dict[str, ast.Module]:
     """Module name → parsed source, for every .py file of the project's packages under root."""
     return {module_name(root, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            for package in PACKAGES if (root / package).is_dir()
+            for package in (*PACKAGES, NAMESPACE) if (root / package).is_dir()
             for path in sorted((root / package).rglob("*.py"))}
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in PACKAGES else NAMESPACE
+
+
+def bare_imports(modules: dict[str, ast.Module]) -> list[str]:
+    """Imports of a project package outside the namespace (`from pipeline.x import y`)."""
+    return [f"{name}, line {node.lineno}: imports {wanted} outside the {NAMESPACE} namespace"
+            for name, tree in sorted(modules.items()) for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+            for wanted in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+            if wanted.split(".")[0] in PACKAGES]
 
 
 def imported_names(node: ast.AST, importer: str) -> list[str]:
@@ -57,9 +77,9 @@ def dependencies(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 wanted = imported_names(node, name)
-                # `from pipeline import documents` depends on pipeline.documents, not on the package itself.
-                submodules = [w for w in wanted if w in modules and w.count(".") > 0]
-                found.update(submodules or [w for w in wanted if w in modules])
+                # `from bertcorpus.pipeline.sinks import documents` depends on that module, not on the package itself.
+                named = wanted[:-1] if isinstance(node, ast.ImportFrom) else wanted
+                found.update([w for w in named if w in modules] or [w for w in wanted if w in modules])
         graph[name] = found - {name}
     return graph
 
@@ -67,10 +87,10 @@ def dependencies(modules: dict[str, ast.Module]) -> dict[str, set[str]]:
 def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     problems = []
     for importer, targets in sorted(graph.items()):
-        layer = importer.split(".")[0]
+        layer = layer_of(importer)
         for target in sorted(targets):
-            other = target.split(".")[0]
-            if other != layer and other not in ALLOWED[layer]:
+            other = layer_of(target)
+            if other != layer and target != NAMESPACE and other not in ALLOWED[layer]:
                 problems.append(f"{importer} imports {target}: {layer}/ may import only "
                                 f"{', '.join(sorted(ALLOWED[layer])) or 'nothing else of the project'}")
     return problems
@@ -163,8 +183,12 @@ def modules() -> dict[str, ast.Module]:
 
 
 def test_every_package_is_read(modules) -> None:
-    assert {name.split(".")[0] for name in modules} == set(PACKAGES)
-    assert "wordpiece.tokenizer" in modules and "pipeline.extract_books" in modules
+    assert {layer_of(name) for name in modules} == {*PACKAGES, NAMESPACE}
+    assert "bertcorpus.wordpiece.tokenizer" in modules and "bertcorpus.pipeline.extract.books" in modules
+
+
+def test_every_import_names_the_namespace(modules) -> None:
+    assert bare_imports(modules) == []
 
 
 def test_dependencies_run_pipeline_transforms_wordpiece(modules) -> None:
@@ -176,7 +200,7 @@ def test_no_import_circle_between_project_modules(modules) -> None:
 
 
 def test_transforms_use_beam_only_in_their_dofns(modules) -> None:
-    problems = [p for name, tree in modules.items() if name.startswith("transforms.")
+    problems = [p for name, tree in modules.items() if name.startswith("bertcorpus.transforms.")
                 for p in beam_outside_beam_classes(name, tree)]
     assert problems == []
 
@@ -195,35 +219,53 @@ def write_tree(root: Path, files: dict[str, str]) -> dict[str, ast.Module]:
 def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
     modules = write_tree(tmp_path, {
         "wordpiece/__init__.py": "",
-        "wordpiece/tokenizer.py": "from transforms.ranges import concat_ranges\n",
+        "wordpiece/tokenizer.py": "from bertcorpus.transforms.ranges import concat_ranges\n",
         "transforms/__init__.py": "",
         "transforms/ranges.py": "import numpy\n",
-        "transforms/steps.py": "def run():\n    from pipeline import output\n",
+        "transforms/steps.py": "def run():\n    from bertcorpus.pipeline import output\n",
         "pipeline/__init__.py": "",
-        "pipeline/output.py": "from transforms import steps\nfrom wordpiece.tokenizer import x\n",
+        "pipeline/output.py": "import bertcorpus\nfrom bertcorpus.transforms import steps\n"
+                              "from bertcorpus.wordpiece.tokenizer import x\n",
         "trainer/__init__.py": "",
-        "trainer/data.py": "from . import model\nfrom wordpiece import tokenizer\nfrom pipeline import output\n",
+        "trainer/data.py": "from . import model\nfrom bertcorpus.wordpiece import tokenizer\n"
+                           "from bertcorpus.pipeline import output\n",
         "trainer/model.py": "",
+        "bertcorpus/__init__.py": "",
+        "bertcorpus/loader.py": "from bertcorpus.trainer.data import x\n",
     })
     assert layer_violations(dependencies(modules)) == [
-        "trainer.data imports pipeline.output: trainer/ may import only transforms, wordpiece",
-        "transforms.steps imports pipeline.output: transforms/ may import only wordpiece",
-        "wordpiece.tokenizer imports transforms.ranges: wordpiece/ may import only nothing else of the project",
+        "bertcorpus.trainer.data imports bertcorpus.pipeline.output: trainer/ may import only transforms, wordpiece",
+        "bertcorpus.transforms.steps imports bertcorpus.pipeline.output: transforms/ may import only wordpiece",
+        "bertcorpus.wordpiece.tokenizer imports bertcorpus.transforms.ranges: wordpiece/ may import only nothing "
+        "else of the project",
+    ]
+
+
+def test_an_import_outside_the_namespace_is_found(tmp_path: Path) -> None:
+    modules = write_tree(tmp_path, {
+        "pipeline/__init__.py": "",
+        "pipeline/a.py": "import json\nfrom bertcorpus.pipeline import b\nfrom pipeline import c\n",
+        "pipeline/b.py": "def f():\n    import trainer.loader\n",
+    })
+    assert bare_imports(modules) == [
+        "bertcorpus.pipeline.a, line 3: imports pipeline outside the bertcorpus namespace",
+        "bertcorpus.pipeline.b, line 2: imports trainer.loader outside the bertcorpus namespace",
     ]
 
 
 def test_circles_are_found_also_through_imports_in_functions(tmp_path: Path) -> None:
     modules = write_tree(tmp_path, {
         "pipeline/__init__.py": "",
-        "pipeline/cli_util.py": "from pipeline.runners import make_pipeline\n",
-        "pipeline/runners.py": "def fail():\n    from pipeline import cli_util\n",
-        "pipeline/a.py": "import pipeline.b\n",
+        "pipeline/cli/common.py": "from bertcorpus.pipeline.engines.runners import make_pipeline\n",
+        "pipeline/engines/runners.py": "def fail():\n    from bertcorpus.pipeline.cli import common\n",
+        "pipeline/a.py": "import bertcorpus.pipeline.b\n",
         "pipeline/b.py": "from .c import x\n",
-        "pipeline/c.py": "from pipeline import a\n",
-        "pipeline/d.py": "from pipeline import a\n",
+        "pipeline/c.py": "from bertcorpus.pipeline import a\n",
+        "pipeline/d.py": "from bertcorpus.pipeline import a\n",
     })
     assert import_circles(dependencies(modules)) == [
-        ["pipeline.a", "pipeline.b", "pipeline.c"], ["pipeline.cli_util", "pipeline.runners"]]
+        ["bertcorpus.pipeline.a", "bertcorpus.pipeline.b", "bertcorpus.pipeline.c"],
+        ["bertcorpus.pipeline.cli.common", "bertcorpus.pipeline.engines.runners"]]
 
 
 def test_beam_in_pure_logic_is_found(tmp_path: Path) -> None:
@@ -252,7 +294,7 @@ class Step(beam.DoFn):
         Metrics.counter("step", "x").inc()
         yield pure(x)
 '''})
-    assert beam_outside_beam_classes("transforms.step", modules["transforms.step"]) == [
-        "transforms.step, line 10 (counted): Beam used outside a DoFn/PTransform class",
-        "transforms.step, line 15 (Plain): Beam used outside a DoFn/PTransform class",
+    assert beam_outside_beam_classes("bertcorpus.transforms.step", modules["bertcorpus.transforms.step"]) == [
+        "bertcorpus.transforms.step, line 10 (counted): Beam used outside a DoFn/PTransform class",
+        "bertcorpus.transforms.step, line 15 (Plain): Beam used outside a DoFn/PTransform class",
     ]

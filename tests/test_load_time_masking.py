@@ -9,10 +9,10 @@ import numpy as np
 from conftest import VOCAB
 from loader_data import create_sample, read_static
 
-from transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
-from transforms.row_streams import RowStreams, row_keys
-from trainer.loader import PretrainingLoader
-from wordpiece.vocab import Vocab
+from bertcorpus.transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
+from bertcorpus.transforms.row_streams import RowStreams, row_keys
+from bertcorpus.trainer.loader import PretrainingLoader
+from bertcorpus.wordpiece.vocab import Vocab
 
 L, P = 128, 20
 _VOCAB = Vocab.load(str(VOCAB))

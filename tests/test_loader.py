@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from loader_data import create_sample, read_static, write_instances
 
-from trainer.loader import LoaderError, PretrainingLoader, write_tfrecord_indexes
+from bertcorpus.trainer.loader import LoaderError, PretrainingLoader, write_tfrecord_indexes
 
 ROOT = Path(__file__).resolve().parent.parent
 L, P = 128, 20
@@ -63,7 +63,7 @@ def test_static_batches_are_the_records_as_the_reference_spec_parses_them(sample
 
 def test_the_cached_index_is_used_rather_than_a_new_scan(sample_static, index_cache, monkeypatch):
     loader(sample_static, index_cache)  # builds or finds the index
-    import trainer.loader as module
+    import bertcorpus.trainer.loader as module
 
     def no_scan(*args, **kwargs):
         raise AssertionError("scanned again")
@@ -227,7 +227,7 @@ def test_remote_output_gives_the_local_batches(gcs, sample_static, dynamic, inde
 
 def test_tfrecord_index_files_point_at_every_record(sample_static, index_cache, tmp_path):
     target = tmp_path / "index"
-    done = subprocess.run([sys.executable, "-m", "trainer.loader", "index", str(sample_static), "--to", str(target),
+    done = subprocess.run([sys.executable, "-m", "bertcorpus.loader", "index", str(sample_static), "--to", str(target),
                            "--cache-dir", str(index_cache)], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     manifest = json.loads((sample_static / "manifest.json").read_text())
@@ -329,7 +329,7 @@ def test_the_loader_needs_no_tensorflow(dynamic, sample_static, index_cache):
     script = f"""
 import sys
 sys.modules["tensorflow"] = None  # any import of TensorFlow now fails
-from trainer.loader import PretrainingLoader
+from bertcorpus.trainer.loader import PretrainingLoader
 for out in ({str(dynamic)!r}, {str(sample_static)!r}):
     batch = PretrainingLoader(out, seq_length={L}, batch_size=16, cache_dir={str(index_cache)!r})[0]
     assert batch["input_ids"].shape == (16, {L})

@@ -1,4 +1,4 @@
-"""The shuffles that carry a job's bytes (pipeline/local_shuffle.py): a GroupByKey on every runner, and through
+"""The shuffles that carry a job's bytes (pipeline/engines/local_shuffle.py): a GroupByKey on every runner, and through
 spill files on this machine, chosen in one place (runners.local_shuffle) with the same records either way."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, file_digests, run_cli
 
-from pipeline import cli_util, runners
-from pipeline.local_shuffle import (GroupLargeValues, SpilledGroupByKey, SpillValues, read_spilled,
-                                    remove_abandoned, spill_directory)
+from bertcorpus.pipeline.cli import common
+from bertcorpus.pipeline.engines import runners
+from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues, SpilledGroupByKey, SpillValues, read_spilled, remove_abandoned, spill_directory
 
 LOCAL = ["--runner=DirectRunner"]
 # What Beam shuffles (tag, text) values with, and so what their spill files hold.
@@ -87,13 +87,13 @@ def test_a_spill_directory_that_cannot_be_written_says_what_to_do(tmp_path):
 
 
 def step_labels(pipeline) -> set[str]:
-    return set(cli_util.step_names(pipeline))
+    return set(common.step_names(pipeline))
 
 
 def create_graph(tmp_path, *beam_args: str):
-    from pipeline.create import CreatePretrainingData
-    from pipeline.create_config import CreateConfig
-    from pipeline.job_vocab import JobVocab
+    from bertcorpus.pipeline.create.job import CreatePretrainingData
+    from bertcorpus.pipeline.create.config import CreateConfig
+    from bertcorpus.pipeline.create.job_vocab import JobVocab
 
     cfg = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(tmp_path / "o"), vocab=str(VOCAB), num_buckets=2,
                        num_shards=2, eval_fraction=0.0)

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from conftest import VOCAB
 
-from transforms.instance_columns import InstanceColumns
-from transforms.instances import InstanceBatch
-from transforms.masking import Assembled, SpecialIds, assemble, mask_tokens, num_to_predict
-from wordpiece.vocab import Vocab
+from bertcorpus.transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.instances import InstanceBatch
+from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens, num_to_predict
+from bertcorpus.wordpiece.vocab import Vocab
 
 L, P = 128, 20
 
@@ -127,7 +127,7 @@ def test_each_pass_masks_differently(vocab, special):
 
 
 def test_whole_word_masking_masks_words_and_decides_once_per_word(vocab, special):
-    from wordpiece.tokenizer import WordPieceTokenizer
+    from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 
     ids = vocab.ids
     tok = WordPieceTokenizer(vocab, True)

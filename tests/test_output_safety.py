@@ -15,8 +15,8 @@ import pytest
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from wiki_fixtures import ENWIKI_SMALL
 
-from pipeline import output
-from pipeline.errors import UserError
+from bertcorpus.pipeline.sinks import output
+from bertcorpus.pipeline.errors import UserError
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -116,7 +116,7 @@ def test_paths_are_compared_resolved_and_remote_ones_by_prefix(tmp_path):
 
 def test_two_runs_into_one_new_output_at_once_one_publishes_and_the_other_refuses(tmp_path, books_jsonl):
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline", "create", "--input", str(books_jsonl), str(SAMPLE_TEXT),
+    command = [sys.executable, "-m", "bertcorpus", "create", "--input", str(books_jsonl), str(SAMPLE_TEXT),
                "--vocab", str(VOCAB), "--output", str(out), "--eval-fraction", "0.1", "--num-buckets", "2", *LOCAL]
     runs = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "TMPDIR": str(tmp_path)}) for _ in range(2)]
@@ -152,7 +152,7 @@ def _probe_held(path: Path) -> bool:
 
 def test_a_claim_lasts_as_long_as_its_process_even_one_that_is_killed(tmp_path, capsys):
     out = tmp_path / "out"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom pipeline import output\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom bertcorpus.pipeline.sinks import output\n"
                                "output.prepare_output_dir(sys.argv[1], overwrite=False)\nprint('held', flush=True)\n"
                                "time.sleep(600)", str(out)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from conftest import VOCAB, book_sections
 
-from transforms.bucket_instances import InstanceRecipe, bin_counts, bin_edges, bucket_instances, shard_rows
-from transforms.instances import Bucket, InstanceBatch, SeqConfig, create_sop_instances_from_document
-from transforms.masking import special_ids
-from transforms.packing import assemble_packed, pack_sentences
-from transforms.sentences import document_sentences
-from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import Vocab
+from bertcorpus.transforms.bucket_instances import InstanceRecipe, bin_counts, bin_edges, bucket_instances, shard_rows
+from bertcorpus.transforms.instances import Bucket, InstanceBatch, SeqConfig, create_sop_instances_from_document
+from bertcorpus.transforms.masking import special_ids
+from bertcorpus.transforms.packing import assemble_packed, pack_sentences
+from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.vocab import Vocab
 
 
 @pytest.fixture(scope="module")

@@ -58,7 +58,7 @@ def test_create_from_gcs_sizes_from_metadata_and_writes_the_local_runs_bytes(gcs
 
 def kill_when(args: list, ready, timeout: float = 120) -> None:
     """Run `bertcorpus` with args in its own process group and SIGKILL the group as soon as ready() is true."""
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", *map(str, args)], cwd=ROOT, start_new_session=True,
+    proc = subprocess.Popen([sys.executable, "-m", "bertcorpus", *map(str, args)], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + timeout
     try:
@@ -90,7 +90,7 @@ def test_killed_run_on_gcs_then_a_rerun_leaves_no_stale_object(gcs, corpus):
 
 
 def test_clearing_the_staging_area_keeps_to_the_outputs_prefix(gcs):
-    from pipeline import output
+    from bertcorpus.pipeline.sinks import output
 
     base = gcs.url("prefixes")
     for name in ("out/.staging/a/piece.bin", "out/.staging/b.bin", "out/.staging-other/keep.bin",
@@ -103,8 +103,8 @@ def test_clearing_the_staging_area_keeps_to_the_outputs_prefix(gcs):
 
 
 def test_remote_directories_and_duplicate_names_are_matched_once(gcs, corpus):
-    from pipeline.input_discovery import find_inputs
-    from pipeline.input_formats import InputError
+    from bertcorpus.pipeline.inputs.discovery import find_inputs
+    from bertcorpus.pipeline.inputs.formats import InputError
 
     remote = corpus["remote"]
     sizes = {f.name: f.stat().st_size for f in corpus["local"].iterdir()}
@@ -163,7 +163,7 @@ def test_extract_books_from_a_gcs_directory_matches_the_local_run(gcs, tmp_path)
     assert_same_output(gcs, f"{remote}/out", local, f"{remote}/in", BOOKS)
     assert len(file_digests(local, "documents-*")) == 2
     # The output folder, named as input, stands for its documents files, as a local one does.
-    from pipeline.input_discovery import find_inputs
+    from bertcorpus.pipeline.inputs.discovery import find_inputs
 
     listed = json.loads((local / "manifest.json").read_text())["outputs"]["documents"]
     assert find_inputs([f"{remote}/out"]).files == [(f"{remote}/out/{f['path']}", f["bytes"]) for f in listed]

@@ -1,4 +1,4 @@
-"""The choice of runner (pipeline/runners.py): local jobs run on Beam's FnApiRunner through Beam's public API,
+"""The choice of runner (pipeline/engines/runners.py): local jobs run on Beam's FnApiRunner through Beam's public API,
 and leave every function and class of Beam as Beam defined it."""
 from __future__ import annotations
 
@@ -8,17 +8,17 @@ import sys
 
 from conftest import SAMPLE_TEXT, TESTS, VOCAB
 
-from pipeline import runners
+from bertcorpus.pipeline.engines import runners
 
 # In a fresh process: note every function and class of the loaded Beam modules (and the functions and defaults
 # inside those classes), run a job in each local mode, then list whatever was replaced or given other defaults.
 _RUN_AND_COMPARE = """
 import json, sys, types
-sys.path[:0] = [{root!r}, {tests!r}]
+sys.path[:0] = [{tests!r}]
 import apache_beam
 from apache_beam.runners.portability.fn_api_runner import fn_runner
 from apache_beam.runners.worker import sdk_worker, statesampler
-from pipeline import cli, create, runners
+from bertcorpus.pipeline.cli import commands
 
 def callables():
     seen = {{}}
@@ -36,7 +36,7 @@ def callables():
 
 before, finders = callables(), list(sys.meta_path)
 for mode in ("in_memory", "multi_threading", "multi_processing"):
-    code = cli.main(["create", "--input", {sample!r}, "--vocab", {vocab!r}, "--output", {out!r} + "/" + mode,
+    code = commands.main(["create", "--input", {sample!r}, "--vocab", {vocab!r}, "--output", {out!r} + "/" + mode,
                      "--dupe-factor", "1", "--runner=DirectRunner", "--direct_running_mode=" + mode,
                      "--direct_num_workers=2"])
     assert code == 0, mode

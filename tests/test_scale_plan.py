@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from conftest import VOCAB, book_sections
 
-from pipeline.create_coders import BucketDocument, BucketMessage, InstancePieceCoder
-from pipeline.create_config import RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key
-from pipeline.create_steps import BuildInstances, TokenizeBuckets
-from pipeline.input_streams import estimated_text_bytes
-from pipeline.job_vocab import JobVocab
-from transforms.instances import SeqConfig
-from wordpiece.vocab import read_vocab_bytes
+from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage, InstancePieceCoder
+from bertcorpus.pipeline.create.config import RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key
+from bertcorpus.pipeline.create.steps import BuildInstances, TokenizeBuckets
+from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
+from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.transforms.instances import SeqConfig
+from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 MB = 2**20
 DATAFLOW_DOC = Path(__file__).resolve().parent.parent / "docs" / "dataflow.md"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from transforms.sentences import document_sentences, split_paragraphs, split_sentences
+from bertcorpus.transforms.sentences import document_sentences, split_paragraphs, split_sentences
 
 DATA = Path(__file__).resolve().parent / "data"
 GOLD = DATA / "sentences"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections, run_cli
 
-from pipeline import input_reads
-from pipeline.input_formats import ReadStats, SourceDocument
-from pipeline.input_reads import merge_file_stats, plan_reads, read_documents
+from bertcorpus.pipeline.inputs import reads
+from bertcorpus.pipeline.inputs.formats import ReadStats, SourceDocument
+from bertcorpus.pipeline.inputs.reads import merge_file_stats, plan_reads, read_documents
 
 
 def text_corpus(path: Path) -> Path:
@@ -100,7 +100,7 @@ def test_ids_do_not_depend_on_the_split(corpus):
 
 
 def test_plan_reads_splits_only_large_uncompressed_text_and_jsonl(monkeypatch):
-    monkeypatch.setattr(input_reads, "auto_range_bytes", lambda size: 1000)
+    monkeypatch.setattr(reads, "auto_range_bytes", lambda size: 1000)
     spans = plan_reads("big.jsonl", 10_500, "auto")
     assert [s[1:] for s in spans][:2] == [(0, 954), (954, 1909)] and spans[-1][2] == 10_500
     assert all(a[2] == b[1] for a, b in zip(spans, spans[1:]))  # contiguous, no byte lost or read twice
@@ -117,7 +117,7 @@ def test_create_reads_a_file_in_spans_with_the_same_result(tmp_path, monkeypatch
     common = ["--input", corpus, "--vocab", VOCAB, "--dupe-factor", "2", "--num-buckets", "3", "--num-shards", "2",
               "--direct_running_mode=in_memory"]
     assert run_cli("create", *common, "--output", tmp_path / "whole") == 0
-    monkeypatch.setattr(input_reads, "auto_range_bytes", lambda size: size // 25 + 1)
+    monkeypatch.setattr(reads, "auto_range_bytes", lambda size: size // 25 + 1)
     assert len(plan_reads(str(corpus), corpus.stat().st_size, "auto")) == 25
     assert run_cli("create", *common, "--output", tmp_path / "spans") == 0
     files = {p.relative_to(tmp_path / "whole"): p.read_bytes() for p in (tmp_path / "whole").rglob("*.tfrecord")}

@@ -20,7 +20,7 @@ from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 from full_tokenizer import FullTokenizerEquivalent, _is_control
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL
 
-from trainer.data import feature_spec as spec  # the reference trainer's spec
+from bertcorpus.trainer.data import feature_spec as spec
 TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 UNK, SEP, MASK = (TOKENS.index(t) for t in ("[UNK]", "[SEP]", "[MASK]"))
 
@@ -354,7 +354,7 @@ def test_the_card_of_the_parquet_form_counts_what_its_files_hold(dynamic_run, dy
         masked = x["masked_positions"]
         for key, expected in (("mask_share", 0.8), ("keep_share", 0.1), ("random_share", 0.1)):
             assert abs(x[key] - expected) < 5 * (expected * (1 - expected) / masked) ** 0.5, (split, key)
-    assert s["masks"] == {"drawn_by": "trainer.loader.PretrainingLoader", "epoch": 0, "seed": 0,
+    assert s["masks"] == {"drawn_by": "bertcorpus.trainer.loader.PretrainingLoader", "epoch": 0, "seed": 0,
                           "masked_lm_prob": 0.15, "max_predictions_per_seq": 20, "whole_word_mask": False}
     assert [r["records_read"] for r in s["shards"]] == [r["records"] for r in s["shards"]]
     assert all(r["file_bytes"] == r["bytes"] for r in s["shards"])
@@ -366,7 +366,7 @@ def test_the_card_of_the_parquet_form_counts_what_its_files_hold(dynamic_run, dy
 
 def test_the_masks_counted_are_those_the_loader_draws_for_epoch_0(dynamic_run, dynamic_card, tmp_path):
     """Every instance once, one per batch: an instance's mask is the same in any batch of the epoch."""
-    from trainer.loader import PretrainingLoader
+    from bertcorpus.trainer.loader import PretrainingLoader
 
     x = dynamic_card["records"]["."]["seq_configs"]["seq128"]["train"]
     loader = PretrainingLoader(dynamic_run, seq_length=128, batch_size=1, cache_dir=tmp_path)
@@ -492,7 +492,7 @@ def test_an_invalid_manifest_is_named_with_what_is_wrong(tmp_path, records_dir, 
 
 
 def test_the_decoder_reads_examples_serialized_by_tensorflow(records_dir):
-    from transforms.record_stats import decode_batch
+    from bertcorpus.transforms.record_stats import decode_batch
 
     rec = parse(sorted((records_dir / "seq128").glob("train-*.tfrecord"))[:1], 128, 20, 50)
     examples = []

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
 
-from transforms.tfrecord import _packed_varints, iter_tfrecords, parse_example, serialize_framed, varint
+from bertcorpus.transforms.tfrecord import _packed_varints, iter_tfrecords, parse_example, serialize_framed, varint
 
-from trainer.data import feature_spec as reference_spec  # the reference trainer's spec
+from bertcorpus.trainer.data import feature_spec as reference_spec
 L, P = 128, 20
 
 
@@ -96,7 +96,7 @@ def test_the_shared_spec_is_the_reference_trainers():
 def test_length_tables_grow_safely_while_several_threads_read_them():
     import threading
 
-    from transforms.tfrecord import _ByLength, _frame_header
+    from bertcorpus.transforms.tfrecord import _ByLength, _frame_header
 
     table = _ByLength(_frame_header)
     errors, results = [], {}

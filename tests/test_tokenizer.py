@@ -7,8 +7,8 @@ import pytest
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB
 from full_tokenizer import FullTokenizerEquivalent
 
-from wordpiece.tokenizer import REMOVED_RANGES, WordPieceTokenizer
-from wordpiece.vocab import Vocab, VocabError
+from bertcorpus.wordpiece.tokenizer import REMOVED_RANGES, WordPieceTokenizer
+from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
 EDGE_CASES = [
     "ΟΔΟΣ ΣΑΣ",                       # final sigma when lower-casing

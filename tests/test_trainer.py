@@ -20,18 +20,10 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from trainer.data import CreateOutput, TrainerError, check_records, eval_dataset, list_files, train_dataset  # noqa: E402
-from trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count  # noqa: E402
-from trainer.devices import choose_precision, choose_strategy_name  # noqa: E402
-from trainer.train import (  # noqa: E402
-    PRESET_LEARNING_RATES,
-    TrainConfig,
-    fit_segments,
-    main,
-    peak_learning_rate,
-    train,
-    warmup_steps,
-)
+from bertcorpus.trainer.data import CreateOutput, TrainerError, check_records, eval_dataset, list_files, train_dataset
+from bertcorpus.trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count
+from bertcorpus.trainer.devices import choose_precision, choose_strategy_name
+from bertcorpus.trainer.train import PRESET_LEARNING_RATES, TrainConfig, fit_segments, main, peak_learning_rate, train, warmup_steps
 
 L, P = 128, 20
 
@@ -338,9 +330,9 @@ import dataclasses, json, sys
 import tensorflow as tf
 tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0], [tf.config.LogicalDeviceConfiguration()] * 2)
-import trainer.devices
-import trainer.train as tt
-trainer.devices.make_strategy = lambda name, tpu: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+import bertcorpus.trainer.devices
+import bertcorpus.trainer.train as tt
+bertcorpus.trainer.devices.make_strategy = lambda name, tpu: tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 config = tt.TrainConfig(data=sys.argv[1], output=sys.argv[2], model="tiny", batch_size=8,
                         steps=2, warmup_steps=2, log_every=2, eval_steps=2, strategy="mirrored")
 print(json.dumps(dataclasses.asdict(tt.train(config))))
@@ -362,7 +354,7 @@ def test_two_replicas_train_and_evaluate(records_dir, tmp_path):
 _JAX_LOSS = """
 import json, sys
 import numpy as np
-from trainer.model import BertConfig, BertPretrainer, dummy_batch, pretraining_loss
+from bertcorpus.trainer.model import BertConfig, BertPretrainer, dummy_batch, pretraining_loss
 config = BertConfig.preset("tiny")
 model = BertPretrainer(config)
 model(dummy_batch(2, 128, 20))
@@ -377,7 +369,7 @@ print(json.dumps({"losses": [float(x) for x in pretraining_loss(outputs, batch)]
 def test_the_model_gives_the_same_numbers_on_jax(records_dir, tmp_path):
     # The same weights and a batch of real records, through the TensorFlow and the JAX backends of Keras.
     pytest.importorskip("jax")
-    from trainer.model import pretraining_loss
+    from bertcorpus.trainer.model import pretraining_loss
 
     train_glob, _ = globs(records_dir)
     batch = {k: v.numpy() for k, v in next(iter(eval_dataset(list_files(train_glob), 8, L, P))).items()}

@@ -22,8 +22,8 @@ pytest.importorskip("jax")
 
 from conftest import run_cli  # noqa: E402
 from loader_data import dynamic_copy  # noqa: E402
-from trainer.loader import PretrainingLoader  # noqa: E402
-from trainer.train import TrainConfig, train  # noqa: E402
+from bertcorpus.trainer.loader import PretrainingLoader
+from bertcorpus.trainer.train import TrainConfig, train
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB_SIZE = 30522
@@ -46,7 +46,7 @@ def learning_run(data: Path, output: Path) -> list[str]:
 
 _CLI_RUNS = """
 import json, shutil, sys
-from pipeline.cli import main
+from bertcorpus.pipeline.cli.commands import main
 print(json.dumps([shutil.copytree(*argv[1:]) and 0 if argv[0] == "copy" else main(argv) for argv in json.loads(sys.argv[1])]))
 """
 
@@ -185,7 +185,7 @@ def test_a_run_on_gcs_resumes_exactly_and_keeps_its_last_checkpoint(gcs, jax_run
 # ----------------------------------------------------------------------------- one-line errors
 
 
-_CLI = "import sys; from pipeline.cli import main; sys.exit(main(sys.argv[1:]))"
+_CLI = "import sys; from bertcorpus.pipeline.cli.commands import main; sys.exit(main(sys.argv[1:]))"
 
 
 def one_error_line(stderr: str) -> str:

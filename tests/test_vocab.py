@@ -12,11 +12,10 @@ import pytest
 from conftest import DATA, SAMPLE_TEXT, run_cli
 from full_tokenizer import FullTokenizerEquivalent, basic_tokens
 
-from pipeline.vocab_counting import VocabConfig, is_sampled, split_held_out
-from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.training import (ChunkBatch, HeldOutWords, TrainingConfig, TrainingError, measure, prune_plan,
-                                train, trainer_scale)
-from wordpiece.vocab import Vocab
+from bertcorpus.pipeline.vocab.counting import VocabConfig, is_sampled, split_held_out
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, TrainingError, measure, prune_plan, train, trainer_scale
+from bertcorpus.wordpiece.vocab import Vocab
 
 BOOKS, MORE_BOOKS = DATA / "books", DATA / "books_more"
 # The UTF-8 novels plus the Windows-1252 ones that are not the same titles again.
@@ -140,7 +139,7 @@ def test_loads_in_every_tokenizer(uncased):
 def test_byte_identical_in_another_process(corpus, uncased, tmp_path):
     out = tmp_path / "again.txt"
     env = {**os.environ, "PYTHONHASHSEED": "4242", "RAYON_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "pipeline", "vocab", "--input", str(corpus[0]), "--output",
+    done = subprocess.run([sys.executable, "-m", "bertcorpus", "vocab", "--input", str(corpus[0]), "--output",
                            str(out), "--vocab-size", "8000"], env=env, capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -171,16 +170,16 @@ def test_beam_count_gives_the_same_vocab(small_corpus, tmp_path):
 def test_beam_count_reads_a_large_file_in_spans_and_gives_the_same_vocab(corpus, uncased, tmp_path, monkeypatch):
     import hashlib
 
-    from pipeline import vocab_beam
+    from bertcorpus.pipeline.vocab import beam_counts
 
     spans = []
-    read = vocab_beam.read_documents
+    read = beam_counts.read_documents
 
     def recording(path, input_format, stats, start=0, stop=-1):
         spans.append((start, stop))
         return read(path, input_format, stats, start, stop)
 
-    monkeypatch.setattr(vocab_beam, "read_documents", recording)  # the in-memory runner calls it in this process
+    monkeypatch.setattr(beam_counts, "read_documents", recording)  # the in-memory runner calls it in this process
     beam = train_cli(corpus[0], tmp_path / "beam.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
                      "--direct_running_mode=in_memory")
     size = corpus[0].stat().st_size

@@ -19,11 +19,11 @@ import pytest
 import zstandard
 from conftest import DATA, TESTS, run_cli
 
-from pipeline.input_formats import ReadStats, Rejected
-from pipeline.input_reads import read_documents
-from pipeline.vocab import MAX_VOCAB_SIZE
-from pipeline.vocab_counting import VocabConfig, count_in_process, text_pieces
-from wordpiece.training import ChunkBatch, TrainingConfig
+from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
+from bertcorpus.pipeline.inputs.reads import read_documents
+from bertcorpus.pipeline.vocab.command import MAX_VOCAB_SIZE
+from bertcorpus.pipeline.vocab.counting import VocabConfig, count_in_process, text_pieces
+from bertcorpus.wordpiece.training import ChunkBatch, TrainingConfig
 
 ALICE = DATA / "create" / "11-0.txt"
 # A cut stream's longest prefix that the decompressor can give, found without the reader under test.
@@ -275,7 +275,7 @@ def test_an_output_that_is_a_directory_is_named_as_one(tmp_path, capsys, jsonl):
 def test_a_vocab_size_beyond_the_bound_is_one_line_before_any_reading(tmp_path, jsonl):
     # Before the bound, HF's trainer tried to allocate for every line and aborted the process.
     (tmp_path / "in.jsonl").write_bytes(jsonl)
-    run = subprocess.run([sys.executable, "-m", "pipeline", "vocab", "--input", str(tmp_path / "in.jsonl"),
+    run = subprocess.run([sys.executable, "-m", "bertcorpus", "vocab", "--input", str(tmp_path / "in.jsonl"),
                           "--output", str(tmp_path / "vocab.txt"), "--vocab-size", "99999999999"],
                          cwd=TESTS.parent, capture_output=True, text=True, timeout=120)
     assert (run.returncode, run.stderr) == (2, f"bertcorpus vocab: error: --vocab-size must be at most "

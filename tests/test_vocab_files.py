@@ -14,11 +14,11 @@ import pytest
 from conftest import DATA, SAMPLE_TEXT, TESTS, VOCAB, run_cli
 from test_tokenizer import EDGE_CASES
 
-from pipeline.progress import Progress
-from pipeline.vocab_files import recorded_unk_share
-from wordpiece.tokenizer import WordPieceTokenizer
-from wordpiece.vocab import Vocab, VocabError
-from wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch, vocab_casing
+from bertcorpus.pipeline.engines.progress import Progress
+from bertcorpus.pipeline.vocab.files import recorded_unk_share
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.vocab import Vocab, VocabError
+from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch, vocab_casing
 
 BOOKS = sorted((DATA / "books" / "gutenberg_utf8").glob("*.txt"))
 UNSEEN_BOOKS = sorted((DATA / "books" / "pg19_format").glob("*.txt"))
@@ -128,7 +128,7 @@ def test_tokenizer_json_gives_our_ids(which, request):
 def test_tokenizer_json_of_the_original_vocab_gives_our_ids(tmp_path):
     from tokenizers import Tokenizer
 
-    from pipeline.vocab_files import tokenizer_files
+    from bertcorpus.pipeline.vocab.files import tokenizer_files
 
     (tmp_path / "tokenizer.json").write_bytes(tokenizer_files(VOCAB.read_bytes(), lowercase=True)["tokenizer.json"])
     hf = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
@@ -170,7 +170,7 @@ def test_the_held_out_sample_is_lines_from_every_document(corpus, uncased, tmp_p
 
 
 def test_held_out_draws_are_the_same_one_by_one_and_at_once():
-    from pipeline.vocab_counting import _draws_at_once, _draws_one_by_one
+    from bertcorpus.pipeline.vocab.counting import _draws_at_once, _draws_one_by_one
 
     below = 2**64 // 100
     for seed in (0, 1, 2**63 + 12345, 2**64 - 1):
@@ -225,7 +225,7 @@ def test_a_changed_vocab_does_not_use_the_recorded_share(uncased, tmp_path):
 # ---------------------------------------------------------------------------------------------- progress
 
 def test_a_piped_run_prints_plain_progress_lines(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "pipeline", "vocab", "--input", str(SAMPLE_TEXT), "--output",
+    done = subprocess.run([sys.executable, "-m", "bertcorpus", "vocab", "--input", str(SAMPLE_TEXT), "--output",
                            str(tmp_path / "vocab.txt"), "--vocab-size", "1200", "--layout", "compact"],
                           cwd=TESTS.parent, capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -19,9 +19,9 @@ import zstandard
 from conftest import DATA, run_cli
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, flip_bytes, read_xml, split_dump
 
-from transforms.bz2_blocks import BLOCK_MAGIC, find_magic
-from transforms.wiki_multistream import iter_range_pages, read_stream_pages
-from transforms.wiki_pages import Loss, Page, PageError, iter_pages, open_dump, read_siteinfo
+from bertcorpus.transforms.bz2_blocks import BLOCK_MAGIC, find_magic
+from bertcorpus.transforms.wiki_multistream import iter_range_pages, read_stream_pages
+from bertcorpus.transforms.wiki_pages import Loss, Page, PageError, iter_pages, open_dump, read_siteinfo
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, SZLWIKI_INDEX, build_multistream, flip_bytes, read_xml, split_dump
 
-from transforms import wiki_multistream
-from transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
-from transforms.wiki_pages import Page, PageError, iter_pages, open_dump
+from bertcorpus.transforms import wiki_multistream
+from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
+from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages, open_dump
 
 
 @cache

@@ -21,8 +21,8 @@ from wiki_fixtures import (
     split_dump,
 )
 
-from transforms import wiki_pages
-from transforms.wiki_pages import Page, PageError, iter_pages, open_dump, read_siteinfo
+from bertcorpus.transforms import wiki_pages
+from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages, open_dump, read_siteinfo
 
 
 def read_all(source) -> list[Page | PageError]:

@@ -8,8 +8,8 @@ from functools import cache
 import pytest
 from wiki_fixtures import ALL_DUMPS, ENWIKI_2014, ENWIKI_TABLES, GOLDEN, VIWIKI
 
-from transforms.wiki_pages import Page, iter_pages, open_dump
-from transforms.wikitext import clean_wikitext, is_disambiguation
+from bertcorpus.transforms.wiki_pages import Page, iter_pages, open_dump
+from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 
 
 @cache

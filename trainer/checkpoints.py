@@ -13,9 +13,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from trainer.config import TrainerError
-from trainer.model import BertConfig, BertPretrainer, dummy_batch
-from trainer.storage import delete, exists, is_remote, join, match, read_bytes, write_bytes
+from bertcorpus.trainer.config import TrainerError
+from bertcorpus.trainer.model import BertConfig, BertPretrainer, dummy_batch
+from bertcorpus.trainer.storage import delete, exists, is_remote, join, match, read_bytes, write_bytes
 
 CHECKPOINTS = "checkpoints"
 CHECKPOINT_META = "checkpoint.json"  # written last: a checkpoint folder without it is unfinished

@@ -109,7 +109,7 @@ class TrainConfig:
 
 
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `bertcorpus train` and `python -m trainer.train`; dests are TrainConfig field names."""
+    """The flags of `bertcorpus train` and `python -m bertcorpus.trainer.train`; dests are TrainConfig field names."""
     d = TrainConfig(data="", output="")
     parser.add_argument("--data", required=True,
                         help="a `bertcorpus create` output folder (its manifest gives the form, L, P and the pair "

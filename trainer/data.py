@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import keras
 import numpy as np
 
-from trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError  # noqa: F401  (TrainerError: part of this module's interface)
-from trainer.storage import exists, is_remote, read_text
+from bertcorpus.trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError
+from bertcorpus.trainer.storage import exists, is_remote, read_text
 
 MANIFEST = "manifest.json"
 NO_EVAL = "none"
@@ -32,7 +32,7 @@ def _loader_module():
     """trainer.loader, imported when a `create` output is read: it needs pyarrow, which a machine that trains on
     synthetic batches (benchmarks/bench_trainer_gpu.py) may lack."""
     try:
-        from trainer import loader
+        from bertcorpus.trainer import loader
     except ImportError as err:
         raise TrainerError(f"reading a `create` output needs this package's dependencies (pip install -e .): {err}") from None
     return loader

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import keras
 
-from trainer.config import PRECISIONS, STRATEGIES, TrainConfig, TrainerError
+from bertcorpus.trainer.config import PRECISIONS, STRATEGIES, TrainConfig, TrainerError
 
 
 def choose_strategy_name(requested: str, tpu_available: bool, num_gpus: int, no_tpu: str = "no TPU was found (pass --tpu NAME or set TPU_NAME)") -> str:

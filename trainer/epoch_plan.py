@@ -12,8 +12,8 @@ from collections import OrderedDict
 
 import numpy as np
 
-from transforms.seeding import numpy_rng
-from wordpiece.ranges import concat_ranges
+from bertcorpus.transforms.seeding import numpy_rng
+from bertcorpus.wordpiece.ranges import concat_ranges
 
 WINDOW_BLOCKS = 8      # blocks whose instances are shuffled together
 _CACHED_WINDOWS = 16

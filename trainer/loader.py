@@ -27,18 +27,16 @@ from pathlib import Path
 
 import numpy as np
 
-from trainer.epoch_plan import EpochPlan
-from trainer.record_files import (BLOCK_ROWS, CACHED_BLOCKS, IndexCache, InstanceRows, LoaderError, ParquetShard,
-                                  Shard, TFRecordShard, default_cache_dir, read_dataset, scan_tfrecord_offsets,
-                                  tfrecord_lengths, write_tfrecord_indexes)
-from trainer.storage import read_bytes
-from transforms.bucket_instances import bin_edges
-from transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
-from transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids
-from transforms.row_streams import RowStreams, row_keys
-from transforms.seeding import stable_hash
-from wordpiece.ranges import concat_ranges
-from wordpiece.vocab import Vocab, VocabError
+from bertcorpus.trainer.epoch_plan import EpochPlan
+from bertcorpus.trainer.record_files import BLOCK_ROWS, CACHED_BLOCKS, IndexCache, InstanceRows, LoaderError, ParquetShard, Shard, TFRecordShard, default_cache_dir, read_dataset, scan_tfrecord_offsets, tfrecord_lengths, write_tfrecord_indexes
+from bertcorpus.trainer.storage import read_bytes
+from bertcorpus.transforms.bucket_instances import bin_edges
+from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
+from bertcorpus.transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids
+from bertcorpus.transforms.row_streams import RowStreams, row_keys
+from bertcorpus.transforms.seeding import stable_hash
+from bertcorpus.wordpiece.ranges import concat_ranges
+from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
 __all__ = ["LAYOUTS", "LoaderError", "PretrainingLoader", "write_tfrecord_indexes"]
 
@@ -403,7 +401,7 @@ class _ProcessState:
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m trainer.loader", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m bertcorpus.loader", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     index = commands.add_parser("index", help="write index files for the `tfrecord` package (PyTorch)")
     index.add_argument("output_dir", help="a `bertcorpus create` output (local or gs://...)")

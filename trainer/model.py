@@ -13,7 +13,7 @@ import math
 import keras
 from keras import layers, ops
 
-from trainer.config import PRESETS, BertConfig  # noqa: F401  (part of this module's interface)
+from bertcorpus.trainer.config import PRESETS, BertConfig
 
 LAYER_NORM_EPSILON = 1e-12  # BERT's value; the statistics are computed in float32 under mixed precision.
 MASK_BIAS = -10000.0  # added to attention scores of padding; exp() of it is 0 in float32.

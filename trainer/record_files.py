@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 from google_crc32c import value as crc32c
 
-from transforms.example_decoding import joined_records, parse_examples
-from transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
-from transforms.tfrecord import masked_crc32c
-from trainer.storage import is_remote, join, list_names, open_binary, read_bytes
+from bertcorpus.transforms.example_decoding import joined_records, parse_examples
+from bertcorpus.transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
+from bertcorpus.transforms.tfrecord import masked_crc32c
+from bertcorpus.trainer.storage import is_remote, join, list_names, open_binary, read_bytes
 
 BLOCK_ROWS = ROW_GROUP_ROWS  # instances per block: a Parquet row group of the dynamic form; a run of TFRecords
 _SCAN_CHUNK = 8 << 20
@@ -204,7 +204,7 @@ class InstanceRows:
 
 
 def _check_instance_schema(schema, path: str) -> None:
-    """The columns of transforms.instance_parquet.instance_schema, with 16- or 32-bit ids."""
+    """The columns of bertcorpus.transforms.instance_parquet.instance_schema, with 16- or 32-bit ids."""
     missing = [c for c in _INSTANCE_COLUMNS if c not in schema.names]
     if missing:
         raise LoaderError(f"{path} is not a bertcorpus instances file: it has no column {', '.join(missing)} "
@@ -300,7 +300,7 @@ class TFRecordShard:
 
 
 def _masked(crc: np.ndarray) -> np.ndarray:
-    """TFRecord's masked CRC32C, vectorised (transforms.tfrecord.masked_crc32c for one)."""
+    """TFRecord's masked CRC32C, vectorised (bertcorpus.transforms.tfrecord.masked_crc32c for one)."""
     crc = crc.astype(np.uint32)
     return ((crc >> np.uint32(15)) | (crc << np.uint32(17))) + np.uint32(0xA282EAD8)
 

@@ -31,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from trainer.config import TrainerError, choose_backend, requested_backend
+from bertcorpus.trainer.config import TrainerError, choose_backend, requested_backend
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 if __name__ == "__main__":  # `python -m trainer.train`: Keras takes its backend from the environment, at its import
@@ -45,42 +45,12 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from trainer.checkpoints import (  # noqa: E402
-    checkpoint_steps,
-    load_init_checkpoint,
-    read_checkpoint_meta,
-    refuse_old_checkpoints,
-    restore_checkpoint,
-    save_checkpoint,
-)
-from trainer.config import (  # noqa: E402
-    DEFAULT_PREDICTIONS,
-    DEFAULT_SEQ_LENGTH,
-    PRESET_LEARNING_RATES,
-    PRESETS,
-    BertConfig,
-    TrainConfig,
-    add_train_arguments,
-    config_from_args,
-)
-from trainer.data import (  # noqa: E402
-    NO_EVAL,
-    CreateOutput,
-    EvalBatches,
-    LoaderBatches,
-    check_records,
-    check_token_ids,
-    corrupt_file_error,
-    eval_dataset,
-    find_corrupt_file,
-    is_create_output,
-    list_files,
-    new_loader,
-    train_dataset,
-)
-from trainer.devices import Devices, choose_devices  # noqa: E402
-from trainer.model import BertPretrainer, dummy_batch, parameter_count, prediction_losses, pretraining_loss  # noqa: E402
-from trainer.storage import exists, is_remote, join, read_text, write_text  # noqa: E402
+from bertcorpus.trainer.checkpoints import checkpoint_steps, load_init_checkpoint, read_checkpoint_meta, refuse_old_checkpoints, restore_checkpoint, save_checkpoint
+from bertcorpus.trainer.config import DEFAULT_PREDICTIONS, DEFAULT_SEQ_LENGTH, PRESET_LEARNING_RATES, PRESETS, BertConfig, TrainConfig, add_train_arguments, config_from_args
+from bertcorpus.trainer.data import NO_EVAL, CreateOutput, EvalBatches, LoaderBatches, check_records, check_token_ids, corrupt_file_error, eval_dataset, find_corrupt_file, is_create_output, list_files, new_loader, train_dataset
+from bertcorpus.trainer.devices import Devices, choose_devices
+from bertcorpus.trainer.model import BertPretrainer, dummy_batch, parameter_count, prediction_losses, pretraining_loss
+from bertcorpus.trainer.storage import exists, is_remote, join, read_text, write_text
 
 KERAS_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 MLM_METRICS = ("masked_lm_accuracy", "masked_lm_loss")
@@ -678,7 +648,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainer.train", description="Pretrain BERT (masked LM + next sentence) on bertcorpus records.")
+    parser = argparse.ArgumentParser(prog="python -m bertcorpus.trainer.train", description="Pretrain BERT (masked LM + next sentence) on bertcorpus records.")
     add_train_arguments(parser)
     return run_train(parser.parse_args(argv))
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from transforms.book_lines import (HEADING_KEYWORD, HEADING_NUMERAL, count_removed, line_layout, normalise_lines,
-                                   regroup_sentence_lines)
+from bertcorpus.transforms.book_lines import HEADING_KEYWORD, HEADING_NUMERAL, count_removed, line_layout, normalise_lines, regroup_sentence_lines
 
 __all__ = ["CleanBook", "clean_book"]
 

@@ -16,12 +16,11 @@ from typing import Iterator
 
 import numpy as np
 
-from transforms.instance_columns import InstanceColumns
-from transforms.instances import (Bucket, InstanceBatch, SeqConfig, create_instances_from_document,
-                                  create_sop_instances_from_document)
-from transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
-from transforms.packing import assemble_packed, pack_sentences
-from transforms.seeding import numpy_rng, python_rng
+from bertcorpus.transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document, create_sop_instances_from_document
+from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
+from bertcorpus.transforms.packing import assemble_packed, pack_sentences
+from bertcorpus.transforms.seeding import numpy_rng, python_rng
 
 PAIR_OBJECTIVES = ("nsp", "sop", "none")
 

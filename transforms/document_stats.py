@@ -15,8 +15,8 @@ from collections import Counter
 
 import numpy as np
 
-from wordpiece.tokenizer import WordPieceTokenizer, prepared_chunks
-from wordpiece.vocab import UNK
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer, prepared_chunks
+from bertcorpus.wordpiece.vocab import UNK
 
 BINS_PER_DECADE = 10
 DECADES = 10

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from transforms.row_streams import mix64
+from bertcorpus.transforms.row_streams import mix64
 
 _FIVE = np.arange(5)
 _SEVENS = 7 * np.arange(5)

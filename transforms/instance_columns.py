@@ -51,7 +51,7 @@ class InstanceColumns:
         return taken.take(placed)
 
     def features(self) -> dict[str, np.ndarray]:
-        """The reference's features (transforms.tfrecord.FEATURE_NAMES), one row per instance."""
+        """The reference's features (bertcorpus.transforms.tfrecord.FEATURE_NAMES), one row per instance."""
         col = np.arange(self.input_ids.shape[1])[None, :]
         length = self.length[:, None]
         return {

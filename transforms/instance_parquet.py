@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.instance_columns import InstanceColumns
 
 ROW_GROUP_ROWS = 2048  # the loader's unit of random access
 WIDE_IDS = 1 << 16     # vocab sizes from here on need 32-bit ids

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.instances import truncated_lengths
-from wordpiece.ranges import concat_ranges
-from wordpiece.vocab import CLS, MASK, SEP, Vocab
+from bertcorpus.transforms.instances import truncated_lengths
+from bertcorpus.wordpiece.ranges import concat_ranges
+from bertcorpus.wordpiece.vocab import CLS, MASK, SEP, Vocab
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.instances import Bucket
-from transforms.masking import Assembled, SpecialIds
-from wordpiece.ranges import concat_ranges
+from bertcorpus.transforms.instances import Bucket
+from bertcorpus.transforms.masking import Assembled, SpecialIds
+from bertcorpus.wordpiece.ranges import concat_ranges
 
 
 @dataclass

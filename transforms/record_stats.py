@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
-from transforms.tfrecord import FEATURE_NAMES
+from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
+from bertcorpus.transforms.tfrecord import FEATURE_NAMES
 
 _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
 

@@ -17,8 +17,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
-from transforms.bz2_blocks import Damage
-from transforms.wiki_pages import READ_ERRORS, Page, PageError, iter_pages_from_chunks, open_dump
+from bertcorpus.transforms.bz2_blocks import Damage
+from bertcorpus.transforms.wiki_pages import READ_ERRORS, Page, PageError, iter_pages_from_chunks, open_dump
 
 # Compressed bytes read per step, and the most decompressed bytes produced per step: bz2 expands XML about 5x, but
 # a crafted stream can expand far more, so the output is capped rather than trusted.

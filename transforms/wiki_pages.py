@@ -28,7 +28,7 @@ from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 import zstandard
 
-from transforms.bz2_blocks import Bz2Reader, Damage
+from bertcorpus.transforms.bz2_blocks import Bz2Reader, Damage
 
 # Large enough that the per-call overhead of feeding the parser vanishes, small enough to keep memory flat.
 CHUNK_BYTES = 1 << 20

@@ -21,8 +21,8 @@ from itertools import chain
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
-from wordpiece.ranges import concat_ranges
-from wordpiece.vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, Vocab
+from bertcorpus.wordpiece.ranges import concat_ranges
+from bertcorpus.wordpiece.vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, Vocab
 
 MAX_CHARS_PER_WORD = 200
 # Chunks held; a bound on the cache's memory. Dropping the cache costs little: frequent chunks come back first.

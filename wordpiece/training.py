@@ -23,8 +23,8 @@ from typing import Iterable, Iterator
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepared_chunks
-from wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
+from bertcorpus.wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepared_chunks
+from bertcorpus.wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
 
 LAYOUTS = ("bert", "compact")
 BERT_LOW_UNUSED = 99          # the original layout puts [unused0..98] at ids 1..99, before [UNK]=100

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from wordpiece.vocab import PLACEHOLDER
+from bertcorpus.wordpiece.vocab import PLACEHOLDER
 
 # Fewer whole-word tokens with a cased letter than this, and the vocab's casing is not judged.
 MIN_CASED_TOKENS = 20

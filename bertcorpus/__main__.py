@@ -1,0 +1,3 @@
+from bertcorpus.pipeline.cli.commands import entry_point
+
+entry_point()

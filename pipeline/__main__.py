@@ -1,3 +1,0 @@
-from pipeline.cli import entry_point
-
-entry_point()

@@ -1,0 +1,1 @@
+"""The command line: the `bertcorpus` command, its shared flags and the commands that run other commands."""

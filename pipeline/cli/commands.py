@@ -1,0 +1,217 @@
+"""The `bertcorpus` command line: one subcommand per job, Beam options passed through unchanged.
+
+entry_point, the installed command, also answers what concerns the process rather than a command: the signals that
+stop it, and standard streams that are closed, full, read by no one or unable to encode (docs/command_line.md)."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import logging
+import os
+import signal
+import sys
+import threading
+
+from bertcorpus.pipeline.cli import unknown_flags
+from bertcorpus.pipeline.errors import STOP_SIGNALS, UserError, has_undecoded_bytes, not_text_message, raise_stop, stopped, user_message
+
+DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
+
+Beam pipeline options (--runner, --direct_running_mode, --direct_num_workers, --project, --region,
+--temp_location, --dry_run, ...) are passed through to Beam unchanged, as Beam's own examples do.
+Without --runner, jobs run locally on Beam's direct runner."""
+
+BEAM_OPTIONS_EPILOG = "Beam pipeline options may follow, e.g. --runner DataflowRunner --dry_run=True."
+VERBOSE_FLAGS = ("-v", "--verbose")
+
+# Commands whose extra flags belong to the command they run (a named job's), which checks them itself.
+FORWARDING_COMMANDS = {"run", "graph"}
+
+
+def _commands() -> dict:
+    """name → (module, one-line help)."""
+    return {
+        "extract-wiki": ("bertcorpus.pipeline.extract.wiki", "Wikipedia XML dumps → article prose as documents Parquet"),
+        "extract-books": ("bertcorpus.pipeline.extract.books", "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet"),
+        "vocab": ("bertcorpus.pipeline.vocab.command", "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)"),
+        "create": ("bertcorpus.pipeline.create.job", "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet"),
+        "inspect": ("bertcorpus.pipeline.stats.inspect", "print decoded examples from a TFRecord or Parquet shard"),
+        "stats": ("bertcorpus.pipeline.stats.command", "a data card for documents, records or a run: stats.json, report.html, plots"),
+        "run": ("bertcorpus.pipeline.cli.named_jobs", "run a named job from beam_jobs.yaml with a runner profile"),
+        "demo": ("bertcorpus.pipeline.cli.demo", "run the chain on the real samples bundled in the repository"),
+        "train": ("bertcorpus.pipeline.cli.train_command", "pretrain a BERT model on a create output (Keras on TensorFlow, JAX or PyTorch)"),
+        "graph": ("bertcorpus.pipeline.cli.graph", "draw a named job's Beam graph offline (.dot, and .png with graphviz)"),
+    }
+
+
+def job_commands() -> list[str]:
+    """The commands a named job may run: every command but those that run named jobs themselves."""
+    return [name for name in _commands() if name not in FORWARDING_COMMANDS]
+
+
+class _FlagRecorder:
+    """Stands for a command's parser, or one of its argument groups, while the command adds its arguments, and notes
+    the long flags they define (argparse lists them only in private attributes)."""
+
+    def __init__(self, container, flags: set[str]):
+        self._container, self.flags = container, flags
+
+    def add_argument(self, *names, **kwargs):
+        action = self._container.add_argument(*names, **kwargs)
+        self.flags.update(flag for flag in action.option_strings if flag.startswith("--"))  # with --no-x
+        return action
+
+    def add_argument_group(self, *args, **kwargs):
+        return _FlagRecorder(self._container.add_argument_group(*args, **kwargs), self.flags)
+
+    def add_mutually_exclusive_group(self, **kwargs):
+        return _FlagRecorder(self._container.add_mutually_exclusive_group(**kwargs), self.flags)
+
+    def __getattr__(self, name):
+        return getattr(self._container, name)
+
+
+def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[str]]:
+    """The parser, where only the chosen command's module is imported and its arguments added (so `create` never
+    loads the trainer), and the long flags that command defines (empty if it is not one)."""
+    import importlib
+
+    parser = argparse.ArgumentParser(prog="bertcorpus", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(*VERBOSE_FLAGS, action="store_true", help="show log messages from Beam and others")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    own_flags: set[str] = set()
+    for name, (module, summary) in _commands().items():
+        p = sub.add_parser(name, help=summary, description=summary)
+        p.set_defaults(module=module)
+        if name != command:
+            continue
+        own_flags.add("--help")
+        recorder = _FlagRecorder(p, own_flags)
+        # Before or after the command's name alike; SUPPRESS keeps the command's default from undoing it before.
+        recorder.add_argument(*VERBOSE_FLAGS, action="store_true", default=argparse.SUPPRESS,
+                              help="show log messages from Beam and others")
+        loaded = importlib.import_module(module)
+        loaded.add_arguments(recorder)
+        if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
+            p.epilog = getattr(loaded, "BEAM_OPTIONS_EPILOG", BEAM_OPTIONS_EPILOG)
+    return parser, own_flags
+
+
+def command_flags(command: str) -> set[str]:
+    """The flags a command defines itself (--x and --no-x for booleans), without Beam's."""
+    return _build_parsers(command)[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import importlib
+
+    words = list(argv if argv is not None else sys.argv[1:])
+    verbose = bool(set(VERBOSE_FLAGS) & set(words))
+    if not verbose:  # TensorFlow's C++ log, errors included: what the trainer must report, it raises
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # Set before Beam is imported: it warns about optional cloud libraries on import, which is noise here.
+    logging.basicConfig(level=logging.INFO if verbose else logging.CRITICAL,
+                        format="%(levelname)s %(name)s: %(message)s")
+    command = next((w for w in words if not w.startswith("-")), None)
+    parser, own_flags = _build_parsers(command)
+    args, beam_args = parser.parse_known_args(words)
+    module = importlib.import_module(args.module)
+    if not gc.isenabled():  # entry_point's process: what the modules made lives to the end, so freeze it
+        gc.freeze()
+        gc.enable()
+    accepts_beam_options = getattr(module, "ACCEPTS_BEAM_OPTIONS", True)
+    running = False
+    try:
+        if args.command not in FORWARDING_COMMANDS:
+            unknown_flags.check_unknown_flags(beam_args, own_flags, accepts_beam_options)
+        if accepts_beam_options:
+            _check_text(words)
+        running = True
+        return module.run(args, beam_args)
+    except KeyboardInterrupt as stop:
+        with _stop_signals_ignored():
+            if running:
+                _discard_staging(args, module, beam_args)
+            word, status = stopped(stop)
+            note = getattr(module, "INTERRUPTED_NOTE", None)
+            print(f"bertcorpus {args.command}: {word}" + (f"; {note}" if note else ""), file=sys.stderr)
+        return status
+    except Exception as e:  # noqa: BLE001 — the one place that turns errors into exit codes
+        if running:
+            _discard_staging(args, module, beam_args)
+        message = user_message(e)
+        if message is None:
+            raise
+        print(f"bertcorpus {args.command}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _check_text(words: list[str]) -> None:
+    """A job writes the names it is given into its outputs as UTF-8 text: a word holding bytes Python could not
+    decode is refused before anything is written."""
+    for word in words:
+        if has_undecoded_bytes(word):
+            raise UserError(not_text_message(word))
+
+
+@contextlib.contextmanager
+def _stop_signals_ignored():
+    """Ctrl-C pressed again (or a SIGTERM) while the first one's clean-up runs would break it off and leave staged
+    files."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _discard_staging(args, module, beam_args: list[str]) -> None:
+    """A failed or interrupted local run leaves no staged files behind: on a full disk they would keep it full.
+    (A remote job may still be running and using its staging.) The output itself may be what failed, so trouble
+    here only leaves them in place."""
+    if not getattr(module, "ACCEPTS_BEAM_OPTIONS", True) or args.command in FORWARDING_COMMANDS:
+        return
+    from bertcorpus.pipeline.sinks import output
+    from bertcorpus.pipeline.engines import runners
+
+    try:
+        if not runners.is_local(runners.pipeline_options(beam_args)):
+            return
+        for name in ("output", "counts_dir"):
+            path = getattr(args, name, None)
+            if isinstance(path, str) and path:
+                output.discard_staging(path)
+    except Exception:  # noqa: BLE001 — the run's own error is the one to report
+        logging.getLogger(__name__).info("staging left in place", exc_info=True)
+
+
+def entry_point() -> None:
+    from bertcorpus.pipeline.cli.common import StandardStreams
+
+    streams = StandardStreams()
+    # Every command stops the same way on SIGINT and SIGTERM, also where SIGINT came ignored (a shell script's
+    # background job), which would leave a long command, such as train, impossible to interrupt.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, raise_stop)
+    # Loading Beam makes ~200,000 objects that live as long as the process, and no garbage. Loaded without
+    # collections and then frozen (in main), they are never walked again: not while loading, not by later
+    # collections, not at exit, where Python would otherwise visit them all once more.
+    gc.disable()
+    words = sys.argv[1:]
+    command = next((w for w in words if not w.startswith("-")), None)
+    try:
+        status = main()
+    except SystemExit as done:  # from argparse (--help, a usage error), or a numbered exit
+        if not isinstance(done.code, (int, type(None))):
+            raise
+        status = done.code or 0
+    except KeyboardInterrupt as stop:  # arrived while an error was being reported, or as the command ended
+        word, status = stopped(stop)
+        print(f"bertcorpus: {word}", file=sys.stderr)
+    sys.exit(streams.finish(command, status))

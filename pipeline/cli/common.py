@@ -1,0 +1,178 @@
+"""What every command shares: running a pipeline, boolean flags, the closing summary, the standard streams."""
+from __future__ import annotations
+
+import argparse
+import errno
+import io
+import logging
+import os
+import sys
+import time
+
+BooleanFlag = argparse.BooleanOptionalAction
+
+
+def run_pipeline(pipeline, options, what: str):
+    """Run and wait; None for a dry run or a job handed to a remote runner without waiting. A local run stopped by
+    Ctrl-C raises KeyboardInterrupt (Terminated for SIGTERM), whatever Beam made of it, and one whose worker process
+    died WorkerDiedError."""
+    from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.errors import WorkerDiedError, user_message
+    from bertcorpus.pipeline.engines.run_watch import RunWatch
+
+    if not runners.is_local(options):
+        return _run_and_wait(pipeline, options, what)
+    from apache_beam.options.pipeline_options import DirectOptions
+
+    quiet = (options.view_as(DirectOptions).direct_running_mode == "multi_processing"
+             and not logging.getLogger().isEnabledFor(logging.INFO))  # not --verbose
+    with runners.local_shuffle(pipeline), RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
+        try:
+            state = _run_and_wait(pipeline, options, what)
+        except BaseException as e:
+            if watch.interrupted:
+                raise watch.stop() from None
+            if watch.dead_worker_status is not None and user_message(e) is None:  # not a worker's own error
+                raise WorkerDiedError(watch.worker_death()) from None
+            raise
+    if watch.interrupted:
+        raise watch.stop()
+    return state
+
+
+def step_names(pipeline) -> list[str]:
+    """The full labels of the job's steps, composite ones included."""
+    from apache_beam.pipeline import PipelineVisitor
+
+    class Labels(PipelineVisitor):
+        def __init__(self):
+            self.labels = []
+
+        def enter_composite_transform(self, node):
+            self.labels.append(node.full_label)
+
+        def visit_transform(self, node):
+            self.labels.append(node.full_label)
+
+    labels = Labels()
+    pipeline.visit(labels)
+    return labels.labels
+
+
+def _run_and_wait(pipeline, options, what: str):
+    from bertcorpus.pipeline.engines import runners
+
+    started = time.time()
+    dry_run = runners.is_dry_run(options)
+    if dry_run and runners.is_local(options):
+        # The local engine has no dry-run mode and would run the job: build and check the graph only.
+        pipeline.to_runner_api()
+        print(f"{what}: dry run — the job graph was built; nothing ran and nothing was written.")
+        return None
+    result = pipeline.run()
+    if runners.is_rendering(options):
+        # Fresh, not the cached option dictionary: the render options register only when that runner loads.
+        print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
+        return None
+    if dry_run:
+        print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
+        return None
+    if not runners.is_local(options) and not options.get_all_options().get("wait_until_finish", True):
+        print(f"{what}: submitted.")
+        return None
+    state = result.wait_until_finish()
+    logging.getLogger(__name__).info("%s finished in %.1f s", what, time.time() - started)
+    print(f"{what}: finished in {time.time() - started:.1f} s ({state})")
+    return state
+
+
+def print_summary(what: str, manifest: dict, rows: list[tuple[str, str]]) -> None:
+    width = max(len(k) for k, _ in rows) if rows else 0
+    print(f"\n{what} summary")
+    for key, value in rows:
+        print(f"  {key.ljust(width)}  {value}")
+    sys.stdout.flush()
+
+
+class _StandardStream(io.RawIOBase):
+    """File descriptor 1 or 2 under sys.stdout or sys.stderr. A write that fails (a reader that went away, a full
+    disk, a descriptor closed before the command started) is noted and the rest of the output dropped, not raised:
+    raised, it would stop a run in the middle, before it publishes its files, for the sake of its report."""
+
+    def __init__(self, fd: int, closed_at_start: bool):
+        super().__init__()
+        self.fd, self.closed_at_start = fd, closed_at_start
+        self.error: OSError | None = None
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def isatty(self) -> bool:
+        return self.error is None and os.isatty(self.fd)
+
+    def write(self, data) -> int:
+        if self.error is None and self.closed_at_start:  # (its descriptor now holds /dev/null)
+            self.error = OSError(errno.EBADF, os.strerror(errno.EBADF))
+        if self.error is None:
+            try:
+                return os.write(self.fd, data)
+            except OSError as e:
+                self.error = e
+        return len(data)
+
+
+class StandardStreams:
+    """The process's standard streams made safe for a command (entry_point only; tests call main in-process).
+
+    Descriptors 0-2 that were closed are opened on /dev/null, so that no file the run opens takes their number (a
+    report printed into a shard) and worker processes inherit valid ones. sys.stdout and sys.stderr escape what
+    their encoding lacks instead of failing on it (a token under PYTHONIOENCODING=latin-1, a file name under the C
+    locale), and note a failed write instead of raising it (_StandardStream); `finish` reports it."""
+
+    def __init__(self):
+        closed = [fd for fd in (0, 1, 2) if not _is_open(fd)]
+        for fd in closed:
+            _open_devnull_at(fd)
+        self.stdout = _StandardStream(1, 1 in closed)
+        sys.stdout = _text_stream(self.stdout, sys.stdout)
+        sys.stderr = _text_stream(_StandardStream(2, 2 in closed), sys.stderr)
+
+    def finish(self, command: str | None, status: int) -> int:
+        """The exit status once the output is flushed. A reader that stopped reading (`| head`) took what it wanted:
+        the command ends quietly, its status unchanged. Any other failed write to standard output (a full disk, a
+        closed descriptor) turns success into one line naming standard output, and status 2."""
+        sys.stdout.flush()
+        error = self.stdout.error
+        if status != 0 or error is None or error.errno == errno.EPIPE:
+            return status
+        who = f"bertcorpus {command}" if command else "bertcorpus"
+        print(f"{who}: error: cannot write to standard output: {error.strerror}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _open_devnull_at(fd: int) -> None:
+    opened = os.open(os.devnull, os.O_RDWR)
+    if opened != fd:
+        os.dup2(opened, fd)
+        os.close(opened)
+
+
+def _text_stream(raw: _StandardStream, previous) -> io.TextIOWrapper:
+    """A text stream over raw that keeps the previous one's encoding and buffering, and escapes what the encoding
+    cannot write (backslashreplace) rather than failing."""
+    if previous is None:  # the descriptor was closed: what is written is dropped
+        return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace")
+    previous.flush()
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=previous.encoding, errors="backslashreplace",
+                            line_buffering=previous.line_buffering, write_through=previous.write_through)

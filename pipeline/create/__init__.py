@@ -1,0 +1,1 @@
+"""`bertcorpus create`: documents → pretraining instances, as named Beam steps over transforms/."""

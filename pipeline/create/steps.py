@@ -1,0 +1,233 @@
+"""create's steps as Beam DoFns: each reads its elements, calls the pure functions of transforms/, and emits
+typed values (pipeline/create/coders.py) and counts."""
+from __future__ import annotations
+
+import io
+from dataclasses import asdict
+
+import apache_beam as beam
+import numpy as np
+
+from bertcorpus.pipeline.sinks import output
+from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage, InstancePiece
+from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
+from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
+from bertcorpus.pipeline.inputs.reads import read_documents
+from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
+from bertcorpus.transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.instance_parquet import instances_table, write_instances
+from bertcorpus.transforms.instances import Bucket, sample_fragments
+from bertcorpus.transforms.masking import special_ids
+from bertcorpus.transforms.seeding import python_rng, stable_hash
+from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.transforms.tfrecord import serialize_framed
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.vocab import UNK
+
+NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
+NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
+
+
+class ReadFiles(beam.DoFn):
+    """(file path, start, stop) → SourceDocument; a tagged 'errors' output carries a dead-letter record for each
+    record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
+    first-span reader, its fingerprint)."""
+
+    def __init__(self, input_format: str):
+        self.input_format = input_format
+
+    def process(self, task: tuple[str, int, int]):
+        path, start, stop = task
+        stats = ReadStats(path)
+        for doc in read_documents(path, self.input_format, stats, start, stop):
+            yield doc if isinstance(doc, SourceDocument) else beam.pvalue.TaggedOutput("errors", doc.record())
+        yield beam.pvalue.TaggedOutput("files", asdict(stats))
+        yield tally.emit("create", {"documents_read": stats.documents, "replaced_chars": stats.replaced_chars,
+                                    **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()},
+                                    **{f"errors:{k}": v for k, v in stats.errors.items()}})
+
+
+def assign_bucket(doc: SourceDocument, config: CreateConfig) -> tuple[str, BucketDocument]:
+    """SourceDocument → (its bucket's key, the document as it crosses the shuffle)."""
+    lines = doc.sentences is not None
+    text = "\n".join(doc.sentences) if lines else doc.text or ""
+    return bucket_key(doc.id, split_of(doc.id, config), config), BucketDocument(doc.id, text, lines)
+
+
+def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[str]]]:
+    """Bucket key → (buckets in its split, the buckets it sends fragments to). A split's buckets that hold
+    documents stand in a ring, in an order seeded by the run's seed; each sends fragments of its documents to the
+    NEGATIVE_TARGETS buckets after it. So every bucket draws its random next segments from as many other buckets,
+    whatever its own size, and eval buckets only from eval buckets. A split of one bucket sends nothing."""
+    splits: dict[str, list[str]] = {}
+    for key in sorted(keys):
+        splits.setdefault(key.split("/")[0], []).append(key)
+    targets = {}
+    for ring in splits.values():
+        ring.sort(key=lambda k: stable_hash(seed, "negatives ring", k))
+        after = min(NEGATIVE_TARGETS, len(ring) - 1)
+        for i, key in enumerate(ring):
+            targets[key] = (len(ring), [ring[(i + j) % len(ring)] for j in range(1, after + 1)])
+    return targets
+
+
+class TokenizeBuckets(beam.DoFn):
+    """(bucket key, [BucketDocument]) → (bucket key, its tokenised documents) and, for each bucket it sends
+    fragments to, (that key, fragments of its documents); counts to TALLY.
+
+    Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
+
+    def __init__(self, config: CreateConfig, vocab: JobVocab):
+        self.config = config
+        self.vocab = vocab
+
+    def setup(self):
+        vocab = self.vocab.load()
+        self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
+        self.unk = vocab.ids[UNK]
+
+    def process(self, element, targets: dict):
+        key, docs = element
+        # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
+        tokenized, counts = self.tokenize(sorted(docs, key=BucketDocument.sort_key))
+        yield tally.emit("create", counts)
+        if tokenized:
+            ring_size, receivers = targets[key]
+            bucket = Bucket.from_documents(tokenized)
+            yield key, BucketMessage(bucket, ring_size=ring_size)
+            if self.config.pair_objective == "nsp":  # only random next segments come from other buckets
+                yield from self._fragments(bucket, key, receivers)
+
+    def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
+        """(receiver, fragments of this bucket's documents) for every bucket this one sends to."""
+        fragment_tokens = max(seq.max_seq_length for seq in self.config.seq_configs)
+        count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
+        for receiver in receivers:
+            rng = python_rng(self.config.seed, "negative fragments", key, receiver)
+            fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
+            yield receiver, BucketMessage(fragments, sender=key)
+
+    def tokenize(self, docs: list[BucketDocument]) -> tuple[list, dict[str, int]]:
+        """Documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
+        tokenized = []
+        counts = {"documents_kept": 0, "sentences": 0, "tokens": 0, "unk_tokens": 0, "single_sentence_documents": 0,
+                  "documents_skipped:empty": 0}
+        for doc in docs:
+            ids, lengths = self.tokenizer.encode_sentences(doc.text.split("\n") if doc.lines
+                                                           else document_sentences(doc.text))
+            lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
+            if not len(ids):
+                counts["documents_skipped:empty"] += 1
+                continue
+            tokenized.append((doc.id, ids, lengths))
+            counts["documents_kept"] += 1
+            counts["sentences"] += len(lengths)
+            counts["tokens"] += len(ids)
+            counts["unk_tokens"] += int(np.count_nonzero(ids == self.unk))
+            counts["single_sentence_documents"] += int(len(lengths) == 1)
+        if not counts["documents_skipped:empty"]:
+            del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
+        return tokenized, counts
+
+
+class UnbalancedSplitError(InputError):
+    """A split whose documents cannot give random next segments: no other document to draw from."""
+
+
+class BuildInstances(beam.DoFn):
+    """(bucket key, [its own BucketMessage, fragments from other buckets]) → ((seq config, split, shard),
+    InstancePiece) for every shard its instances go to; counts to TALLY."""
+
+    def __init__(self, config: CreateConfig, vocab: JobVocab):
+        self.config = config
+        self.vocab = vocab
+
+    def setup(self):
+        self.special = special_ids(self.vocab.load())
+
+    def process(self, element):
+        key, messages = element
+        # A bucket whose documents had no tokens sends no message of its own; the fragments sent to it go unused.
+        for own in (m for m in messages if m.sender is None):
+            yield from self._bucket_instances(key, own, messages)
+
+    def _bucket_instances(self, key: str, own: BucketMessage, messages: list[BucketMessage]):
+        cfg, split = self.config, key.split("/")[0]
+        # The fragments in the order of the buckets that sent them: the pool is the same on every runner.
+        fragments = [m.bucket for m in sorted((m for m in messages if m.sender is not None), key=lambda m: m.sender)]
+        pool_size = sum(len(f) for f in fragments)
+        if not pool_size and len(own.bucket) < 2 and own.ring_size == 1 and cfg.pair_objective == "nsp":
+            remedy = ("pass --eval-fraction 0 for no eval split, or a larger one" if split == "eval" else
+                      "give create more than one document")
+            raise UnbalancedSplitError(f"the {split} split holds a single document ({own.bucket.doc_ids[0]}), so "
+                                       f"it can have no random next segments and its NSP labels could not be "
+                                       f"balanced; {remedy}")
+        bucket = Bucket.concatenate([own.bucket, *fragments]) if pool_size else own.bucket
+        pool = range(len(own.bucket), len(own.bucket) + pool_size) if pool_size else None
+        tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
+        for seq in cfg.seq_configs:
+            built = bucket_instances(bucket, len(own.bucket), pool, cfg.recipe(seq), self.special, cfg.seed, key)
+            prefix = f"{seq.name}:{split}"
+            yield tally.emit("create", {**{f"{prefix}:{k}": v for k, v in built.counts.items()},
+                                        **{f"{prefix}:skipped:{k}": v for k, v in built.skipped.items()}})
+            for shard, rows in shard_rows(built.sort_keys, cfg.shards(split)):
+                yield (seq.name, split, shard), InstancePiece(tiebreak, built.sort_keys[rows], rows,
+                                                              built.instances.take(rows))
+
+
+class WriteShards(beam.DoFn):
+    """((seq config, split, shard), [InstancePiece]) → one staged shard file, its instances in the order of their
+    random keys: TFRecords (static masking) or Parquet (dynamic)."""
+
+    def __init__(self, config: CreateConfig, vocab: JobVocab):
+        self.config = config
+        self.vocab = vocab
+
+    def setup(self):
+        self.vocab_size = len(self.vocab.load().tokens) if self.config.masking == "dynamic" else 0
+
+    def process(self, element):
+        (seq_name, split, shard), pieces = element
+        yield self.write(seq_name, split, shard, list(pieces))
+
+    def write(self, seq_name: str, split: str, shard: int, pieces: list[InstancePiece]) -> dict:
+        seq = next(s for s in self.config.seq_configs if s.name == seq_name)
+        rel = shard_name(self.config, seq, split, shard)
+        parts, part, row = shard_order(pieces)
+        if self.config.masking == "static":
+            chunks = _records_in_order(parts, part, row)
+        else:
+            chunks = [_parquet_in_order(parts, part, row, seq.max_seq_length, self.vocab_size)]
+        size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
+        return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
+
+
+def shard_order(pieces: list[InstancePiece]) -> tuple[list[InstanceColumns], np.ndarray, np.ndarray]:
+    """A shard's pieces, and (piece, row in the piece) of its instances sorted by their random keys; equal keys
+    (rare) by bucket, then by their place in the bucket."""
+    columns = [[np.zeros(0, np.int64)] for _ in range(5)]  # key, tie, row in the bucket, piece, row in the piece
+    for number, piece in enumerate(pieces):
+        n = len(piece.sort_keys)
+        for values, column in zip((piece.sort_keys, piece.tiebreak, piece.rows, number, np.arange(n)), columns):
+            column.append(np.broadcast_to(np.int64(values), n))
+    key, tie, row, part, at = (np.concatenate(c) for c in columns)
+    order = np.lexsort((row, tie, key))
+    return [p.instances for p in pieces], part[order], at[order]
+
+
+def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, chunk: int = 4096):
+    """Framed records of instance row[i] of parts[part[i]] for every i, made a few thousand at a time."""
+    for start in range(0, len(part), chunk):
+        step = slice(start, start + chunk)
+        yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
+
+
+def _parquet_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, max_seq_length: int,
+                      vocab_size: int) -> bytes:
+    instances = (InstanceColumns.gather(parts, part, row) if len(part) else
+                 InstanceColumns.empty(max_seq_length))
+    sink = io.BytesIO()
+    write_instances(instances_table(instances, vocab_size), sink)
+    return sink.getvalue()

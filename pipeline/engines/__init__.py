@@ -1,0 +1,1 @@
+"""Where a job runs: the choice of runner and its options, the local shuffle, the watch over a local run, progress."""

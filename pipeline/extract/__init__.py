@@ -1,0 +1,1 @@
+"""The extraction jobs: Wikipedia dumps and book files → documents."""

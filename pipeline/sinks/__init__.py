@@ -1,0 +1,1 @@
+"""Atomic outputs on any filesystem, and the documents sink the extraction jobs share."""

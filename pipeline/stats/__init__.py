@@ -1,0 +1,1 @@
+"""Reading what was built: the data card of `bertcorpus stats`, and `bertcorpus inspect`."""

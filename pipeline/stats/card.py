@@ -1,0 +1,242 @@
+"""The card of `bertcorpus stats`: every finished stage under DIR read once, into the figures that become stats.json.
+
+    DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
+                                                             │    sizes, sources, extremes; [UNK] words with the vocab
+                                                             ├─ records stages ─ one pass over the shards, through
+                                                             │    the reader of their stored form (RECORD_READERS;
+                                                             │    Parquet: masks of epoch 0 drawn by trainer.loader)
+                                                             │    per seq config: lengths, label, masking, [UNK],
+                                                             │    vocab, padding per length bin
+                                                             └─ every manifest ─ lineage: files linked by name + sha256
+
+Memory is bounded by construction: fixed-size counters, one Parquet row group or one batch of records at a time
+(and for records of the Parquet form, one flag per instance of a split: which of them the loader gave already).
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+from bertcorpus.pipeline.errors import UserError
+from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
+from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
+
+DOCUMENT_BATCH = 1024      # documents read at once
+TOP_UNKNOWN_WORDS = 20
+
+
+# ---------------------------------------------------------------------------------------------- vocab
+
+def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnings: list[str]):
+    """The vocab to use and where it came from; checks its sha256 against each records manifest."""
+    from bertcorpus.wordpiece.vocab import Vocab
+
+    if explicit:
+        vocab, path = Vocab.load(explicit), explicit
+    elif records:
+        named = str(records[0].manifest.get("vocab", {}).get("path", ""))
+        # The output's own copy of its vocab (the Parquet form has one) first: it moves with the output.
+        copy = records[0].manifest.get("vocab", {}).get("copy")
+        candidates = [named] if "://" in named else [str(p) for p in dict.fromkeys(
+            ([records[0].dir / str(copy)] if copy else []) + [Path(named), records[0].dir / named, root / named])
+            if p.is_file()]
+        if not named or not candidates:
+            raise UserError(f"the vocab {named or '(none)'} named in {records[0].dir / MANIFEST} was not found; "
+                            "pass --vocab")
+        path = candidates[0]
+        vocab = Vocab.load(path)
+    else:
+        return None, None
+    for stage in records:
+        expected = stage.manifest.get("vocab", {}).get("sha256")
+        if expected != vocab.sha256:
+            warnings.append(f"the vocab {path} has sha256 {vocab.sha256}, but {stage.name}/{MANIFEST} records "
+                            f"{expected}: the records were made with another vocab, so token statistics may "
+                            "be wrong")
+    return vocab, path
+
+
+# ---------------------------------------------------------------------------------------------- documents pass
+
+def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: int):
+    """One read of every documents file: DocumentStats, and UnknownWords when there is a vocab."""
+    import pyarrow.parquet as pq
+    from tqdm import tqdm
+
+    from bertcorpus.transforms.document_stats import DocumentStats, UnknownWords
+    from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+
+    stats = DocumentStats()
+    unknown = UnknownWords(WordPieceTokenizer(vocab, lowercase)) if vocab is not None else None
+    files = [stage.dir / f["path"] for stage in stages for f in stage.manifest["outputs"]["documents"]]
+    missing = [str(p) for p in files if not p.is_file()]
+    if missing:
+        raise UserError(f"documents files named in a manifest are missing: {', '.join(missing[:3])}")
+    total = sum(s.manifest.get("documents", {}).get("kept", 0) for s in stages)
+    # disable=None: no bar where stderr is not a terminal, whose log its redraws would fill.
+    with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
+        for path in files:
+            for batch in pq.ParquetFile(path).iter_batches(columns=["id", "source", "title", "text"],
+                                                           batch_size=DOCUMENT_BATCH):
+                ids, sources, titles, texts = (c.to_pylist() for c in batch.columns)
+                stats.add(ids, sources, titles, texts)
+                if unknown is not None:
+                    for text in texts[:max(0, max_documents - unknown.documents)]:
+                        unknown.add(text)
+                bar.update(len(ids))
+    return stats, unknown
+
+
+def documents_counts(stage: Stage) -> dict:
+    """What the extraction manifest says about every input item: read, kept, skipped and errors by reason."""
+    docs = stage.manifest.get("documents", {})
+    skipped = dict(docs.get("skipped", {}))
+    return {"job": stage.job, "read": docs.get("read"), "kept": docs.get("kept"), "skipped": skipped,
+            "errors": docs.get("errors"), "errors_by_reason": docs.get("errors_by_reason", {}),
+            "duplicates_dropped": skipped.get("duplicate_id", 0), "characters": docs.get("characters")}
+
+
+# ---------------------------------------------------------------------------------------------- lineage
+
+def _fingerprint(entry: dict) -> dict:
+    keep = ("path", "size", "bytes", "records", "documents", "sha256", "sha256_first_and_last_mib")
+    return {k: entry[k] for k in keep if k in entry}
+
+
+def _files_in(node) -> list[dict]:
+    """Every {path, sha256} description anywhere inside a manifest's outputs; a file described under its name as
+    key ({"vocab.txt": {"bytes", "sha256"}}, as the vocab job writes) has that name as its path."""
+    if isinstance(node, dict):
+        if "path" in node and ("sha256" in node or "sha256_first_and_last_mib" in node):
+            return [_fingerprint(node)]
+        return [f for key, value in node.items()
+                for f in _files_in({"path": key, **value} if isinstance(value, dict) and "sha256" in value
+                                   and "path" not in value else value)]
+    if isinstance(node, list):
+        return [f for value in node for f in _files_in(value)]
+    return []
+
+
+def _stage_inputs(stage: Stage) -> list[dict]:
+    inputs = []
+    for entry in stage.manifest.get("inputs", []):
+        if isinstance(entry, dict) and "path" in entry:
+            inputs.append({**_fingerprint(entry), "role": "input"})
+            if isinstance(entry.get("index"), dict):
+                inputs.append({**_fingerprint(entry["index"]), "role": "index"})
+    vocab = stage.manifest.get("vocab")
+    if isinstance(vocab, dict) and "path" in vocab:
+        inputs.append({"path": vocab["path"], "sha256": vocab.get("sha256"), "role": "vocab"})
+    return inputs
+
+
+# The order data flows in: extraction, then the vocab (or its word counts), then create; anything else last.
+FLOW_ORDER = {"documents": 0, "vocab": 1, "records": 2}
+
+
+def build_lineage(stages: list[Stage]) -> dict:
+    """Stages in flow order with their input and output files; an input is linked to the stage that wrote a file of
+    the same name and sha256, so the chain holds even after a run directory is moved."""
+    described = []
+    produced: dict[tuple[str, str], str] = {}
+    for stage in sorted(stages, key=lambda s: FLOW_ORDER.get(s.kind, len(FLOW_ORDER))):
+        outputs = _files_in(stage.manifest.get("outputs", {}))
+        outputs.append({"path": MANIFEST, "bytes": stage.manifest_bytes, "sha256": stage.manifest_sha256})
+        for f in outputs:
+            produced.setdefault((Path(f["path"]).name, f.get("sha256", "")), stage.name)
+        described.append({"stage": stage.name, "job": stage.job, "kind": stage.kind,
+                          "inputs": _stage_inputs(stage), "outputs": outputs})
+    links: dict[tuple[str, str], int] = {}
+    for d in described:
+        for entry in d["inputs"]:
+            source = produced.get((Path(str(entry["path"])).name, entry.get("sha256") or ""))
+            if source is not None and source != d["stage"]:
+                entry["from"] = source
+                links[(source, d["stage"])] = links.get((source, d["stage"]), 0) + 1
+    return {"stages": described,
+            "links": [{"from": a, "to": b, "files": n} for (a, b), n in sorted(links.items())]}
+
+
+# ---------------------------------------------------------------------------------------------- the card
+
+def build_card(root: Path, vocab_arg: str | None, max_records: int, max_documents: int) -> tuple[dict, dict]:
+    """(stats.json content, what the plots need beyond it: the record accumulators)."""
+    from bertcorpus.pipeline.sinks.output import TOOL_VERSION
+    from bertcorpus.transforms.document_stats import EDGES
+    from bertcorpus.transforms.record_stats import bin_padding
+
+    warnings: list[str] = []
+    stages = find_stages(root, warnings)
+    if not stages:
+        raise UserError(f"no {MANIFEST} in {root} or one or two levels below it; stats reads finished outputs of "
+                        "extract-wiki, extract-books or create (a directory without a manifest is incomplete)")
+    documents = [s for s in stages if s.kind == "documents"]
+    records = [s for s in stages if s.kind == "records"]
+    vocab, vocab_path = resolve_vocab(vocab_arg, records, root, warnings)
+    lowercase = bool(records[0].manifest.get("config", {}).get("do_lower_case", True)) if records else True
+    card: dict = {"tool": "bertcorpus", "version": TOOL_VERSION, "job": "stats", "directory": str(root),
+                  "options": {"vocab": vocab_path, "max_records": max_records or None,
+                              "max_documents": max_documents or None},
+                  "warnings": warnings, "lineage": build_lineage(stages)}
+    for entry in (i for st in card["lineage"]["stages"] for i in st["inputs"] if i["role"] == "vocab" and vocab):
+        # The vocab is usually made outside the run; the file in hand shows whether it is the one recorded.
+        entry["checked"] = {"path": vocab_path, "sha256_matches": entry.get("sha256") == vocab.sha256}
+    if documents:
+        doc_stats, unknown = documents_pass(documents, vocab, lowercase, max_documents or sys.maxsize)
+        card["documents"] = {"stages": {s.name: documents_counts(s) for s in documents},
+                             "bin_edges": EDGES.tolist(), **doc_stats.summary()}
+        card["unknown_words"] = (unknown.summary(TOP_UNKNOWN_WORDS) if unknown is not None else
+                                 {"absent": "no vocab: pass --vocab to list the words that become [UNK]"})
+        if unknown is not None:
+            card["unknown_words"].update(vocab=vocab_path, lowercase=lowercase)
+    else:
+        card["documents"] = {"absent": f"no documents (documents-*.parquet with a {MANIFEST}) in {root}"}
+        card["unknown_words"] = {"absent": "the words behind [UNK] need the source text, and there are no "
+                                           f"documents in {root}; the [UNK] token rate of the records is given "
+                                           "per sequence configuration"}
+    accumulators = {}
+    card["records"] = {}
+    if not records:
+        card["records"]["absent"] = f"no records (seq*/ with a {MANIFEST} from create) in {root}"
+    ids = token_ids(vocab) if records else None
+    for stage in records:
+        per_seq = {}
+        bin_size = record_form(stage)["bin_size"]
+        for seq, (info, splits) in records_pass(stage, ids, max_records, warnings).items():
+            total = None
+            for acc in splits.values():
+                total = acc if total is None else total.merge(acc)
+            accumulators[(stage.name, seq)] = total
+            read = {s: a.instances for s, a in splits.items()}
+            manifest_bins = info.pop("manifest_bins")
+            summaries = {**{s: a.summary() for s, a in splits.items()}, "all": total.summary()}
+            if bin_size:
+                for split, summary in summaries.items():
+                    summary["padding"] = bin_padding(summary["real_tokens_hist"], bin_size, info["max_seq_length"])
+                    counted = {str(b["width"]): b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
+                    if (split in manifest_bins and read == info["instances"]
+                            and counted != {k: v for k, v in manifest_bins[split].items() if v}):
+                        warnings.append(f"{stage.dir / MANIFEST} counts {seq} {split} instances per bin as "
+                                        f"{manifest_bins[split]}, but their lengths give {counted}")
+            per_seq[seq] = {**info, "records_read": read, "sampled": read != info["instances"], **summaries}
+        card["records"][stage.name] = {"vocab": {"path": vocab_path, "sha256": vocab.sha256, "size": len(vocab),
+                                                 "manifest_sha256": stage.manifest.get("vocab", {}).get("sha256")},
+                                       "form": record_form(stage), "made_from": records_source(stage),
+                                       "seq_configs": per_seq}
+    return card, accumulators
+
+
+# The settings of create that shape what its records hold, as its manifest's config names them.
+RECIPE_SETTINGS = ("dupe_factor", "masked_lm_prob", "short_seq_prob", "whole_word_mask", "do_lower_case", "seed")
+
+
+def records_source(stage: Stage) -> dict:
+    """What create read and how it was set, from its manifest: documents, sentences and tokens, and the settings."""
+    def section(key: str) -> dict:
+        value = stage.manifest.get(key)
+        return value if isinstance(value, dict) else {}
+
+    documents, counts, config = section("documents"), section("counts"), section("config")
+    return {"documents": documents.get("kept"), "sentences": counts.get("sentences"), "tokens": counts.get("tokens"),
+            "settings": {k: config[k] for k in RECIPE_SETTINGS if k in config}}

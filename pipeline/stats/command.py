@@ -1,0 +1,66 @@
+"""`bertcorpus stats DIR`: a data card (stats.json, report.html and its plots) for documents, records or a run.
+
+    DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
+                                                             │    sizes, sources, extremes; [UNK] words with the vocab
+                                                             ├─ records stages ─ one pass over the shards
+                                                             │    (TFRecords, or Parquet masked by trainer.loader)
+                                                             │    per seq config: lengths, label, masking, [UNK],
+                                                             │    vocab, padding per length bin
+                                                             └─ every manifest ─ lineage: files linked by name + sha256
+      ─ DIR/stats.json, DIR/report_files/*.png, DIR/report.html (last)
+
+This is not a Beam job: the statistics of even a full corpus are a single sequential read, and a sample cap
+(--max-records, --max-documents) bounds the time. Memory is bounded by construction: fixed-size counters,
+one Parquet row group or one batch of records at a time (see stats_records.py for the Parquet form's one flag per
+instance).
+
+stats_stages.py finds the stages, stats_card.py reads them into the card (stats_records.py its records), stats_plots.py draws
+its plots, stats_html.py writes the report:
+what was built first, then the plots, the documents, and the lineage last.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bertcorpus.pipeline.errors import UserError
+from bertcorpus.pipeline.stats.card import build_card
+from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
+from bertcorpus.pipeline.stats.html import render_html
+from bertcorpus.pipeline.stats.plots import write_plots
+
+ACCEPTS_BEAM_OPTIONS = False
+REPORT = "report.html"
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("dir", metavar="DIR",
+                        help="a documents directory, a records directory, or a run directory holding both "
+                             "(manifests are searched one and two levels down)")
+    parser.add_argument("--vocab", help="vocab.txt (default: the one named in the records manifest)")
+    parser.add_argument("--output", help="where stats.json, report.html and report_files/ go (default: DIR)")
+    parser.add_argument("--max-records", type=int, default=0, metavar="N",
+                        help="read at most N records per seq config, spread over the shards (default: all)")
+    parser.add_argument("--max-documents", type=int, default=0, metavar="N",
+                        help="tokenise at most N documents for the [UNK] word list (default: all); the other "
+                             "document statistics always cover every document")
+
+
+def run(args, beam_args: list[str]) -> int:
+    root = Path(args.dir)
+    if "://" in args.dir or not root.is_dir():
+        raise UserError(f"{args.dir} is not a local directory")
+    if args.max_records < 0 or args.max_documents < 0:
+        raise UserError("--max-records and --max-documents must be >= 0")
+    out = Path(args.output) if args.output else root
+    card, accumulators = build_card(root, args.vocab, args.max_records, args.max_documents)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / REPORT).unlink(missing_ok=True)  # an old report must not point at plots about to be replaced
+    plots = write_plots(card, accumulators, out / REPORT_FILES)
+    (out / STATS).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / REPORT).write_text(render_html(card, plots), encoding="utf-8")
+    for warning in card["warnings"]:
+        print(f"bertcorpus stats: warning: {warning}", file=sys.stderr)
+    print(f"stats: {out / STATS}\nreport: {out / REPORT} ({len(plots)} plots in {out / REPORT_FILES})")
+    return 0

@@ -1,0 +1,328 @@
+"""`bertcorpus inspect FILE`: decoded examples of a shard that create wrote.
+
+    .tfrecord ─ records as stored: tokens with [MASK], segments, masked positions and labels
+    .parquet  ─ instances as stored, unmasked: tokens, segments, label; with --epoch, also the masks that
+                trainer.loader draws for them in that epoch (a function of seed, epoch and instance only)
+
+A shard lies inside its output, OUT/seq{L}/FILE, whose manifest.json (two levels up) says what label 1 means, and
+for a Parquet shard its split and place among the split's instances, the vocab copy and the masking settings. A
+Parquet shard is read only inside its output; a TFRecord anywhere (a reference file too).
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import posixpath
+
+from apache_beam.io.filesystems import FileSystems
+
+from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example
+from bertcorpus.wordpiece.vocab import Vocab
+
+ACCEPTS_BEAM_OPTIONS = False
+MANIFEST = "manifest.json"
+# What labels 0 and 1 mean, by the manifest form's label; without a pair objective the slot is unused.
+LABEL_MEANINGS = {"random_next": ("actual next", "random next"), "swapped": ("in order", "swapped")}
+SEARCH_BATCH = 4096  # instances per loader batch while finding the batches that hold the instances shown
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("file", help="a .tfrecord or .parquet shard written by `bertcorpus create` (TFRecords of "
+                                     "the reference too)")
+    parser.add_argument("--vocab", help="the vocab.txt the records were made with (needed for TFRecords; for Parquet "
+                                        "the output's own vocab.txt by default)")
+    parser.add_argument("-n", "--num", type=int, default=3, help="how many records to show (default 3)")
+    parser.add_argument("--skip", type=int, default=0, help="records to skip first")
+    parser.add_argument("--epoch", type=int, metavar="E",
+                        help="Parquet: also show the masks that bertcorpus.trainer.loader draws for these instances in epoch E")
+    parser.add_argument("--seed", type=int, metavar="S",
+                        help="Parquet, with --epoch: the loader's seed (default: the loader's own, 0)")
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+
+def _tokens_line(ids: list[int], segments: list[int], tokens: tuple[str, ...], lead: str) -> str:
+    seg_a = " ".join(tokens[i] for i, s in zip(ids, segments) if s == 0)
+    if 1 not in segments:
+        return f"  {lead}: {seg_a}"
+    seg_b = " ".join(tokens[i] for i, s in zip(ids, segments) if s == 1)
+    return f"  {lead}: {seg_a} || {seg_b}"
+
+
+def _segments_line(segments: list[int]) -> str:
+    if 1 not in segments:
+        return f"  one segment of {len(segments)} tokens"
+    return f"  segment A {segments.count(0)} tokens, segment B {segments.count(1)} tokens"
+
+
+def _label_line(label: int, label_kind: str) -> str:
+    meanings = LABEL_MEANINGS.get(label_kind)
+    if meanings is None:
+        return f"  next_sentence_label: {label} (unused: no pair objective)"
+    return f"  next_sentence_label: {label} ({meanings[1] if label == 1 else meanings[0]})"
+
+
+def _masked_line(features: dict[str, list], tokens: tuple[str, ...], length: int) -> str:
+    ids, weights = features["input_ids"][:length], features["masked_lm_weights"]
+    positions = [p for p, w in zip(features["masked_lm_positions"], weights) if w > 0]
+    originals = [tokens[i] for i, w in zip(features["masked_lm_ids"], weights) if w > 0]
+    predictions = ", ".join(f"{p}:{tokens[ids[p]]}→{o}" for p, o in zip(positions, originals))
+    return f"  masked ({len(positions)}): {predictions}"
+
+
+def format_example(features: dict[str, list], tokens: tuple[str, ...], label_kind: str = "random_next") -> str:
+    """A record in the reference feature layout: tokens as the model sees them, segments, label, masked positions."""
+    length = sum(features["input_mask"])
+    ids, segments = features["input_ids"][:length], features["segment_ids"][:length]
+    return "\n".join([_tokens_line(ids, segments, tokens, f"tokens ({length})"), _segments_line(segments),
+                      _label_line(features["next_sentence_labels"][0], label_kind),
+                      _masked_line(features, tokens, length)])
+
+
+def format_instance(row: dict, tokens: tuple[str, ...], label_kind: str) -> str:
+    """A row of the Parquet form, unmasked: its tokens, segments (B from segment_b_start on) and label."""
+    ids, length = row["input_ids"], row["length"]
+    segments = [int(p >= row["segment_b_start"]) for p in range(length)]
+    return "\n".join([_tokens_line(ids, segments, tokens, f"tokens ({length})"), _segments_line(segments),
+                      _label_line(row["next_sentence_label"], label_kind)])
+
+
+def format_masks(features: dict[str, list], tokens: tuple[str, ...], epoch: int, seed: int) -> str:
+    """The loader's masks for one instance: its tokens as the model sees them that epoch, and what they hide."""
+    length = sum(features["input_mask"])
+    ids, segments = features["input_ids"][:length], features["segment_ids"][:length]
+    return "\n".join([_tokens_line(ids, segments, tokens, f"epoch {epoch}, seed {seed}"),
+                      _masked_line(features, tokens, length)])
+
+
+# ---------------------------------------------------------------------------------------------- the output around
+
+def _output_of(path: str) -> str:
+    """OUT for OUT/seq{L}/FILE, local or remote."""
+    if "://" in path:
+        return posixpath.dirname(posixpath.dirname(path))
+    return os.path.dirname(os.path.dirname(os.path.abspath(path)))
+
+
+def _join(directory: str, name: str) -> str:
+    return posixpath.join(directory, name) if "://" in directory else os.path.join(directory, name)
+
+
+def read_manifest(output: str) -> dict | None:
+    """The output's manifest, or None when there is none."""
+    from bertcorpus.pipeline.errors import UserError
+
+    path = _join(output, MANIFEST)
+    if not FileSystems.exists(path):
+        return None
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            manifest = json.loads(f.read())
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {path}: {e}") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("outputs"), dict):
+        raise UserError(f"{path} is not the manifest of a create output")
+    return manifest
+
+
+def find_shard(manifest: dict, path: str) -> tuple[str, int, str, int, int] | None:
+    """(seq name, seq length, split, instances before this shard in the split's manifest order, instances of the
+    split) of the file."""
+    seq = posixpath.basename(posixpath.dirname(path.replace(os.sep, "/")))
+    name = f"{seq}/{posixpath.basename(path)}"
+    entry = manifest["outputs"].get(seq)
+    if not isinstance(entry, dict):
+        return None
+    for split in ("train", "eval"):
+        shards = (entry.get(split) or {}).get("shards", [])
+        counts = [int(shard.get("records", 0)) for shard in shards]
+        for number, shard in enumerate(shards):
+            if shard.get("path") == name:
+                return seq, int(entry["max_seq_length"]), split, sum(counts[:number]), sum(counts)
+    return None
+
+
+def _manifest_listing(path: str) -> dict | None:
+    """The manifest of the create output that lists this TFRecord file, if it lies in one: a file elsewhere (the
+    reference's, a copy) is read all the same, as records of the reference's NSP form."""
+    from bertcorpus.pipeline.errors import UserError
+
+    try:
+        manifest = read_manifest(_output_of(path))
+    except UserError:
+        return None
+    return manifest if manifest is not None and find_shard(manifest, path) else None
+
+
+def _label_kind(manifest: dict | None) -> str:
+    form = (manifest or {}).get("form")
+    return form.get("label", "random_next") if isinstance(form, dict) else "random_next"
+
+
+# ---------------------------------------------------------------------------------------------- the command
+
+def run(args, beam_args: list[str]) -> int:
+    from bertcorpus.pipeline.errors import UserError
+
+    if args.num < 0 or args.skip < 0:
+        raise UserError("--num and --skip must be >= 0")
+    if args.epoch is not None and args.epoch < 0:
+        raise UserError("--epoch must be >= 0")
+    if args.seed is not None and args.epoch is None:
+        raise UserError("--seed chooses the loader's masks; give --epoch with it")
+    if not FileSystems.exists(args.file):
+        raise UserError(f"no such file: {args.file}")
+    if args.file.endswith(".parquet"):
+        return inspect_parquet(args)
+    if args.epoch is not None:
+        raise UserError("TFRecords hold the masks create drew; --epoch shows the masks drawn at load time for "
+                        "Parquet instances (create --masking dynamic)")
+    if not args.vocab:
+        raise UserError("give --vocab: the vocab.txt the records were made with")
+    vocab = Vocab.load(args.vocab)
+    records = read_records(args.file, args.skip, args.num)
+    label_kind = _label_kind(_manifest_listing(args.file))
+    for n, record in enumerate(records, start=args.skip):
+        features = decoded_example(record, n, len(vocab))
+        print(f"record {n}:")
+        print(format_example(features, vocab.tokens, label_kind))
+    if not records:
+        print("no records")
+    return 0
+
+
+def read_records(path: str, skip: int, num: int) -> list[bytes]:
+    from bertcorpus.pipeline.errors import UserError
+
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            return list(itertools.islice(iter_tfrecords(f), skip, skip + num))
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from None
+    except OSError as e:  # a directory, a file it may not read
+        raise UserError(f"{path}: {e.strerror or e}") from None
+
+
+FEATURES = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
+            "next_sentence_labels"}
+
+
+def decoded_example(record: bytes, n: int, vocab_size: int) -> dict[str, list]:
+    """The record's features, checked to be a pretraining example whose ids the vocab has."""
+    from bertcorpus.pipeline.errors import UserError
+
+    try:
+        features = parse_example(record)
+    except (IndexError, ValueError, UnicodeDecodeError):
+        raise UserError(f"record {n} is not a tf.train.Example") from None
+    missing = FEATURES - features.keys()
+    if missing:
+        raise UserError(f"record {n} is not a pretraining example (lacks {', '.join(sorted(missing))})")
+    beyond = max(features["input_ids"] + features["masked_lm_ids"], default=0)
+    if beyond >= vocab_size:
+        raise UserError(f"record {n} has token id {beyond}, beyond the {vocab_size:,} tokens of --vocab; "
+                        "give the vocab the records were made with")
+    return features
+
+
+INSTANCE_COLUMNS = ("input_ids", "segment_b_start", "next_sentence_label", "length")
+
+
+def read_instances(path: str, skip: int, num: int) -> list[dict]:
+    """Rows skip .. skip + num - 1 of a Parquet shard of the instances form, reading only the row groups that hold
+    them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bertcorpus.pipeline.errors import UserError
+
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            shard = pq.ParquetFile(f)
+            missing = [c for c in INSTANCE_COLUMNS if c not in shard.schema_arrow.names]
+            if missing:
+                raise UserError(f"{path} is not a Parquet file of instances (create --masking dynamic): it has no "
+                                f"column {', '.join(missing)}")
+            meta, rows, first = shard.metadata, [], 0
+            for group in range(meta.num_row_groups):
+                size = meta.row_group(group).num_rows
+                if first + size > skip and first < skip + num:
+                    table = shard.read_row_group(group, columns=list(INSTANCE_COLUMNS))
+                    low = max(skip - first, 0)
+                    rows += table.slice(low, min(skip + num - first, size) - low).to_pylist()
+                first += size
+            return rows
+    except pa.ArrowException as e:  # not Parquet, or damaged
+        raise UserError(f"{path} is not a readable Parquet file: {str(e).splitlines()[0]}") from None
+    except OSError as e:  # a directory, a file it may not read
+        raise UserError(f"{path}: {e.strerror or e}") from None
+
+
+def loader_masks(output: str, seq_length: int, split: str, split_instances: int, instances: list[int], epoch: int,
+                 seed: int | None) -> tuple[dict[int, dict[str, list]], int]:
+    """{instance: its features with the masks trainer.loader draws in that epoch}, and the seed used.
+
+    A mask depends on (seed, epoch, instance) only, never on the batch: the loader's batches are searched for the
+    instances, and only those that hold one are drawn."""
+    import tempfile
+
+    from bertcorpus.pipeline.errors import UserError
+    from bertcorpus.trainer.loader import LoaderError, PretrainingLoader
+
+    wanted, found = set(instances), {}
+    with tempfile.TemporaryDirectory(prefix="bertcorpus-inspect-") as cache:  # leave no index cache behind
+        try:
+            # Without dropping a remainder, every instance is in some batch of the epoch.
+            loader = PretrainingLoader(output, seq_length=seq_length, split=split,
+                                       batch_size=min(SEARCH_BATCH, split_instances), epoch=epoch,
+                                       drop_remainder=False, cache_dir=cache,
+                                       **({} if seed is None else {"seed": seed}))
+            chosen_seed = loader.state_dict(0)["seed"]
+            for i in range(len(loader)):
+                ids = loader.batch_instances(i).tolist()
+                hits = [k for k, instance in enumerate(ids) if instance in wanted and instance not in found]
+                if not hits:
+                    continue
+                batch = loader[i]
+                for k in hits:
+                    found[ids[k]] = {name: values[k].tolist() for name, values in batch.items()}
+                if len(found) == len(wanted):
+                    break
+        except LoaderError as e:
+            raise UserError(str(e)) from None
+    return found, chosen_seed
+
+
+def inspect_parquet(args) -> int:
+    from bertcorpus.pipeline.errors import UserError
+
+    output = _output_of(args.file)
+    manifest = read_manifest(output)
+    if manifest is None:
+        raise UserError(f"{args.file}: no {MANIFEST} in {output}; a Parquet shard is read inside the create output "
+                        f"it belongs to (OUT/seq{{L}}/FILE, with OUT/{MANIFEST})")
+    place = find_shard(manifest, args.file)
+    if place is None:
+        raise UserError(f"{args.file} is not a shard that {_join(output, MANIFEST)} lists")
+    seq, seq_length, split, before, split_instances = place
+    vocab_path = args.vocab or _join(output, str((manifest.get("vocab") or {}).get("copy") or "vocab.txt"))
+    vocab = Vocab.load(vocab_path)
+    rows = read_instances(args.file, args.skip, args.num)
+    label_kind = _label_kind(manifest)
+    for n, row in enumerate(rows, start=args.skip):
+        beyond = max(row["input_ids"], default=0)
+        if beyond >= len(vocab):
+            raise UserError(f"record {n} has token id {beyond}, beyond the {len(vocab):,} tokens of {vocab_path}; "
+                            "give the vocab the instances were made with")
+    instances = [before + n for n in range(args.skip, args.skip + len(rows))]
+    masks, seed = ({}, None) if args.epoch is None else loader_masks(output, seq_length, split, split_instances,
+                                                                      instances, args.epoch, args.seed)
+    for n, row in enumerate(rows, start=args.skip):
+        print(f"record {n} ({split} instance {before + n} of {seq}):")
+        print(format_instance(row, vocab.tokens, label_kind))
+        if args.epoch is not None:
+            print(format_masks(masks[before + n], vocab.tokens, args.epoch, seed))
+    if not rows:
+        print("no records")
+    return 0

@@ -1,0 +1,1 @@
+"""`bertcorpus vocab`: word counts (locally or as a Beam job) → a WordPiece vocab and its files."""

@@ -1,0 +1,220 @@
+"""The word counting of `bertcorpus vocab`: which documents and lines count for what, and the one counting step
+that both of its drivers run.
+
+    document ─ sampled? (id hash) ─ each line: held out? (seeded draws) ─ text batches ─ word counts
+                                                                            ├─ training words
+                                                                            └─ held-out words ─ [UNK] rate
+
+`DocumentCounter` does the work for one stream of documents. It runs in this process (count_in_process: files in
+input order, a progress line, --max-documents) or inside the Beam job of pipeline/vocab/beam_counts.py
+(--count-with-beam: files in spans, many workers). Both drivers stay: on one machine the Beam job spends more
+CPU for the same counts, most of all on small inputs, and it has no input order to stop in (the figures are in
+docs/benchmarks.md).
+
+The held-out sample is lines, not whole documents: a share of the lines of every sampled document, drawn from a
+generator seeded with a stable hash of (seed, document id), so it spreads over the corpus even when the corpus
+has few documents, and every run and driver draws the same lines. Words never span a newline, so taking lines
+out changes no word.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from bertcorpus.pipeline.engines.progress import Progress
+from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
+from bertcorpus.pipeline.inputs.reads import read_documents
+from bertcorpus.transforms.seeding import stable_hash, unit_interval
+from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
+
+TRAIN, HELD_OUT = "train", "heldout"
+PIECE_CHARS = 1 << 20   # text handed to a chunk batch at a time (text_pieces)
+_MASK64 = (1 << 64) - 1
+
+
+@dataclass
+class VocabConfig:
+    inputs: list[str]
+    output: str
+    training: TrainingConfig
+    input_format: str = "auto"
+    sample_fraction: float = 1.0
+    max_documents: int = 0          # 0 = no limit
+    holdout_fraction: float = 0.01  # of the lines of the sampled documents
+    seed: int = 12345
+    max_words: int = 1_000_000      # distinct words held while counting and trained on
+    batch_chars: int = 1 << 25      # text per chunk batch before it becomes word counts
+    count_with_beam: bool = False
+    counts_dir: str | None = None
+
+    def describe(self) -> dict:
+        d = asdict(self)
+        d.pop("batch_chars")
+        return d
+
+
+def is_sampled(doc_id: str, cfg: VocabConfig) -> bool:
+    """Whether --sample-fraction keeps the document, from a stable hash of its id alone."""
+    return cfg.sample_fraction >= 1 or unit_interval(cfg.seed, "vocab-sample", doc_id) < cfg.sample_fraction
+
+
+# The held-out draws come from a 64-bit linear congruential generator (Knuth's MMIX constants: full period 2**64),
+# seeded per document. Integer arithmetic only, so the draws are the same on every platform; and its k-th state is
+# a**k * seed + c_k, so a document's draws for all its lines come from one numpy multiply-add.
+_LCG_A, _LCG_C = 6364136223846793005, 1442695040888963407
+# Fewer lines are drawn one at a time, where numpy's cost per call would outweigh the loop.
+_DRAW_AT_ONCE_FROM = 32
+_jumps = (np.array([_LCG_A], np.uint64), np.array([_LCG_C], np.uint64))   # (a**k, c_k) for k = 1, 2, ...
+
+
+def _jump_table(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(a**k, c_k) for k = 1..n, the table grown by doubling: k + j steps are j steps after k."""
+    global _jumps
+    powers, sums = _jumps
+    while len(powers) < n:
+        last_power, last_sum = powers[-1], sums[-1]
+        powers, sums = np.concatenate([powers, powers * last_power]), np.concatenate([sums, powers * last_sum + sums])
+    _jumps = powers, sums
+    return powers[:n], sums[:n]
+
+
+def _draws_one_by_one(seed: int, n: int, below: int) -> list[int]:
+    state, chosen = seed, []
+    for i in range(n):
+        state = (state * _LCG_A + _LCG_C) & _MASK64
+        if state < below:
+            chosen.append(i)
+    return chosen
+
+
+def _draws_at_once(seed: int, n: int, below: int) -> list[int]:
+    powers, sums = _jump_table(n)
+    return np.flatnonzero(powers * np.uint64(seed) + sums < np.uint64(below)).tolist()
+
+
+def held_out_line_numbers(doc_id: str, lines: int, cfg: VocabConfig) -> list[int]:
+    """The numbers of the lines held out of a document with so many lines: each with probability
+    --holdout-fraction, from draws seeded with a stable hash of (seed, document id)."""
+    seed = stable_hash(cfg.seed, "vocab-heldout", doc_id)
+    below = int(cfg.holdout_fraction * 2.0**64)
+    draw = _draws_at_once if lines >= _DRAW_AT_ONCE_FROM else _draws_one_by_one
+    return draw(seed, lines, below)
+
+
+def split_held_out(doc_id: str, text: str, cfg: VocabConfig) -> tuple[str, list[str]]:
+    """(the text to train on, the held-out lines that hold text)."""
+    if cfg.holdout_fraction <= 0:
+        return text, []
+    held_out = held_out_line_numbers(doc_id, text.count("\n") + 1, cfg)
+    if not held_out:
+        return text, []
+    lines = text.split("\n")
+    chosen = set(held_out)
+    kept = [line for i, line in enumerate(lines) if i not in chosen]
+    return "\n".join(kept), [lines[i] for i in held_out if lines[i].strip()]
+
+
+def document_text(doc) -> str:
+    return doc.text if doc.text is not None else "\n".join(doc.sentences)
+
+
+def text_pieces(text: str, size: int = PIECE_CHARS) -> Iterator[str]:
+    """text in pieces of about size characters, each cut just before a space or a newline, so that a huge document
+    (a JSONL line of 100 MB) is split into words a piece at a time, with the same words: cleaning, lower-casing
+    and the split never look across a space or a newline."""
+    start = 0
+    while len(text) - start > size:
+        cut = max(text.rfind(" ", start + 1, start + size), text.rfind("\n", start + 1, start + size))
+        if cut < 0:  # one word longer than size: cut after it
+            ahead = [i for i in (text.find(" ", start + size), text.find("\n", start + size)) if i >= 0]
+            if not ahead:
+                break
+            cut = min(ahead)
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
+
+
+class DocumentCounter:
+    """Documents → (role, word counts) of each text batch that fills up, and tallies of the documents and lines.
+
+    A batch lasts as long as the counter: a Beam worker keeps one through its whole bundle of spans, since each
+    drain sends every distinct word of its batch on, and draining per span would multiply that work."""
+
+    def __init__(self, cfg: VocabConfig):
+        self.cfg = cfg
+        self.batches = {role: ChunkBatch(cfg.training.lowercase, cfg.batch_chars) for role in (TRAIN, HELD_OUT)}
+        self.tallies: Counter = Counter()
+
+    def add(self, doc) -> Iterator[tuple[str, Counter]]:
+        self.tallies["documents_read"] += 1
+        if not is_sampled(doc.id, self.cfg):
+            self.tallies["documents_unsampled"] += 1
+            return
+        self.tallies["documents_sampled"] += 1
+        train_text, held_out = split_held_out(doc.id, document_text(doc), self.cfg)
+        if held_out:
+            self.tallies["heldout_documents"] += 1
+            self.tallies["heldout_lines"] += len(held_out)
+        for role, text in ((TRAIN, train_text), (HELD_OUT, "\n".join(held_out))):
+            for piece in text_pieces(text):
+                if self.batches[role].add(piece):
+                    yield role, self.batches[role].drain()
+
+    def drain(self) -> Iterator[tuple[str, Counter]]:
+        for role, batch in self.batches.items():
+            yield role, batch.drain()
+
+
+@dataclass
+class CorpusCounts:
+    """What counting produced, whichever driver ran."""
+    train: WordCounter
+    held_out: HeldOutWords
+    tallies: Counter = field(default_factory=Counter)   # documents_read, _sampled, _unsampled, heldout_lines, ...
+    files: list[dict] = field(default_factory=list)
+    files_not_read: int = 0                             # files left unopened at --max-documents
+
+    def add(self, role: str, words: Counter) -> None:
+        (self.train if role == TRAIN else self.held_out).add_counts(words)
+
+
+def file_entry(stats: ReadStats) -> dict:
+    return asdict(stats)
+
+
+def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCounts:
+    """Stream every document once, in input order, with the progress of bytes read on stderr."""
+    result = CorpusCounts(WordCounter(cfg.max_words), HeldOutWords(cfg.max_words))
+    counter = DocumentCounter(cfg)
+
+    def enough() -> bool:
+        return bool(cfg.max_documents) and counter.tallies["documents_sampled"] >= cfg.max_documents
+
+    with Progress(sum(size for _, size in files), "counting words") as progress:
+        for path, _ in files:
+            if enough():
+                result.files_not_read += 1
+                continue
+            stats = ReadStats(path)
+            shown = 0
+            documents = read_documents(path, cfg.input_format, stats)
+            for doc in documents:
+                if isinstance(doc, Rejected):  # counted in stats.errors; vocab writes no dead letters
+                    continue
+                for role, words in counter.add(doc):
+                    result.add(role, words)
+                progress.update(stats.size - shown)
+                shown = stats.size
+                if enough():
+                    break
+            documents.close()  # finishes the file's fingerprint when reading stopped early
+            progress.update(stats.size - shown)
+            result.files.append(file_entry(stats))
+    for role, words in counter.drain():
+        result.add(role, words)
+    result.tallies = counter.tallies
+    return result
