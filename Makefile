@@ -2,7 +2,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test venv clean
+.PHONY: demo test lint venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -22,6 +22,11 @@ demo: $(VENV)/.installed-train
 # Two test processes (pytest-xdist), one per core of the 2-core machines the suite is sized for.
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -n 2 tests
+
+# The formatter and linter, as configured in pyproject.toml; CI runs this before the tests.
+lint: $(VENV)/.installed-test
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check .
 
 clean:
 	rm -rf $(VENV) demo-out

@@ -8,6 +8,7 @@ main environment with the newest Python and the oldest supported Beam this way.
 
     python .ci/chain_digests.py PATH/TO/bertcorpus OUTPUT_DIR
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -29,15 +30,39 @@ def run(exe: str, *argv) -> None:
 def main() -> None:
     exe, out = sys.argv[1], Path(sys.argv[2])
     wiki, books, vocab, records = out / "wiki", out / "books", out / "vocab.txt", out / "records"
-    run(exe, "extract-wiki", "--input", DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2", "--output", wiki,
-        *LOCAL)
+    run(
+        exe, "extract-wiki", "--input", DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2", "--output", wiki, *LOCAL
+    )
     run(exe, "extract-books", "--input", DATA / "books", "--output", books, *LOCAL)
     documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
     run(exe, "vocab", "--input", *documents, "--vocab-size", "3000", "--output", vocab)
-    run(exe, "create", "--input", *documents, "--vocab", vocab, "--output", records, "--seq-configs", "128:20,512:80",
-        "--dupe-factor", "2", *LOCAL)
-    made = [p for pattern in ("wiki/documents-*", "wiki/errors-*", "books/documents-*", "books/errors-*",
-                              "vocab.txt", "records/seq*/*.tfrecord") for p in out.glob(pattern)]
+    run(
+        exe,
+        "create",
+        "--input",
+        *documents,
+        "--vocab",
+        vocab,
+        "--output",
+        records,
+        "--seq-configs",
+        "128:20,512:80",
+        "--dupe-factor",
+        "2",
+        *LOCAL,
+    )
+    made = [
+        p
+        for pattern in (
+            "wiki/documents-*",
+            "wiki/errors-*",
+            "books/documents-*",
+            "books/errors-*",
+            "vocab.txt",
+            "records/seq*/*.tfrecord",
+        )
+        for p in out.glob(pattern)
+    ]
     for path in sorted(made):
         print(digest(path), path.relative_to(out))
 

@@ -57,8 +57,13 @@ def process(raws: list[bytes], min_bytes: int) -> tuple[dict[str, float], int, i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("dirs", nargs="*", type=Path, default=[REPO / "tests" / "data" / "books"],
-                        help="directories searched recursively for *.txt book files")
+    parser.add_argument(
+        "dirs",
+        nargs="*",
+        type=Path,
+        default=[REPO / "tests" / "data" / "books"],
+        help="directories searched recursively for *.txt book files",
+    )
     parser.add_argument("--min-mb", type=float, default=20.0, help="raw input to process per round (MB)")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the fastest is reported")
     args = parser.parse_args()

@@ -22,6 +22,7 @@ beside it, `import tensorflow as tf` pointed at `tensorflow.compat.v1`), the ref
 documents), and so does `create` on the same file, alternating, so that the ratio of the two marginal figures
 holds on whatever machine and hour the script runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,7 +72,7 @@ def real_documents() -> list[tuple[str, str]]:
         docs.append((Path(path).stem, Path(path).read_text(encoding="utf-8")))
     for path in sorted(glob.glob(str(SHARED / "books" / "gutenberg_cp1252_with_header" / "*.txt"))):
         docs.append((Path(path).stem, Path(path).read_bytes().decode("cp1252").replace("\r\n", "\n")))
-    from bertcorpus.transforms.wiki_pages import iter_pages, Page
+    from bertcorpus.transforms.wiki_pages import Page, iter_pages
     from bertcorpus.transforms.wikitext import clean_wikitext
 
     with bz2.open(SHARED / "wiki" / "enwiki-2014-sample-truncated.xml.bz2") as f:
@@ -89,7 +90,7 @@ def document_pieces() -> list[tuple[str, str]]:
     for doc_id, text in real_documents():
         paragraphs = text.split("\n\n")
         for i in range(0, len(paragraphs), 60):
-            pieces.append((f"{doc_id}:{i}", "\n\n".join(paragraphs[i:i + 60])))
+            pieces.append((f"{doc_id}:{i}", "\n\n".join(paragraphs[i : i + 60])))
     return pieces
 
 
@@ -125,8 +126,19 @@ def write_reference_corpus(path: Path, megabytes: float) -> int:
 
 def create_command(exe: list[str], inputs: list, output: Path, *options: str) -> list[str]:
     """The `create` command every measurement runs: 128/20 (the defaults), dupe factor 10, the reference vocab."""
-    return [*exe, "create", "--input", *map(str, inputs), "--vocab", str(VOCAB), "--output", str(output),
-            "--dupe-factor", "10", *options]
+    return [
+        *exe,
+        "create",
+        "--input",
+        *map(str, inputs),
+        "--vocab",
+        str(VOCAB),
+        "--output",
+        str(output),
+        "--dupe-factor",
+        "10",
+        *options,
+    ]
 
 
 def fresh(path: Path) -> Path:
@@ -150,8 +162,15 @@ def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Pat
     corpus = tmp / "reference-corpus.txt"
     size = write_reference_corpus(corpus, megabytes)
     print(f"reference comparison input: {size / 1e6:.1f} MB of text, one sentence per line", flush=True)
-    flags = ["--do_lower_case=True", "--max_seq_length=128", "--max_predictions_per_seq=20",
-             "--masked_lm_prob=0.15", "--random_seed=12345", "--dupe_factor=10", f"--vocab_file={VOCAB}"]
+    flags = [
+        "--do_lower_case=True",
+        "--max_seq_length=128",
+        "--max_predictions_per_seq=20",
+        "--masked_lm_prob=0.15",
+        "--random_seed=12345",
+        "--dupe_factor=10",
+        f"--vocab_file={VOCAB}",
+    ]
     best: dict = {}
     for _ in range(repeat):
         for name, path in (("tiny", SAMPLE), ("large", corpus)):
@@ -167,9 +186,19 @@ def compare_with_reference(script: Path, megabytes: float, repeat: int, tmp: Pat
     for tool in ("reference", "create"):
         tiny, large = best[(tool, "tiny")], best[(tool, "large")]
         marginal[tool] = marginal_us(tiny, large)
-        print(json.dumps({"tool": tool, "startup_cpu_s": round(tiny["cpu"], 2), "large_cpu_s": round(large["cpu"], 2),
-                          "instances": large["instances"], "marginal_cpu_us_per_instance": round(marginal[tool], 2),
-                          "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "tool": tool,
+                    "startup_cpu_s": round(tiny["cpu"], 2),
+                    "large_cpu_s": round(large["cpu"], 2),
+                    "instances": large["instances"],
+                    "marginal_cpu_us_per_instance": round(marginal[tool], 2),
+                    "peak_rss_mb": round(large["maxrss_mb"]),
+                }
+            ),
+            flush=True,
+        )
     print(json.dumps({"create_vs_reference_per_core": round(marginal["reference"] / marginal["create"], 1)}))
 
 
@@ -181,21 +210,44 @@ def instances(output: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=20.0, help="size of the large input (MB of text)")
-    parser.add_argument("--modes", default="multi_processing:1,multi_processing:2",
-                        help="running_mode:workers pairs to measure ('' for none)")
+    parser.add_argument(
+        "--modes",
+        default="multi_processing:1,multi_processing:2",
+        help="running_mode:workers pairs to measure ('' for none)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the fastest counts")
-    parser.add_argument("--reference", type=Path, metavar="SCRIPT",
-                        help="also run this copy of the reference create_pretraining_data.py side by side")
-    parser.add_argument("--reference-mb", type=float, default=5.0,
-                        help="size of the text both tools read for the reference comparison (MB)")
-    parser.add_argument("--speedup-rounds", type=int, default=0, metavar="N",
-                        help="also run N rounds of one 1-worker and one 2-worker run on the large input, "
-                             "alternating, and report each round's wall-clock speed-up and their median")
-    parser.add_argument("--baseline", type=Path, metavar="TREE",
-                        help="also measure every mode and speed-up round with the code of this checkout, alternately")
-    parser.add_argument("--control", action="store_true",
-                        help="also measure what this machine gives two independent create runs at once (the "
-                             "ceiling for a 2-worker speed-up at the time of the run)")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        metavar="SCRIPT",
+        help="also run this copy of the reference create_pretraining_data.py side by side",
+    )
+    parser.add_argument(
+        "--reference-mb",
+        type=float,
+        default=5.0,
+        help="size of the text both tools read for the reference comparison (MB)",
+    )
+    parser.add_argument(
+        "--speedup-rounds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run N rounds of one 1-worker and one 2-worker run on the large input, "
+        "alternating, and report each round's wall-clock speed-up and their median",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="TREE",
+        help="also measure every mode and speed-up round with the code of this checkout, alternately",
+    )
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="also measure what this machine gives two independent create runs at once (the "
+        "ceiling for a 2-worker speed-up at the time of the run)",
+    )
     args = parser.parse_args()
     exe = [str(Path(sys.executable).parent / "bertcorpus")]
     codes = {"current": exe}
@@ -203,8 +255,15 @@ def main() -> None:
         # Run from that checkout with it on the path, so that its modules come first, also in the worker processes
         # Beam starts (they put their working directory first on the path).
         tree = str(args.baseline.resolve())
-        codes["baseline"] = ["env", "-C", tree, f"PYTHONPATH={tree}", sys.executable, "-c",
-                             "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()"]
+        codes["baseline"] = [
+            "env",
+            "-C",
+            tree,
+            f"PYTHONPATH={tree}",
+            sys.executable,
+            "-c",
+            "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()",
+        ]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         corpus = tmp / "corpus.jsonl"
@@ -225,16 +284,33 @@ def main() -> None:
             for code in codes:
                 tiny, large = runs[(code, "tiny")], runs[(code, "large")]
                 marginal[code] = marginal_us(tiny, large)
-                print(json.dumps({"mode": mode, "code": code, "startup_cpu_s": round(tiny["cpu"], 2),
-                                  "large_cpu_s": round(large["cpu"], 2), "large_wall_s": round(large["wall"], 2),
-                                  "instances": large["instances"],
-                                  "marginal_cpu_us_per_instance": round(marginal[code], 2),
-                                  "instances_per_cpu_s": round(1e6 / marginal[code]),
-                                  "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
-                                  "peak_rss_mb": round(large["maxrss_mb"])}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "mode": mode,
+                            "code": code,
+                            "startup_cpu_s": round(tiny["cpu"], 2),
+                            "large_cpu_s": round(large["cpu"], 2),
+                            "large_wall_s": round(large["wall"], 2),
+                            "instances": large["instances"],
+                            "marginal_cpu_us_per_instance": round(marginal[code], 2),
+                            "instances_per_cpu_s": round(1e6 / marginal[code]),
+                            "input_mb_per_cpu_s": round(size / 1e6 / (large["cpu"] - tiny["cpu"]), 3),
+                            "peak_rss_mb": round(large["maxrss_mb"]),
+                        }
+                    ),
+                    flush=True,
+                )
             if "baseline" in marginal:
-                print(json.dumps({"mode": mode, "marginal_current_over_baseline":
-                                  round(marginal["current"] / marginal["baseline"], 3)}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "mode": mode,
+                            "marginal_current_over_baseline": round(marginal["current"] / marginal["baseline"], 3),
+                        }
+                    ),
+                    flush=True,
+                )
         if args.speedup_rounds:
             speedup_rounds(codes, corpus, tmp, args.speedup_rounds)
         if args.control:
@@ -253,15 +329,29 @@ def speedup_rounds(codes: dict[str, list[str]], corpus: Path, tmp: Path, rounds:
             wall = {}
             for workers in (1, 2):
                 out = fresh(tmp / f"out-round-{workers}")
-                wall[workers] = measure(create_command(exe, [corpus], out, "--direct_running_mode=multi_processing",
-                                                       f"--direct_num_workers={workers}"))["wall"]
+                wall[workers] = measure(
+                    create_command(
+                        exe, [corpus], out, "--direct_running_mode=multi_processing", f"--direct_num_workers={workers}"
+                    )
+                )["wall"]
             ratios[code].append(wall[1] / wall[2])
-            print(json.dumps({"round": i + 1, "code": code, "wall_1_worker_s": round(wall[1], 2),
-                              "wall_2_workers_s": round(wall[2], 2), "speedup": round(ratios[code][-1], 3)}),
-                  flush=True)
+            print(
+                json.dumps(
+                    {
+                        "round": i + 1,
+                        "code": code,
+                        "wall_1_worker_s": round(wall[1], 2),
+                        "wall_2_workers_s": round(wall[2], 2),
+                        "speedup": round(ratios[code][-1], 3),
+                    }
+                ),
+                flush=True,
+            )
     for code, found in ratios.items():
-        print(json.dumps({"code": code, "speedup_median": round(statistics.median(found), 3), "rounds": rounds}),
-              flush=True)
+        print(
+            json.dumps({"code": code, "speedup_median": round(statistics.median(found), 3), "rounds": rounds}),
+            flush=True,
+        )
 
 
 def control(exe: list[str], corpus: Path, tmp: Path, repeat: int) -> None:
@@ -279,8 +369,17 @@ def control(exe: list[str], corpus: Path, tmp: Path, repeat: int) -> None:
         return create_command(exe, [part], tmp / f"control-{i}", "--overwrite", "--direct_running_mode=in_memory")
 
     one, two = best_wall([command(0)], repeat), best_wall([command(0), command(1)], repeat)
-    print(json.dumps({"control": "two independent in-memory runs at once vs one", "one_s": round(one, 2),
-                      "two_s": round(two, 2), "ceiling": round(2 * one / two, 2)}), flush=True)
+    print(
+        json.dumps(
+            {
+                "control": "two independent in-memory runs at once vs one",
+                "one_s": round(one, 2),
+                "two_s": round(two, 2),
+                "ceiling": round(2 * one / two, 2),
+            }
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

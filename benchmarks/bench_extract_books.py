@@ -13,6 +13,7 @@ fixed cost of starting Beam, which every figure includes.
 Run from the repository root:
     .venv/bin/python benchmarks/bench_extract_books.py ../shared/data/books --min-mb 24
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,19 @@ def make_copies(books: Path, target: Path, min_bytes: int) -> int:
 
 def timed_run(inputs: Path, output: Path, options: list[str]) -> tuple[float, float]:
     """(wall seconds, CPU seconds) of one run of the command."""
-    command = [sys.executable, "-m", "bertcorpus", "extract-books", "--input", str(inputs), "--output", str(output),
-               "--overwrite", "--runner=DirectRunner", *options]
+    command = [
+        sys.executable,
+        "-m",
+        "bertcorpus",
+        "extract-books",
+        "--input",
+        str(inputs),
+        "--output",
+        str(output),
+        "--overwrite",
+        "--runner=DirectRunner",
+        *options,
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
@@ -69,8 +81,12 @@ def timed_run(inputs: Path, output: Path, options: list[str]) -> tuple[float, fl
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("books", nargs="?", type=Path,
-                        default=DEFAULT_BOOKS if DEFAULT_BOOKS.is_dir() else REPO / "tests" / "data" / "books")
+    parser.add_argument(
+        "books",
+        nargs="?",
+        type=Path,
+        default=DEFAULT_BOOKS if DEFAULT_BOOKS.is_dir() else REPO / "tests" / "data" / "books",
+    )
     parser.add_argument("--min-mb", type=float, default=20.0, help="raw input to copy together (default 20)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per configuration; the best counts (default 2)")
     args = parser.parse_args()
@@ -80,20 +96,30 @@ def main() -> None:
         size = make_copies(args.books, inputs, int(args.min_mb * 1e6))
         one = min(inputs.rglob("*.txt"), key=lambda p: p.stat().st_size)
         start_wall, start_cpu = min(timed_run(one, output, IN_MEMORY) for _ in range(args.repeat))
-        print(f"input: {size / 1e6:.1f} MB in {sum(1 for _ in inputs.rglob('*.txt'))} files "
-              f"(copies of {args.books}); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
-        print(f"fixed cost (one {one.stat().st_size / 1e3:.0f} kB book, in memory): "
-              f"{start_wall:.1f} s wall, {start_cpu:.1f} s CPU\n")
-        print(f"{'configuration':42} {'wall s':>7} {'CPU s':>7} {'MB/s wall':>10} {'MB/s per core':>14} "
-              f"{'(less the fixed CPU)':>21}")
+        print(
+            f"input: {size / 1e6:.1f} MB in {sum(1 for _ in inputs.rglob('*.txt'))} files "
+            f"(copies of {args.books}); {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+        )
+        print(
+            f"fixed cost (one {one.stat().st_size / 1e3:.0f} kB book, in memory): "
+            f"{start_wall:.1f} s wall, {start_cpu:.1f} s CPU\n"
+        )
+        print(
+            f"{'configuration':42} {'wall s':>7} {'CPU s':>7} {'MB/s wall':>10} {'MB/s per core':>14} "
+            f"{'(less the fixed CPU)':>21}"
+        )
         walls = {}
         for name, options in CONFIGS:
             wall, cpu = min(timed_run(inputs, output, options) for _ in range(args.repeat))
             walls[name] = wall
-            print(f"{name:42} {wall:7.1f} {cpu:7.1f} {size / 1e6 / wall:10.2f} {size / 1e6 / cpu:14.2f} "
-                  f"{size / 1e6 / (cpu - start_cpu):21.2f}")
-        print(f"\n1 → 2 workers wall speed-up: "
-              f"{walls['multi_processing, 1 worker'] / walls['multi_processing, 2 workers']:.2f}x")
+            print(
+                f"{name:42} {wall:7.1f} {cpu:7.1f} {size / 1e6 / wall:10.2f} {size / 1e6 / cpu:14.2f} "
+                f"{size / 1e6 / (cpu - start_cpu):21.2f}"
+            )
+        print(
+            f"\n1 → 2 workers wall speed-up: "
+            f"{walls['multi_processing, 1 worker'] / walls['multi_processing, 2 workers']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

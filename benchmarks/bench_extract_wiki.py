@@ -15,6 +15,7 @@
     python3.11 -m venv /tmp/wikibench-venv && /tmp/wikibench-venv/bin/pip install wikiextractor==3.1.0
     .venv/bin/python benchmarks/bench_extract_wiki.py --wikiextractor-python /tmp/wikibench-venv/bin/python
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,8 +34,9 @@ BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 sys.path[:0] = [str(BENCHMARKS), str(REPO / "tests")]
 
-from bench_wikitext import best_child_cpu, cpu_seconds, wikiextractor_version  # noqa: E402
-from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, read_xml, split_dump  # noqa: E402
+from bench_wikitext import best_child_cpu, cpu_seconds, wikiextractor_version
+
+from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, read_xml, split_dump
 
 _PAGE_ID = re.compile(rb"<id>(\d+)</id>")  # a page's first <id> is the page id
 
@@ -42,14 +44,27 @@ _PAGE_ID = re.compile(rb"<id>(\d+)</id>")  # a page's first <id> is the page id
 def repeated_dump(copies: int) -> bytes:
     """The 2014 sample's pages `copies` times in one complete dump, each copy's page ids moved by 10 million."""
     header, pages, footer = split_dump(read_xml(ENWIKI_2014))
-    shifted = [_PAGE_ID.sub(lambda m: b"<id>%d</id>" % (int(m.group(1)) + k * 10_000_000), page, count=1)
-               for k in range(copies) for page in pages]
+    shifted = [
+        _PAGE_ID.sub(lambda m, k=k: b"<id>%d</id>" % (int(m.group(1)) + k * 10_000_000), page, count=1)
+        for k in range(copies)
+        for page in pages
+    ]
     return header + b"".join(shifted) + footer
 
 
 def extract_wiki(inputs: list[Path], out: Path, *options: str) -> list[str]:
-    return [sys.executable, "-m", "bertcorpus", "extract-wiki", "--input", *map(str, inputs), "--output", str(out),
-            "--overwrite", *options]
+    return [
+        sys.executable,
+        "-m",
+        "bertcorpus",
+        "extract-wiki",
+        "--input",
+        *map(str, inputs),
+        "--output",
+        str(out),
+        "--overwrite",
+        *options,
+    ]
 
 
 def best_wall(commands: list[list[str]], repeat: int) -> float:
@@ -69,8 +84,11 @@ def timed(commands: list[list[str]]) -> tuple[float, float, list[float]]:
         time.sleep(0.2)
     if any(p.returncode for p in running):
         raise RuntimeError(f"a command failed: {commands}")
-    return (time.perf_counter() - started, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before,
-            sorted(workers.values(), reverse=True))
+    return (
+        time.perf_counter() - started,
+        cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before,
+        sorted(workers.values(), reverse=True),
+    )
 
 
 def worker_cpu(roots: set[int]) -> dict[int, float]:
@@ -103,27 +121,45 @@ def cpu_rows(args, work: Path, sample: Path, big: Path, big_bz2: Path) -> None:
     mb[big_bz2] = mb[big]  # per MB of XML, compressed or not
     out = work / "out"
     ours = {  # label: (MB of XML, CPU-s)
-        f"extract-wiki, .xml.bz2 sample ({mb[sample]:.2f} MB of XML)":
-            (mb[sample], best_child_cpu(extract_wiki([ENWIKI_2014], out), args.repeat)),
+        f"extract-wiki, .xml.bz2 sample ({mb[sample]:.2f} MB of XML)": (
+            mb[sample],
+            best_child_cpu(extract_wiki([ENWIKI_2014], out), args.repeat),
+        ),
         "extract-wiki, .xml sample": (mb[sample], best_child_cpu(extract_wiki([sample], out), args.repeat)),
-        f"extract-wiki, .xml x{args.copies} ({mb[big]:.2f} MB)":
-            (mb[big], best_child_cpu(extract_wiki([big], out), args.repeat)),
+        f"extract-wiki, .xml x{args.copies} ({mb[big]:.2f} MB)": (
+            mb[big],
+            best_child_cpu(extract_wiki([big], out), args.repeat),
+        ),
         f"extract-wiki, .xml.bz2 x{args.copies}": (mb[big], best_child_cpu(extract_wiki([big_bz2], out), args.repeat)),
-        f"extract-wiki, {ENWIKI_SMALL.name} (26 KB)":
-            (None, best_child_cpu(extract_wiki([ENWIKI_SMALL], out), args.repeat)),
-        "python -c 'import apache_beam'":
-            (None, best_child_cpu([sys.executable, "-c", "import apache_beam"], args.repeat)),
+        f"extract-wiki, {ENWIKI_SMALL.name} (26 KB)": (
+            None,
+            best_child_cpu(extract_wiki([ENWIKI_SMALL], out), args.repeat),
+        ),
+        "python -c 'import apache_beam'": (
+            None,
+            best_child_cpu([sys.executable, "-c", "import apache_beam"], args.repeat),
+        ),
     }
     theirs = {}
     version = wikiextractor_version(args.wikiextractor_python)
     if version is None:
         print(f"wikiextractor is not installed for {args.wikiextractor_python}: no comparison")
     for path in (sample, big, big_bz2) if version else ():
-        command = [args.wikiextractor_python, "-m", "wikiextractor.WikiExtractor", "--no-templates", "-q",
-                   "-o", str(work / "wikiextractor"), str(path)]
+        command = [
+            args.wikiextractor_python,
+            "-m",
+            "wikiextractor.WikiExtractor",
+            "--no-templates",
+            "-q",
+            "-o",
+            str(work / "wikiextractor"),
+            str(path),
+        ]
         theirs[path] = (mb[path], best_child_cpu(command, args.repeat))
-    rows = list(ours.items()) + [(f"wikiextractor {version} --no-templates, {path.name} ({mb[path]:.2f} MB)", row)
-                                 for path, row in theirs.items()]
+    rows = list(ours.items()) + [
+        (f"wikiextractor {version} --no-templates, {path.name} ({mb[path]:.2f} MB)", row)
+        for path, row in theirs.items()
+    ]
     print(f"CPU = user+sys of the whole command and its children; best of {args.repeat}")
     width = max(len(label) for label, _ in rows)
     for label, (size, seconds) in rows:
@@ -135,11 +171,17 @@ def cpu_rows(args, work: Path, sample: Path, big: Path, big_bz2: Path) -> None:
     print(f"  marginal cost per MB of XML (x{args.copies} minus x1): extract-wiki {marginal:.4f} CPU-s/MB", end="")
     if version:
         their_marginal = (theirs[big][1] - theirs[sample][1]) / span
-        print(f", wikiextractor {their_marginal:.4f} CPU-s/MB: {their_marginal / marginal:.2f}x the speed of "
-              "wikiextractor", end="")
+        print(
+            f", wikiextractor {their_marginal:.4f} CPU-s/MB: {their_marginal / marginal:.2f}x the speed of "
+            "wikiextractor",
+            end="",
+        )
         # the figure a user sees: whole commands side by side, per core, on the same dump
-        print(f"\n  whole command per core on x{args.copies}: .xml {theirs[big][1] / ours_cpu[2]:.2f}x, .xml.bz2 "
-              f"{theirs[big_bz2][1] / ours_cpu[3]:.2f}x the speed of wikiextractor", end="")
+        print(
+            f"\n  whole command per core on x{args.copies}: .xml {theirs[big][1] / ours_cpu[2]:.2f}x, .xml.bz2 "
+            f"{theirs[big_bz2][1] / ours_cpu[3]:.2f}x the speed of wikiextractor",
+            end="",
+        )
     print()
 
 
@@ -150,35 +192,57 @@ def speedup_rows(args, work: Path, big_xml: bytes) -> None:
     runs = {}
     for name, (d, i) in (("big", (dump, index)), ("tiny", (tiny_dump, tiny_index))):
         for workers in (1, 2):
-            command = extract_wiki([d], work / f"ms-{name}-{workers}", "--index", str(i), *options,
-                                   f"--direct_num_workers={workers}")
+            command = extract_wiki(
+                [d], work / f"ms-{name}-{workers}", "--index", str(i), *options, f"--direct_num_workers={workers}"
+            )
             runs[name, workers] = min(timed([command]) for _ in range(args.repeat))
     manifest = json.loads((work / "ms-big-2" / "manifest.json").read_text())
-    control = [sys.executable, str(BENCHMARKS / "bench_wikitext.py"), "--dump", str(ENWIKI_2014),
-               "--extract-to", "/dev/null"]
+    control = [
+        sys.executable,
+        str(BENCHMARKS / "bench_wikitext.py"),
+        "--dump",
+        str(ENWIKI_2014),
+        "--extract-to",
+        "/dev/null",
+    ]
     one, two = best_wall([control], args.repeat), best_wall([control, control], args.repeat)
-    print(f"multistream dump: {len(big_xml) / 1e6:.1f} MB of XML, {dump.stat().st_size / 1e6:.1f} MB of bz2, "
-          f"{manifest['inputs'][0]['byte_ranges']} byte ranges (--range-mb {args.range_mb or 'default'}); "
-          f"wall time, best of {args.repeat}, with the CPU time of each process in that run")
+    print(
+        f"multistream dump: {len(big_xml) / 1e6:.1f} MB of XML, {dump.stat().st_size / 1e6:.1f} MB of bz2, "
+        f"{manifest['inputs'][0]['byte_ranges']} byte ranges (--range-mb {args.range_mb or 'default'}); "
+        f"wall time, best of {args.repeat}, with the CPU time of each process in that run"
+    )
     for workers in (1, 2):
-        print(f"  {workers} worker{'s' if workers > 1 else ' '}  " + "   ".join(
-            f"{label}: {wall:5.2f} s wall, {total - sum(cpu):5.2f} CPU-s launcher and runner, workers "
-            + " + ".join(f"{c:.2f}" for c in cpu) + " CPU-s"
-            for label, (wall, total, cpu) in (("dump", runs["big", workers]), ("26 KB", runs["tiny", workers]))))
+        print(
+            f"  {workers} worker{'s' if workers > 1 else ' '}  "
+            + "   ".join(
+                f"{label}: {wall:5.2f} s wall, {total - sum(cpu):5.2f} CPU-s launcher and runner, workers "
+                + " + ".join(f"{c:.2f}" for c in cpu)
+                + " CPU-s"
+                for label, (wall, total, cpu) in (("dump", runs["big", workers]), ("26 KB", runs["tiny", workers]))
+            )
+        )
     walls = {key: run[0] for key, run in runs.items()}
     marginal = (walls["big", 1] - walls["tiny", 1]) / (walls["big", 2] - walls["tiny", 2])
-    print(f"  speed-up 1 → 2 workers: {walls['big', 1] / walls['big', 2]:.2f}x whole command, {marginal:.2f}x "
-          "beyond the fixed part of a run")
-    print(f"  control: two independent extraction processes at once vs one: {2 * one / two:.2f}x "
-          f"({one:.2f} s alone, {two:.2f} s for two)")
+    print(
+        f"  speed-up 1 → 2 workers: {walls['big', 1] / walls['big', 2]:.2f}x whole command, {marginal:.2f}x "
+        "beyond the fixed part of a run"
+    )
+    print(
+        f"  control: two independent extraction processes at once vs one: {2 * one / two:.2f}x "
+        f"({one:.2f} s alone, {two:.2f} s for two)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--wikiextractor-python", default="/tmp/wikibench-venv/bin/python")
     parser.add_argument("--copies", type=int, default=8, help="copies of the sample in the larger dump")
-    parser.add_argument("--range-mb", type=float, default=0.0,
-                        help="--range-mb of the multistream runs (default 0: the command's own default)")
+    parser.add_argument(
+        "--range-mb",
+        type=float,
+        default=0.0,
+        help="--range-mb of the multistream runs (default 0: the command's own default)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip", choices=["cpu", "speedup"], help="leave one part out")
     args = parser.parse_args()

@@ -11,6 +11,7 @@ megabytes, made into 128/20 and 512/80 instances by `bertcorpus create` in both 
 
     .venv/bin/python benchmarks/bench_loader.py [--mb 20] [--seconds 10] [--repeat 3] [--work DIR]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -22,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from bench_create import VOCAB, write_corpus  # noqa: E402  (the same real corpus as create's benchmark)
+from bench_create import VOCAB, write_corpus
 
 CONFIGS = ((128, 20), (512, 80))
 
@@ -80,9 +81,28 @@ def run_json(code: str, *args) -> dict:
 def create(corpus: Path, out: Path, *flags: str) -> Path:
     if not (out / "manifest.json").exists():
         exe = str(Path(sys.executable).parent / "bertcorpus")
-        subprocess.run([exe, "create", "--input", str(corpus), "--vocab", str(VOCAB), "--output", str(out),
-                        "--seq-configs", ",".join(f"{L}:{P}" for L, P in CONFIGS), "--dupe-factor", "5",
-                        "--overwrite", "--runner", "DirectRunner", *flags], check=True, capture_output=True)
+        subprocess.run(
+            [
+                exe,
+                "create",
+                "--input",
+                str(corpus),
+                "--vocab",
+                str(VOCAB),
+                "--output",
+                str(out),
+                "--seq-configs",
+                ",".join(f"{L}:{P}" for L, P in CONFIGS),
+                "--dupe-factor",
+                "5",
+                "--overwrite",
+                "--runner",
+                "DirectRunner",
+                *flags,
+            ],
+            check=True,
+            capture_output=True,
+        )
     return out
 
 
@@ -103,15 +123,21 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="time each measurement reads for")
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure; the fastest counts")
     parser.add_argument("--batch-size", type=int, default=256)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/bertcorpus-bench-loader"),
-                        help="kept between runs: the corpus, both outputs and the index cache")
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=Path("/tmp/bertcorpus-bench-loader"),
+        help="kept between runs: the corpus, both outputs and the index cache",
+    )
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     corpus = args.work / "corpus.jsonl"
     if not corpus.exists():
         write_corpus(corpus, args.mb)
-    outputs = {"static": create(corpus, args.work / "static"),
-               "dynamic": create(corpus, args.work / "dynamic", "--masking", "dynamic")}
+    outputs = {
+        "static": create(corpus, args.work / "static"),
+        "dynamic": create(corpus, args.work / "dynamic", "--masking", "dynamic"),
+    }
 
     # The offset index: a fresh cache, so that the first construction scans every TFRecord shard.
     scan_cache = args.work / "scan-cache"
@@ -120,8 +146,18 @@ def main() -> None:
             old.unlink()
         size = sum(os.path.getsize(p) for p in shard_paths(outputs["static"], seq_length))
         opened = run_json(_LOADER, outputs["static"], seq_length, args.batch_size, 0, scan_cache)["open_s"]
-        print(json.dumps({"what": "tfrecord index scan", "seq_length": seq_length, "mb": round(size / 1e6),
-                          "seconds": opened, "mb_per_s": round(size / 1e6 / opened)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "what": "tfrecord index scan",
+                    "seq_length": seq_length,
+                    "mb": round(size / 1e6),
+                    "seconds": opened,
+                    "mb_per_s": round(size / 1e6 / opened),
+                }
+            ),
+            flush=True,
+        )
 
     cache = args.work / "cache"
     for seq_length, predictions in CONFIGS:
@@ -129,12 +165,23 @@ def main() -> None:
             manifest = json.loads((out / "manifest.json").read_text())
             instances = manifest["outputs"][f"seq{seq_length}"]["train"]["instances"]
             result = best(_LOADER, args.repeat, out, seq_length, args.batch_size, args.seconds, cache)
-            print(json.dumps({"what": f"PretrainingLoader, {form}", "config": f"{seq_length}/{predictions}",
-                              "instances": instances, **result}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "what": f"PretrainingLoader, {form}",
+                        "config": f"{seq_length}/{predictions}",
+                        "instances": instances,
+                        **result,
+                    }
+                ),
+                flush=True,
+            )
         files = ",".join(shard_paths(outputs["static"], seq_length))
         result = best(_TF_DATA, args.repeat, files, seq_length, predictions, args.batch_size, args.seconds)
-        print(json.dumps({"what": "tf.data train_dataset, static", "config": f"{seq_length}/{predictions}",
-                          **result}), flush=True)
+        print(
+            json.dumps({"what": "tf.data train_dataset, static", "config": f"{seq_length}/{predictions}", **result}),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -158,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     paragraphs = real_paragraphs(args.data)
     mb = sum(len(p.encode("utf-8")) for p in paragraphs) / 1e6
     sentences = sum(len(p) for ps in gold.values() for p in ps)
-    print(f"gold: {sentences} sentences in {sum(map(len, gold.values()))} paragraphs; "
-          f"speed text: {mb:.1f} MB in {len(paragraphs)} paragraphs, timed on >= {args.min_mb:g} MB\n")
+    print(
+        f"gold: {sentences} sentences in {sum(map(len, gold.values()))} paragraphs; "
+        f"speed text: {mb:.1f} MB in {len(paragraphs)} paragraphs, timed on >= {args.min_mb:g} MB\n"
+    )
 
     header = ["splitter", *(f"F1 {name}" for name in gold), "P", "R", "F1", "MB/CPU-s"]
     rows = []
@@ -168,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
         total = [sum(c[i] for c in counts.values()) for i in range(3)]
         p, r, f = prf(*total)
         rate = speed(paragraphs, split, int(args.min_mb * 1e6))
-        rows.append([name, *(f"{prf(*c)[2]:.3f}" for c in counts.values()), f"{p:.3f}", f"{r:.3f}", f"{f:.3f}",
-                     f"{rate:.2f}"])
+        rows.append(
+            [name, *(f"{prf(*c)[2]:.3f}" for c in counts.values()), f"{p:.3f}", f"{r:.3f}", f"{f:.3f}", f"{rate:.2f}"]
+        )
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
     for row in [header, ["-" * w for w in widths], *rows]:
         print(" | ".join(cell.ljust(w) if i == 0 else cell.rjust(w) for i, (cell, w) in enumerate(zip(row, widths))))

@@ -59,7 +59,9 @@ def synthetic_batch(batch_size: int, seq_len: int, predictions: int, vocab_size:
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len), predictions, replace=False) for _ in range(batch_size)]), axis=1)
+    positions = np.sort(
+        np.stack([rng.choice(np.arange(1, seq_len), predictions, replace=False) for _ in range(batch_size)]), axis=1
+    )
     return {
         "input_ids": rng.integers(999, vocab_size, (batch_size, seq_len)).astype("int32"),
         "input_mask": np.ones((batch_size, seq_len), "int32"),
@@ -163,12 +165,25 @@ def time_fit(model, data, batch_size: int, seconds: float, epoch_steps: int) -> 
     model.fit(data, epochs=10**6, steps_per_epoch=epoch_steps, verbose=0, callbacks=[clock], shuffle=False)
     wall, cpu = sum(clock.wall[1:]), sum(clock.cpu[1:])
     steps = epoch_steps * (len(clock.wall) - 1)
-    return {"seq_per_s": steps * batch_size / wall, "step_ms": 1000 * wall / steps, "cpu_s_per_step": cpu / steps,
-            "loss": clock.loss, "compile_s": clock.wall[0]}
+    return {
+        "seq_per_s": steps * batch_size / wall,
+        "step_ms": 1000 * wall / steps,
+        "cpu_s_per_step": cpu / steps,
+        "loss": clock.loss,
+        "compile_s": clock.wall[0],
+    }
 
 
-def build(config_name: str, seq_len: int, predictions: int, batch_size: int, precision: str, steps_per_execution: int,
-          strategy: str = "default", vocab_size: int | None = None):
+def build(
+    config_name: str,
+    seq_len: int,
+    predictions: int,
+    batch_size: int,
+    precision: str,
+    steps_per_execution: int,
+    strategy: str = "default",
+    vocab_size: int | None = None,
+):
     """The trainer's model, optimizer and compiled step, as `bertcorpus train` makes them."""
     import keras
 
@@ -176,16 +191,34 @@ def build(config_name: str, seq_len: int, predictions: int, batch_size: int, pre
     from bertcorpus.trainer.devices import choose_devices
     from bertcorpus.trainer.train import build_model
 
-    config = TrainConfig(data="", output="", model=config_name, batch_size=batch_size, steps=10**6, warmup_steps=10,
-                         mixed_precision=precision, strategy=strategy, steps_per_execution=steps_per_execution)
+    config = TrainConfig(
+        data="",
+        output="",
+        model=config_name,
+        batch_size=batch_size,
+        steps=10**6,
+        warmup_steps=10,
+        mixed_precision=precision,
+        strategy=strategy,
+        steps_per_execution=steps_per_execution,
+    )
     devices = choose_devices(config, keras.backend.backend())
     bert_config = BertConfig.preset(config_name, **({"vocab_size": vocab_size} if vocab_size else {}))
     model, _ = build_model(bert_config, config, devices, seq_len, predictions)
     return model, bert_config, devices
 
 
-def result_row(backend: str, config_name: str, bert_config, seq_len: int, predictions: int, batch_size: int,
-               precision: str, timing: dict, peak_tflops: float | None = None) -> dict:
+def result_row(
+    backend: str,
+    config_name: str,
+    bert_config,
+    seq_len: int,
+    predictions: int,
+    batch_size: int,
+    precision: str,
+    timing: dict,
+    peak_tflops: float | None = None,
+) -> dict:
     from bertcorpus.trainer.model import parameter_count, train_flops_per_sequence
 
     flops = train_flops_per_sequence(bert_config, seq_len, predictions)
@@ -194,25 +227,39 @@ def result_row(backend: str, config_name: str, bert_config, seq_len: int, predic
     tflops = timing["seq_per_s"] * flops / 1e12
     memory, where = peak_memory()
     return {
-        "backend": backend, "device": name, "config": config_name,
-        "params_m": round(parameter_count(bert_config)["total"] / 1e6, 1), "seq_len": seq_len,
-        "predictions": predictions, "batch_size": batch_size, "precision": precision,
-        "seq_per_s": round(timing["seq_per_s"], 1), "step_ms": round(timing["step_ms"], 1),
-        "tflops": round(tflops, 3), "mfu": round(1e12 * tflops / peak, 3) if peak else None,
-        "peak_memory_gib": round(memory, 2), "memory_of": where, "loss": round(timing["loss"], 3),
+        "backend": backend,
+        "device": name,
+        "config": config_name,
+        "params_m": round(parameter_count(bert_config)["total"] / 1e6, 1),
+        "seq_len": seq_len,
+        "predictions": predictions,
+        "batch_size": batch_size,
+        "precision": precision,
+        "seq_per_s": round(timing["seq_per_s"], 1),
+        "step_ms": round(timing["step_ms"], 1),
+        "tflops": round(tflops, 3),
+        "mfu": round(1e12 * tflops / peak, 3) if peak else None,
+        "peak_memory_gib": round(memory, 2),
+        "memory_of": where,
+        "loss": round(timing["loss"], 3),
         # CPU time of this process per step: on a machine shared with other jobs it varies far less than seq/s.
-        "cpu_s_per_step": round(timing["cpu_s_per_step"], 3), "compile_s": round(timing["compile_s"], 1),
+        "cpu_s_per_step": round(timing["cpu_s_per_step"], 3),
+        "compile_s": round(timing["compile_s"], 1),
     }
 
 
 def main() -> None:
     backend = set_backend(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", help="tensorflow, jax or torch (default: $KERAS_BACKEND, else the first installed)")
+    parser.add_argument(
+        "--backend", help="tensorflow, jax or torch (default: $KERAS_BACKEND, else the first installed)"
+    )
     parser.add_argument("--configs", default="tiny,mini", help="comma-separated model presets")
     parser.add_argument("--seq-lengths", default="128", help="comma-separated; P = 20 at 128, 80 at 512")
     parser.add_argument("--batch-size", type=int, help="default: 32 (CPU) or 256 (GPU) at 128; 8 or 64 at 512")
-    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto", help="auto: bf16 on GPU, fp32 on CPU")
+    parser.add_argument(
+        "--precision", choices=["auto", "bf16", "fp32"], default="auto", help="auto: bf16 on GPU, fp32 on CPU"
+    )
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per configuration, after warm-up")
     parser.add_argument("--steps-per-execution", type=int, default=1, help="steps per compiled call (host overhead)")
     parser.add_argument("--epoch-steps", type=int, default=10, help="steps per timed Keras epoch")
@@ -228,15 +275,21 @@ def main() -> None:
         for seq_len in (int(s) for s in args.seq_lengths.split(",")):
             batch_size = args.batch_size or DEFAULT_BATCH[(kind, 512 if seq_len > 128 else 128)]
             predictions = PREDICTIONS.get(seq_len, round(0.15 * seq_len))
-            model, bert_config, _ = build(config_name, seq_len, predictions, batch_size, precision, args.steps_per_execution)
+            model, bert_config, _ = build(
+                config_name, seq_len, predictions, batch_size, precision, args.steps_per_execution
+            )
             batch = synthetic_batch(batch_size, seq_len, predictions, bert_config.vocab_size)
             timing = time_fit(model, repeated(batch), batch_size, args.seconds, args.epoch_steps)
-            result = result_row(backend, config_name, bert_config, seq_len, predictions, batch_size, precision, timing,
-                                args.peak_tflops)
+            result = result_row(
+                backend, config_name, bert_config, seq_len, predictions, batch_size, precision, timing, args.peak_tflops
+            )
             mfu = f"{100 * result['mfu']:.1f}%" if result["mfu"] is not None else "–"
-            print(f"| {backend} | {result['device']} | {config_name} | {seq_len} | {batch_size} | {precision} | "
-                  f"{result['seq_per_s']} | {result['step_ms']} | {result['tflops']} | {mfu} | {result['cpu_s_per_step']} |",
-                  flush=True)
+            print(
+                f"| {backend} | {result['device']} | {config_name} | {seq_len} | {batch_size} | {precision} | "
+                f"{result['seq_per_s']} | {result['step_ms']} | {result['tflops']} | {mfu} | "
+                f"{result['cpu_s_per_step']} |",
+                flush=True,
+            )
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps(result) + "\n")

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT))
-from bench_trainer import PREDICTIONS, build, repeated, result_row, set_backend, synthetic_batch, time_fit  # noqa: E402
+from bench_trainer import PREDICTIONS, build, repeated, result_row, set_backend, synthetic_batch, time_fit
 
 VOCAB = ROOT / "tests" / "data" / "reference" / "bert-base-uncased-vocab.txt"
 BOOKS = ROOT / "tests" / "data" / "books"
@@ -51,8 +51,22 @@ def make_records(work: Path, dupe_factor: int, masking: str) -> Path:
     """A `create` output with seq128 and seq512 from the bundled books, made with our own extract-books and create."""
     books, records = work / "books", work / "records"
     cli("extract-books", "--input", str(BOOKS), "--output", str(books), "--overwrite")
-    cli("create", "--input", str(books / "documents-*.parquet"), "--vocab", str(VOCAB), "--output", str(records),
-        "--seq-configs", "128:20,512:80", "--dupe-factor", str(dupe_factor), "--masking", masking, "--overwrite")
+    cli(
+        "create",
+        "--input",
+        str(books / "documents-*.parquet"),
+        "--vocab",
+        str(VOCAB),
+        "--output",
+        str(records),
+        "--seq-configs",
+        "128:20,512:80",
+        "--dupe-factor",
+        str(dupe_factor),
+        "--masking",
+        masking,
+        "--overwrite",
+    )
     return records
 
 
@@ -70,13 +84,21 @@ def main() -> None:
     parser.add_argument("--masking", choices=["static", "dynamic"], default="static", help="the form create writes")
     parser.add_argument("--config", help="model preset (default: base; tiny with --smoke)")
     parser.add_argument("--seq-lengths", default="128,512", help="comma-separated: 128 (P 20) and/or 512 (P 80)")
-    parser.add_argument("--batch-size", type=int, help="global batch (default: 256 at 128, 64 at 512; 8 and 2 with --smoke)")
-    parser.add_argument("--precision", choices=["auto", "bf16", "fp32"], default="auto",
-                        help="auto: bf16 on GPUs of compute capability 8.0 or newer and on TPUs, else fp32")
+    parser.add_argument(
+        "--batch-size", type=int, help="global batch (default: 256 at 128, 64 at 512; 8 and 2 with --smoke)"
+    )
+    parser.add_argument(
+        "--precision",
+        choices=["auto", "bf16", "fp32"],
+        default="auto",
+        help="auto: bf16 on GPUs of compute capability 8.0 or newer and on TPUs, else fp32",
+    )
     parser.add_argument("--steps-per-execution", type=int, help="steps per compiled call (default: 10; 1 on torch)")
     parser.add_argument("--epoch-steps", type=int, help="steps per timed Keras epoch (default: 50; 5 with --smoke)")
     parser.add_argument("--seconds", type=float, help="timed seconds per configuration (default: 60; 5 with --smoke)")
-    parser.add_argument("--peak-tflops", type=float, help="the chip's dense bf16 peak, where the built-in table lacks it")
+    parser.add_argument(
+        "--peak-tflops", type=float, help="the chip's dense bf16 peak, where the built-in table lacks it"
+    )
     parser.add_argument("--smoke", action="store_true", help="a quick run of the tiny model, e.g. on CPU")
     parser.add_argument("--json", help="append one JSON line per configuration to this file")
     args = parser.parse_args()
@@ -91,7 +113,7 @@ def main() -> None:
 
     from bertcorpus.trainer.config import TrainConfig
     from bertcorpus.trainer.data import CreateOutput, LoaderBatches
-    from bertcorpus.trainer.train import DataSource, loader_args
+    from bertcorpus.trainer.training_input import DataSource, loader_args
 
     missing = [m for m in ("apache_beam", "pyarrow") if importlib.util.find_spec(m) is None]
     records = Path(args.records) if args.records else None
@@ -99,37 +121,63 @@ def main() -> None:
         work = Path(args.work or tempfile.mkdtemp(prefix="bench_trainer_gpu_"))
         records = make_records(work, 1 if args.smoke else 5, args.masking)
         counts = instance_counts(records)
-        print(f"records: made by `bertcorpus create` from {BOOKS.relative_to(ROOT)} in {records} "
-              f"({', '.join(f'{n:,} instances at {L}' for L, n in sorted(counts.items()))})", flush=True)
+        print(
+            f"records: made by `bertcorpus create` from {BOOKS.relative_to(ROOT)} in {records} "
+            f"({', '.join(f'{n:,} instances at {L}' for L, n in sorted(counts.items()))})",
+            flush=True,
+        )
     elif records is not None:
-        print(f"records: {records} ({', '.join(f'{n:,} instances at {L}' for L, n in sorted(instance_counts(records).items()))})")
+        counts = sorted(instance_counts(records).items())
+        print(f"records: {records} ({', '.join(f'{n:,} instances at {L}' for L, n in counts)})")
     else:
-        print(f"records: NONE - {' and '.join(missing)} missing here, so `create` cannot run: the batches are "
-              f"SYNTHETIC, random ids from {VOCAB.name} in the shapes of 128/20 and 512/80", flush=True)
+        print(
+            f"records: NONE - {' and '.join(missing)} missing here, so `create` cannot run: the batches are "
+            f"SYNTHETIC, random ids from {VOCAB.name} in the shapes of 128/20 and 512/80",
+            flush=True,
+        )
 
-    print("| backend | device | config | L | batch | precision | seq/s | step ms | peak memory GiB | model TFLOP/s | MFU |")
+    print(
+        "| backend | device | config | L | batch | precision | seq/s | step ms | peak memory GiB | model TFLOP/s "
+        "| MFU |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for seq_len in seq_lengths:
         predictions = PREDICTIONS[seq_len]
         batch_size = args.batch_size or (SMOKE_BATCH if args.smoke else GPU_BATCH)[seq_len]
-        model, bert_config, devices = build(config_name, seq_len, predictions, batch_size, args.precision,
-                                            steps_per_execution, strategy="auto")
+        model, bert_config, devices = build(
+            config_name, seq_len, predictions, batch_size, args.precision, steps_per_execution, strategy="auto"
+        )
         if records is not None:
             source = DataSource(seq_len, predictions, "nsp", bert_config.vocab_size)
             config = TrainConfig(data=str(records), output="", batch_size=batch_size)
-            data = LoaderBatches(loader_args(source, CreateOutput.read(str(records)), config, devices, "train", batch_size),
-                                 None, threads=2)
+            data = LoaderBatches(
+                loader_args(source, CreateOutput.read(str(records)), config, devices, "train", batch_size),
+                None,
+                threads=2,
+            )
         else:
             data = repeated(synthetic_batch(batch_size, seq_len, predictions, bert_config.vocab_size))
         timing = time_fit(model, data, batch_size, seconds, epoch_steps)
         if records is not None:
             data.close()
-        row = result_row(backend, config_name, bert_config, seq_len, predictions, batch_size, devices.precision,
-                         timing, args.peak_tflops)
+        row = result_row(
+            backend,
+            config_name,
+            bert_config,
+            seq_len,
+            predictions,
+            batch_size,
+            devices.precision,
+            timing,
+            args.peak_tflops,
+        )
         mfu = f"{100 * row['mfu']:.1f}%" if row["mfu"] is not None else "–"
-        print(f"| {backend} | {row['device']} | {config_name} | {seq_len} | {batch_size} | {devices.precision} | "
-              f"{row['seq_per_s']} | {row['step_ms']} | {row['peak_memory_gib']} ({row['memory_of']}) | "
-              f"{row['tflops']} | {mfu} |", flush=True)
+        print(
+            f"| {backend} | {row['device']} | {config_name} | {seq_len} | {batch_size} | {devices.precision} | "
+            f"{row['seq_per_s']} | {row['step_ms']} | {row['peak_memory_gib']} ({row['memory_of']}) | "
+            f"{row['tflops']} | {mfu} |",
+            flush=True,
+        )
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps({**row, "records": str(records) if records else "synthetic"}) + "\n")

@@ -15,6 +15,7 @@ see the machine alike. Repeating text repeats words, so the counter holds only t
     .venv/bin/python benchmarks/bench_vocab.py [--sizes 8000,16000,30000] [--mb 100] [--beam] [--runs 1]
         [--baseline TREE]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -129,9 +130,12 @@ def compare(docs, sizes: list[int], holdout: float, tmp: Path) -> list[dict]:
     corpus = tmp / "distinct.jsonl"
     write_jsonl(corpus, docs)
     exe = Path(sys.executable).parent / "bertcorpus"
-    print(f"distinct real text: {sum(len(t.encode()) for _, t in docs) / 1e6:.1f} MB in {len(docs)} documents; "
-          f"held out: {sum(t.count(chr(10)) + 1 for t in held)} lines of {len(held)} documents, "
-          f"{sum(len(t.encode()) for t in held) / 1e6:.2f} MB", flush=True)
+    print(
+        f"distinct real text: {sum(len(t.encode()) for _, t in docs) / 1e6:.1f} MB in {len(docs)} documents; "
+        f"held out: {sum(t.count(chr(10)) + 1 for t in held)} lines of {len(held)} documents, "
+        f"{sum(len(t.encode()) for t in held) / 1e6:.2f} MB",
+        flush=True,
+    )
     rows = []
     for size in sizes:
         stock, stock_s = stock_vocab(trained_on, size, tmp)
@@ -139,10 +143,24 @@ def compare(docs, sizes: list[int], holdout: float, tmp: Path) -> list[dict]:
         for layout in ("compact", "bert"):
             out = tmp / f"{layout}-{size}" / "vocab.txt"
             started = time.time()
-            measure_process([exe, "vocab", "--input", corpus, "--output", out, "--vocab-size", size, "--layout",
-                             layout, "--holdout-fraction", holdout, "--overwrite"])
-            row[layout] = {**quality(vocab_tokens(out), held),
-                           "run_s": round(time.time() - started, 1)}
+            measure_process(
+                [
+                    exe,
+                    "vocab",
+                    "--input",
+                    corpus,
+                    "--output",
+                    out,
+                    "--vocab-size",
+                    size,
+                    "--layout",
+                    layout,
+                    "--holdout-fraction",
+                    holdout,
+                    "--overwrite",
+                ]
+            )
+            row[layout] = {**quality(vocab_tokens(out), held), "run_s": round(time.time() - started, 1)}
             row[layout]["pieces_vs_stock"] = row[layout]["pieces_per_word"] / row["stock"]["pieces_per_word"] - 1
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -162,30 +180,74 @@ def speed(docs, megabytes: float, beam: bool, runs: int, baseline: Path | None, 
     if baseline:
         # Run from that checkout with it first on the path, also in the worker processes Beam starts.
         tree = str(baseline.resolve())
-        codes["baseline"] = ["env", "-C", tree, f"PYTHONPATH={tree}", sys.executable, "-c",
-                             "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()"]
+        codes["baseline"] = [
+            "env",
+            "-C",
+            tree,
+            f"PYTHONPATH={tree}",
+            sys.executable,
+            "-c",
+            "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()",
+        ]
     paths = [("in-process", [])]
     if beam:
-        paths.append(("beam-2-workers", ["--count-with-beam", "--direct_running_mode=multi_processing",
-                                         "--direct_num_workers=2"]))
+        paths.append(
+            (
+                "beam-2-workers",
+                ["--count-with-beam", "--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+            )
+        )
     per100 = 100e6 / size
     found: dict = {}
     for i in range(runs):
         for name, extra in paths:
             for code, command in codes.items():  # alternately, so that both see the machine alike
-                r = measure_process([*command, "vocab", "--input", big, "--output", tmp / code / "speed.txt",
-                                     "--vocab-size", 30000, "--overwrite", *extra])
+                r = measure_process(
+                    [
+                        *command,
+                        "vocab",
+                        "--input",
+                        big,
+                        "--output",
+                        tmp / code / "speed.txt",
+                        "--vocab-size",
+                        30000,
+                        "--overwrite",
+                        *extra,
+                    ]
+                )
                 found.setdefault((name, code), []).append(r)
-                print(json.dumps({"run": i + 1, "path": name, "code": code, "wall_s": round(r["wall"], 1),
-                                  "cpu_s": round(r["cpu"], 1), "peak_rss_mb": round(r["maxrss_mb"])}), flush=True)
+                print(
+                    json.dumps(
+                        {
+                            "run": i + 1,
+                            "path": name,
+                            "code": code,
+                            "wall_s": round(r["wall"], 1),
+                            "cpu_s": round(r["cpu"], 1),
+                            "peak_rss_mb": round(r["maxrss_mb"]),
+                        }
+                    ),
+                    flush=True,
+                )
     for (name, code), results in found.items():
         wall = statistics.median(r["wall"] for r in results)
         cpu = statistics.median(r["cpu"] for r in results)
-        print(json.dumps({"path": name, "code": code, "text_mb": round(size / 1e6, 1), "repeats": rep,
-                          "runs": len(results), "median_wall_s_per_100mb": round(wall * per100, 1),
-                          "median_cpu_s_per_100mb": round(cpu * per100, 1),
-                          "median_peak_rss_mb": round(statistics.median(r["maxrss_mb"] for r in results))}),
-              flush=True)
+        print(
+            json.dumps(
+                {
+                    "path": name,
+                    "code": code,
+                    "text_mb": round(size / 1e6, 1),
+                    "repeats": rep,
+                    "runs": len(results),
+                    "median_wall_s_per_100mb": round(wall * per100, 1),
+                    "median_cpu_s_per_100mb": round(cpu * per100, 1),
+                    "median_peak_rss_mb": round(statistics.median(r["maxrss_mb"] for r in results)),
+                }
+            ),
+            flush=True,
+        )
 
 
 _DISTINCT = """
@@ -221,8 +283,9 @@ def distinct_words(docs, count: int, tmp: Path) -> None:
         batch.add(text)
     vocabulary = tmp / "words.tsv"
     vocabulary.write_text("".join(f"{w}\t{n}\n" for w, n in batch.drain().items() if w.isalpha()), encoding="utf-8")
-    out = subprocess.run([sys.executable, "-c", _DISTINCT, str(count), str(ROOT), str(vocabulary)],
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _DISTINCT, str(count), str(ROOT), str(vocabulary)], capture_output=True, text=True
+    )
     if out.returncode:
         raise SystemExit(out.stderr[-2000:])
     print(out.stdout.strip(), flush=True)
@@ -231,15 +294,27 @@ def distinct_words(docs, count: int, tmp: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="8000,16000,30000", help="vocab sizes to compare with the stock trainer")
-    parser.add_argument("--holdout-fraction", type=float, default=0.05,
-                        help="share of documents held out for the quality figures (default 0.05)")
+    parser.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=0.05,
+        help="share of documents held out for the quality figures (default 0.05)",
+    )
     parser.add_argument("--mb", type=float, default=100.0, help="MB of (repeated) text for the speed run; 0 skips")
     parser.add_argument("--beam", action="store_true", help="also time --count-with-beam with 2 worker processes")
     parser.add_argument("--runs", type=int, default=1, help="speed runs of each command; medians are reported")
-    parser.add_argument("--baseline", type=Path, metavar="TREE",
-                        help="also time the code of this checkout, alternately with the current code")
-    parser.add_argument("--distinct-words", type=int, default=0,
-                        help="also measure memory with this many distinct words held (e.g. 2000000)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="TREE",
+        help="also time the code of this checkout, alternately with the current code",
+    )
+    parser.add_argument(
+        "--distinct-words",
+        type=int,
+        default=0,
+        help="also measure memory with this many distinct words held (e.g. 2000000)",
+    )
     args = parser.parse_args()
     docs = real_documents()
     with tempfile.TemporaryDirectory() as tmp:

@@ -26,7 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bertcorpus.transforms.wiki_pages import Page, iter_pages, open_dump
+from bertcorpus.transforms.compression import open_decompressed
+from bertcorpus.transforms.wiki_pages import Page, iter_pages
 from bertcorpus.transforms.wikitext import clean_wikitext
 
 DEFAULT_DUMP = REPO / "tests" / "data" / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"
@@ -65,7 +66,7 @@ def parse_only(xml: Path) -> int:
 def extract(source: Path, out=None) -> int:
     """What the extraction job does per page: read, keep ns0 non-redirect articles, clean; returns chars kept."""
     kept = 0
-    with open_dump(source) as stream:
+    with open_decompressed(source) as stream:
         for page in iter_pages(stream):
             if isinstance(page, Page) and page.ns == 0 and not page.redirect and page.text:
                 text = clean_wikitext(page.text, title=page.title)
@@ -105,7 +106,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         xml = work / "dump.xml"
-        with open_dump(args.dump) as src, open(xml, "wb") as dst:
+        with open_decompressed(args.dump) as src, open(xml, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         mb = xml.stat().st_size / 1e6
         print(f"dump: {args.dump.name}, {mb:.2f} MB of XML; CPU = user+sys; best of {args.repeat}")

@@ -14,6 +14,7 @@ The sub-packages hold the rest: bertcorpus.pipeline (the Beam jobs and the comma
 (pure processing steps), bertcorpus.wordpiece (vocab training and tokenisation), bertcorpus.trainer (the compact
 pretraining module).
 """
+
 from __future__ import annotations
 
 import importlib

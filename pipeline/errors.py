@@ -1,4 +1,5 @@
 """Errors meant for the user: one line and a non-zero exit, never a traceback."""
+
 from __future__ import annotations
 
 import re
@@ -41,9 +42,16 @@ def stopped(stop: KeyboardInterrupt) -> tuple[str, int]:
 
 # Errors raised inside workers reach the launcher wrapped in runner-specific exceptions; these are the ones
 # that carry a message meant for the user.
-_USER_ERROR_NAMES = ("UserError", "InputError", "VocabError", "NoDocumentsError", "OutputExistsError",
-                     "UnbalancedSplitError", "TrainerError")
-_WRAPPED = re.compile(r"(?:%s): (.+)" % "|".join(_USER_ERROR_NAMES))
+_USER_ERROR_NAMES = (
+    "UserError",
+    "InputError",
+    "VocabError",
+    "NoDocumentsError",
+    "OutputExistsError",
+    "UnbalancedSplitError",
+    "TrainerError",
+)
+_WRAPPED = re.compile(rf"(?:{'|'.join(_USER_ERROR_NAMES)}): (.+)")
 
 
 # An operating system's refusal (a full disk, a read-only or missing path, no permission) as Python prints it, also
@@ -62,7 +70,7 @@ def user_message(error: BaseException) -> str | None:
 
 
 def _message(error: BaseException) -> str | None:
-    if isinstance(error, UnicodeEncodeError) and has_undecoded_bytes(error.object[error.start:error.end]):
+    if isinstance(error, UnicodeEncodeError) and has_undecoded_bytes(error.object[error.start : error.end]):
         return not_text_message(error.object)
     if type(error).__name__ in _USER_ERROR_NAMES or isinstance(error, (UserError, ValueError)):
         return str(error)
@@ -99,8 +107,12 @@ def not_text_message(name: str) -> str:
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        return (f"'{shown}' is not UTF-8 text (it has the byte 0x{raw[e.start]:02x}); bertcorpus writes the names "
-                "it reads into its outputs as UTF-8: rename the file")
-    return (f"'{shown}' cannot be read as text here: Python decodes names as "
-            f"{sys.getfilesystemencoding().upper()} under this locale (C or POSIX, with PYTHONUTF8=0); set a UTF-8 "
-            "locale (LC_ALL=C.UTF-8) or PYTHONUTF8=1")
+        return (
+            f"'{shown}' is not UTF-8 text (it has the byte 0x{raw[e.start]:02x}); bertcorpus writes the names "
+            "it reads into its outputs as UTF-8: rename the file"
+        )
+    return (
+        f"'{shown}' cannot be read as text here: Python decodes names as "
+        f"{sys.getfilesystemencoding().upper()} under this locale (C or POSIX, with PYTHONUTF8=0); set a UTF-8 "
+        "locale (LC_ALL=C.UTF-8) or PYTHONUTF8=1"
+    )

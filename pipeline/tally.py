@@ -4,6 +4,7 @@ Counts carried in a PCollection are exact under bundle retries (a failed bundle'
 so the manifest can state read = kept + skipped + errors. The same numbers go to Beam metrics for live
 progress in the runner's UI.
 """
+
 from __future__ import annotations
 
 from collections import Counter

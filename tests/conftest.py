@@ -1,4 +1,5 @@
 """Shared fixtures: real sample data, and records made once per test session by the real `create` job."""
+
 from __future__ import annotations
 
 import os
@@ -91,8 +92,26 @@ def books_jsonl(tmp_path_factory) -> Path:
 def records_dir(tmp_path_factory, books_jsonl) -> Path:
     """seq128 train/eval records from real text with the original uncased vocab (128/20, dupe 5)."""
     out = tmp_path_factory.mktemp("records")
-    assert run_cli("create", "--input", books_jsonl, SAMPLE_TEXT, "--vocab", VOCAB, "--output", out,
-                   "--dupe-factor", "5", "--eval-fraction", "0.1", "--num-buckets", "2", "--overwrite") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            books_jsonl,
+            SAMPLE_TEXT,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--dupe-factor",
+            "5",
+            "--eval-fraction",
+            "0.1",
+            "--num-buckets",
+            "2",
+            "--overwrite",
+        )
+        == 0
+    )
     return out
 
 

@@ -4,12 +4,21 @@ It exists only to check that the fast tokenizer in wordpiece/ gives identical to
 specification (clean text, space out CJK ideographs, split on whitespace, lower-case and strip accents,
 split punctuation, greedy longest-match-first WordPiece with whole-word [UNK]) and is deliberately slow and simple.
 """
+
 from __future__ import annotations
 
 import unicodedata
 
-_CJK_RANGES = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
-               (0x2B740, 0x2B81F), (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+_CJK_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
 
 
 def _is_whitespace(ch: str) -> bool:
@@ -22,8 +31,13 @@ def _is_control(ch: str) -> bool:
 
 def _is_punctuation(ch: str) -> bool:
     cp = ord(ch)
-    return 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126 or \
-        unicodedata.category(ch).startswith("P")
+    return (
+        33 <= cp <= 47
+        or 58 <= cp <= 64
+        or 91 <= cp <= 96
+        or 123 <= cp <= 126
+        or unicodedata.category(ch).startswith("P")
+    )
 
 
 def _is_cjk(cp: int) -> bool:

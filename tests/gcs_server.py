@@ -6,6 +6,7 @@ credentials before its first request, and without any it retries that search for
 metadata server; an authorized-user credentials file holding a token that never expires ends the search at once,
 and no request ever leaves the loopback (the token is only sent to the emulator, which ignores it).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -16,9 +17,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 BUCKET = "bertcorpus-test"
 START_TIMEOUT_S = 30
@@ -55,9 +56,18 @@ def stop(process: subprocess.Popen) -> None:
 def write_credentials(path: Path) -> Path:
     """Credentials that Google's auth library loads without any request: a token with no refresh due before
     the year 2999."""
-    path.write_text(json.dumps({"type": "authorized_user", "token": "loopback-only", "expiry": "2999-01-01T00:00:00Z",
-                                "client_id": "bertcorpus-tests", "client_secret": "unused",
-                                "refresh_token": "unused"}))
+    path.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "token": "loopback-only",
+                "expiry": "2999-01-01T00:00:00Z",
+                "client_id": "bertcorpus-tests",
+                "client_secret": "unused",
+                "refresh_token": "unused",
+            }
+        )
+    )
     return path
 
 
@@ -90,7 +100,7 @@ class GcsEmulator:
         found = {}
         for m in FileSystems.match([prefix.rstrip("/") + "/**"])[0].metadata_list:
             with FileSystems.open(m.path, compression_type="uncompressed") as f:
-                found[m.path[len(prefix.rstrip("/")) + 1:]] = hashlib.sha256(f.read()).hexdigest()
+                found[m.path[len(prefix.rstrip("/")) + 1 :]] = hashlib.sha256(f.read()).hexdigest()
         return found
 
     def upload(self, local: Path, url: str) -> str:
@@ -110,8 +120,11 @@ class GcsEmulator:
 
 
 def local_files(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def comparable(manifest: dict, *locations) -> str:
@@ -128,20 +141,37 @@ def assert_same_output(gcs: GcsEmulator, url: str, local: Path, *locations) -> N
     remote = gcs.objects(url)
     files = local_files(local)
     assert remote.keys() == files.keys()
-    assert {k: v for k, v in remote.items() if k != "manifest.json"} == \
-           {k: v for k, v in files.items() if k != "manifest.json"}
+    assert {k: v for k, v in remote.items() if k != "manifest.json"} == {
+        k: v for k, v in files.items() if k != "manifest.json"
+    }
     manifest = json.loads(gcs.download(f"{url}/manifest.json", local.parent / "remote-manifest.json").read_text())
-    assert comparable(manifest, url, *locations) == \
-           comparable(json.loads((local / "manifest.json").read_text()), local, *locations)
+    assert comparable(manifest, url, *locations) == comparable(
+        json.loads((local / "manifest.json").read_text()), local, *locations
+    )
 
 
 @contextmanager
 def running_emulator(workdir: Path) -> Iterator[GcsEmulator]:
     """Start the emulator with one bucket, point this process at it, and stop it afterwards."""
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "gcp_storage_emulator", "start", "--host", "127.0.0.1",
-                                "--port", str(port), "--in-memory", "--default-bucket", BUCKET, "--quiet"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gcp_storage_emulator",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--in-memory",
+            "--default-bucket",
+            BUCKET,
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, process, "the GCS emulator")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5):  # its health check

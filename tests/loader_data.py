@@ -5,6 +5,7 @@ unmasked, zstd, row groups of 2048; vocab.txt; manifest.json with its form) from
 each record with its masks undone: the same instances in both forms, so that the loader's masks at load time can
 be set against the masks create drew for them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -22,9 +23,28 @@ def create_sample(out: Path, seq_length: int, predictions: int, *flags: str) -> 
     """`bertcorpus create` on the real samples: about 7,500 train instances at 128/20 in 3 shards."""
     from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
-    assert run_cli("create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, "--seq-configs",
-                   f"{seq_length}:{predictions}", "--dupe-factor", "3", "--num-shards", "3", "--runner",
-                   "DirectRunner", *flags) == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            SAMPLE_TEXT,
+            *BOOKS,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--seq-configs",
+            f"{seq_length}:{predictions}",
+            "--dupe-factor",
+            "3",
+            "--num-shards",
+            "3",
+            "--runner",
+            "DirectRunner",
+            *flags,
+        )
+        == 0
+    )
     return out
 
 
@@ -56,17 +76,23 @@ def write_instances(path: Path, instances: list[tuple[list[int], int, int]]) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "input_ids": pa.array([ids for ids, _, _ in instances], pa.list_(pa.uint16())),
-        "segment_b_start": pa.array([b for _, b, _ in instances], pa.uint16()),
-        "next_sentence_label": pa.array([label for _, _, label in instances], pa.uint8()),
-        "length": pa.array([len(ids) for ids, _, _ in instances], pa.uint16()),
-    })
+    table = pa.table(
+        {
+            "input_ids": pa.array([ids for ids, _, _ in instances], pa.list_(pa.uint16())),
+            "segment_b_start": pa.array([b for _, b, _ in instances], pa.uint16()),
+            "next_sentence_label": pa.array([label for _, _, label in instances], pa.uint8()),
+            "length": pa.array([len(ids) for ids, _, _ in instances], pa.uint16()),
+        }
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, row_group_size=ROW_GROUP, compression="zstd")
     data = path.read_bytes()
-    return {"path": f"{path.parent.name}/{path.name}", "records": len(instances), "bytes": len(data),
-            "sha256": hashlib.sha256(data).hexdigest()}
+    return {
+        "path": f"{path.parent.name}/{path.name}",
+        "records": len(instances),
+        "bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 def bin_counts(lengths: list[int], bin_size: int, seq_length: int) -> dict[str, int]:
@@ -100,8 +126,13 @@ def dynamic_copy(static: Path, out: Path, pair_objective: str = "nsp", bin_size:
             entry[split]["shards"] = shards
             if bin_size:
                 entry[split]["bins"] = bin_counts(lengths, bin_size, seq_length)
-    manifest["form"] = {"masking": "dynamic", "pair_objective": pair_objective, "bin_size": bin_size,
-                        "file_format": "parquet", "label": LABELS[pair_objective]}
+    manifest["form"] = {
+        "masking": "dynamic",
+        "pair_objective": pair_objective,
+        "bin_size": bin_size,
+        "file_format": "parquet",
+        "label": LABELS[pair_objective],
+    }
     manifest["vocab"]["copy"] = "vocab.txt"
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return out

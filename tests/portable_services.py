@@ -5,6 +5,7 @@ pipeline and runs in SDK workers that a worker pool starts as separate processes
 process shared. Both services are Beam's own entry points, started as subprocesses and stopped (their whole
 process groups, with the workers) afterwards.
 """
+
 from __future__ import annotations
 
 import os
@@ -12,10 +13,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from gcs_server import free_port, wait_for_port
 
@@ -29,8 +30,16 @@ class PortableServices:
     log_dir: Path
 
     def options(self) -> list[str]:
-        return ["--runner", "PortableRunner", "--job_endpoint", f"localhost:{self.job_port}",
-                "--environment_type", "EXTERNAL", "--environment_config", f"localhost:{self.pool_port}"]
+        return [
+            "--runner",
+            "PortableRunner",
+            "--job_endpoint",
+            f"localhost:{self.job_port}",
+            "--environment_type",
+            "EXTERNAL",
+            "--environment_config",
+            f"localhost:{self.pool_port}",
+        ]
 
     def workers_started(self) -> int:
         """SDK worker processes the pool has started so far (it logs a line for each)."""
@@ -39,8 +48,14 @@ class PortableServices:
 
 def _start(args: list[str], log: Path, environment: dict[str, str]) -> subprocess.Popen:
     with open(log, "w") as out:
-        return subprocess.Popen([sys.executable, "-m", *args], cwd=ROOT, env=environment, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", *args],
+            cwd=ROOT,
+            env=environment,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def _stop_group(process: subprocess.Popen) -> None:
@@ -60,16 +75,32 @@ def _stop_group(process: subprocess.Popen) -> None:
 @contextmanager
 def running_services(workdir: Path, extra_environment: dict[str, str]) -> Iterator[PortableServices]:
     """Start the job service and a worker pool whose workers see extra_environment; stop both afterwards."""
-    environment = {**os.environ, **extra_environment,
-                   # The pool starts each worker as `python -c ...`: this interpreter, with bertcorpus installed.
-                   "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
+    environment = {
+        **os.environ,
+        **extra_environment,
+        # The pool starts each worker as `python -c ...`: this interpreter, with bertcorpus installed.
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]),
+    }
     pool_port, port_file = free_port(), workdir / "job_service.port"
-    pool = _start(["apache_beam.runners.worker.worker_pool_main", "--service_port", str(pool_port)],
-                  workdir / "worker_pool.log", environment)
+    pool = _start(
+        ["apache_beam.runners.worker.worker_pool_main", "--service_port", str(pool_port)],
+        workdir / "worker_pool.log",
+        environment,
+    )
     try:
-        service = _start(["apache_beam.runners.portability.local_job_service_main", "--port", "0",
-                          "--port_file", str(port_file), "--staging_dir", str(workdir / "staging")],
-                         workdir / "job_service.log", environment)
+        service = _start(
+            [
+                "apache_beam.runners.portability.local_job_service_main",
+                "--port",
+                "0",
+                "--port_file",
+                str(port_file),
+                "--staging_dir",
+                str(workdir / "staging"),
+            ],
+            workdir / "job_service.log",
+            environment,
+        )
         try:
             wait_for_port(pool_port, pool, "Beam's worker pool")
             deadline = time.time() + 30

@@ -1,5 +1,6 @@
 """Book decoding, cleaning, line layouts and dedup keys (transforms/book_decoding.py, book_cleaning.py,
 book_lines.py, book_duplicates.py) on the real samples in tests/data/books."""
+
 from __future__ import annotations
 
 import csv
@@ -292,11 +293,29 @@ def test_shop_ebook_front_matter_removed() -> None:
 
 def test_headings_separators_art_and_illustrations() -> None:
     para = raw_paragraphs(FRANKENSTEIN, "You will rejoice", 1)
-    text = "\n\n".join([
-        "BOOK ONE", para, "PART II", "LETTER IV", para, "* * *", para, "-----", "~~~~~~~~", para,
-        "   /\\_/\\\n  ( o.o )\n   > ^ <", para, "[Illustration: The ship\nin the ice]", para,
-        "CHAPTER XII.\nTHE STORM", para, "Chapter 3: Out at Sea", "XIV", para,
-    ])
+    text = "\n\n".join(
+        [
+            "BOOK ONE",
+            para,
+            "PART II",
+            "LETTER IV",
+            para,
+            "* * *",
+            para,
+            "-----",
+            "~~~~~~~~",
+            para,
+            "   /\\_/\\\n  ( o.o )\n   > ^ <",
+            para,
+            "[Illustration: The ship\nin the ice]",
+            para,
+            "CHAPTER XII.\nTHE STORM",
+            para,
+            "Chapter 3: Out at Sea",
+            "XIV",
+            para,
+        ]
+    )
     book = clean_book(text)
     joined = " ".join(para.split())
     assert book.text.split("\n\n") == [joined] * 8
@@ -319,7 +338,9 @@ def test_heading_glued_to_its_paragraph_is_dropped_alone() -> None:
 def test_prose_that_starts_like_a_heading_is_kept() -> None:
     text = "Part of the crew was ashore.\n\nBook lovers came to\nsee the ship, and stayed.\n\nI. e. the mate."
     assert clean_book(text).text.split("\n\n") == [
-        "Part of the crew was ashore.", "Book lovers came to see the ship, and stayed.", "I. e. the mate."
+        "Part of the crew was ashore.",
+        "Book lovers came to see the ship, and stayed.",
+        "I. e. the mate.",
     ]
 
 
@@ -379,8 +400,14 @@ def test_minhash_signature_is_stable() -> None:
     signature = minhash_signature(text, num_perm=8)
     empty = 2**64 - 1
     assert signature == (
-        empty, empty, 5405625967486643965, 8928281791166887438,
-        10085341089729617579, 12101620874437000621, empty, 16289775050055034044,
+        empty,
+        empty,
+        5405625967486643965,
+        8928281791166887438,
+        10085341089729617579,
+        12101620874437000621,
+        empty,
+        16289775050055034044,
     )
     assert minhash_signature("THE quick, brown fox -- jumps over\nthe lazy dog while the cat sleeps!", 8) == signature
     assert jaccard_estimate(signature, signature) == 1.0

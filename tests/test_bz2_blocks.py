@@ -10,10 +10,12 @@ from functools import cache
 from itertools import pairwise
 
 import pytest
-from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
 
 from bertcorpus.transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
-from bertcorpus.transforms.wiki_pages import PageError, iter_pages, open_dump
+from bertcorpus.transforms.compression import open_decompressed
+from bertcorpus.transforms.wiki_pages import PageError, iter_pages
+
+from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
 
 
 def all_magics(data: bytes, magic: int) -> list[int]:
@@ -90,14 +92,20 @@ def test_garbage_between_streams_is_one_damage_and_both_streams_are_read():
     assert output == read_xml(ENWIKI_SMALL) * 2
     # what lay between the streams was not bz2 data: how much it held cannot be told
     assert [(at, d.detail, d.lost_bytes) for at, d in damage] == [
-        (len(read_xml(ENWIKI_SMALL)), f"the bytes at {len(first)} are not a bz2 stream; bytes {len(first)}-"
-                                      f"{len(first) + 768 + 4} of the file could not be decompressed", None)]
+        (
+            len(read_xml(ENWIKI_SMALL)),
+            f"the bytes at {len(first)} are not a bz2 stream; bytes {len(first)}-"
+            f"{len(first) + 768 + 4} of the file could not be decompressed",
+            None,
+        )
+    ]
 
 
 def test_a_file_that_is_bz2_only_by_its_first_bytes_is_one_damage():
     output, damage = read(b"BZh9" + bytes(range(256)) * 40)
     assert output == b"" and [(d.detail, d.lost_bytes) for _, d in damage] == [
-        ("bad bz2 data after byte 0: Invalid data stream; bytes 4-10244 of the file could not be decompressed", None)]
+        ("bad bz2 data after byte 0: Invalid data stream; bytes 4-10244 of the file could not be decompressed", None)
+    ]
     pages = list(iter_pages(Bz2Reader(io.BytesIO(b"BZh9" + bytes(range(256)) * 40))))
     assert [(p.where, p.reason) for p in pages] == [("byte 0", "read_error")]
 
@@ -114,12 +122,14 @@ def test_garbage_after_damage_is_read_in_bounded_memory():
     finally:
         tracemalloc.stop()
     assert output == xml
-    assert [d.detail.split(";")[0] for _, d in damage] == ["bad bz2 data after byte 0: Invalid data stream",
-                                                           f"the bytes at {len(damaged)} are not a bz2 stream"]
+    assert [d.detail.split(";")[0] for _, d in damage] == [
+        "bad bz2 data after byte 0: Invalid data stream",
+        f"the bytes at {len(damaged)} are not a bz2 stream",
+    ]
     assert peak < 4 << 20  # about two blocks, where all the garbage was held before
 
 
 def test_pages_read_from_a_path_opened_inline(tmp_path):
-    # nothing but the page iterator refers to the reader that open_dump made, and it must stay open while it runs
-    pages = [p for p in iter_pages(open_dump(ENWIKI_SMALL)) if not isinstance(p, PageError)]
+    # nothing but the page iterator refers to the reader that open_decompressed made: it must stay open while it runs
+    pages = [p for p in iter_pages(open_decompressed(ENWIKI_SMALL)) if not isinstance(p, PageError)]
     assert [p.page_id for p in pages] == [10, 411964, 302109]

@@ -1,5 +1,6 @@
 """The command line on mistakes: misspelled flags, unreadable vocab files and records, filesystem errors. Each ends
 with one clear line and a non-zero exit, never a traceback, and a flag is never silently ignored."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +27,7 @@ def _error_line(capsys) -> str:
 
 # Flags: ours, or Beam's, or an error naming the closest valid one.
 
+
 def test_a_misspelled_flag_is_refused_naming_the_closest(tmp_path, capsys):
     assert _create(tmp_path / "out", "--dupe-factr", "1") == 2
     assert _error_line(capsys) == "bertcorpus create: error: unknown flag --dupe-factr; did you mean --dupe-factor?"
@@ -34,8 +36,9 @@ def test_a_misspelled_flag_is_refused_naming_the_closest(tmp_path, capsys):
 
 def test_a_beam_option_spelled_in_kebab_case_is_refused_naming_beams_spelling(tmp_path, capsys):
     assert _create(tmp_path / "out", "--direct-num-workers=2") == 2
-    assert _error_line(capsys) == ("bertcorpus create: error: unknown flag --direct-num-workers; "
-                                   "did you mean --direct_num_workers?")
+    assert _error_line(capsys) == (
+        "bertcorpus create: error: unknown flag --direct-num-workers; did you mean --direct_num_workers?"
+    )
 
 
 def test_a_stray_word_is_refused(tmp_path, capsys):
@@ -47,21 +50,25 @@ def test_a_command_without_beam_options_names_its_own_closest_flag(tmp_path, cap
     assert run_cli("inspect", tmp_path / "x.tfrecord", "--vocab", VOCAB, "--nmu", "2") == 2
     assert _error_line(capsys) == "bertcorpus inspect: error: unknown flag --nmu; did you mean --num?"
     assert run_cli("stats", tmp_path, "--runner", "DirectRunner") == 2
-    assert _error_line(capsys) == ("bertcorpus stats: error: unknown flag --runner; "
-                                   "this command takes no Beam pipeline options")
+    assert _error_line(capsys) == (
+        "bertcorpus stats: error: unknown flag --runner; this command takes no Beam pipeline options"
+    )
 
 
 def test_a_bad_beam_option_value_is_one_line(tmp_path, capsys):
     assert _create(tmp_path / "out", "--direct_running_mode", "many") == 2
-    assert _error_line(capsys) == ("bertcorpus create: error: argument --direct_running_mode: invalid choice: "
-                                   "'many' (choose from 'in_memory', 'multi_threading', 'multi_processing')")
+    assert _error_line(capsys) == (
+        "bertcorpus create: error: argument --direct_running_mode: invalid choice: "
+        "'many' (choose from 'in_memory', 'multi_threading', 'multi_processing')"
+    )
 
 
 def test_options_of_the_named_runner_are_known(tmp_path, capsys):
     """RenderRunner's --render_output is registered only once that runner's module is loaded."""
     graph = tmp_path / "create.dot"
-    assert _create(tmp_path / "out", "--runner", "apache_beam.runners.render.RenderRunner",
-                   "--render_output", graph) == 0
+    assert (
+        _create(tmp_path / "out", "--runner", "apache_beam.runners.render.RenderRunner", "--render_output", graph) == 0
+    )
     assert graph.read_text().startswith("digraph")
 
 
@@ -75,8 +82,23 @@ def test_set_replaces_a_job_flag_in_either_spelling(capsys):
 
 def test_a_job_run_with_set_uses_the_value_set(tmp_path, capsys):
     out = tmp_path / "sample"
-    assert run_cli("run", "sample", "--profile", "local-in-memory", "--set", "dupe_factor=1",
-                   "--set", f"input={SAMPLE_TEXT}", "--set", f"vocab={VOCAB}", "--set", f"output={out}") == 0
+    assert (
+        run_cli(
+            "run",
+            "sample",
+            "--profile",
+            "local-in-memory",
+            "--set",
+            "dupe_factor=1",
+            "--set",
+            f"input={SAMPLE_TEXT}",
+            "--set",
+            f"vocab={VOCAB}",
+            "--set",
+            f"output={out}",
+        )
+        == 0
+    )
     assert json.loads((out / "manifest.json").read_text())["config"]["dupe_factor"] == 1
 
 
@@ -86,6 +108,7 @@ def test_set_with_a_misspelled_flag_is_refused(tmp_path, capsys):
 
 
 # Vocab files and records.
+
 
 @pytest.fixture
 def latin1_vocab(tmp_path) -> Path:
@@ -100,8 +123,10 @@ def latin1_vocab(tmp_path) -> Path:
 def test_a_vocab_that_is_not_utf8_is_refused_with_its_line(tmp_path, capsys, latin1_vocab):
     out = tmp_path / "out"
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", latin1_vocab, "--output", out) == 2
-    assert _error_line(capsys) == (f"bertcorpus create: error: vocab file {latin1_vocab} is not UTF-8: line 2,001 "
-                                   "has the byte 0xe9 (invalid continuation byte); a vocab file must be UTF-8 text")
+    assert _error_line(capsys) == (
+        f"bertcorpus create: error: vocab file {latin1_vocab} is not UTF-8: line 2,001 "
+        "has the byte 0xe9 (invalid continuation byte); a vocab file must be UTF-8 text"
+    )
     assert not out.exists()
 
 
@@ -175,10 +200,27 @@ def test_a_full_disk_is_one_line_and_the_staging_goes(full_disk, capsys, command
 def test_a_full_disk_with_worker_processes_is_one_line(full_disk):
     """The workers' own tracebacks of the failed bundle stay off the terminal."""
     out = full_disk / "out"
-    done = subprocess.run([sys.executable, "-m", "bertcorpus", "create", *map(str, EXTRACTIONS["create"]),
-                           "--output", str(out), "--runner", "DirectRunner", "--direct_running_mode",
-                           "multi_processing", "--direct_num_workers", "2"],
-                          cwd=TESTS.parent, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertcorpus",
+            "create",
+            *map(str, EXTRACTIONS["create"]),
+            "--output",
+            str(out),
+            "--runner",
+            "DirectRunner",
+            "--direct_running_mode",
+            "multi_processing",
+            "--direct_num_workers",
+            "2",
+        ],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith(f"bertcorpus create: error: cannot write {out}/.staging/seq128/")
@@ -205,22 +247,32 @@ def test_an_os_error_raised_in_a_worker_is_one_line_naming_its_path():
     """Beam brings a worker's OSError back as text inside a RuntimeError."""
     from bertcorpus.pipeline.errors import user_message
 
-    wrapped = RuntimeError("Traceback (most recent call last):\n  ...\nOSError: [Errno 28] No space left on device: "
-                           "'/data/out/.staging/x.parquet' [while running 'extract books/write documents']\n")
-    assert user_message(wrapped) == ("/data/out/.staging/x.parquet: No space left on device "
-                                     "(in step 'extract books/write documents')")
+    wrapped = RuntimeError(
+        "Traceback (most recent call last):\n  ...\nOSError: [Errno 28] No space left on device: "
+        "'/data/out/.staging/x.parquet' [while running 'extract books/write documents']\n"
+    )
+    assert user_message(wrapped) == (
+        "/data/out/.staging/x.parquet: No space left on device (in step 'extract books/write documents')"
+    )
     assert user_message(PermissionError(13, "Permission denied", "/data/in.txt")) == "/data/in.txt: Permission denied"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("jobs: [\n  a: b\n", "is not valid YAML, line 3: expected ',' or ']', but got '<stream end>'"),
-    ("- 1\n- 2\n", "needs top-level 'jobs' and 'profiles' mappings"),
-    ("jobs:\n  sample: 3\nprofiles:\n  local: {}\n",
-     "job 'sample' in the jobs file needs a 'command', one of extract-wiki, extract-books, vocab, create, inspect, "
-     "stats, demo, train"),
-    ("jobs:\n  sample:\n    command: create\n    args: [1]\nprofiles:\n  local: {}\n",
-     "job 'sample' in the jobs file: 'args' must be a mapping of flag: value"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("jobs: [\n  a: b\n", "is not valid YAML, line 3: expected ',' or ']', but got '<stream end>'"),
+        ("- 1\n- 2\n", "needs top-level 'jobs' and 'profiles' mappings"),
+        (
+            "jobs:\n  sample: 3\nprofiles:\n  local: {}\n",
+            "job 'sample' in the jobs file needs a 'command', one of extract-wiki, extract-books, vocab, create, "
+            "inspect, stats, demo, train",
+        ),
+        (
+            "jobs:\n  sample:\n    command: create\n    args: [1]\nprofiles:\n  local: {}\n",
+            "job 'sample' in the jobs file: 'args' must be a mapping of flag: value",
+        ),
+    ],
+)
 def test_a_damaged_jobs_file_is_one_line(tmp_path, capsys, text, message):
     jobs = tmp_path / "jobs.yaml"
     jobs.write_text(text)
@@ -236,8 +288,10 @@ def test_a_vocab_that_is_a_directory_is_one_line(tmp_path, capsys):
 
 def test_a_runner_that_cannot_be_loaded_is_one_line(tmp_path, capsys):
     assert _create(tmp_path / "out", "--runner", "apache_beam.runners.NoSuchRunner") == 2
-    assert _error_line(capsys) == ("bertcorpus create: error: --runner apache_beam.runners.NoSuchRunner cannot be "
-                                   "loaded here: module 'apache_beam.runners' has no attribute 'NoSuchRunner'")
+    assert _error_line(capsys) == (
+        "bertcorpus create: error: --runner apache_beam.runners.NoSuchRunner cannot be "
+        "loaded here: module 'apache_beam.runners' has no attribute 'NoSuchRunner'"
+    )
 
 
 def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path, monkeypatch, capsys):
@@ -276,8 +330,17 @@ def test_dead_letters_are_sorted_by_the_numbers_in_where(tmp_path):
     wheres = ["byte 100", "byte 20", "page 9", "byte 3", "page 12", "file"]
     errors = [{"input": "enwiki.xml.bz2", "where": where, "reason": "truncated", "detail": ""} for where in wheres]
     writer = documents.WriteErrors(str(tmp_path)).writer
-    written = [out for out in writer.process((0, [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]))
-               if isinstance(out, dict)]
+    written = [
+        out
+        for out in writer.process((0, [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]))
+        if isinstance(out, dict)
+    ]
     lines = (tmp_path / ".staging" / written[0]["path"]).read_text().splitlines()
-    assert [json.loads(line)["where"] for line in lines] == ["byte 3", "byte 20", "byte 100", "file", "page 9",
-                                                             "page 12"]
+    assert [json.loads(line)["where"] for line in lines] == [
+        "byte 3",
+        "byte 20",
+        "byte 100",
+        "file",
+        "page 9",
+        "page 12",
+    ]

@@ -2,6 +2,7 @@
 cannot encode what is written, signals that stop it (also where SIGINT came ignored), and an installation without
 the `train` extra. Each runs the real command (`python -m bertcorpus`, the installed entry point's code) in a process
 of its own."""
+
 from __future__ import annotations
 
 import json
@@ -52,11 +53,14 @@ def _shard(records_dir: Path) -> Path:
 
 # Standard output that is closed, full or read by no one.
 
+
 def test_a_closed_stdout_is_one_line_naming_it_after_a_complete_run(tmp_path):
     out = tmp_path / "out"
     done = _bertcorpus(*_create_words(out), shell_prefix="exec >&-", stdout=None)
     assert (done.returncode, done.stderr.decode()) == (
-        2, "bertcorpus create: error: cannot write to standard output: Bad file descriptor\n")
+        2,
+        "bertcorpus create: error: cannot write to standard output: Bad file descriptor\n",
+    )
     assert json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]["train"]["instances"] > 0
 
 
@@ -65,7 +69,9 @@ def test_a_full_stdout_is_named_not_taken_for_the_output_disk(tmp_path):
     with open("/dev/full", "wb") as full:
         done = _bertcorpus(*_create_words(out), stdout=full)
     assert (done.returncode, done.stderr.decode()) == (
-        2, "bertcorpus create: error: cannot write to standard output: No space left on device\n")
+        2,
+        "bertcorpus create: error: cannot write to standard output: No space left on device\n",
+    )
     assert (out / "manifest.json").exists()
 
 
@@ -82,9 +88,11 @@ def test_a_reader_that_stopped_reading_ends_the_command_quietly(records_dir):
 
 # Text that the streams or the locale cannot encode.
 
+
 def test_inspect_escapes_what_a_latin1_stdout_cannot_encode(records_dir):
-    done = _bertcorpus("inspect", _shard(records_dir), "--vocab", VOCAB, "-n", "2",
-                       env=_environment(PYTHONIOENCODING="latin-1"))
+    done = _bertcorpus(
+        "inspect", _shard(records_dir), "--vocab", VOCAB, "-n", "2", env=_environment(PYTHONIOENCODING="latin-1")
+    )
     assert (done.returncode, done.stderr.decode()) == (0, "")
     printed = done.stdout.decode("latin-1")
     assert printed.startswith("record 0:\n") and "record 1:\n" in printed
@@ -100,7 +108,8 @@ def test_a_non_ascii_path_under_the_c_locale_is_one_line_before_anything_is_writ
     assert done.stderr.decode("ascii") == (
         f"bertcorpus create: error: '{tmp_path}/caf\\xe9.txt' cannot be read as text here: Python decodes names as "
         "ASCII under this locale (C or POSIX, with PYTHONUTF8=0); set a UTF-8 locale (LC_ALL=C.UTF-8) or "
-        "PYTHONUTF8=1\n")
+        "PYTHONUTF8=1\n"
+    )
     assert not out.exists()
 
 
@@ -116,8 +125,10 @@ def latin1_named_text(tmp_path) -> Path:
 
 def test_a_file_name_that_is_not_utf8_is_one_line(tmp_path, capsys, latin1_named_text):
     out = tmp_path / "out"
-    expected = (f"bertcorpus create: error: '{latin1_named_text.parent}/caf\\xe9.txt' is not UTF-8 text (it has the "
-                "byte 0xe9); bertcorpus writes the names it reads into its outputs as UTF-8: rename the file")
+    expected = (
+        f"bertcorpus create: error: '{latin1_named_text.parent}/caf\\xe9.txt' is not UTF-8 text (it has the "
+        "byte 0xe9); bertcorpus writes the names it reads into its outputs as UTF-8: rename the file"
+    )
     assert run_cli(*_create_words(out, latin1_named_text)) == 2
     assert capsys.readouterr().err == expected + "\n"
     assert not out.exists()
@@ -129,14 +140,36 @@ def test_a_file_name_that_is_not_utf8_is_one_line(tmp_path, capsys, latin1_named
 
 # Signals.
 
+
 def test_train_started_with_sigint_ignored_still_stops_on_sigint(tmp_path, records_dir):
     """A shell script's background job inherits SIGINT ignored; `kill -INT` must still stop it, as it does the
     other commands."""
     out = tmp_path / "train"
-    words = ["train", "--data", f"{records_dir}/seq128/train-*", "--output", out, "--config", "tiny",
-             "--batch-size", "8", "--steps", "100000", "--log-every", "1", "--checkpoint-every", "100000"]
-    run = subprocess.Popen(["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *_command(*words)], cwd=ROOT,
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_environment())
+    words = [
+        "train",
+        "--data",
+        f"{records_dir}/seq128/train-*",
+        "--output",
+        out,
+        "--config",
+        "tiny",
+        "--batch-size",
+        "8",
+        "--steps",
+        "100000",
+        "--log-every",
+        "1",
+        "--checkpoint-every",
+        "100000",
+    ]
+    run = subprocess.Popen(
+        ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *_command(*words)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_environment(),
+    )
     try:
         wait_until((out / "train_log.jsonl").exists, run, "training step")
         run.send_signal(signal.SIGINT)
@@ -146,15 +179,20 @@ def test_train_started_with_sigint_ignored_still_stops_on_sigint(tmp_path, recor
             run.kill()
             run.communicate()
     assert (run.returncode, err) == (
-        130, "bertcorpus train: interrupted; run the same command again to resume from the last checkpoint\n")
+        130,
+        "bertcorpus train: interrupted; run the same command again to resume from the last checkpoint\n",
+    )
 
 
 # train: one line with the command's name, without TensorFlow's start-up log; and without the train extra.
 
+
 def test_a_train_error_is_one_line_with_the_command_name(tmp_path):
     done = _bertcorpus("train", "--data", tmp_path / "none-*", "--output", tmp_path / "run")
     assert (done.returncode, done.stderr.decode()) == (
-        2, f"bertcorpus train: error: no files match '{tmp_path / 'none-*'}'\n")
+        2,
+        f"bertcorpus train: error: no files match '{tmp_path / 'none-*'}'\n",
+    )
 
 
 @pytest.fixture
@@ -179,7 +217,9 @@ def test_train_help_needs_no_tensorflow(without_train_extra):
 def test_train_without_the_train_extra_is_one_line_naming_it(tmp_path, without_train_extra):
     done = _bertcorpus("train", "--data", tmp_path / "none-*", "--output", tmp_path / "run", env=without_train_extra)
     assert (done.returncode, done.stderr.decode()) == (
-        2, f"bertcorpus train: error: {TRAIN_EXTRA_LINE} (keras is not installed here)\n")
+        2,
+        f"bertcorpus train: error: {TRAIN_EXTRA_LINE} (keras is not installed here)\n",
+    )
 
 
 def test_the_demo_without_the_train_extra_skips_training_and_prints_its_table(tmp_path, without_train_extra):
@@ -187,13 +227,20 @@ def test_the_demo_without_the_train_extra_skips_training_and_prints_its_table(tm
     assert done.returncode == 0 and "Traceback" not in done.stderr.decode()
     printed = done.stdout.decode()
     assert f"\n=== train: skipped: {TRAIN_EXTRA_LINE} (keras is not installed here)\n" in printed
-    table = printed[printed.index("bertcorpus demo summary"):].splitlines()
-    assert [row.split()[0] for row in table[2:8]] == ["extract-wiki", "extract-books", "vocab", "create", "stats",
-                                                       "train"]
+    table = printed[printed.index("bertcorpus demo summary") :].splitlines()
+    assert [row.split()[0] for row in table[2:8]] == [
+        "extract-wiki",
+        "extract-books",
+        "vocab",
+        "create",
+        "stats",
+        "train",
+    ]
     assert table[7].split(None, 1)[1].strip() == "skipped: pip install 'bertcorpus[train]' to train"
 
 
 # Flags and help.
+
 
 def test_verbose_goes_before_or_after_the_command(records_dir):
     shard = _shard(records_dir)
@@ -210,6 +257,7 @@ def test_demo_help_suggests_local_runner_options_only(capsys):
 
 
 # Progress where standard error is no terminal: no redraws.
+
 
 def test_stats_draws_no_progress_bar_into_a_log(tmp_path, records_dir):
     with open(tmp_path / "log", "wb") as log:

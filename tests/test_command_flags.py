@@ -1,15 +1,17 @@
 """The flags users meet first: one spelling per idea across commands (older spellings still accepted, hidden), and
 every create flag with a help text that gives its default."""
+
 from __future__ import annotations
 
 import argparse
 import re
 
 import pytest
-from conftest import SAMPLE_TEXT, run_cli
 
-from bertcorpus.pipeline.create import config
 from bertcorpus.pipeline.cli import shared_flags
+from bertcorpus.pipeline.create import config
+
+from conftest import SAMPLE_TEXT, run_cli
 
 
 def help_of(capsys, *argv: str) -> str:
@@ -66,9 +68,16 @@ def test_graph_writes_into_output_like_every_command(capsys, tmp_path):
     assert (tmp_path / "sample.dot").exists()
 
 
-@pytest.mark.parametrize("command, flag", [("create", "--num-shards"), ("create", "--num-buckets"),
-                                           ("extract-books", "--num-shards"), ("extract-wiki", "--num-shards"),
-                                           ("extract-wiki", "--range-mb")])
+@pytest.mark.parametrize(
+    "command, flag",
+    [
+        ("create", "--num-shards"),
+        ("create", "--num-buckets"),
+        ("extract-books", "--num-shards"),
+        ("extract-wiki", "--num-shards"),
+        ("extract-wiki", "--range-mb"),
+    ],
+)
 def test_a_size_of_zero_is_refused_rather_than_read_as_automatic(capsys, tmp_path, command, flag):
     extra = ["--vocab", str(SAMPLE_TEXT)] if command == "create" else []
     with pytest.raises(SystemExit) as exit_:

@@ -1,5 +1,6 @@
 """Crash-safe reruns of `create`: killed runs leave nothing that looks like output, and a rerun gives the
 same bytes as a clean run; side-effecting steps give the same result when a bundle is retried."""
+
 from __future__ import annotations
 
 import hashlib
@@ -13,27 +14,52 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import SAMPLE_TEXT, VOCAB, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def create_args(books_jsonl: Path, out: Path) -> list[str]:
-    return ["create", "--input", str(books_jsonl), str(SAMPLE_TEXT), "--vocab", str(VOCAB), "--output", str(out),
-            "--seq-configs", "128:20,512:80", "--dupe-factor", "4", "--num-shards", "6", "--num-buckets", "4"]
+    return [
+        "create",
+        "--input",
+        str(books_jsonl),
+        str(SAMPLE_TEXT),
+        "--vocab",
+        str(VOCAB),
+        "--output",
+        str(out),
+        "--seq-configs",
+        "128:20,512:80",
+        "--dupe-factor",
+        "4",
+        "--num-shards",
+        "6",
+        "--num-buckets",
+        "4",
+    ]
 
 
 def kill_when(args: list[str], ready, timeout: float = 240) -> None:
     """Start `bertcorpus` with args and SIGKILL its whole process group as soon as ready() is true. The run's
     temporary directory is this process's."""
-    proc = subprocess.Popen([sys.executable, "-m", "bertcorpus", *args], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            env={**os.environ, "TMPDIR": tempfile.gettempdir()})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bertcorpus", *args],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "TMPDIR": tempfile.gettempdir()},
+    )
     deadline = time.time() + timeout
     try:
         while not ready():
@@ -78,8 +104,7 @@ def test_killed_run_then_rerun_is_byte_identical(tmp_path, books_jsonl, clean_ru
     assert not list(tmp_path.glob("bertcorpus-shuffle-*"))  # the rerun removed them
 
 
-def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_path, books_jsonl, clean_run,
-                                                                         monkeypatch):
+def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_path, books_jsonl, clean_run, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     out = tmp_path / "out"
     assert run_cli(*create_args(books_jsonl, out)) == 0
@@ -96,20 +121,34 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
 
     from bertcorpus.pipeline.create.coders import InstancePiece
     from bertcorpus.pipeline.create.config import CreateConfig
+    from bertcorpus.pipeline.create.job_vocab import JobVocab
     from bertcorpus.pipeline.create.publish import Publish
     from bertcorpus.pipeline.create.steps import WriteShards
-    from bertcorpus.pipeline.create.job_vocab import JobVocab
     from bertcorpus.transforms.instance_columns import InstanceColumns
     from bertcorpus.transforms.instances import SeqConfig
     from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example
 
     out = tmp_path / "out"
-    config = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(out), vocab=str(VOCAB),
-                          seq_configs=[SeqConfig(8, 2)], num_shards=1, num_buckets=1, eval_fraction=0.0)
+    config = CreateConfig(
+        inputs=[str(SAMPLE_TEXT)],
+        output=str(out),
+        vocab=str(VOCAB),
+        seq_configs=[SeqConfig(8, 2)],
+        num_shards=1,
+        num_buckets=1,
+        eval_fraction=0.0,
+    )
     # Three instances [CLS] x [SEP] y [SEP] whose x tells them apart, with sort keys 3, 1 and 2.
     ids = np.array([[101, x, 102, 2000, 102, 0, 0, 0] for x in (1996, 1997, 1998)])
-    instances = InstanceColumns(ids, np.full(3, 5), np.ones(3, int), np.array([[1, 0]] * 3), ids[:, 1:2].repeat(2, 1),
-                                np.ones(3, int), np.zeros(3, int))
+    instances = InstanceColumns(
+        ids,
+        np.full(3, 5),
+        np.ones(3, int),
+        np.array([[1, 0]] * 3),
+        ids[:, 1:2].repeat(2, 1),
+        np.ones(3, int),
+        np.zeros(3, int),
+    )
     piece = InstancePiece(5, np.array([3, 1, 2]), np.arange(3), instances)
     staged = out / ".staging" / "seq8" / "train-00000-of-00001.tfrecord"
     element = (("seq8", "train", 0), [piece])

@@ -1,4 +1,5 @@
 """The whole `create` job on real text: parsed records, statistics, reproducibility, bad input, dry run."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,19 +12,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
-from conftest import SAMPLE_TEXT, SHARED, VOCAB, run_cli
 
 from bertcorpus.trainer.data import feature_spec as spec
+
+from conftest import SAMPLE_TEXT, SHARED, VOCAB, run_cli
+
 VOCAB_TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
 
-
-
 def read_records(pattern: str, length: int = 128, predictions: int = 20) -> dict[str, np.ndarray]:
-    files = sorted(map(str, Path().glob(pattern))) if not Path(pattern).is_absolute() else \
-        sorted(str(p) for p in Path("/").glob(pattern.lstrip("/")))
-    batches = [tf.io.parse_example(b, spec(length, predictions))
-               for b in tf.data.TFRecordDataset(files).batch(4096)]
+    files = (
+        sorted(map(str, Path().glob(pattern)))
+        if not Path(pattern).is_absolute()
+        else sorted(str(p) for p in Path("/").glob(pattern.lstrip("/")))
+    )
+    batches = [tf.io.parse_example(b, spec(length, predictions)) for b in tf.data.TFRecordDataset(files).batch(4096)]
     return {k: np.concatenate([b[k].numpy() for b in batches]) for k in spec(length, predictions)}
 
 
@@ -40,28 +43,63 @@ def structural_errors(rec: dict[str, np.ndarray], length: int, predictions: int)
         restored = ids.copy()
         restored[pos] = originals
         seps = np.flatnonzero(restored[:n] == sep)
-        ok = (m[:n].all() and not m[n:].any() and not ids[n:].any() and restored[0] == cls
-              and len(seps) == 2 and seps[1] == n - 1 and not seg[:seps[0] + 1].any() and seg[seps[0] + 1:n].all()
-              and not seg[n:].any() and (w[:k] == 1).all() and not w[k:].any()
-              and k == min(predictions, max(1, round(n * 0.15))) and np.all(np.diff(pos) > 0)
-              and not np.isin(pos, [0, seps[0], seps[1]]).any() and pos.max(initial=0) < n
-              and rec["next_sentence_labels"][i][0] in (0, 1) and not (ids[:n] == VOCAB_TOKENS.index("[PAD]")).any())
+        ok = (
+            m[:n].all()
+            and not m[n:].any()
+            and not ids[n:].any()
+            and restored[0] == cls
+            and len(seps) == 2
+            and seps[1] == n - 1
+            and not seg[: seps[0] + 1].any()
+            and seg[seps[0] + 1 : n].all()
+            and not seg[n:].any()
+            and (w[:k] == 1).all()
+            and not w[k:].any()
+            and k == min(predictions, max(1, round(n * 0.15)))
+            and np.all(np.diff(pos) > 0)
+            and not np.isin(pos, [0, seps[0], seps[1]]).any()
+            and pos.max(initial=0) < n
+            and rec["next_sentence_labels"][i][0] in (0, 1)
+            and not (ids[:n] == VOCAB_TOKENS.index("[PAD]")).any()
+        )
         if not ok:
             errors.append(f"record {i}")
     return errors
 
 
 def tree_digest(root: Path) -> dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
 def both_configs(tmp_path_factory, books_jsonl):
     out = tmp_path_factory.mktemp("both")
-    assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", out,
-                   "--seq-configs", "128:20,512:80", "--dupe-factor", "10", "--num-shards", "3",
-                   "--eval-fraction", "0.1", "--num-buckets", "2") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            books_jsonl,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--seq-configs",
+            "128:20,512:80",
+            "--dupe-factor",
+            "10",
+            "--num-shards",
+            "3",
+            "--eval-fraction",
+            "0.1",
+            "--num-buckets",
+            "2",
+        )
+        == 0
+    )
     return out
 
 
@@ -125,12 +163,25 @@ def test_shards_are_globally_shuffled(both_configs):
 
 
 def test_byte_identical_in_memory_and_with_two_worker_processes(tmp_path, books_jsonl):
-    common = ["--input", books_jsonl, SAMPLE_TEXT, "--vocab", VOCAB, "--dupe-factor", "2", "--num-buckets", "3",
-              "--num-shards", "2"]
+    common = [
+        "--input",
+        books_jsonl,
+        SAMPLE_TEXT,
+        "--vocab",
+        VOCAB,
+        "--dupe-factor",
+        "2",
+        "--num-buckets",
+        "3",
+        "--num-shards",
+        "2",
+    ]
     a, b = tmp_path / "a", tmp_path / "b"
     assert run_cli("create", *common, "--output", a, "--direct_running_mode=in_memory") == 0
-    assert run_cli("create", *common, "--output", b, "--direct_running_mode=multi_processing",
-                   "--direct_num_workers=2") == 0
+    assert (
+        run_cli("create", *common, "--output", b, "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+        == 0
+    )
     da, db = tree_digest(a), tree_digest(b)
     assert da == db and len(da) >= 4  # shards and the manifest, byte for byte
 
@@ -150,9 +201,20 @@ def test_shared_stats_tool_finds_no_structural_errors(records_dir, tmp_path):
     tool = SHARED / "tools" / "tfrecord_stats.py"
     if not tool.exists():
         pytest.skip(f"{tool} is not present beside the repository")
-    result = subprocess.run([sys.executable, str(tool), str(records_dir / "seq128" / "train-*"), "--vocab",
-                             str(VOCAB), "--json", str(tmp_path / "stats.json")],
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(tool),
+            str(records_dir / "seq128" / "train-*"),
+            "--vocab",
+            str(VOCAB),
+            "--json",
+            str(tmp_path / "stats.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     stats = json.loads((tmp_path / "stats.json").read_text())
     assert sum(stats["structural_errors"].values()) == 0
@@ -163,14 +225,22 @@ def test_inspect_prints_decoded_examples(records_dir, capsys):
     shard = sorted((records_dir / "seq128").glob("train-*"))[0]
     assert run_cli("inspect", shard, "--vocab", VOCAB, "-n", "2") == 0
     out = capsys.readouterr().out
-    assert sum(line.startswith("record ") for line in out.splitlines()) == 2 and "[CLS]" in out and "[MASK]" in out and "next_sentence_label" in out
+    assert (
+        sum(line.startswith("record ") for line in out.splitlines()) == 2
+        and "[CLS]" in out
+        and "[MASK]" in out
+        and "next_sentence_label" in out
+    )
 
 
 def test_summary_prints_the_manifest_counts(tmp_path, capsys):
     out = tmp_path / "out"
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, "--dupe-factor", "3") == 0
-    printed = dict(re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in capsys.readouterr().out.splitlines()
-                   if line.startswith("  ") and "  " in line.strip())
+    printed = dict(
+        re.split(r"\s{2,}", line.strip(), maxsplit=1)
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith("  ") and "  " in line.strip()
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     docs, counts = manifest["documents"], manifest["counts"]
     assert docs["read"] == docs["kept"] + sum(docs["skipped"].values()) + docs["errors"]
@@ -184,6 +254,7 @@ def test_summary_prints_the_manifest_counts(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------------ bad input
 
+
 def expect_error(capsys, *argv, match: str) -> None:
     assert run_cli(*argv) == 2
     err = capsys.readouterr().err
@@ -191,27 +262,53 @@ def expect_error(capsys, *argv, match: str) -> None:
 
 
 def test_no_input_files(tmp_path, capsys):
-    expect_error(capsys, "create", "--input", tmp_path / "nothing-*.txt", "--vocab", VOCAB,
-                 "--output", tmp_path / "o", match="no input files match")
+    expect_error(
+        capsys,
+        "create",
+        "--input",
+        tmp_path / "nothing-*.txt",
+        "--vocab",
+        VOCAB,
+        "--output",
+        tmp_path / "o",
+        match="no input files match",
+    )
     assert not (tmp_path / "o").exists()
 
 
 def test_zero_documents_writes_nothing(tmp_path, capsys):
     empty = tmp_path / "blank.txt"
     empty.write_text("\n\n   \n\x01\n")
-    expect_error(capsys, "create", "--input", empty, "--vocab", VOCAB, "--output", tmp_path / "o",
-                 match="no documents")
+    expect_error(capsys, "create", "--input", empty, "--vocab", VOCAB, "--output", tmp_path / "o", match="no documents")
     assert not (tmp_path / "o" / "manifest.json").exists()
     assert not list((tmp_path / "o").rglob("*.tfrecord"))
 
 
 def test_missing_or_incomplete_vocab(tmp_path, capsys):
-    expect_error(capsys, "create", "--input", SAMPLE_TEXT, "--vocab", tmp_path / "none.txt",
-                 "--output", tmp_path / "o", match="cannot read vocab file")
+    expect_error(
+        capsys,
+        "create",
+        "--input",
+        SAMPLE_TEXT,
+        "--vocab",
+        tmp_path / "none.txt",
+        "--output",
+        tmp_path / "o",
+        match="cannot read vocab file",
+    )
     bad = tmp_path / "vocab.txt"
     bad.write_text("[PAD]\n[UNK]\n[CLS]\nthe\n")
-    expect_error(capsys, "create", "--input", SAMPLE_TEXT, "--vocab", bad, "--output", tmp_path / "o",
-                 match="lacks [SEP], [MASK]")
+    expect_error(
+        capsys,
+        "create",
+        "--input",
+        SAMPLE_TEXT,
+        "--vocab",
+        bad,
+        "--output",
+        tmp_path / "o",
+        match="lacks [SEP], [MASK]",
+    )
 
 
 def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_path, monkeypatch):
@@ -228,13 +325,34 @@ def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_
 
     monkeypatch.setattr(job, "CreatePretrainingData", Recorded)
     digest = hashlib.sha256(VOCAB.read_bytes()).hexdigest()
-    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o",
-                   "--dupe-factor", "1") == 0
+    assert (
+        run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o", "--dupe-factor", "1")
+        == 0
+    )
     assert vocabs[-1].data == VOCAB.read_bytes() and vocabs[-1].sha256 == digest
-    assert run_cli("create", "--input", "gs://some-bucket/docs/*.parquet", "--vocab", VOCAB,
-                   "--output", "gs://some-bucket/out", "--runner", "DataflowRunner", "--project", "my-project",
-                   "--region", "us-central1", "--temp_location", "gs://some-bucket/tmp", "--setup_file",
-                   "./setup.py", "--dry_run=True") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            "gs://some-bucket/docs/*.parquet",
+            "--vocab",
+            VOCAB,
+            "--output",
+            "gs://some-bucket/out",
+            "--runner",
+            "DataflowRunner",
+            "--project",
+            "my-project",
+            "--region",
+            "us-central1",
+            "--temp_location",
+            "gs://some-bucket/tmp",
+            "--setup_file",
+            "./setup.py",
+            "--dry_run=True",
+        )
+        == 0
+    )
     assert vocabs[-1] == vocabs[0]  # the same bytes and digest for every runner
 
     changed = tmp_path / "vocab.txt"
@@ -247,10 +365,13 @@ def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_
 def test_awkward_documents_work_and_are_counted(tmp_path):
     long_sentence = " ".join(["word"] * 10_000) + "."
     corpus = tmp_path / "awkward.txt"
-    corpus.write_bytes(b"One sentence only.\n\n"
-                       + long_sentence.encode() + b"\nAfter the long one.\n\n"
-                       + b"   \n\t\n\n"
-                       + b"Bad bytes \xff\xfe here.\nAnd \xc3\x28 there.\n\n")
+    corpus.write_bytes(
+        b"One sentence only.\n\n"
+        + long_sentence.encode()
+        + b"\nAfter the long one.\n\n"
+        + b"   \n\t\n\n"
+        + b"Bad bytes \xff\xfe here.\nAnd \xc3\x28 there.\n\n"
+    )
     out = tmp_path / "o"
     assert run_cli("create", "--input", corpus, "--vocab", VOCAB, "--output", out, "--dupe-factor", "4") == 0
     manifest = json.loads((out / "manifest.json").read_text())
@@ -295,8 +416,10 @@ def test_jsonl_escapes_of_half_a_surrogate_pair_are_replaced_and_counted(tmp_pat
     # json.loads turns an unpaired \ud800 escape into a lone surrogate, which no UTF-8 text can hold; a pair
     # such as \ud83d\ude00 is one real character and stays.
     path = tmp_path / "docs.jsonl"
-    path.write_text('{"id": "a\\udfff", "text": "Hello there. A lone \\ud800 half here. A smile \\ud83d\\ude00."}\n'
-                    '{"id": "b", "text": "Second document. It has two sentences."}\n')
+    path.write_text(
+        '{"id": "a\\udfff", "text": "Hello there. A lone \\ud800 half here. A smile \\ud83d\\ude00."}\n'
+        '{"id": "b", "text": "Second document. It has two sentences."}\n'
+    )
     out = tmp_path / "o"
     assert run_cli("create", "--input", path, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2") == 0
     manifest = json.loads((out / "manifest.json").read_text())
@@ -310,22 +433,57 @@ def test_documents_parquet_input(tmp_path):
     import pyarrow.parquet as pq
 
     texts = SAMPLE_TEXT.read_text().split("\n\n")
-    table = pa.table({"id": [f"x:{i}" for i in range(len(texts))], "source": ["test"] * len(texts),
-                      "title": [None] * len(texts), "text": texts, "url": [None] * len(texts)})
+    table = pa.table(
+        {
+            "id": [f"x:{i}" for i in range(len(texts))],
+            "source": ["test"] * len(texts),
+            "title": [None] * len(texts),
+            "text": texts,
+            "url": [None] * len(texts),
+        }
+    )
     pq.write_table(table, tmp_path / "documents-00000-of-00001.parquet", compression="zstd")
     out = tmp_path / "o"
-    assert run_cli("create", "--input", tmp_path / "documents-*.parquet", "--vocab", VOCAB, "--output", out,
-                   "--dupe-factor", "2") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            tmp_path / "documents-*.parquet",
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--dupe-factor",
+            "2",
+        )
+        == 0
+    )
     assert json.loads((out / "manifest.json").read_text())["documents"]["kept"] == 3
 
 
-DATAFLOW_DRY_RUN = ["create", "--input", "gs://some-bucket/docs/*.parquet", "--vocab", VOCAB, "--output",
-                    "gs://some-bucket/out", "--runner", "DataflowRunner", "--project", "my-project", "--region",
-                    "us-central1", "--temp_location", "gs://some-bucket/tmp", "--dry_run=True"]
+DATAFLOW_DRY_RUN = [
+    "create",
+    "--input",
+    "gs://some-bucket/docs/*.parquet",
+    "--vocab",
+    VOCAB,
+    "--output",
+    "gs://some-bucket/out",
+    "--runner",
+    "DataflowRunner",
+    "--project",
+    "my-project",
+    "--region",
+    "us-central1",
+    "--temp_location",
+    "gs://some-bucket/tmp",
+    "--dry_run=True",
+]
 
 
-@pytest.mark.parametrize("packaging", [["--setup_file", "./setup.py"],
-                                       ["--sdk_container_image", "example.org/bertcorpus-worker:1"]])
+@pytest.mark.parametrize(
+    "packaging", [["--setup_file", "./setup.py"], ["--sdk_container_image", "example.org/bertcorpus-worker:1"]]
+)
 def test_dataflow_dry_run_validates_offline(capsys, packaging):
     assert run_cli(*DATAFLOW_DRY_RUN, *packaging) == 0
     assert "dry run" in capsys.readouterr().out
@@ -341,12 +499,26 @@ def test_dataflow_dry_run_without_worker_packaging_is_refused(capsys):
 
 def test_run_named_job_from_yaml(tmp_path, capsys):
     out = tmp_path / "sample"
-    assert run_cli("run", "sample", "--profile", "local-in-memory", "--set", f"output={out}",
-                   "--set", "dupe-factor=2", "--print-command") == 0
+    assert (
+        run_cli(
+            "run",
+            "sample",
+            "--profile",
+            "local-in-memory",
+            "--set",
+            f"output={out}",
+            "--set",
+            "dupe-factor=2",
+            "--print-command",
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert f"--output {out}" in printed and "--dupe-factor 2" in printed and "--runner=DirectRunner" in printed
-    assert run_cli("run", "sample", "--profile", "local-in-memory", "--set", f"output={out}",
-                   "--set", "dupe-factor=2") == 0
+    assert (
+        run_cli("run", "sample", "--profile", "local-in-memory", "--set", f"output={out}", "--set", "dupe-factor=2")
+        == 0
+    )
     assert json.loads((out / "manifest.json").read_text())["config"]["dupe_factor"] == 2
 
 
@@ -360,8 +532,15 @@ def test_unreadable_lines_and_rows_are_dead_letters_and_null_texts_are_skipped(t
     jsonl.write_text("\n".join(lines[:10] + bad + ['{"id": "null", "text": null}'] + lines[10:]) + "\n")
     parquet = tmp_path / "documents-00000-of-00001.parquet"
     rows = [json.loads(line) for line in lines[:5]]
-    pq.write_table(pa.table({"id": [r["id"] + ":p" for r in rows] + ["empty-1", "empty-2"],
-                             "text": [r["text"] for r in rows] + [None, None]}), parquet)
+    pq.write_table(
+        pa.table(
+            {
+                "id": [r["id"] + ":p" for r in rows] + ["empty-1", "empty-2"],
+                "text": [r["text"] for r in rows] + [None, None],
+            }
+        ),
+        parquet,
+    )
     not_parquet = tmp_path / "more.parquet"
     not_parquet.write_text("not a parquet file")
     args = ["--input", jsonl, parquet, not_parquet, "--vocab", VOCAB, "--dupe-factor", "1"]
@@ -377,16 +556,21 @@ def test_unreadable_lines_and_rows_are_dead_letters_and_null_texts_are_skipped(t
     dead = [json.loads(line) for line in (tmp_path / "o" / "errors-00000-of-00001.jsonl").read_text().splitlines()]
     data = jsonl.read_bytes()
     assert [(d["where"], d["reason"]) for d in dead if d["input"] == str(jsonl)] == [
-        (f"byte {data.index(line.encode())}", "bad_jsonl_line") for line in bad]
+        (f"byte {data.index(line.encode())}", "bad_jsonl_line") for line in bad
+    ]
     assert [(d["input"], d["where"], d["reason"]) for d in dead if d["input"] != str(jsonl)] == [
-        (str(not_parquet), "file", "unreadable_parquet")]
+        (str(not_parquet), "file", "unreadable_parquet")
+    ]
 
 
 def nsp_shares(out: Path) -> dict[str, tuple[int, float]]:
     """split → (instances, random-next share) of seq128, as the manifest states them."""
     outputs = json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]
-    return {split: (o["instances"], o["random_next_share"]) for split, o in outputs.items()
-            if isinstance(o, dict) and o.get("instances")}
+    return {
+        split: (o["instances"], o["random_next_share"])
+        for split, o in outputs.items()
+        if isinstance(o, dict) and o.get("instances")
+    }
 
 
 @pytest.mark.parametrize("buckets", [[], ["--num-buckets", "20000"]], ids=["default", "a-document-per-bucket"])
@@ -405,11 +589,26 @@ def test_random_next_is_balanced_with_a_short_document_per_bucket(tmp_path):
     # Two-sentence documents, one per bucket: a bucket's passes end owing labels (here the lean was 0.36 or 0.67).
     lines = [line.strip() for line in SAMPLE_TEXT.read_text().splitlines() if line.strip()]
     corpus = tmp_path / "two-sentence-documents.txt"
-    corpus.write_text("".join(f"{lines[i]}\n{lines[i + 1]}\n\n" for _ in range(60)
-                              for i in range(0, len(lines) - 1, 2)))
+    corpus.write_text(
+        "".join(f"{lines[i]}\n{lines[i + 1]}\n\n" for _ in range(60) for i in range(0, len(lines) - 1, 2))
+    )
     out = tmp_path / "o"
-    assert run_cli("create", "--input", corpus, "--vocab", VOCAB, "--output", out, "--num-buckets", "20000",
-                   "--eval-fraction", "0") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            corpus,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--num-buckets",
+            "20000",
+            "--eval-fraction",
+            "0",
+        )
+        == 0
+    )
     instances, share = nsp_shares(out)["train"]
     assert instances >= 10_000 and abs(share - 0.5) <= 0.002
     skipped = json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]["train"]["nsp_draws_skipped"]
@@ -422,8 +621,12 @@ def test_random_next_is_balanced_in_a_corpus_of_a_few_long_books(tmp_path):
         for path in sorted((Path(__file__).parent / "data" / "books_more").glob("*.txt")):
             f.write(json.dumps({"id": path.stem, "text": path.read_text(encoding="utf-8", errors="replace")}) + "\n")
     out = tmp_path / "o"
-    assert run_cli("create", "--input", books, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2",
-                   "--eval-fraction", "0") == 0
+    assert (
+        run_cli(
+            "create", "--input", books, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2", "--eval-fraction", "0"
+        )
+        == 0
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["documents"]["kept"] == 5 and manifest["config"]["num_buckets"] >= 4
     instances, share = nsp_shares(out)["train"]

@@ -1,5 +1,6 @@
 """create's recipes end to end on real text: the Parquet form of dynamic masking read by plain pyarrow, sentence-order
 pairs, packed sentences without a pair objective, length bins, their manifests, and the static default's bytes."""
+
 from __future__ import annotations
 
 import hashlib
@@ -9,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import Vocab
+
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
 LOCAL = ["--runner", "DirectRunner"]
 TOKENS = Vocab.load(str(VOCAB)).tokens
@@ -28,8 +30,19 @@ def create(out: Path, *flags, inputs=(*BOOKS, SAMPLE_TEXT)) -> dict:
 @pytest.fixture(scope="module")
 def dynamic(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dynamic")
-    create(out, "--masking", "dynamic", "--seq-configs", "128:20,512:80", "--bin-size", "64", "--num-shards", "3",
-           "--eval-fraction", "0.1")
+    create(
+        out,
+        "--masking",
+        "dynamic",
+        "--seq-configs",
+        "128:20,512:80",
+        "--bin-size",
+        "64",
+        "--num-shards",
+        "3",
+        "--eval-fraction",
+        "0.1",
+    )
     return out
 
 
@@ -39,8 +52,13 @@ def rows(out: Path, pattern: str) -> list[dict]:
 
 def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dynamic):
     manifest = json.loads((dynamic / "manifest.json").read_text())
-    assert manifest["form"] == {"masking": "dynamic", "pair_objective": "nsp", "bin_size": 64,
-                                "file_format": "parquet", "label": "random_next"}
+    assert manifest["form"] == {
+        "masking": "dynamic",
+        "pair_objective": "nsp",
+        "bin_size": 64,
+        "file_format": "parquet",
+        "label": "random_next",
+    }
     assert manifest["config"]["dupe_factor"] == 1  # dynamic masking's default: one pass, masked every epoch
     assert (dynamic / "vocab.txt").read_bytes() == VOCAB.read_bytes() and manifest["vocab"]["copy"] == "vocab.txt"
     for name, length in (("seq128", 128), ("seq512", 512)):
@@ -50,8 +68,11 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
             assert [s["path"] for s in entry["shards"]] == [f"{name}/{f.name}" for f in files]
             schema = pq.read_schema(files[0])
             assert [(f.name, str(f.type)) for f in schema] == [
-                ("input_ids", "list<element: uint16>"), ("segment_b_start", "uint16"),
-                ("next_sentence_label", "uint8"), ("length", "uint16")]
+                ("input_ids", "list<element: uint16>"),
+                ("segment_b_start", "uint16"),
+                ("next_sentence_label", "uint8"),
+                ("length", "uint16"),
+            ]
             found = rows(dynamic, f"{name}/{split}-*.parquet")
             assert len(found) == entry["instances"] == sum(s["records"] for s in entry["shards"]) > 100
             for shard, f in zip(entry["shards"], files):
@@ -68,8 +89,19 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
 
 def test_dynamic_output_is_byte_identical_when_rerun(dynamic, tmp_path):
     again = tmp_path / "again"
-    create(again, "--masking", "dynamic", "--seq-configs", "128:20,512:80", "--bin-size", "64", "--num-shards", "3",
-           "--eval-fraction", "0.1")
+    create(
+        again,
+        "--masking",
+        "dynamic",
+        "--seq-configs",
+        "128:20,512:80",
+        "--bin-size",
+        "64",
+        "--num-shards",
+        "3",
+        "--eval-fraction",
+        "0.1",
+    )
     files = sorted(p.relative_to(dynamic) for p in dynamic.rglob("*.parquet"))
     assert files and all((dynamic / f).read_bytes() == (again / f).read_bytes() for f in files)
 
@@ -77,8 +109,9 @@ def test_dynamic_output_is_byte_identical_when_rerun(dynamic, tmp_path):
 def test_dynamic_output_takes_a_tenth_of_the_disk_of_static_masks_times_ten(tmp_path, books_jsonl):
     flags = ("--num-shards", "2", "--eval-fraction", "0")
     static = create(tmp_path / "static", *flags, inputs=[books_jsonl])["outputs"]["seq128"]["train"]
-    dynamic = create(tmp_path / "dynamic", "--masking", "dynamic", *flags,
-                     inputs=[books_jsonl])["outputs"]["seq128"]["train"]
+    dynamic = create(tmp_path / "dynamic", "--masking", "dynamic", *flags, inputs=[books_jsonl])["outputs"]["seq128"][
+        "train"
+    ]
     per_instance = [sum(s["bytes"] for s in out["shards"]) / out["instances"] for out in (static, dynamic)]
     assert static["instances"] / dynamic["instances"] == pytest.approx(10, rel=0.01)
     assert per_instance[0] / per_instance[1] > 1.5  # unpadded and compressed: smaller per instance too
@@ -99,16 +132,27 @@ def occurs(needle: list[int], haystacks: list[np.ndarray]) -> list[tuple[int, in
     """(document, position) of every occurrence of the ids in the documents."""
     found = []
     for d, hay in enumerate(haystacks):
-        for start in np.flatnonzero(hay[:len(hay) - len(needle) + 1] == needle[0]).tolist():
-            if hay[start:start + len(needle)].tolist() == needle:
+        for start in np.flatnonzero(hay[: len(hay) - len(needle) + 1] == needle[0]).tolist():
+            if hay[start : start + len(needle)].tolist() == needle:
                 found.append((d, start))
     return found
 
 
 def test_sop_pairs_really_follow_each_other_and_half_are_swapped(tmp_path, documents_tokens):
     out = tmp_path / "sop"
-    manifest = create(out, "--masking", "dynamic", "--pair-objective", "sop", "--num-shards", "2",
-                      "--eval-fraction", "0", "--dupe-factor", "2")
+    manifest = create(
+        out,
+        "--masking",
+        "dynamic",
+        "--pair-objective",
+        "sop",
+        "--num-shards",
+        "2",
+        "--eval-fraction",
+        "0",
+        "--dupe-factor",
+        "2",
+    )
     assert manifest["form"]["label"] == "swapped" and "random_next_share" not in manifest["outputs"]["seq128"]["train"]
     found = rows(out, "seq128/train-*.parquet")
     labels = np.array([r["next_sentence_label"] for r in found])
@@ -117,7 +161,7 @@ def test_sop_pairs_really_follow_each_other_and_half_are_swapped(tmp_path, docum
     assert manifest["outputs"]["seq128"]["train"]["sop_draws_skipped"]["single_sentence_document"] > 0
     for r in found[:300]:
         ids, b = r["input_ids"], r["segment_b_start"]
-        first, second = ids[1:b - 1], ids[b:-1]
+        first, second = ids[1 : b - 1], ids[b:-1]
         earlier, later = (second, first) if r["next_sentence_label"] else (first, second)
         # Both come from one document, the later one after the earlier; untruncated, right after it.
         places = {(d, p + len(earlier)) for d, p in occurs(earlier, documents_tokens)}
@@ -146,8 +190,9 @@ def test_static_sop_records_parse_with_the_reference_spec(tmp_path):
 
 def test_no_pair_objective_packs_one_segment_across_documents(tmp_path):
     out = tmp_path / "none"
-    manifest = create(out, "--masking", "dynamic", "--pair-objective", "none", "--num-shards", "2",
-                      "--eval-fraction", "0")
+    manifest = create(
+        out, "--masking", "dynamic", "--pair-objective", "none", "--num-shards", "2", "--eval-fraction", "0"
+    )
     assert manifest["form"]["label"] == "unused" and manifest["outputs"]["seq128"]["train"]["label_share"] is None
     found = rows(out, "seq128/train-*.parquet")
     assert all(r["next_sentence_label"] == 0 and r["segment_b_start"] == r["length"] for r in found)
@@ -162,26 +207,46 @@ def test_no_pair_objective_packs_one_segment_across_documents(tmp_path):
 def test_static_default_records_are_the_same_bytes_as_ever(tmp_path):
     """The default recipe reproduces BERT: its records must not change from one release to the next."""
     out = tmp_path / "static"
-    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2",
-                   "--num-shards", "2", *LOCAL) == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            SAMPLE_TEXT,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--dupe-factor",
+            "2",
+            "--num-shards",
+            "2",
+            *LOCAL,
+        )
+        == 0
+    )
     digests = {f.name: hashlib.sha256(f.read_bytes()).hexdigest()[:16] for f in sorted(out.glob("seq128/*"))}
     assert digests == STATIC_DIGESTS
 
 
 # The first 16 hex digits of each file's sha256, as every release since the first has written them.
-STATIC_DIGESTS = {"train-00000-of-00002.tfrecord": "3de5fad0e73e7952",
-                  "train-00001-of-00002.tfrecord": "444fc7f9a0525245"}
+STATIC_DIGESTS = {
+    "train-00000-of-00002.tfrecord": "3de5fad0e73e7952",
+    "train-00001-of-00002.tfrecord": "444fc7f9a0525245",
+}
 
 
-@pytest.mark.parametrize("flags, message", [
-    (["--dupe-factor", "0"], "--dupe-factor must be at least 1"),
-    (["--bin-size", "0"], "--bin-size must be between 1 and"),
-    (["--bin-size", "128"], "--bin-size must be between 1 and the sequence length less one (127)"),
-    (["--num-shards", "0"], "argument --num-shards: must be at least 1, not 0"),
-    (["--num-buckets", "0"], "argument --num-buckets: must be at least 1, not 0"),
-    (["--max-seq-length", "8"], "--max-predictions-per-seq 20 must be between 1 and --max-seq-length (8)"),
-    (["--masking", "sometimes"], "invalid choice"),
-])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--dupe-factor", "0"], "--dupe-factor must be at least 1"),
+        (["--bin-size", "0"], "--bin-size must be between 1 and"),
+        (["--bin-size", "128"], "--bin-size must be between 1 and the sequence length less one (127)"),
+        (["--num-shards", "0"], "argument --num-shards: must be at least 1, not 0"),
+        (["--num-buckets", "0"], "argument --num-buckets: must be at least 1, not 0"),
+        (["--max-seq-length", "8"], "--max-predictions-per-seq 20 must be between 1 and --max-seq-length (8)"),
+        (["--masking", "sometimes"], "invalid choice"),
+    ],
+)
 def test_bad_recipe_flags_get_one_clear_line(tmp_path, capsys, flags, message):
     try:
         code = run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o", *LOCAL, *flags)
@@ -195,22 +260,54 @@ def test_an_empty_train_split_is_refused(tmp_path, capsys):
     # Three documents whose ids the seeded split sends to eval at --eval-fraction 0.5.
     three = tmp_path / "three.jsonl"
     paragraphs = SAMPLE_TEXT.read_text().split("\n\n")
-    three.write_text("".join(json.dumps({"id": f"doc-{i}", "text": paragraphs[n]}) + "\n"
-                             for n, i in enumerate((2, 4, 6))))
-    assert run_cli("create", "--input", three, "--vocab", VOCAB, "--output", tmp_path / "o", "--eval-fraction",
-                   "0.5", *LOCAL) == 2
+    three.write_text(
+        "".join(json.dumps({"id": f"doc-{i}", "text": paragraphs[n]}) + "\n" for n, i in enumerate((2, 4, 6)))
+    )
+    assert (
+        run_cli(
+            "create", "--input", three, "--vocab", VOCAB, "--output", tmp_path / "o", "--eval-fraction", "0.5", *LOCAL
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "train split of seq128 holds no instance" in err and not (tmp_path / "o" / "manifest.json").exists()
 
 
 def test_a_casing_flag_that_disagrees_with_the_vocab_is_named_with_its_unk_share(tmp_path, capsys, books_jsonl):
     # The uncased BERT vocab with --no-do-lower-case: capitalised words become [UNK] or more pieces.
-    assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", tmp_path / "cased", *LOCAL,
-                   "--no-do-lower-case", "--dupe-factor", "1") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            books_jsonl,
+            "--vocab",
+            VOCAB,
+            "--output",
+            tmp_path / "cased",
+            *LOCAL,
+            "--no-do-lower-case",
+            "--dupe-factor",
+            "1",
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "warning: the vocab" in err and "looks uncased" in err and "pass --do-lower-case" in err
     counts = json.loads((tmp_path / "cased" / "manifest.json").read_text())["counts"]
     assert counts["unk_tokens"] / counts["tokens"] > 0.01 and "[UNK]" in err
-    assert run_cli("create", "--input", books_jsonl, "--vocab", VOCAB, "--output", tmp_path / "uncased", *LOCAL,
-                   "--dupe-factor", "1") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            books_jsonl,
+            "--vocab",
+            VOCAB,
+            "--output",
+            tmp_path / "uncased",
+            *LOCAL,
+            "--dupe-factor",
+            "1",
+        )
+        == 0
+    )
     assert "warning" not in capsys.readouterr().err

@@ -1,5 +1,6 @@
 """create's steps one at a time, each in a TestPipeline with assert_that, on real text: bucketing, the ring that
 NSP negatives travel around, tokenising buckets, building instances and writing shards."""
+
 from __future__ import annotations
 
 import apache_beam as beam
@@ -7,25 +8,42 @@ import numpy as np
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to, is_not_empty
-from conftest import SAMPLE_TEXT, VOCAB, book_sections
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage
+from bertcorpus.pipeline.create.coders import BucketMessage
 from bertcorpus.pipeline.create.config import CreateConfig
-from bertcorpus.pipeline.create.publish import Publish, random_next_bound
-from bertcorpus.pipeline.create.steps import NEGATIVE_TARGETS, BuildInstances, TokenizeBuckets, UnbalancedSplitError, WriteShards, assign_bucket, fragment_targets
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.publish import Publish, random_next_bound
+from bertcorpus.pipeline.create.steps import (
+    NEGATIVE_TARGETS,
+    BuildInstances,
+    TokenizeBuckets,
+    UnbalancedSplitError,
+    WriteShards,
+    assign_bucket,
+    fragment_targets,
+)
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
+from conftest import SAMPLE_TEXT, VOCAB, book_sections
+
 LOCAL = ["--runner=DirectRunner"]
 
 
 def config(**overrides) -> CreateConfig:
-    settings = {"inputs": [], "output": "", "vocab": str(VOCAB), "num_buckets": 4, "num_shards": 2,
-                "eval_fraction": 0.1, "dupe_factor": 2, **overrides}
+    settings = {
+        "inputs": [],
+        "output": "",
+        "vocab": str(VOCAB),
+        "num_buckets": 4,
+        "num_shards": 2,
+        "eval_fraction": 0.1,
+        "dupe_factor": 2,
+        **overrides,
+    }
     return CreateConfig(**settings)
 
 
@@ -47,7 +65,7 @@ def test_assign_buckets_keys_every_document_by_split_and_bucket():
     expected = [assign_bucket(doc, cfg)[0] for doc in documents()]
     assert {k.split("/")[0] for k in expected} == {"train", "eval"}
     with TestPipeline(argv=LOCAL) as p:
-        keys = (p | beam.Create(documents()) | beam.Map(assign_bucket, cfg) | beam.Keys())
+        keys = p | beam.Create(documents()) | beam.Map(assign_bucket, cfg) | beam.Keys()
         assert_that(keys, equal_to(expected))
 
 
@@ -71,28 +89,40 @@ def test_tokenize_buckets_sends_fragments_of_its_own_documents_to_its_receivers(
     docs = [assign_bucket(doc, cfg)[1] for doc in documents()[:12]]
     targets = {"train/000000": (3, ["train/000001", "train/000002"])}
     with TestPipeline(argv=LOCAL) as p:
-        out = (p | beam.Create([("train/000000", docs)])
-               | beam.ParDo(TokenizeBuckets(cfg, job_vocab()), targets=targets).with_outputs(tally.TALLY,
-                                                                                               main="out"))
+        out = (
+            p
+            | beam.Create([("train/000000", docs)])
+            | beam.ParDo(TokenizeBuckets(cfg, job_vocab()), targets=targets).with_outputs(tally.TALLY, main="out")
+        )
         sent = out.out | beam.Filter(lambda kv: kv[1].sender is not None)
-        assert_that(sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1].sender)),
-                    equal_to([("train/000001", "train/000000"), ("train/000002", "train/000000")]),
-                    label="fragments go to the receivers")
+        assert_that(
+            sent | "receivers" >> beam.Map(lambda kv: (kv[0], kv[1].sender)),
+            equal_to([("train/000001", "train/000000"), ("train/000002", "train/000000")]),
+            label="fragments go to the receivers",
+        )
         own_ids = {doc.id for doc in docs}
         donors = sent | "donors" >> beam.FlatMap(lambda kv: kv[1].bucket.doc_ids)
-        assert_that(donors | beam.Map(lambda donor: donor in own_ids),
-                    all_true, label="fragments come from the bucket's documents")
-        assert_that(out.out | beam.Filter(lambda kv: kv[1].sender is None)
-                    | beam.Map(lambda kv: (len(kv[1].bucket), kv[1].ring_size)), equal_to([(12, 3)]),
-                    label="the bucket itself")
+        assert_that(
+            donors | beam.Map(lambda donor: donor in own_ids),
+            all_true,
+            label="fragments come from the bucket's documents",
+        )
+        assert_that(
+            out.out
+            | beam.Filter(lambda kv: kv[1].sender is None)
+            | beam.Map(lambda kv: (len(kv[1].bucket), kv[1].ring_size)),
+            equal_to([(12, 3)]),
+            label="the bucket itself",
+        )
 
 
 def test_random_next_segments_come_from_the_pool_only():
     rng = python_rng(1, "test")
     tokens = np.arange(1000, 1000 + 40 * 30, dtype=np.int32)
-    own = [(f"own{i}", tokens[i * 30:(i + 1) * 30], np.full(3, 10, np.int32)) for i in range(20)]
-    donor = Bucket.from_documents([(f"other{i}", tokens[600 + i * 30:630 + i * 30], np.full(3, 10, np.int32))
-                                   for i in range(20)])
+    own = [(f"own{i}", tokens[i * 30 : (i + 1) * 30], np.full(3, 10, np.int32)) for i in range(20)]
+    donor = Bucket.from_documents(
+        [(f"other{i}", tokens[600 + i * 30 : 630 + i * 30], np.full(3, 10, np.int32)) for i in range(20)]
+    )
     fragments = sample_fragments(donor, 30, 20, rng)
     assert all(f[0].startswith("other") for f in fragments)
     bucket = Bucket.from_documents(own + fragments)
@@ -100,7 +130,7 @@ def test_random_next_segments_come_from_the_pool_only():
     batch = InstanceBatch()
     for doc in range(len(own)):
         create_instances_from_document(bucket, doc, 25, 0.1, rng, batch, pool)
-    a_start, a_end, b_start, b_end, random_next = batch.columns()
+    _, a_end, b_start, b_end, random_next = batch.columns()
     pool_tokens = bucket.sentence_starts[bucket.doc_first_sentence[len(own)]]
     assert random_next.sum() > 0 and (random_next == 0).sum() > 0
     assert (b_start[random_next == 1] >= pool_tokens).all() and (b_end[random_next == 1] <= len(bucket.tokens)).all()
@@ -112,19 +142,33 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
     cfg = config()
     build = TokenizeBuckets(cfg, job_vocab())
     build.setup()
-    docs = [BucketDocument(doc.id, doc.text, False) for doc in documents()]
+    docs = documents()
     own, _ = build.tokenize(docs[:10])
     donor = Bucket.from_documents(build.tokenize(docs[10:30])[0])
     fragments = sample_fragments(donor, 20, 256, python_rng(1, "fragments"))
-    element = ("train/000000", [BucketMessage(Bucket.from_documents(own), ring_size=2),
-                                BucketMessage(Bucket.from_documents(fragments), sender="train/000001")])
+    element = (
+        "train/000000",
+        [
+            BucketMessage(Bucket.from_documents(own), ring_size=2),
+            BucketMessage(Bucket.from_documents(fragments), sender="train/000001"),
+        ],
+    )
     with TestPipeline(argv=LOCAL) as p:
-        built = (p | beam.Create([element])
-                 | beam.ParDo(BuildInstances(cfg, job_vocab())).with_outputs(tally.TALLY, main="pieces"))
-        assert_that(built.pieces | beam.Map(lambda kv: kv[0]),
-                    equal_to([("seq128", "train", 0), ("seq128", "train", 1)]), label="one piece per shard")
-        assert_that(built.pieces | beam.Map(lambda kv: len(kv[1].sort_keys) == len(kv[1].instances) > 0),
-                    equal_to([True, True]), label="pieces hold instances")
+        built = (
+            p
+            | beam.Create([element])
+            | beam.ParDo(BuildInstances(cfg, job_vocab())).with_outputs(tally.TALLY, main="pieces")
+        )
+        assert_that(
+            built.pieces | beam.Map(lambda kv: kv[0]),
+            equal_to([("seq128", "train", 0), ("seq128", "train", 1)]),
+            label="one piece per shard",
+        )
+        assert_that(
+            built.pieces | beam.Map(lambda kv: len(kv[1].sort_keys) == len(kv[1].instances) > 0),
+            equal_to([True, True]),
+            label="pieces hold instances",
+        )
         assert_that(built[tally.TALLY], is_not_empty(), label="counts")
 
 
@@ -134,14 +178,23 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
     build.setup()
     tokenizer = TokenizeBuckets(cfg, job_vocab())
     tokenizer.setup()
-    own, _ = tokenizer.tokenize([BucketDocument(f"s{i}", block, True)
-                                 for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))])
-    pieces = [kv for kv in build.process(("train/000000", [BucketMessage(Bucket.from_documents(own), ring_size=1)]))
-              if isinstance(kv, tuple)]
+    own, _ = tokenizer.tokenize(
+        [
+            SourceDocument(f"s{i}", sentences=block.split("\n"))
+            for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))
+        ]
+    )
+    pieces = [
+        kv
+        for kv in build.process(("train/000000", [BucketMessage(Bucket.from_documents(own), ring_size=1)]))
+        if isinstance(kv, tuple)
+    ]
     with TestPipeline(argv=LOCAL) as p:
-        infos = (p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg, job_vocab())))
-        assert_that(infos | beam.Map(lambda info: (info["path"], info["records"] > 0)),
-                    equal_to([("seq128/train-00000-of-00001.tfrecord", True)]))
+        infos = p | beam.Create(pieces) | beam.GroupByKey() | beam.ParDo(WriteShards(cfg, job_vocab()))
+        assert_that(
+            infos | beam.Map(lambda info: (info["path"], info["records"] > 0)),
+            equal_to([("seq128/train-00000-of-00001.tfrecord", True)]),
+        )
     assert (tmp_path / ".staging" / "seq128" / "train-00000-of-00001.tfrecord").stat().st_size > 0
 
 
@@ -153,20 +206,30 @@ def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
     staged.parent.mkdir(parents=True)
     staged.write_bytes(b"")
     shard = {"path": "seq128/train-00000-of-00001.tfrecord", "records": 0, "bytes": 0, "sha256": ""}
-    counts = {"documents_read": 3, "documents_kept": 3, "seq128:train:instances": 20_000,
-              "seq128:train:positive_labels": 10_250}
+    counts = {
+        "documents_read": 3,
+        "documents_kept": 3,
+        "seq128:train:instances": 20_000,
+        "seq128:train:positive_labels": 10_250,
+    }
     with pytest.raises(UnbalancedSplitError, match=r"seq128/train 0\.5125 over 20,000 instances"):
-        list(Publish(cfg, job_vocab(), "sha", {}).process({"counts": counts, "files": [], "shards": [shard], "errors": []}))
+        list(
+            Publish(cfg, job_vocab(), "sha", {}).process(
+                {"counts": counts, "files": [], "shards": [shard], "errors": []}
+            )
+        )
     assert not (tmp_path / "manifest.json").exists() and not list(tmp_path.rglob("*.tfrecord"))
     counts["seq128:train:positive_labels"] = 10_150  # 0.5075: within 0.01
-    [manifest] = Publish(cfg, job_vocab(), "sha", {}).process({"counts": counts, "files": [], "shards": [shard], "errors": []})
+    [manifest] = Publish(cfg, job_vocab(), "sha", {}).process(
+        {"counts": counts, "files": [], "shards": [shard], "errors": []}
+    )
     assert manifest["outputs"]["seq128"]["train"]["random_next_share"] == 0.5075
 
 
 def test_a_bucket_crosses_the_shuffle_unchanged():
     tokenize = TokenizeBuckets(config(), job_vocab())
     tokenize.setup()
-    own, _ = tokenize.tokenize([BucketDocument(doc.id, doc.text, False) for doc in documents()[:5]])
+    own, _ = tokenize.tokenize(documents()[:5])
     own.append(("odd\nid é", np.array([70_000, 3], np.int32), np.array([2], np.int32)))  # ids past 16 bits
     bucket = Bucket.from_documents(own)
     coder = beam.coders.registry.get_coder(BucketMessage)
@@ -174,10 +237,30 @@ def test_a_bucket_crosses_the_shuffle_unchanged():
     back = message.bucket
     assert message.sender == "train/000007" and coder.is_deterministic()
     assert back.doc_ids == bucket.doc_ids
-    for a, b in ((back.tokens, bucket.tokens), (back.sentence_starts, bucket.sentence_starts),
-                 (back.doc_first_sentence, bucket.doc_first_sentence)):
+    for a, b in (
+        (back.tokens, bucket.tokens),
+        (back.sentence_starts, bucket.sentence_starts),
+        (back.doc_first_sentence, bucket.doc_first_sentence),
+    ):
         assert np.array_equal(a, b)
     both = Bucket.concatenate([back, Bucket.from_documents(own[:2])])
     assert both.doc_ids == bucket.doc_ids + bucket.doc_ids[:2] and len(both.tokens) == len(bucket.tokens) + sum(
-        len(d[1]) for d in own[:2])
+        len(d[1]) for d in own[:2]
+    )
 
+
+def test_documents_cross_the_bucket_shuffle_as_they_were_read():
+    """Text stays text and sentences stay a list of sentences, byte for byte, through the coder."""
+    from bertcorpus.pipeline.create.coders import SourceDocumentCoder
+
+    coder = SourceDocumentCoder()
+    sentences = [line for line in SAMPLE_TEXT.read_text().splitlines()[:40] if line] + ["", "naïve café 日本語"]
+    for doc in [
+        *documents()[:3],
+        SourceDocument("s0", sentences=sentences),
+        SourceDocument("s1", sentences=[]),
+        SourceDocument("lone \udc80 surrogate in an id", text=""),
+        SourceDocument("t", text="a\nb\n\nc"),
+    ]:
+        assert coder.decode(coder.encode(doc)) == doc
+    assert coder.is_deterministic()

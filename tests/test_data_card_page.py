@@ -2,6 +2,7 @@
 made from both, in each form: static masks in TFRecords, and Parquet instances masked at load time, in length bins),
 rendered by headless Chromium in a 1280-pixel window. The page's layout is measured by a script
 added to a copy of it, and a screenshot of the whole page is checked."""
+
 from __future__ import annotations
 
 import html
@@ -14,15 +15,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from PIL import Image
-from wiki_fixtures import ENWIKI_2014
 
 from bertcorpus.pipeline.stats.plots import PLOT_PIXELS
 
+from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
+from wiki_fixtures import ENWIKI_2014
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install -y "
-                                                             "chromium), so the page cannot be rendered")
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="chromium is not installed (Debian: apt-get install -y chromium), so the page cannot be rendered",
+)
 WIDTH = 1280
 SECTIONS = ["built", "plots", "documents", "lineage"]
 
@@ -53,9 +57,23 @@ def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
     """Headless Chromium with a fresh profile and nothing that reaches the network."""
     profile.mkdir()
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={profile}", *args], capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 BEAM = ("--runner", "DirectRunner")
@@ -82,9 +100,28 @@ def card(request, stages, tmp_path_factory) -> Path:
     for stage in ("wiki", "books", "vocab"):
         shutil.copytree(stages / stage, run / stage)
     documents = (run / "wiki" / "documents-*.parquet", run / "books" / "documents-*.parquet")
-    assert run_cli("create", "--input", *documents, "--vocab", run / "vocab" / "vocab.txt", "--output", run / "records",
-                   "--seq-configs", "128:20,512:80", "--dupe-factor", "1", "--eval-fraction", "0.1",
-                   "--num-buckets", "2", *FORMS[request.param], *BEAM) == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            *documents,
+            "--vocab",
+            run / "vocab" / "vocab.txt",
+            "--output",
+            run / "records",
+            "--seq-configs",
+            "128:20,512:80",
+            "--dupe-factor",
+            "1",
+            "--eval-fraction",
+            "0.1",
+            "--num-buckets",
+            "2",
+            *FORMS[request.param],
+            *BEAM,
+        )
+        == 0
+    )
     assert run_cli("stats", run) == 0
     return run
 
@@ -94,10 +131,12 @@ def layout(card, tmp_path_factory) -> dict:
     """What the measuring script saw of the page in a 1280-pixel window."""
     # The copy sits next to the report, so that its relative image paths resolve the same way.
     measured = card / "report-measured.html"
-    measured.write_text((card / "report.html").read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"),
-                        encoding="utf-8")
-    result = chromium(tmp_path_factory.mktemp("profile") / "p", f"--window-size={WIDTH},900", "--dump-dom",
-                      measured.as_uri())
+    measured.write_text(
+        (card / "report.html").read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8"
+    )
+    result = chromium(
+        tmp_path_factory.mktemp("profile") / "p", f"--window-size={WIDTH},900", "--dump-dom", measured.as_uri()
+    )
     measured.unlink()
     found = re.search(r'<pre id="layout">(.*?)</pre>', result.stdout, re.S)
     assert found, f"Chromium gave no layout (exit {result.returncode}): {result.stderr[-2000:]}"
@@ -117,17 +156,28 @@ def test_the_page_leads_with_what_was_built_and_ends_with_the_lineage(card, layo
     for seq, out in manifest.items():
         for split in ("train", "eval"):
             s = figures[seq][split]
-            expected.append([f"{out[split]['instances']:,}", f"{s['real_tokens']:,}",
-                             f"{s['mean_real_tokens']:.1f}", f"{s['full_length_share']:.1%}",
-                             f"{s['label_share']:.2%}", f"{s['mask_share']:.2%}", f"{s['keep_share']:.2%}",
-                             f"{s['random_share']:.2%}", f"{s['unk_token_rate']:.4%}"])
+            expected.append(
+                [
+                    f"{out[split]['instances']:,}",
+                    f"{s['real_tokens']:,}",
+                    f"{s['mean_real_tokens']:.1f}",
+                    f"{s['full_length_share']:.1%}",
+                    f"{s['label_share']:.2%}",
+                    f"{s['mask_share']:.2%}",
+                    f"{s['keep_share']:.2%}",
+                    f"{s['random_share']:.2%}",
+                    f"{s['unk_token_rate']:.4%}",
+                ]
+            )
     assert [row[-9:] for row in layout["built"]] == expected
     assert [row[-10] for row in layout["built"]] == ["train", "eval"] * len(manifest)
     # The lineage's stages in flow order: extraction, the vocab and what create read of it, then create.
     page = (card / "report.html").read_text(encoding="utf-8")
-    lineage = page[page.index('<section id="lineage">'):]
-    steps = [lineage.index(f"<h3>{s}") for s in ("extract-books → ", "extract-wiki → ", "vocab → ",
-                                                  "The vocab create read", "create → ")]
+    lineage = page[page.index('<section id="lineage">') :]
+    steps = [
+        lineage.index(f"<h3>{s}")
+        for s in ("extract-books → ", "extract-wiki → ", "vocab → ", "The vocab create read", "create → ")
+    ]
     assert steps == sorted(steps)
 
 
@@ -195,12 +245,13 @@ def test_no_table_is_empty_and_no_row_is_zero_or_repeated(card):
 def test_a_screenshot_of_the_whole_page_shows_text_and_plots(card, layout, tmp_path):
     shot = tmp_path / "card.png"
     height = layout["height"] + 100
-    result = chromium(tmp_path / "profile", f"--window-size={WIDTH},{height}", f"--screenshot={shot}",
-                      (card / "report.html").as_uri())
+    result = chromium(
+        tmp_path / "profile", f"--window-size={WIDTH},{height}", f"--screenshot={shot}", (card / "report.html").as_uri()
+    )
     assert shot.is_file(), f"no screenshot (exit {result.returncode}): {result.stderr[-2000:]}"
     pixels = np.asarray(Image.open(shot).convert("RGB")).astype(int)
     assert pixels.shape[:2] == (height, WIDTH)
-    page = pixels[:layout["height"]]
+    page = pixels[: layout["height"]]
     ink = (page.sum(axis=2) < 600).mean(axis=1)  # the share of each pixel row that is not near white
     # Text and plots all the way down: no blank stretch of a third of a window's height.
     assert (ink > 0).mean() > 0.3
@@ -211,28 +262,43 @@ def test_a_screenshot_of_the_whole_page_shows_text_and_plots(card, layout, tmp_p
         assert (np.abs(page - colour).sum(axis=2) < 12).sum() > 2000, colour
     # Plots sit two to a row: the vocab curve (#7030a0), the fourth plot of a sequence length, is in the right half.
     purple = np.abs(page - (0x70, 0x30, 0xA0)).sum(axis=2) < 40
-    assert purple[:, WIDTH // 2 + 50:].sum() > 500
+    assert purple[:, WIDTH // 2 + 50 :].sum() > 500
 
 
 def test_every_plot_keeps_its_labels_inside_the_image(card):
     for png in sorted((card / "report_files").glob("*.png")):
         pixels = np.asarray(Image.open(png).convert("L"))
-        frame = np.concatenate([pixels[:3].ravel(), pixels[-3:].ravel(), pixels[:, :3].ravel(),
-                                pixels[:, -3:].ravel()])
+        frame = np.concatenate([pixels[:3].ravel(), pixels[-3:].ravel(), pixels[:, :3].ravel(), pixels[:, -3:].ravel()])
         assert frame.min() == 255, f"{png.name}: something is drawn at the image's edge, cut off there"
         # All of one size, which the page gives its images so that the layout holds before they load.
         assert pixels.shape[::-1] == PLOT_PIXELS, png.name
 
 
-@pytest.mark.parametrize("objective, label, named", [("sop", "swapped (label 1)", "sentence-order prediction"),
-                                                     ("none", None, "no pair objective")])
+@pytest.mark.parametrize(
+    "objective, label, named",
+    [("sop", "swapped (label 1)", "sentence-order prediction"), ("none", None, "no pair objective")],
+)
 def test_the_lead_says_what_label_1_means_for_the_pair_objective(objective, label, named, tmp_path):
     records = tmp_path / "records"
-    assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", records,
-                   "--pair-objective", objective, "--runner", "DirectRunner") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            SAMPLE_TEXT,
+            "--vocab",
+            VOCAB,
+            "--output",
+            records,
+            "--pair-objective",
+            objective,
+            "--runner",
+            "DirectRunner",
+        )
+        == 0
+    )
     assert run_cli("stats", records) == 0
     page = (records / "report.html").read_text(encoding="utf-8")
-    lead = page[page.index('<section id="built">'):page.index('<section id="plots">')]
+    lead = page[page.index('<section id="built">') : page.index('<section id="plots">')]
     assert f"TFRecord files with masks fixed in the records and {named}" in lead
     headers = re.findall(r"<th[^>]*>(.*?)</th>", lead)
     labels = [h for h in headers if "(label 1)" in h]

@@ -1,4 +1,5 @@
 """Worker packaging: the Dockerfile matches pyproject.toml, and Beam's staging can build our sdist offline."""
+
 from __future__ import annotations
 
 import re
@@ -43,8 +44,13 @@ def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
 
     tarball = Stager._build_setup_package(str(ROOT / setup_file), str(tmp_path))
     names = tarfile.open(tarball).getnames()
-    for module in ("bertcorpus/__init__.py", "pipeline/create/job.py", "pipeline/cli/commands.py", "transforms/tfrecord.py",
-                   "wordpiece/tokenizer.py"):
+    for module in (
+        "bertcorpus/__init__.py",
+        "pipeline/create/job.py",
+        "pipeline/cli/commands.py",
+        "transforms/tfrecord.py",
+        "wordpiece/tokenizer.py",
+    ):
         assert any(n.endswith(module) for n in names), module
 
 
@@ -54,7 +60,13 @@ def test_graph_command_draws_a_job_offline(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)  # the jobs file is ./beam_jobs.yaml
     assert run_cli("graph", "pretraining-128", "--output", tmp_path) == 0
     dot = (tmp_path / "pretraining-128.dot").read_text()
-    for step in ("read documents", "group into buckets", "build instances", "group into shards", "write shards",
-                 "publish"):
+    for step in (
+        "read documents",
+        "group into buckets",
+        "build instances",
+        "group into shards",
+        "write shards",
+        "publish",
+    ):
         assert step in dot
     assert str(tmp_path / "pretraining-128.dot") in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """The whole `extract-books` job on the real book samples: exact counts, no licence text or mojibake, PG-19 titles,
 copies dropped, bad files in the dead letter, compressed and HF bookcorpus inputs, byte-identical output with two
 worker processes, the Dataflow dry run, and documents that `create` reads."""
+
 from __future__ import annotations
 
 import bz2
@@ -17,12 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from conftest import DATA, VOCAB, assert_same_extraction, run_cli
+
 from bertcorpus.pipeline.extract.book_files import book_id, list_inputs, read_metadata
 from bertcorpus.transforms.book_cleaning import clean_book
 from bertcorpus.transforms.book_decoding import decode_book
 from bertcorpus.transforms.book_duplicates import band_keys, lsh_rows, minhash_signature, near_copies
 from bertcorpus.transforms.book_lines import read_hf_bookcorpus_lines
+
+from conftest import DATA, VOCAB, assert_same_extraction, run_cli
 
 BOOKS = DATA / "books"
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -73,14 +76,34 @@ def samples(tmp_path_factory) -> Path:
 def test_every_sample_is_kept_or_counted(samples):
     manifest = json.loads((samples / "manifest.json").read_text())
     assert manifest["documents"] == {
-        "read": 8, "kept": 7, "errors": 0, "errors_by_reason": {}, "characters": 1_533_690,
-        "skipped": {"too_short": 0, "duplicate": 0, "near_duplicate": 1, "duplicate_id": 0}}
+        "read": 8,
+        "kept": 7,
+        "errors": 0,
+        "errors_by_reason": {},
+        "characters": 1_533_690,
+        "skipped": {"too_short": 0, "duplicate": 0, "near_duplicate": 1, "duplicate_id": 0},
+    }
     assert_accounted(manifest, samples)
-    assert sorted(documents(samples)) == ["books:10006", "books:11-0", "books:12204", "books:1661-0", "books:28213",
-                                          "books:84-0", "books:pg64317"]
+    assert sorted(documents(samples)) == [
+        "books:10006",
+        "books:11-0",
+        "books:12204",
+        "books:1661-0",
+        "books:28213",
+        "books:84-0",
+        "books:pg64317",
+    ]
     # DATA.md is not a book; metadata.csv is read for titles, not as a book.
     assert sorted(Path(i["path"]).name for i in manifest["inputs"]) == [
-        "10006.txt", "11-0.txt", "12204.txt", "1661-0.txt", "28213.txt", "84-0.txt", "pg64317.txt", "pg84.txt"]
+        "10006.txt",
+        "11-0.txt",
+        "12204.txt",
+        "1661-0.txt",
+        "28213.txt",
+        "84-0.txt",
+        "pg64317.txt",
+        "pg84.txt",
+    ]
     gatsby = next(i for i in manifest["inputs"] if i["path"] == str(GATSBY))
     assert gatsby["sha256"] == hashlib.sha256(GATSBY.read_bytes()).hexdigest()
     assert gatsby["size"] == GATSBY.stat().st_size and gatsby["removed"]["licence_lines"] > 300
@@ -140,16 +163,23 @@ def test_copies_and_bad_files(tmp_path, capsys):
     out = tmp_path / "out"
     manifest = extract(out, books, extra=["--near-dup-threshold", "0", "--max-error-rate", "0.5"])
     assert manifest["documents"] == {
-        "read": 9, "kept": 3, "errors": 4, "characters": manifest["documents"]["characters"],
+        "read": 9,
+        "kept": 3,
+        "errors": 4,
+        "characters": manifest["documents"]["characters"],
         "errors_by_reason": {"binary": 1, "empty": 1, "read_error": 1, "undecodable": 1},
-        "skipped": {"too_short": 1, "duplicate": 1, "near_duplicate": 0, "duplicate_id": 0}}
+        "skipped": {"too_short": 1, "duplicate": 1, "near_duplicate": 0, "duplicate_id": 0},
+    }
     assert_accounted(manifest, out)
     # Both editions of Frankenstein stay without near-duplicate detection; the UTF-16 copy of Alice goes.
     assert sorted(documents(out)) == ["books:11-0", "books:84-0", "books:pg84"]
     dead = {Path(e["input"]).name: e for e in errors(out)}
     assert {name: e["reason"] for name, e in dead.items()} == {
-        "empty.txt": "empty", "cover.txt": "binary", "war-and-peace-koi8.txt": "undecodable",
-        "cut.txt.gz": "read_error"}
+        "empty.txt": "empty",
+        "cover.txt": "binary",
+        "war-and-peace-koi8.txt": "undecodable",
+        "cut.txt.gz": "read_error",
+    }
     assert "png" in dead["cover.txt"]["detail"] and dead["cut.txt.gz"]["where"] == "file"
     assert "Traceback" not in capsys.readouterr().err
     # Without dedup the copy is written too; --strict fails on any error, the output complete all the same.
@@ -191,10 +221,27 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(samples, tmp_pat
 
 def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
     started = time.monotonic()
-    code = run_cli("extract-books", "--input", "gs://bertcorpus-test/books/", "gs://bertcorpus-test/pg19/train",
-                   "--metadata", "gs://bertcorpus-test/pg19/metadata.csv", "--output", "gs://bertcorpus-test/docs",
-                   "--runner", "DataflowRunner", "--project", "my-project", "--region", "us-central1",
-                   "--temp_location", "gs://bertcorpus-test/tmp", "--setup_file", "./setup.py", "--dry_run=True")
+    code = run_cli(
+        "extract-books",
+        "--input",
+        "gs://bertcorpus-test/books/",
+        "gs://bertcorpus-test/pg19/train",
+        "--metadata",
+        "gs://bertcorpus-test/pg19/metadata.csv",
+        "--output",
+        "gs://bertcorpus-test/docs",
+        "--runner",
+        "DataflowRunner",
+        "--project",
+        "my-project",
+        "--region",
+        "us-central1",
+        "--temp_location",
+        "gs://bertcorpus-test/tmp",
+        "--setup_file",
+        "./setup.py",
+        "--dry_run=True",
+    )
     assert code == 0 and "dry run" in capsys.readouterr().out
     assert time.monotonic() - started < 30
 
@@ -204,8 +251,10 @@ def test_output_feeds_create(samples, tmp_path):
     assert run_cli("create", "--input", samples, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1", *LOCAL) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["documents"]["read"] == manifest["documents"]["kept"] == 7  # not the manifest or errors file
-    assert [Path(f["path"]).name for f in manifest["inputs"]] == ["documents-00000-of-00002.parquet",
-                                                                   "documents-00001-of-00002.parquet"]
+    assert [Path(f["path"]).name for f in manifest["inputs"]] == [
+        "documents-00000-of-00002.parquet",
+        "documents-00001-of-00002.parquet",
+    ]
     assert manifest["outputs"]["seq128"]["train"]["instances"] > 1000
 
 
@@ -219,7 +268,7 @@ def test_an_output_folder_as_input_stands_for_the_documents_its_manifest_lists(s
     unfinished.mkdir()
     for f in samples.glob("*-*"):
         shutil.copy(f, unfinished)
-    with pytest.raises(InputError, match="holds documents files but no manifest.json"):
+    with pytest.raises(InputError, match="holds documents files but no manifest\\.json"):
         find_inputs([str(unfinished)])
     assert len(find_inputs([str(unfinished / "documents-*")]).files) == 2  # named files are read as they are
     shutil.copy(samples / "manifest.json", unfinished)
@@ -228,14 +277,16 @@ def test_an_output_folder_as_input_stands_for_the_documents_its_manifest_lists(s
     with pytest.raises(InputError, match="changed after the extraction wrote it"):
         find_inputs([str(unfinished)])
     (unfinished / "documents-00001-of-00002.parquet").unlink()
-    with pytest.raises(InputError, match="lists documents-00001-of-00002.parquet, which is not in"):
+    with pytest.raises(InputError, match=r"lists documents-00001-of-00002\.parquet, which is not in"):
         find_inputs([str(unfinished)])
 
 
 def test_bad_arguments_give_one_line_errors(tmp_path, capsys):
-    for argv, message in ((["--input", tmp_path / "none-*.txt"], "no book files match"),
-                          (["--input", ALICE, "--metadata", tmp_path / "metadata.csv"], "is not a file"),
-                          (["--input", ALICE, "--near-dup-threshold", "2"], "between 0 and 1")):
+    for argv, message in (
+        (["--input", tmp_path / "none-*.txt"], "no book files match"),
+        (["--input", ALICE, "--metadata", tmp_path / "metadata.csv"], "is not a file"),
+        (["--input", ALICE, "--near-dup-threshold", "2"], "between 0 and 1"),
+    ):
         assert run_cli("extract-books", *argv, "--output", tmp_path / "o", *LOCAL) == 2
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err
@@ -251,7 +302,9 @@ def test_damaged_input_of_every_kind(tmp_path, capsys):
         "cut-after-a-block.txt.zst": zst[: len(zst) * 9 // 10],  # the first blocks decompress, the end is gone
         "cut.txt.gz": gzip.compress(holmes)[:20_000],
         "cut.txt.bz2": bz2.compress(holmes)[:20_000],
-        "no-bytes.txt.bz2": b"", "no-bytes.txt.gz": b"", "no-bytes.txt.zst": b"",
+        "no-bytes.txt.bz2": b"",
+        "no-bytes.txt.gz": b"",
+        "no-bytes.txt.zst": b"",
         "not-gzip.txt.gz": b"plain text, not gzip " * 50,
         "zip-archive.txt": b"PK\x03\x04" + bytes(26) + alice[:3000],
         "noise.txt": random.Random(7).randbytes(100_000),
@@ -270,10 +323,18 @@ def test_damaged_input_of_every_kind(tmp_path, capsys):
     assert_accounted(manifest, out)
     reasons = {Path(e["input"]).name: (e["reason"], e["detail"]) for e in errors(out)}
     assert {name: reason for name, (reason, _) in reasons.items()} == {
-        "cut-after-a-block.txt.zst": "read_error", "cut.txt.gz": "read_error", "cut.txt.bz2": "read_error",
-        "not-gzip.txt.gz": "read_error", "no-bytes.txt.bz2": "empty", "no-bytes.txt.gz": "empty",
-        "no-bytes.txt.zst": "empty", "zip-archive.txt": "binary", "noise.txt": "binary", "koi8.txt": "undecodable",
-        "cut.parquet": "bad_parquet"}
+        "cut-after-a-block.txt.zst": "read_error",
+        "cut.txt.gz": "read_error",
+        "cut.txt.bz2": "read_error",
+        "not-gzip.txt.gz": "read_error",
+        "no-bytes.txt.bz2": "empty",
+        "no-bytes.txt.gz": "empty",
+        "no-bytes.txt.zst": "empty",
+        "zip-archive.txt": "binary",
+        "noise.txt": "binary",
+        "koi8.txt": "undecodable",
+        "cut.parquet": "bad_parquet",
+    }
     assert reasons["cut-after-a-block.txt.zst"][1] == "cannot decompress: EOFError: the zstd stream ends inside a frame"
     docs = documents(out)
     assert sorted(docs) == ["books:holmes", "books:one-line", "books:utf16-without-bom"]
@@ -282,7 +343,7 @@ def test_damaged_input_of_every_kind(tmp_path, capsys):
     assert docs["books:one-line"]["text"].count("\n") == 0 and len(docs["books:one-line"]["text"]) > 1_500_000
     assert "Traceback" not in capsys.readouterr().err
     # A metadata.csv the csv module cannot split stops the run before any output is touched, naming the line.
-    (books / "metadata.csv").write_bytes(b"_id,title\nholmes,\"A title that never ends\n" + b"x" * 200_000)
+    (books / "metadata.csv").write_bytes(b'_id,title\nholmes,"A title that never ends\n' + b"x" * 200_000)
     assert run_cli("extract-books", "--input", books, "--output", tmp_path / "never", *LOCAL) == 2
     err = capsys.readouterr().err
     assert f"{books / 'metadata.csv'} is not a metadata CSV: line 3: field larger than field limit" in err
@@ -316,9 +377,14 @@ def test_outputs_of_a_run_among_the_books_are_never_read_as_books(tmp_path, caps
 
 # ---------------------------------------------------------------------------------------------- the pure functions
 
+
 def test_book_ids_and_directory_listing():
     assert [book_id(p) for p in ("a/84-0.txt", "b/pg84.txt.gz", "c/the-name.epub.txt", "d/lines.parquet")] == [
-        "books:84-0", "books:pg84", "books:the-name.epub", "books:lines"]
+        "books:84-0",
+        "books:pg84",
+        "books:the-name.epub",
+        "books:lines",
+    ]
     found, metadata, earlier = list_inputs(str(BOOKS))
     assert len(found) == 8 and not any(p.endswith("DATA.md") for p, _ in found)
     assert metadata == [str(BOOKS / "pg19_format" / "metadata.csv")] and earlier == []
@@ -333,9 +399,11 @@ def test_metadata_with_and_without_a_header():
 
 def test_lsh_finds_the_edition_and_not_other_books():
     rows = lsh_rows(0.9)
-    assert 64 % rows == 0 and 1 - (1 - 0.9 ** rows) ** (64 // rows) >= 0.99
-    signatures = {p.name: minhash_signature(clean_book(decode_book(p.read_bytes()).text).text)
-                  for p in (ALICE, HOLMES, FRANKENSTEIN, FRANKENSTEIN_PG)}
+    assert 64 % rows == 0 and 1 - (1 - 0.9**rows) ** (64 // rows) >= 0.99
+    signatures = {
+        p.name: minhash_signature(clean_book(decode_book(p.read_bytes()).text).text)
+        for p in (ALICE, HOLMES, FRANKENSTEIN, FRANKENSTEIN_PG)
+    }
     buckets: dict[str, list] = {}
     for name, signature in signatures.items():
         for key in band_keys(signature, rows):

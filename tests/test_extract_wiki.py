@@ -1,5 +1,6 @@
 """The whole `extract-wiki` job on the real samples: exact counts, the dead letter, multistream ranges read by two
 worker processes, byte-identical reruns, exit codes, the Dataflow dry run, and documents that `create` reads."""
+
 from __future__ import annotations
 
 import bz2
@@ -12,10 +13,20 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import VOCAB, assert_same_extraction, file_digests, run_cli
+
 from bertcorpus.transforms.seeding import stable_hash
-from wiki_fixtures import (BGWIKI_UTF16, ENWIKI_2014, ENWIKI_SMALL, ENWIKI_TABLES, VIWIKI, build_multistream,
-                           flip_bytes, read_xml)
+
+from conftest import VOCAB, assert_same_extraction, file_digests, run_cli
+from wiki_fixtures import (
+    BGWIKI_UTF16,
+    ENWIKI_2014,
+    ENWIKI_SMALL,
+    ENWIKI_TABLES,
+    VIWIKI,
+    build_multistream,
+    flip_bytes,
+    read_xml,
+)
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 TWO_PROCESSES = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
@@ -58,29 +69,54 @@ def enwiki(tmp_path_factory) -> Path:
 def test_enwiki_2014_counts_reconcile_exactly(enwiki):
     manifest = json.loads((enwiki / "manifest.json").read_text())
     assert manifest["documents"] == {
-        "read": 362, "kept": 198, "errors": 1, "errors_by_reason": {"truncated": 1}, "characters": 4_560_446,
-        "skipped": {"non_article_namespace": 1, "redirect": 145, "disambiguation": 12, "too_short": 5,
-                    "deleted_text": 0, "duplicate_id": 0}}
+        "read": 362,
+        "kept": 198,
+        "errors": 1,
+        "errors_by_reason": {"truncated": 1},
+        "characters": 4_560_446,
+        "skipped": {
+            "non_article_namespace": 1,
+            "redirect": 145,
+            "disambiguation": 12,
+            "too_short": 5,
+            "deleted_text": 0,
+            "duplicate_id": 0,
+        },
+    }
     assert_accounted(manifest, enwiki)
     for shard, entry in enumerate(manifest["outputs"]["documents"]):  # a document's shard is a hash of its id
         ids = [row["id"] for row in pq.read_table(enwiki / entry["path"], columns=["id"]).to_pylist()]
         assert len(ids) == entry["records"] > 50 and {stable_hash(i) % 3 for i in ids} == {shard}
-    assert manifest["inputs"] == [{"path": str(ENWIKI_2014), "size": ENWIKI_2014.stat().st_size,
-                                   "sha256": hashlib.sha256(ENWIKI_2014.read_bytes()).hexdigest()}]
+    assert manifest["inputs"] == [
+        {
+            "path": str(ENWIKI_2014),
+            "size": ENWIKI_2014.stat().st_size,
+            "sha256": hashlib.sha256(ENWIKI_2014.read_bytes()).hexdigest(),
+        }
+    ]
     assert manifest["job"] == "extract-wiki" and manifest["config"]["min_chars"] == 100
 
 
 def test_the_truncation_is_in_the_dead_letter(enwiki):
-    assert errors(enwiki) == [{"input": str(ENWIKI_2014), "where": f"byte {len(read_xml(ENWIKI_2014))}",
-                               "reason": "truncated",
-                               "detail": "input ends before </mediawiki> (after page 1010)"}]
+    assert errors(enwiki) == [
+        {
+            "input": str(ENWIKI_2014),
+            "where": f"byte {len(read_xml(ENWIKI_2014))}",
+            "reason": "truncated",
+            "detail": "input ends before </mediawiki> (after page 1010)",
+        }
+    ]
 
 
 def test_documents_schema_ids_order_and_urls(enwiki):
     table = pq.read_table(enwiki / "documents-00000-of-00003.parquet")
     assert [(f.name, str(f.type), f.nullable) for f in table.schema] == [
-        ("id", "string", False), ("source", "string", False), ("title", "string", True),
-        ("text", "string", False), ("url", "string", True)]
+        ("id", "string", False),
+        ("source", "string", False),
+        ("title", "string", True),
+        ("text", "string", False),
+        ("url", "string", True),
+    ]
     rows = table.to_pylist()
     assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
     docs = {d["id"]: d for d in documents(enwiki)}
@@ -114,8 +150,10 @@ def test_utf16_bulgarian_sample(tmp_path):
     assert manifest["documents"]["kept"] == 1 and manifest["documents"]["skipped"]["non_article_namespace"] == 2
     [doc] = documents(tmp_path)
     assert doc["id"] == "bgwiki:558" and doc["title"] == "Григориански календар"
-    assert doc["url"] == "https://bg.wikipedia.org/wiki/%D0%93%D1%80%D0%B8%D0%B3%D0%BE%D1%80%D0%B8%D0%B0%D0%BD" \
-                         "%D1%81%D0%BA%D0%B8_%D0%BA%D0%B0%D0%BB%D0%B5%D0%BD%D0%B4%D0%B0%D1%80"
+    assert (
+        doc["url"] == "https://bg.wikipedia.org/wiki/%D0%93%D1%80%D0%B8%D0%B3%D0%BE%D1%80%D0%B8%D0%B0%D0%BD"
+        "%D1%81%D0%BA%D0%B8_%D0%BA%D0%B0%D0%BB%D0%B5%D0%BD%D0%B4%D0%B0%D1%80"
+    )
     assert "календар" in doc["text"]
 
 
@@ -152,8 +190,9 @@ def multistream(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_multistream_ranges_on_two_workers_give_the_same_documents(enwiki, multistream, tmp_path):
     dump, index = multistream
-    manifest = extract(tmp_path, dump, extra=["--index", index, "--range-mb", "0.5", "--num-shards", "3"],
-                       options=TWO_PROCESSES)
+    manifest = extract(
+        tmp_path, dump, extra=["--index", index, "--range-mb", "0.5", "--num-shards", "3"], options=TWO_PROCESSES
+    )
     assert file_digests(tmp_path, "documents-*") == file_digests(enwiki, "documents-*")
     # The multistream file is complete, so the only difference is the truncation error of the original.
     assert manifest["documents"]["read"] == 361 and manifest["documents"]["errors"] == 0
@@ -161,7 +200,7 @@ def test_multistream_ranges_on_two_workers_give_the_same_documents(enwiki, multi
     assert entry["byte_ranges"] == 3 and entry["size"] == dump.stat().st_size
     assert entry["index"]["sha256"] == hashlib.sha256(index.read_bytes()).hexdigest()
     data = dump.read_bytes()
-    assert entry["sha256_first_and_last_mib"] == hashlib.sha256(data[:2**20] + data[-2**20:]).hexdigest()
+    assert entry["sha256_first_and_last_mib"] == hashlib.sha256(data[: 2**20] + data[-(2**20) :]).hexdigest()
 
 
 def test_byte_identical_in_memory_and_with_two_worker_processes(enwiki, tmp_path):
@@ -174,16 +213,19 @@ def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(mu
 
     assert [auto_range_bytes(mb * MIB) // MIB for mb in (10, 64, 200, 3000)] == [1, 1, 3, 32]
     dump, index = multistream
-    planned = [out for out in PlanByteRanges(1).process((str(dump), str(index)))
-               if not hasattr(out, "tag")]
+    planned = [out for out in PlanByteRanges(1).process((str(dump), str(index))) if not hasattr(out, "tag")]
     ranges = [(start, end) for _, start, end, _ in planned]
     # each range carries the index's page count of every stream that starts in it
     assert [sum(listed.values()) for _, _, _, listed in sorted(planned, key=lambda r: r[1])] == [0, 100, 100, 100, 61]
     assert len(ranges) == 5 and ranges != sorted(ranges)  # one per stream, not in file order: workers draw a mix
     starts, ends = zip(*sorted(ranges))
     assert starts[0] == 0 and list(starts[1:]) == list(ends[:-1]) and ends[-1] == dump.stat().st_size  # the file
-    again = [(start, end) for _, start, end, _ in (out for out in PlanByteRanges(1).process(
-        (str(dump), str(index))) if not hasattr(out, "tag"))]
+    again = [
+        (start, end)
+        for _, start, end, _ in (
+            out for out in PlanByteRanges(1).process((str(dump), str(index))) if not hasattr(out, "tag")
+        )
+    ]
     assert again == ranges
 
 
@@ -213,14 +255,18 @@ def test_a_malformed_page_in_a_single_stream_dump_costs_that_page_only(enwiki, t
     page = xml.index(b"<page>", len(xml) // 2)
     title_end = xml.index(b"</title>", page)
     damaged = tmp_path / "enwiki-damaged.xml.bz2"
-    damaged.write_bytes(bz2.compress(xml[:title_end] + b"</titel>" + xml[title_end + len(b"</title>"):]))
+    damaged.write_bytes(bz2.compress(xml[:title_end] + b"</titel>" + xml[title_end + len(b"</title>") :]))
     manifest = extract(tmp_path / "out", damaged)
     whole = json.loads((enwiki / "manifest.json").read_text())["documents"]
     docs = manifest["documents"]
     assert docs["read"] == whole["read"] and docs["errors"] == 2  # the page, and the sample's missing end tag
     assert docs["kept"] + sum(docs["skipped"].values()) == whole["kept"] + sum(whole["skipped"].values()) - 1
-    assert {"input": str(damaged), "where": f"byte {page}", "reason": "xml_error",
-            "detail": "page 'Art': mismatched tag (after page 751)"} in errors(tmp_path / "out")
+    assert {
+        "input": str(damaged),
+        "where": f"byte {page}",
+        "reason": "xml_error",
+        "detail": "page 'Art': mismatched tag (after page 751)",
+    } in errors(tmp_path / "out")
     assert_accounted(manifest, tmp_path / "out")
 
 
@@ -281,14 +327,28 @@ def test_a_dump_shorter_than_its_index_keeps_its_pages_and_says_so(multistream, 
         f"{index} lists 2 bz2 streams at byte {starts[2]} or later, beyond the end of the file: the dump is cut, "
         "or the index is not its own; 161 pages lost",
         f"the dump ends at byte {starts[2]} without </mediawiki>: it is cut; the pages the index lists beyond it are "
-        f"counted with the index (after page {page_200})"]
+        f"counted with the index (after page {page_200})",
+    ]
     assert_accounted(manifest, tmp_path / "out")
 
 
 def test_output_feeds_create(enwiki, tmp_path):
     out = tmp_path / "records"
-    assert run_cli("create", "--input", enwiki / "documents-*.parquet", "--vocab", VOCAB, "--output", out,
-                   "--dupe-factor", "1", *LOCAL) == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            enwiki / "documents-*.parquet",
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--dupe-factor",
+            "1",
+            *LOCAL,
+        )
+        == 0
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["documents"]["read"] == 198
     assert manifest["outputs"]["seq128"]["train"]["instances"] > 1000
@@ -296,11 +356,26 @@ def test_output_feeds_create(enwiki, tmp_path):
 
 def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
     started = time.monotonic()
-    code = run_cli("extract-wiki", "--input", "gs://bertcorpus-test/enwiki-pages-articles-multistream.xml.bz2",
-                   "--index", "gs://bertcorpus-test/enwiki-pages-articles-multistream-index.txt.bz2",
-                   "--output", "gs://bertcorpus-test/documents", "--runner", "DataflowRunner",
-                   "--project", "my-project", "--region", "us-central1",
-                   "--temp_location", "gs://bertcorpus-test/tmp", "--setup_file", "./setup.py", "--dry_run=True")
+    code = run_cli(
+        "extract-wiki",
+        "--input",
+        "gs://bertcorpus-test/enwiki-pages-articles-multistream.xml.bz2",
+        "--index",
+        "gs://bertcorpus-test/enwiki-pages-articles-multistream-index.txt.bz2",
+        "--output",
+        "gs://bertcorpus-test/documents",
+        "--runner",
+        "DataflowRunner",
+        "--project",
+        "my-project",
+        "--region",
+        "us-central1",
+        "--temp_location",
+        "gs://bertcorpus-test/tmp",
+        "--setup_file",
+        "./setup.py",
+        "--dry_run=True",
+    )
     assert code == 0 and "dry run" in capsys.readouterr().out
     assert time.monotonic() - started < 30
 
@@ -313,18 +388,44 @@ def expect_error(capsys, *argv, match: str) -> None:
 
 def test_bad_input_gives_one_line_errors(multistream, tmp_path, capsys):
     dump, index = multistream
-    expect_error(capsys, "--input", tmp_path / "none-*.xml.bz2", "--output", tmp_path / "o",
-                 match="no input files match")
-    expect_error(capsys, "--input", dump, ENWIKI_2014, "--index", index, "--output", tmp_path / "o",
-                 match="one index per --input dump")
+    expect_error(
+        capsys, "--input", tmp_path / "none-*.xml.bz2", "--output", tmp_path / "o", match="no input files match"
+    )
+    expect_error(
+        capsys,
+        "--input",
+        dump,
+        ENWIKI_2014,
+        "--index",
+        index,
+        "--output",
+        tmp_path / "o",
+        match="one index per --input dump",
+    )
     not_an_index = tmp_path / "index.txt"
     not_an_index.write_text("this is not an index\n")
-    expect_error(capsys, "--input", dump, "--index", not_an_index, "--output", tmp_path / "o",
-                 match="is not a multistream index: line 1")
+    expect_error(
+        capsys,
+        "--input",
+        dump,
+        "--index",
+        not_an_index,
+        "--output",
+        tmp_path / "o",
+        match="is not a multistream index: line 1",
+    )
     cut_index = tmp_path / "cut-index.txt.bz2"
     cut_index.write_bytes(index.read_bytes()[:1000])
-    expect_error(capsys, "--input", dump, "--index", cut_index, "--output", tmp_path / "o",
-                 match="is not a multistream index: the file is damaged (OSError: the file ends at byte 1000")
+    expect_error(
+        capsys,
+        "--input",
+        dump,
+        "--index",
+        cut_index,
+        "--output",
+        tmp_path / "o",
+        match="is not a multistream index: the file is damaged (OSError: the file ends at byte 1000",
+    )
     assert not (tmp_path / "o" / "manifest.json").exists()
 
 
@@ -335,5 +436,8 @@ def test_a_finished_run_is_not_overwritten_silently(enwiki, tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
     (out / "documents-00007-of-00009.parquet").write_bytes(b"stale")
     extract(out, ENWIKI_SMALL, extra=["--overwrite"])
-    assert sorted(p.name for p in out.iterdir()) == ["documents-00000-of-00001.parquet",
-                                                     "errors-00000-of-00001.jsonl", "manifest.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "documents-00000-of-00001.parquet",
+        "errors-00000-of-00001.jsonl",
+        "manifest.json",
+    ]

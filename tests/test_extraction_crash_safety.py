@@ -11,20 +11,22 @@ WriteToText (temporary files in COUNTS/beam-temp-*/, renamed to COUNTS/train-*.t
 COUNTS/manifest.json; vocab.txt follows, written by an atomic rename. Those stand in for the staging area and the
 manifest here, and a third kill point, between the counts manifest and vocab.txt, covers the training step.
 """
+
 from __future__ import annotations
 
 import json
 import random
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
-from conftest import DATA, run_cli
+from test_crash_safety import digest, kill_when
 
 from bertcorpus.pipeline.errors import UserError
-from test_crash_safety import digest, kill_when
+
+from conftest import DATA, run_cli
 from wiki_fixtures import ENWIKI_2014
 
 BOOKS = DATA / "books"
@@ -50,28 +52,35 @@ class Job:
 
     name: str
     command: Callable[[Path], list[str]]  # ROOT → the command line (the same for the clean run and the reruns)
-    manifest: str                         # the file, relative to ROOT, that says the output is complete
-    writing: str                          # glob, relative to ROOT, of the files a run writes before it publishes
+    manifest: str  # the file, relative to ROOT, that says the output is complete
+    writing: str  # glob, relative to ROOT, of the files a run writes before it publishes
     staged: Callable[[dict[str, int]], dict[str, int]]  # clean tree {path: size} → those files when all written
-    leftovers: str                        # glob of what a killed run leaves that a rerun must clear before writing
-    done: str                             # the file, relative to ROOT, that a run writes last
+    leftovers: str  # glob of what a killed run leaves that a rerun must clear before writing
+    done: str  # the file, relative to ROOT, that a run writes last
     finished: Callable[[Path], list[Path]]  # what would make ROOT look like (part of) a finished run
-    scratch: str | None = None            # glob of temporary places that are gone once every file is published
+    scratch: str | None = None  # glob of temporary places that are gone once every file is published
     # filled in by the clean run
     root: Path | None = None
-    tree: dict[str, str] | None = None    # path → sha256 of every file of the clean run
-    dirs: set[str] | None = None          # and its directories
+    tree: dict[str, str] | None = None  # path → sha256 of every file of the clean run
+    dirs: set[str] | None = None  # and its directories
     sizes: dict[str, int] | None = None
-    saved: Path | None = None             # a copy of the clean run
+    saved: Path | None = None  # a copy of the clean run
 
 
 def extraction_job(name: str, command: Callable[[Path], list[str]]) -> Job:
-    return Job(name, command, manifest="manifest.json", writing=".staging/**/*",
-               staged=lambda sizes: {f".staging/{p}": n for p, n in sizes.items() if p != "manifest.json"},
-               leftovers=".staging/**/*", done="manifest.json",
-               # a manifest, or any file outside the staging area
-               finished=lambda root: [p for p in root.rglob("*") if p.is_file() and ".staging" not in
-                                      p.relative_to(root).parts])
+    return Job(
+        name,
+        command,
+        manifest="manifest.json",
+        writing=".staging/**/*",
+        staged=lambda sizes: {f".staging/{p}": n for p, n in sizes.items() if p != "manifest.json"},
+        leftovers=".staging/**/*",
+        done="manifest.json",
+        # a manifest, or any file outside the staging area
+        finished=lambda root: [
+            p for p in root.rglob("*") if p.is_file() and ".staging" not in p.relative_to(root).parts
+        ],
+    )
 
 
 def wiki_command(root: Path) -> list[str]:
@@ -124,14 +133,32 @@ def vocab(tmp_path_factory) -> Job:
 
     def command(root: Path) -> list[str]:
         # --holdout-fraction 0.1 so that the held-out counts file is not empty
-        return ["vocab", "--input", str(corpus), "--output", str(root / "vocab.txt"), "--vocab-size", "8000",
-                "--holdout-fraction", "0.1", "--count-with-beam", "--counts-dir", str(root / "counts")]
+        return [
+            "vocab",
+            "--input",
+            str(corpus),
+            "--output",
+            str(root / "vocab.txt"),
+            "--vocab-size",
+            "8000",
+            "--holdout-fraction",
+            "0.1",
+            "--count-with-beam",
+            "--counts-dir",
+            str(root / "counts"),
+        ]
 
-    job = Job("vocab", command, manifest="counts/manifest.json", writing="counts/beam-temp-*/*",
-              staged=lambda sizes: {p: n for p, n in sizes.items() if p.endswith(".tsv")},
-              leftovers="counts/*", done="vocab.txt", scratch="counts/beam-temp-*",
-              finished=lambda root: [p for p in (root / "vocab.txt", root / "counts" / "manifest.json")
-                                     if p.exists()])
+    job = Job(
+        "vocab",
+        command,
+        manifest="counts/manifest.json",
+        writing="counts/beam-temp-*/*",
+        staged=lambda sizes: {p: n for p, n in sizes.items() if p.endswith(".tsv")},
+        leftovers="counts/*",
+        done="vocab.txt",
+        scratch="counts/beam-temp-*",
+        finished=lambda root: [p for p in (root / "vocab.txt", root / "counts" / "manifest.json") if p.exists()],
+    )
     job = clean_run(job, base)
     assert set(job.staged(job.sizes)) == {"counts/train-00000-of-00001.tsv", "counts/heldout-00000-of-00001.tsv"}
     assert all(job.sizes.values())
@@ -148,6 +175,7 @@ def job(request) -> Job:
 
 
 # ---------------------------------------------------------------------------------------------- the kill points
+
 
 def writing(job: Job) -> Callable[[], bool]:
     """The first file a run writes before publishing has appeared (it may still be being written)."""
@@ -169,6 +197,7 @@ def before_the_manifest(job: Job) -> Callable[[], bool]:
         if job.scratch and listing(job.root, job.scratch):
             return False
         return not (job.root / job.manifest).exists()
+
     return reached
 
 
@@ -177,8 +206,11 @@ def before_vocab_txt(job: Job) -> Callable[[], bool]:
     return lambda: (job.root / job.manifest).exists()
 
 
-KILL_POINTS = {"while writing": writing, "before the manifest": before_the_manifest,
-               "before vocab.txt": before_vocab_txt}
+KILL_POINTS = {
+    "while writing": writing,
+    "before the manifest": before_the_manifest,
+    "before vocab.txt": before_vocab_txt,
+}
 
 
 def assert_same_tree_as_clean(job: Job) -> None:
@@ -196,8 +228,7 @@ def rerun_clears_leftovers_first(job: Job) -> None:
     if not files_under(job.root, job.leftovers):
         assert job.name == "vocab"
         return
-    kill_when(job.command(job.root),
-              lambda: not files_under(job.root, job.leftovers) or (job.root / job.done).exists())
+    kill_when(job.command(job.root), lambda: not files_under(job.root, job.leftovers) or (job.root / job.done).exists())
     assert not job.finished(job.root)
 
 
@@ -206,11 +237,15 @@ def assert_no_temporary_files(job: Job) -> None:
     assert not [p for p in job.root.rglob("*.tmp*") if ".staging" not in p.parts and "beam-temp-" not in str(p)]
 
 
-@pytest.mark.parametrize("job, point", [
-    pytest.param(job, point, id=f"{job}-{point.replace(' ', '-')}")
-    for job in ("extract_wiki", "extract_books", "vocab")
-    for point in ("while writing", "before the manifest") + (("before vocab.txt",) if job == "vocab" else ())
-], indirect=["job"])
+@pytest.mark.parametrize(
+    "job, point",
+    [
+        pytest.param(job, point, id=f"{job}-{point.replace(' ', '-')}")
+        for job in ("extract_wiki", "extract_books", "vocab")
+        for point in ("while writing", "before the manifest") + (("before vocab.txt",) if job == "vocab" else ())
+    ],
+    indirect=["job"],
+)
 def test_killed_run_then_rerun_is_byte_identical(job, point):
     kill_when(job.command(job.root), KILL_POINTS[point](job))
     if point == "before vocab.txt":
@@ -243,13 +278,15 @@ def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(job):
         assert (job.root / "vocab.txt").read_bytes() == old["vocab.txt"]
     else:
         # The old shards stay as they were until the new run's publishing replaces them.
-        assert {str(p.relative_to(job.root)): p.read_bytes() for p in job.finished(job.root)} == \
-               {p: data for p, data in old.items() if p != "manifest.json"}
+        assert {str(p.relative_to(job.root)): p.read_bytes() for p in job.finished(job.root)} == {
+            p: data for p, data in old.items() if p != "manifest.json"
+        }
     assert run_cli(*job.command(job.root), "--overwrite") == 0
     assert_same_tree_as_clean(job)
 
 
 # ---------------------------------------------------------------------------------------------- bundle retries
+
 
 def tagged(outputs: list) -> list:
     """DoFn outputs, with tagged ones as (tag, value) so that they compare by value."""
@@ -260,8 +297,16 @@ def real_documents() -> list[dict]:
     """Documents cut from a real book, one id twice (the writer keeps the first of a sorted shard)."""
     text = (BOOKS / "gutenberg_utf8" / "11-0.txt").read_text(encoding="utf-8")
     paragraphs = [p for p in text.split("\n\n") if len(p) > 200][:40]
-    docs = [{"id": f"books:alice-{i:03d}", "source": "books", "title": "Alice" if i % 3 else None, "text": p,
-             "url": None if i % 2 else f"https://example.org/{i}"} for i, p in enumerate(paragraphs)]
+    docs = [
+        {
+            "id": f"books:alice-{i:03d}",
+            "source": "books",
+            "title": "Alice" if i % 3 else None,
+            "text": p,
+            "url": None if i % 2 else f"https://example.org/{i}",
+        }
+        for i, p in enumerate(paragraphs)
+    ]
     return docs + [dict(docs[5])]
 
 
@@ -270,8 +315,10 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 
     out = tmp_path / "out"
     docs = real_documents()
-    errors = [{"input": "a.xml.bz2", "where": "byte 10", "reason": "truncated", "detail": "ends early"},
-              {"input": "b.txt", "where": "file", "reason": "binary", "detail": "png"}]
+    errors = [
+        {"input": "a.xml.bz2", "where": "byte 10", "reason": "truncated", "detail": "ends early"},
+        {"input": "b.txt", "where": "file", "reason": "binary", "detail": "png"},
+    ]
     doc_writer = documents.WriteDocuments(str(out), 2).writer
     error_writer = documents.WriteErrors(str(out)).writer
     shards = {0: [], 1: []}
@@ -293,8 +340,11 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
         assert path.read_bytes() == staged[first[0]["path"]]
         files.append(first[0])
         counts += [value for tag, value in first[1:]]
-    assert [f["path"] for f in files] == ["documents-00000-of-00002.parquet", "documents-00001-of-00002.parquet",
-                                          "errors-00000-of-00001.jsonl"]
+    assert [f["path"] for f in files] == [
+        "documents-00000-of-00002.parquet",
+        "documents-00001-of-00002.parquet",
+        "errors-00000-of-00001.jsonl",
+    ]
     assert sum(f["records"] for f in files[:2]) == len(docs) - 1
 
     total = {"read": len(docs) + len(errors), "errors:truncated": 1, "errors:binary": 1}
@@ -334,23 +384,35 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 
 
 def test_vocab_writers_are_idempotent_under_retries(tmp_path):
-    from bertcorpus.wordpiece.training import TrainingConfig
-
     from bertcorpus.pipeline.sinks import output
     from bertcorpus.pipeline.vocab.beam_counts import WriteCountsManifest
     from bertcorpus.pipeline.vocab.counting import VocabConfig
+    from bertcorpus.wordpiece.training import TrainingConfig
 
     counts_dir = tmp_path / "counts"
-    cfg = VocabConfig(inputs=["books.jsonl"], output=str(tmp_path / "vocab.txt"), training=TrainingConfig(),
-                      count_with_beam=True, counts_dir=str(counts_dir))
+    cfg = VocabConfig(
+        inputs=["books.jsonl"],
+        output=str(tmp_path / "vocab.txt"),
+        training=TrainingConfig(),
+        count_with_beam=True,
+        counts_dir=str(counts_dir),
+    )
     train_files = [str(counts_dir / f"train-0000{i}-of-00002.tsv") for i in range(2)]
     held_out = [str(counts_dir / "heldout-00000-of-00001.tsv")]
-    tallies = {"documents_read": 3, "documents_train": 2, "documents_heldout": 1, "train_words": 40,
-               "heldout_words": 9, "too_long": 0}
+    tallies = {
+        "documents_read": 3,
+        "documents_train": 2,
+        "documents_heldout": 1,
+        "train_words": 40,
+        "heldout_words": 9,
+        "too_long": 0,
+    }
     # Per-reader file stats: b.jsonl read whole, a.jsonl in two spans (the first span's reader hashes the file).
-    files = [{"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}},
-             {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 1, "replaced_chars": 1, "skipped": {}},
-             {"path": "a.jsonl", "size": 0, "sha256": "", "documents": 1, "replaced_chars": 0, "skipped": {"x": 1}}]
+    files = [
+        {"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}},
+        {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 1, "replaced_chars": 1, "skipped": {}},
+        {"path": "a.jsonl", "size": 0, "sha256": "", "documents": 1, "replaced_chars": 0, "skipped": {"x": 1}},
+    ]
     pruning, symbols = (0, 0, 0), {"first": {}, "rest": {}}
     writer = WriteCountsManifest(cfg)
     first = list(writer.process(tallies, train_files, held_out, pruning, symbols, files))
@@ -361,9 +423,25 @@ def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     assert manifest.read_bytes() == once and json.loads(once) == first[0]
     assert first[0]["train_files"] == train_files
     assert first[0]["inputs"] == [
-        {"path": "a.jsonl", "size": 7, "sha256": "a7", "documents": 2, "replaced_chars": 1, "skipped": {"x": 1},
-         "errors": {}},
-        {"path": "b.jsonl", "size": 5, "sha256": "b5", "documents": 1, "replaced_chars": 0, "skipped": {}, "errors": {}}]
+        {
+            "path": "a.jsonl",
+            "size": 7,
+            "sha256": "a7",
+            "documents": 2,
+            "replaced_chars": 1,
+            "skipped": {"x": 1},
+            "errors": {},
+        },
+        {
+            "path": "b.jsonl",
+            "size": 5,
+            "sha256": "b5",
+            "documents": 1,
+            "replaced_chars": 0,
+            "skipped": {},
+            "errors": {},
+        },
+    ]
     assert sorted(p.name for p in counts_dir.iterdir()) == ["manifest.json"]
 
     # vocab.txt is written by a rename: writing it again leaves the same bytes and no temporary file.

@@ -1,6 +1,7 @@
 """Input matching at launch: every file once with its size, however many names it is given by; what an input folder
 holds that is not read (folders, broken links) named and counted; special files refused; names with glob characters
 taken as they are."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
-from wiki_fixtures import ENWIKI_SMALL
 
 from bertcorpus.pipeline.inputs.discovery import find_inputs, match_inputs
 from bertcorpus.pipeline.inputs.formats import InputError
+
+from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
+from wiki_fixtures import ENWIKI_SMALL
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 ROOT = Path(__file__).resolve().parent.parent
@@ -46,8 +48,7 @@ def test_one_file_named_three_ways_is_listed_once_with_the_names_left_out(one_fi
 def test_create_reads_a_file_named_three_ways_once(one_file_three_names, tmp_path):
     _, names = one_file_three_names
     out = tmp_path / "out"
-    assert run_cli("create", "--input", *names, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1",
-                   *LOCAL) == 0
+    assert run_cli("create", "--input", *names, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1", *LOCAL) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["documents"]["read"] == 3  # the sample's three documents, not nine
     assert [f["path"] for f in manifest["inputs"]] == [names[0]]
@@ -55,10 +56,16 @@ def test_create_reads_a_file_named_three_ways_once(one_file_three_names, tmp_pat
 
 def test_vocab_says_which_names_it_left_out(one_file_three_names, tmp_path, capsys):
     text, names = one_file_three_names
-    assert run_cli("vocab", "--input", *names, "--output", tmp_path / "vocab.txt", "--vocab-size", "300",
-                   "--layout", "compact") == 0
-    assert f"note: 1 input path(s) name a file already listed and were left out: {names[2]} (= {text})" \
+    assert (
+        run_cli(
+            "vocab", "--input", *names, "--output", tmp_path / "vocab.txt", "--vocab-size", "300", "--layout", "compact"
+        )
+        == 0
+    )
+    assert (
+        f"note: 1 input path(s) name a file already listed and were left out: {names[2]} (= {text})"
         in capsys.readouterr().err
+    )
 
 
 def test_relative_names_and_directories_become_absolute_file_paths(tmp_path, monkeypatch):
@@ -80,6 +87,7 @@ def test_a_pattern_that_matches_nothing_is_an_input_error_unless_missing_is_allo
 
 # ---------------------------------------------------------------------------------------------- what is left out
 
+
 @pytest.fixture
 def corpus_with_extras(tmp_path) -> dict[str, Path]:
     """A folder holding the reference sample, a folder of more text, and a symbolic link whose file was deleted."""
@@ -88,13 +96,19 @@ def corpus_with_extras(tmp_path) -> dict[str, Path]:
     (corpus / "sample_text.txt").write_bytes(SAMPLE_TEXT.read_bytes())
     (corpus / "more" / "sample_again.txt").write_bytes(SAMPLE_TEXT.read_bytes())
     (corpus / "gone.txt").symlink_to(tmp_path / "deleted.txt")
-    return {"corpus": corpus, "text": corpus / "sample_text.txt", "folder": corpus / "more",
-            "link": corpus / "gone.txt"}
+    return {
+        "corpus": corpus,
+        "text": corpus / "sample_text.txt",
+        "folder": corpus / "more",
+        "link": corpus / "gone.txt",
+    }
 
 
 def left_out_note(folder: Path, link: Path) -> str:
-    return (f"left out 1 folder (folders are not searched: name one to read the files directly in it): {folder}; "
-            f"left out 1 broken symbolic link (the file it names does not exist): {link}")
+    return (
+        f"left out 1 folder (folders are not searched: name one to read the files directly in it): {folder}; "
+        f"left out 1 broken symbolic link (the file it names does not exist): {link}"
+    )
 
 
 def test_folders_and_broken_links_in_an_input_folder_are_named_and_counted(corpus_with_extras):
@@ -110,8 +124,9 @@ def test_folders_and_broken_links_in_an_input_folder_are_named_and_counted(corpu
     assert len(both.files) == 2 and both.skipped == {str(link): "broken_symlink"}
     assert both.skipped_counts() == {"folder": 0, "broken_symlink": 1}
     # Named itself, a broken link is one line.
-    with pytest.raises(InputError, match=f"^{link} is a symbolic link to {link.parent.parent / 'deleted.txt'}, "
-                                         "which does not exist$"):
+    with pytest.raises(
+        InputError, match=f"^{link} is a symbolic link to {link.parent.parent / 'deleted.txt'}, which does not exist$"
+    ):
         find_inputs([str(link)])
 
 
@@ -122,12 +137,15 @@ def test_every_command_says_what_it_left_out_of_an_input_folder(corpus_with_extr
     if command == "extract-wiki":  # a dump instead of the text
         corpus_with_extras["text"].unlink()
         (corpus / ENWIKI_SMALL.name).write_bytes(ENWIKI_SMALL.read_bytes())
-    args = {"create": ["--vocab", VOCAB, "--output", out, "--dupe-factor", "1", *LOCAL],
-            "vocab": ["--output", out, "--vocab-size", "300", "--layout", "compact"],
-            "extract-wiki": ["--output", out, *LOCAL]}[command]
+    args = {
+        "create": ["--vocab", VOCAB, "--output", out, "--dupe-factor", "1", *LOCAL],
+        "vocab": ["--output", out, "--vocab-size", "300", "--layout", "compact"],
+        "extract-wiki": ["--output", out, *LOCAL],
+    }[command]
     assert run_cli(command, "--input", corpus, *args) == 0
-    assert f"note: {left_out_note(corpus_with_extras['folder'], corpus_with_extras['link'])}\n" in \
-        capsys.readouterr().err
+    assert (
+        f"note: {left_out_note(corpus_with_extras['folder'], corpus_with_extras['link'])}\n" in capsys.readouterr().err
+    )
 
 
 def test_extract_books_records_a_broken_link_as_a_book_it_cannot_read(tmp_path):
@@ -145,6 +163,7 @@ def test_extract_books_records_a_broken_link_as_a_book_it_cannot_read(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- special files
+
 
 def special_files(folder: Path) -> dict[str, Path]:
     """A FIFO, and a folder holding a real book and a FIFO named like one."""
@@ -164,8 +183,11 @@ def test_a_fifo_is_refused_when_inputs_are_listed(tmp_path):
     fifo = special_files(tmp_path / "special")
     for listing in (find_inputs, list_inputs):
         for pattern, path in ((fifo["named"], fifo["named"]), (fifo["inside"], fifo["fifo_inside"])):
-            with pytest.raises(InputError, match=f"^{path} is a named pipe \\(FIFO\\), not a regular file; "
-                                                 "inputs are read from regular files only$"):
+            with pytest.raises(
+                InputError,
+                match=f"^{path} is a named pipe \\(FIFO\\), not a regular file; "
+                "inputs are read from regular files only$",
+            ):
                 listing([str(pattern)] if listing is find_inputs else str(pattern))
 
 
@@ -173,20 +195,30 @@ def test_every_command_refuses_a_fifo_in_its_input_folder_in_one_line(tmp_path):
     """Read, a FIFO would keep a command waiting for bytes forever: each runs in a process of its own, with a time
     limit."""
     fifo = special_files(tmp_path / "special")
-    commands = {"create": ["--vocab", VOCAB, "--output", tmp_path / "create"],
-                "vocab": ["--output", tmp_path / "vocab.txt"],
-                "extract-wiki": ["--output", tmp_path / "wiki"],
-                "extract-books": ["--output", tmp_path / "books"]}
-    runs = {command: subprocess.Popen([sys.executable, "-m", "bertcorpus", command, "--input", str(fifo["inside"]),
-                                       *map(str, args)], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.PIPE, text=True)
-            for command, args in commands.items()}
+    commands = {
+        "create": ["--vocab", VOCAB, "--output", tmp_path / "create"],
+        "vocab": ["--output", tmp_path / "vocab.txt"],
+        "extract-wiki": ["--output", tmp_path / "wiki"],
+        "extract-books": ["--output", tmp_path / "books"],
+    }
+    runs = {
+        command: subprocess.Popen(
+            [sys.executable, "-m", "bertcorpus", command, "--input", str(fifo["inside"]), *map(str, args)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for command, args in commands.items()
+    }
     try:
         for command, run in runs.items():
             err = run.communicate(timeout=120)[1]
             assert run.returncode == 2, err
-            assert err == (f"bertcorpus {command}: error: {fifo['fifo_inside']} is a named pipe (FIFO), not a "
-                           "regular file; inputs are read from regular files only\n")
+            assert err == (
+                f"bertcorpus {command}: error: {fifo['fifo_inside']} is a named pipe (FIFO), not a "
+                "regular file; inputs are read from regular files only\n"
+            )
     finally:
         for run in runs.values():
             run.kill()
@@ -194,6 +226,7 @@ def test_every_command_refuses_a_fifo_in_its_input_folder_in_one_line(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- names with [ * ?
+
 
 def test_an_existing_name_with_glob_characters_is_taken_as_it_is(tmp_path):
     named = tmp_path / "sample[1].txt"
@@ -208,15 +241,18 @@ def test_an_existing_name_with_glob_characters_is_taken_as_it_is(tmp_path):
 
 @pytest.mark.parametrize("command", ["create", "vocab", "extract-wiki", "extract-books"])
 def test_every_command_reads_a_file_whose_name_has_glob_characters(tmp_path, command):
-    source, name = {"extract-wiki": (ENWIKI_SMALL, "enwiki[1].xml.bz2"),
-                    "extract-books": (ALICE, "alice[1].txt")}.get(command, (SAMPLE_TEXT, "sample[1].txt"))
+    source, name = {"extract-wiki": (ENWIKI_SMALL, "enwiki[1].xml.bz2"), "extract-books": (ALICE, "alice[1].txt")}.get(
+        command, (SAMPLE_TEXT, "sample[1].txt")
+    )
     folder = tmp_path / "in[put]"  # and a folder of such a name
     folder.mkdir()
     named = folder / name
     named.write_bytes(source.read_bytes())
     out = tmp_path / ("vocab.txt" if command == "vocab" else "out")
-    args = {"create": ["--vocab", VOCAB, "--dupe-factor", "1", *LOCAL],
-            "vocab": ["--vocab-size", "300", "--layout", "compact"]}.get(command, LOCAL)
+    args = {
+        "create": ["--vocab", VOCAB, "--dupe-factor", "1", *LOCAL],
+        "vocab": ["--vocab-size", "300", "--layout", "compact"],
+    }.get(command, LOCAL)
     for given in (named, folder):
         assert run_cli(command, "--input", given, "--output", out, "--overwrite", *args) == 0
         if command != "vocab":

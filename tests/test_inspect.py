@@ -1,6 +1,7 @@
 """`bertcorpus inspect` on the shards of real create runs: Parquet instances unmasked, read against pyarrow; with
 --epoch, the masks trainer.loader draws for them (other each epoch, the same again for the same epoch and seed); the
 label named by the run's pair objective; and one line for each mistake."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
 from bertcorpus.trainer.loader import PretrainingLoader
+
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
 TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
@@ -21,9 +23,31 @@ TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 def dynamic(tmp_path_factory) -> Path:
     """Parquet instances (masks drawn at load time) in length bins, with an eval split."""
     out = tmp_path_factory.mktemp("dynamic") / "out"
-    assert run_cli("create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, "--masking",
-                   "dynamic", "--bin-size", "32", "--seq-configs", "128:20", "--dupe-factor", "1", "--eval-fraction",
-                   "0.1", "--runner", "DirectRunner") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            SAMPLE_TEXT,
+            *BOOKS,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--masking",
+            "dynamic",
+            "--bin-size",
+            "32",
+            "--seq-configs",
+            "128:20",
+            "--dupe-factor",
+            "1",
+            "--eval-fraction",
+            "0.1",
+            "--runner",
+            "DirectRunner",
+        )
+        == 0
+    )
     return out
 
 
@@ -59,10 +83,12 @@ def test_a_parquet_instance_is_shown_unmasked_with_its_segments_and_label(dynami
         b = row["segment_b_start"]
         a_tokens = " ".join(TOKENS[i] for i in row["input_ids"][:b])
         b_tokens = " ".join(TOKENS[i] for i in row["input_ids"][b:])
-        assert lines == [f"  tokens ({row['length']}): {a_tokens} || {b_tokens}",
-                         f"  segment A {b} tokens, segment B {row['length'] - b} tokens",
-                         f"  next_sentence_label: {row['next_sentence_label']} "
-                         f"({'random next' if row['next_sentence_label'] else 'actual next'})"]
+        assert lines == [
+            f"  tokens ({row['length']}): {a_tokens} || {b_tokens}",
+            f"  segment A {b} tokens, segment B {row['length'] - b} tokens",
+            f"  next_sentence_label: {row['next_sentence_label']} "
+            f"({'random next' if row['next_sentence_label'] else 'actual next'})",
+        ]
         assert "[MASK]" not in lines[0]
 
 
@@ -86,8 +112,10 @@ def test_with_an_epoch_the_masks_are_the_loaders_other_each_epoch_and_reproducib
     first, second, again = masks("--epoch", "0"), masks("--epoch", "1"), masks("--epoch", "1")
     other_seed = masks("--epoch", "1", "--seed", "7")
     assert second == again and first != second and other_seed != second
-    unmasked, whole = records(inspect(capsys, shard, "-n", "3")), records(inspect(capsys, shard, "-n", "3",
-                                                                                  "--epoch", "1"))
+    unmasked, whole = (
+        records(inspect(capsys, shard, "-n", "3")),
+        records(inspect(capsys, shard, "-n", "3", "--epoch", "1")),
+    )
     for n, (heading, lines) in enumerate(second.items()):
         assert whole[heading][:3] == unmasked[heading]  # the instance as stored, then its masks
         assert lines[0].startswith("  epoch 1, seed 0: ") and lines[1].startswith("  masked (")
@@ -98,8 +126,10 @@ def test_with_an_epoch_the_masks_are_the_loaders_other_each_epoch_and_reproducib
         seen = [TOKENS[i] for i in row["input_ids"][:length]]
         assert lines[0] == f"  epoch 1, seed 0: {' '.join(seen[:b])} || {' '.join(seen[b:])}"
         count = int(sum(row["masked_lm_weights"]))
-        predictions = [f"{p}:{seen[p]}→{TOKENS[i]}"
-                       for p, i in zip(row["masked_lm_positions"][:count], row["masked_lm_ids"][:count])]
+        predictions = [
+            f"{p}:{seen[p]}→{TOKENS[i]}"
+            for p, i in zip(row["masked_lm_positions"][:count], row["masked_lm_ids"][:count])
+        ]
         assert lines[1] == f"  masked ({count}): {', '.join(predictions)}"
         assert count == min(20, max(1, round(length * 0.15)))
 
@@ -107,10 +137,27 @@ def test_with_an_epoch_the_masks_are_the_loaders_other_each_epoch_and_reproducib
 @pytest.mark.parametrize("objective, labels", [("sop", ("in order", "swapped")), ("none", None)])
 def test_the_label_is_named_by_the_pair_objective(objective, labels, tmp_path, capsys):
     out = tmp_path / "out"
-    assert run_cli("create", "--input", SAMPLE_TEXT, BOOKS[0], "--vocab", VOCAB, "--output", out, "--pair-objective",
-                   objective,
-                   "--dupe-factor", "1", "--runner", "DirectRunner", "--masking",
-                   "static" if objective == "sop" else "dynamic") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            SAMPLE_TEXT,
+            BOOKS[0],
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--pair-objective",
+            objective,
+            "--dupe-factor",
+            "1",
+            "--runner",
+            "DirectRunner",
+            "--masking",
+            "static" if objective == "sop" else "dynamic",
+        )
+        == 0
+    )
     shard = sorted((out / "seq128").glob("train-*"))[0]
     lines = inspect(capsys, shard, "-n", "20", *(["--vocab", VOCAB] if objective == "sop" else []))
     label_lines = [line for line in lines if "next_sentence_label" in line]
@@ -138,7 +185,8 @@ def test_mistakes_are_one_line(dynamic, tmp_path, capsys):
     shutil.copy(shard, alone)
     assert error(alone, "--epoch", "0") == (
         f"bertcorpus inspect: error: {alone}: no manifest.json in {tmp_path / 'copied'}; a Parquet shard is read "
-        "inside the create output it belongs to (OUT/seq{L}/FILE, with OUT/manifest.json)")
+        "inside the create output it belongs to (OUT/seq{L}/FILE, with OUT/manifest.json)"
+    )
     run = tmp_path / "run"
     shutil.copytree(dynamic, run)
     stray = run / "seq128" / "stray.parquet"
@@ -147,8 +195,11 @@ def test_mistakes_are_one_line(dynamic, tmp_path, capsys):
     records_file = tmp_path / "x.tfrecord"
     records_file.write_bytes(b"")
     assert "--epoch shows the masks drawn at load time for Parquet instances" in error(
-        records_file, "--vocab", VOCAB, "--epoch", "1")
+        records_file, "--vocab", VOCAB, "--epoch", "1"
+    )
     assert error(records_file) == "bertcorpus inspect: error: give --vocab: the vocab.txt the records were made with"
-    assert error(shard, "--seed", "3") == \
-        "bertcorpus inspect: error: --seed chooses the loader's masks; give --epoch with it"
+    assert (
+        error(shard, "--seed", "3")
+        == "bertcorpus inspect: error: --seed chooses the loader's masks; give --epoch with it"
+    )
     assert error(shard, "--epoch", "-1") == "bertcorpus inspect: error: --epoch must be >= 0"

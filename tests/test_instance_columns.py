@@ -1,4 +1,5 @@
 """Finished instances in compact columns: exact round trips, the reference's features, gathering across pieces."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -58,7 +59,7 @@ def test_features_are_the_reference_layout():
         assert features["next_sentence_labels"][i].tolist() == [batch.next_sentence[i]]
     # Serialised, each record parses back to exactly these values.
     framed = serialize_framed(features)
-    first = parse_example(framed.data[framed.offsets[0] + 12:framed.offsets[1] - 4].tobytes())
+    first = parse_example(framed.data[framed.offsets[0] + 12 : framed.offsets[1] - 4].tobytes())
     assert first["segment_ids"] == features["segment_ids"][0].astype(int).tolist()
     assert first["masked_lm_weights"] == features["masked_lm_weights"][0].tolist()
 

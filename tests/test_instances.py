@@ -1,16 +1,25 @@
 """NSP instance construction: target lengths, truncation, label balance and the documented fixes."""
+
 from __future__ import annotations
 
 import random
 
 import numpy as np
 import pytest
-from conftest import VOCAB, book_sections
 
-from bertcorpus.transforms.instances import MAX_OWED_LABELS, Bucket, InstanceBatch, create_instances_from_document, target_seq_length, truncated_lengths
+from bertcorpus.transforms.instances import (
+    MAX_OWED_LABELS,
+    Bucket,
+    InstanceBatch,
+    create_instances_from_document,
+    target_seq_length,
+    truncated_lengths,
+)
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import Vocab
+
+from conftest import VOCAB, book_sections
 
 
 def reference_truncation(len_a: int, len_b: int, max_num_tokens: int) -> tuple[int, int]:
@@ -78,8 +87,9 @@ def test_nsp_balance_on_real_text(real_bucket):
 
 def test_random_next_never_comes_from_the_same_document(real_bucket):
     batch = build(real_bucket, passes=3)
-    token_doc = np.repeat(np.arange(len(real_bucket)),
-                          np.diff(real_bucket.sentence_starts[real_bucket.doc_first_sentence]))
+    token_doc = np.repeat(
+        np.arange(len(real_bucket)), np.diff(real_bucket.sentence_starts[real_bucket.doc_first_sentence])
+    )
     a_doc = token_doc[batch.columns()[0]]
     b_doc = token_doc[batch.columns()[2]]
     random_next = batch.labels().astype(bool)

@@ -1,6 +1,7 @@
 """Ctrl-C, SIGTERM and a dying worker process, sent for real to a real `python -m bertcorpus create` run: one line,
 the exit status, and nothing left that looks complete, in every local mode; and the watch's answers to an interrupt
 that lands at an awkward moment."""
+
 from __future__ import annotations
 
 import os
@@ -14,12 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TESTS, VOCAB, wait_until
 from bertcorpus.pipeline.engines.run_watch import RunWatch
 
+from conftest import TESTS, VOCAB, wait_until
+
 BOOKS = sorted((TESTS / "data" / "books_more").glob("*.txt"))
-MODES = {"in_memory": ["--direct_running_mode", "in_memory"],
-         "multi_processing": ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"]}
+MODES = {
+    "in_memory": ["--direct_running_mode", "in_memory"],
+    "multi_processing": ["--direct_running_mode", "multi_processing", "--direct_num_workers", "2"],
+}
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds worker processes in /proc")
 
@@ -58,12 +62,30 @@ def _start_create(long_input: Path, out: Path, mode: str) -> tuple[subprocess.Po
     that hangs can be made to print the stack of each of its threads (faulthandler, on SIGABRT)."""
     marker = uuid.uuid4().hex
     (out.parent / "tmp").mkdir(exist_ok=True)  # the run's $TMPDIR, where its spill files go
-    command = [sys.executable, "-m", "bertcorpus", "create", "--input", str(long_input), "--vocab", str(VOCAB),
-               "--output", str(out), "--runner", "DirectRunner", *MODES[mode]]
-    run = subprocess.Popen(command, cwd=TESTS.parent, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True,
-                           env={**os.environ, "BERTCORPUS_TEST_RUN": marker, "PYTHONFAULTHANDLER": "1",
-                                "TMPDIR": str(out.parent / "tmp")})
+    command = [
+        sys.executable,
+        "-m",
+        "bertcorpus",
+        "create",
+        "--input",
+        str(long_input),
+        "--vocab",
+        str(VOCAB),
+        "--output",
+        str(out),
+        "--runner",
+        "DirectRunner",
+        *MODES[mode],
+    ]
+    run = subprocess.Popen(
+        command,
+        cwd=TESTS.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "BERTCORPUS_TEST_RUN": marker, "PYTHONFAULTHANDLER": "1", "TMPDIR": str(out.parent / "tmp")},
+    )
     return run, marker
 
 
@@ -82,8 +104,7 @@ def _processes_marked(marker: str, command_part: str = "") -> list[int]:
 
 def _workers(marker: str) -> list[int]:
     """The run's worker processes (Beam starts each through a shell, which is left out)."""
-    return [pid for pid in _processes_marked(marker, "sdk_worker_main")
-            if not _command_line(pid).startswith("/bin/sh")]
+    return [pid for pid in _processes_marked(marker, "sdk_worker_main") if not _command_line(pid).startswith("/bin/sh")]
 
 
 def _command_line(pid: int) -> str:
@@ -171,13 +192,15 @@ def test_a_killed_worker_is_one_line_naming_the_stage(tmp_path, long_input, star
     err = _finish(run)
     assert run.returncode == 2
     assert len(err.splitlines()) == 1, err
-    assert err.startswith("bertcorpus create: error: a worker process was killed by SIGKILL while running "
-                          "create pretraining data/")
+    assert err.startswith(
+        "bertcorpus create: error: a worker process was killed by SIGKILL while running create pretraining data/"
+    )
     assert err.endswith(" (out of memory?); the run stopped and published nothing\n")
     _assert_nothing_left(out, marker)
 
 
 # --------------------------------------------------------------------- an interrupt at an awkward moment
+
 
 def test_a_state_sampler_that_ctrl_c_cut_off_is_stopped():
     """In in_memory mode the launcher runs bundles itself. Ctrl-C landing as a bundle starts its state sampler, after

@@ -12,6 +12,7 @@ DESIGN.md fixes four rules:
   imports Beam at all, and the check holds each future DoFn to that shape.
 Each rule is also run on a small tree written by the test, so that a checker that finds nothing fails.
 """
+
 from __future__ import annotations
 
 import ast
@@ -24,8 +25,13 @@ NAMESPACE = "bertcorpus"
 PACKAGES = ("pipeline", "transforms", "wordpiece", "trainer")
 # What each package may import from the project, besides its own modules and the namespace's root module (which
 # holds the version and imports nothing). The root's own folder (the public face) may import every package.
-ALLOWED = {"pipeline": {"transforms", "wordpiece", "trainer"}, "transforms": {"wordpiece"}, "wordpiece": set(),
-           "trainer": {"transforms", "wordpiece"}, NAMESPACE: set(PACKAGES)}
+ALLOWED = {
+    "pipeline": {"transforms", "wordpiece", "trainer"},
+    "transforms": {"wordpiece"},
+    "wordpiece": set(),
+    "trainer": {"transforms", "wordpiece"},
+    NAMESPACE: set(PACKAGES),
+}
 BEAM = "apache_beam"
 
 
@@ -38,9 +44,12 @@ def module_name(root: Path, path: Path) -> str:
 
 def project_modules(root: Path) -> dict[str, ast.Module]:
     """Module name → parsed source, for every .py file of the project's packages under root."""
-    return {module_name(root, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-            for package in (*PACKAGES, NAMESPACE) if (root / package).is_dir()
-            for path in sorted((root / package).rglob("*.py"))}
+    return {
+        module_name(root, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for package in (*PACKAGES, NAMESPACE)
+        if (root / package).is_dir()
+        for path in sorted((root / package).rglob("*.py"))
+    }
 
 
 def layer_of(module: str) -> str:
@@ -50,11 +59,14 @@ def layer_of(module: str) -> str:
 
 def bare_imports(modules: dict[str, ast.Module]) -> list[str]:
     """Imports of a project package outside the namespace (`from pipeline.x import y`)."""
-    return [f"{name}, line {node.lineno}: imports {wanted} outside the {NAMESPACE} namespace"
-            for name, tree in sorted(modules.items()) for node in ast.walk(tree)
-            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
-            for wanted in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
-            if wanted.split(".")[0] in PACKAGES]
+    return [
+        f"{name}, line {node.lineno}: imports {wanted} outside the {NAMESPACE} namespace"
+        for name, tree in sorted(modules.items())
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0)
+        for wanted in ([a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""])
+        if wanted.split(".")[0] in PACKAGES
+    ]
 
 
 def imported_names(node: ast.AST, importer: str) -> list[str]:
@@ -91,8 +103,10 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
         for target in sorted(targets):
             other = layer_of(target)
             if other != layer and target != NAMESPACE and other not in ALLOWED[layer]:
-                problems.append(f"{importer} imports {target}: {layer}/ may import only "
-                                f"{', '.join(sorted(ALLOWED[layer])) or 'nothing else of the project'}")
+                problems.append(
+                    f"{importer} imports {target}: {layer}/ may import only "
+                    f"{', '.join(sorted(ALLOWED[layer])) or 'nothing else of the project'}"
+                )
     return problems
 
 
@@ -161,13 +175,15 @@ def beam_outside_beam_classes(name: str, tree: ast.Module) -> list[str]:
         return []
     problems = []
     for node in tree.body:
-        if isinstance(node, ast.Import | ast.ImportFrom) and names & {a.asname or a.name.split(".")[0]
-                                                                       for a in node.names}:
+        if isinstance(node, ast.Import | ast.ImportFrom) and names & {
+            a.asname or a.name.split(".")[0] for a in node.names
+        }:
             continue
         if isinstance(node, ast.ClassDef) and any(_uses(base, names) for base in node.bases):
             continue
-        inner_imports = any(isinstance(n, ast.Import | ast.ImportFrom) and _beam_names(ast.Module([n], []))
-                            for n in ast.walk(node))
+        inner_imports = any(
+            isinstance(n, ast.Import | ast.ImportFrom) and _beam_names(ast.Module([n], [])) for n in ast.walk(node)
+        )
         if _uses(node, names) or inner_imports:
             what = getattr(node, "name", type(node).__name__)
             problems.append(f"{name}, line {node.lineno} ({what}): Beam used outside a DoFn/PTransform class")
@@ -200,8 +216,12 @@ def test_no_import_circle_between_project_modules(modules) -> None:
 
 
 def test_transforms_use_beam_only_in_their_dofns(modules) -> None:
-    problems = [p for name, tree in modules.items() if name.startswith("bertcorpus.transforms.")
-                for p in beam_outside_beam_classes(name, tree)]
+    problems = [
+        p
+        for name, tree in modules.items()
+        if name.startswith("bertcorpus.transforms.")
+        for p in beam_outside_beam_classes(name, tree)
+    ]
     assert problems == []
 
 
@@ -217,22 +237,25 @@ def write_tree(root: Path, files: dict[str, str]) -> dict[str, ast.Module]:
 
 
 def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
-    modules = write_tree(tmp_path, {
-        "wordpiece/__init__.py": "",
-        "wordpiece/tokenizer.py": "from bertcorpus.transforms.ranges import concat_ranges\n",
-        "transforms/__init__.py": "",
-        "transforms/ranges.py": "import numpy\n",
-        "transforms/steps.py": "def run():\n    from bertcorpus.pipeline import output\n",
-        "pipeline/__init__.py": "",
-        "pipeline/output.py": "import bertcorpus\nfrom bertcorpus.transforms import steps\n"
-                              "from bertcorpus.wordpiece.tokenizer import x\n",
-        "trainer/__init__.py": "",
-        "trainer/data.py": "from . import model\nfrom bertcorpus.wordpiece import tokenizer\n"
-                           "from bertcorpus.pipeline import output\n",
-        "trainer/model.py": "",
-        "bertcorpus/__init__.py": "",
-        "bertcorpus/loader.py": "from bertcorpus.trainer.data import x\n",
-    })
+    modules = write_tree(
+        tmp_path,
+        {
+            "wordpiece/__init__.py": "",
+            "wordpiece/tokenizer.py": "from bertcorpus.transforms.ranges import concat_ranges\n",
+            "transforms/__init__.py": "",
+            "transforms/ranges.py": "import numpy\n",
+            "transforms/steps.py": "def run():\n    from bertcorpus.pipeline import output\n",
+            "pipeline/__init__.py": "",
+            "pipeline/output.py": "import bertcorpus\nfrom bertcorpus.transforms import steps\n"
+            "from bertcorpus.wordpiece.tokenizer import x\n",
+            "trainer/__init__.py": "",
+            "trainer/data.py": "from . import model\nfrom bertcorpus.wordpiece import tokenizer\n"
+            "from bertcorpus.pipeline import output\n",
+            "trainer/model.py": "",
+            "bertcorpus/__init__.py": "",
+            "bertcorpus/loader.py": "from bertcorpus.trainer.data import x\n",
+        },
+    )
     assert layer_violations(dependencies(modules)) == [
         "bertcorpus.trainer.data imports bertcorpus.pipeline.output: trainer/ may import only transforms, wordpiece",
         "bertcorpus.transforms.steps imports bertcorpus.pipeline.output: transforms/ may import only wordpiece",
@@ -242,11 +265,14 @@ def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
 
 
 def test_an_import_outside_the_namespace_is_found(tmp_path: Path) -> None:
-    modules = write_tree(tmp_path, {
-        "pipeline/__init__.py": "",
-        "pipeline/a.py": "import json\nfrom bertcorpus.pipeline import b\nfrom pipeline import c\n",
-        "pipeline/b.py": "def f():\n    import trainer.loader\n",
-    })
+    modules = write_tree(
+        tmp_path,
+        {
+            "pipeline/__init__.py": "",
+            "pipeline/a.py": "import json\nfrom bertcorpus.pipeline import b\nfrom pipeline import c\n",
+            "pipeline/b.py": "def f():\n    import trainer.loader\n",
+        },
+    )
     assert bare_imports(modules) == [
         "bertcorpus.pipeline.a, line 3: imports pipeline outside the bertcorpus namespace",
         "bertcorpus.pipeline.b, line 2: imports trainer.loader outside the bertcorpus namespace",
@@ -254,22 +280,30 @@ def test_an_import_outside_the_namespace_is_found(tmp_path: Path) -> None:
 
 
 def test_circles_are_found_also_through_imports_in_functions(tmp_path: Path) -> None:
-    modules = write_tree(tmp_path, {
-        "pipeline/__init__.py": "",
-        "pipeline/cli/common.py": "from bertcorpus.pipeline.engines.runners import make_pipeline\n",
-        "pipeline/engines/runners.py": "def fail():\n    from bertcorpus.pipeline.cli import common\n",
-        "pipeline/a.py": "import bertcorpus.pipeline.b\n",
-        "pipeline/b.py": "from .c import x\n",
-        "pipeline/c.py": "from bertcorpus.pipeline import a\n",
-        "pipeline/d.py": "from bertcorpus.pipeline import a\n",
-    })
+    modules = write_tree(
+        tmp_path,
+        {
+            "pipeline/__init__.py": "",
+            "pipeline/cli/common.py": "from bertcorpus.pipeline.engines.runners import make_pipeline\n",
+            "pipeline/engines/runners.py": "def fail():\n    from bertcorpus.pipeline.cli import common\n",
+            "pipeline/a.py": "import bertcorpus.pipeline.b\n",
+            "pipeline/b.py": "from .c import x\n",
+            "pipeline/c.py": "from bertcorpus.pipeline import a\n",
+            "pipeline/d.py": "from bertcorpus.pipeline import a\n",
+        },
+    )
     assert import_circles(dependencies(modules)) == [
         ["bertcorpus.pipeline.a", "bertcorpus.pipeline.b", "bertcorpus.pipeline.c"],
-        ["bertcorpus.pipeline.cli.common", "bertcorpus.pipeline.engines.runners"]]
+        ["bertcorpus.pipeline.cli.common", "bertcorpus.pipeline.engines.runners"],
+    ]
 
 
 def test_beam_in_pure_logic_is_found(tmp_path: Path) -> None:
-    modules = write_tree(tmp_path, {"transforms/__init__.py": "", "transforms/step.py": '''
+    modules = write_tree(
+        tmp_path,
+        {
+            "transforms/__init__.py": "",
+            "transforms/step.py": """
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
@@ -293,7 +327,9 @@ class Step(beam.DoFn):
     def process(self, x):
         Metrics.counter("step", "x").inc()
         yield pure(x)
-'''})
+""",
+        },
+    )
     assert beam_outside_beam_classes("bertcorpus.transforms.step", modules["bertcorpus.transforms.step"]) == [
         "bertcorpus.transforms.step, line 10 (counted): Beam used outside a DoFn/PTransform class",
         "bertcorpus.transforms.step, line 15 (Plain): Beam used outside a DoFn/PTransform class",

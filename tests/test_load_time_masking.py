@@ -1,18 +1,20 @@
 """Masks drawn by the loader at load time (the dynamic form): functions of (seed, epoch, instance) alone, the shares
 of static masking (15%, 80/10/10) on the same instances, never a special token, whole words, and the [SEP]s
 between documents of the no-pair form."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
-from conftest import VOCAB
-from loader_data import create_sample, read_static
 
+from bertcorpus.trainer.loader import PretrainingLoader
 from bertcorpus.transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
 from bertcorpus.transforms.row_streams import RowStreams, row_keys
-from bertcorpus.trainer.loader import PretrainingLoader
 from bertcorpus.wordpiece.vocab import Vocab
+
+from conftest import VOCAB
+from loader_data import create_sample, read_static
 
 L, P = 128, 20
 _VOCAB = Vocab.load(str(VOCAB))
@@ -31,8 +33,9 @@ def epoch(out: Path, index_cache: Path, **kw) -> dict[str, np.ndarray]:
     world = kw.pop("world_size", 1)
     parts, ids = [], []
     for rank in range(world):
-        loader = PretrainingLoader(out, seq_length=L, rank=rank, world_size=world, drop_remainder=False,
-                                   cache_dir=index_cache, **kw)
+        loader = PretrainingLoader(
+            out, seq_length=L, rank=rank, world_size=world, drop_remainder=False, cache_dir=index_cache, **kw
+        )
         for i in range(len(loader)):
             parts.append(loader[i])
             ids.append(loader.batch_instances(i))
@@ -56,8 +59,12 @@ def shares(rows: dict[str, np.ndarray]) -> dict[str, float]:
     shown = np.take_along_axis(rows["input_ids"], rows["masked_lm_positions"], 1)[real]
     labels = rows["masked_lm_ids"][real]
     predictions = real.sum(axis=1)
-    return {"predicted": predictions.sum() / rows["input_mask"].sum(), "mask": np.mean(shown == SPECIAL.mask),
-            "kept": np.mean(shown == labels), "random": np.mean((shown != SPECIAL.mask) & (shown != labels))}
+    return {
+        "predicted": predictions.sum() / rows["input_mask"].sum(),
+        "mask": np.mean(shown == SPECIAL.mask),
+        "kept": np.mean(shown == labels),
+        "random": np.mean((shown != SPECIAL.mask) & (shown != labels)),
+    }
 
 
 def assert_no_special_token_masked(rows: dict[str, np.ndarray]) -> None:
@@ -77,7 +84,10 @@ def test_masks_depend_on_seed_epoch_and_instance_only(sample_dynamic_copy, index
         np.testing.assert_array_equal(one[name], spread[name], err_msg=name)  # batch and world size play no part
     again = epoch(sample_dynamic_copy, index_cache, seed=11, epoch=0)
     np.testing.assert_array_equal(one["masked_lm_positions"], again["masked_lm_positions"])
-    for other in (epoch(sample_dynamic_copy, index_cache, seed=11, epoch=1), epoch(sample_dynamic_copy, index_cache, seed=12, epoch=0)):
+    for other in (
+        epoch(sample_dynamic_copy, index_cache, seed=11, epoch=1),
+        epoch(sample_dynamic_copy, index_cache, seed=12, epoch=0),
+    ):
         np.testing.assert_array_equal(other["original"], one["original"])  # the same instances...
         same = (other["masked_lm_positions"] == one["masked_lm_positions"]).all(axis=1)
         assert same.mean() < 0.05  # ...masked anew
@@ -94,8 +104,14 @@ def test_each_row_draws_from_its_own_stream(sample_dynamic_copy, index_cache):
         batch = mask_tokens(Assembled(ids, length, len_a), 0.15, P, SPECIAL, RowStreams(keys), whole_word)
         for r in (0, 17, 99):
             width = int(length[r]) + 3
-            alone = mask_tokens(Assembled(ids[r:r + 1, :width], length[r:r + 1], len_a[r:r + 1]), 0.15, P, SPECIAL,
-                                RowStreams(keys[r:r + 1]), whole_word)
+            alone = mask_tokens(
+                Assembled(ids[r : r + 1, :width], length[r : r + 1], len_a[r : r + 1]),
+                0.15,
+                P,
+                SPECIAL,
+                RowStreams(keys[r : r + 1]),
+                whole_word,
+            )
             np.testing.assert_array_equal(alone.positions[0], batch.positions[r])
             np.testing.assert_array_equal(alone.input_ids[0], batch.input_ids[r, :width])
 
@@ -112,8 +128,11 @@ def test_load_time_shares_are_those_of_static_masking(sample_static, sample_dyna
     for name in ("predicted", "mask", "kept", "random"):  # about 75,000 predictions each: 0.01 is 5+ std errors
         assert abs(loaded[name] - created[name]) < 0.01, (name, loaded[name], created[name])
     assert_no_special_token_masked(rows)
+
     # Positions spread over the instance as static's do (neither end favoured).
-    relative = lambda r: (r["masked_lm_positions"] / r["input_mask"].sum(axis=1)[:, None])[r["masked_lm_weights"] > 0]
+    def relative(r):
+        return (r["masked_lm_positions"] / r["input_mask"].sum(axis=1)[:, None])[r["masked_lm_weights"] > 0]
+
     assert abs(relative(rows).mean() - relative(records).mean()) < 0.01
 
 

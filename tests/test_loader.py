@@ -1,6 +1,7 @@
 """The loader of pretraining batches on real records made by `create`: the reference arrays, epochs, ranks, the
 remainder rule, bins, resume, the Hugging Face layout, remote storage, the `tfrecord` index files, bad input, and
 no TensorFlow."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from loader_data import create_sample, read_static, write_instances
 
 from bertcorpus.trainer.loader import LoaderError, PretrainingLoader, write_tfrecord_indexes
+
+from loader_data import create_sample, read_static, write_instances
 
 ROOT = Path(__file__).resolve().parent.parent
 L, P = 128, 20
@@ -82,7 +84,7 @@ def test_dynamic_batches_hold_the_same_instances_unmasked(sample_dynamic_copy, i
         for rows, features in ((restored, batch), (original, {k: v[ids] for k, v in static_records.items()})):
             k = features["masked_lm_weights"].sum(axis=1).astype(int)
             for r in range(len(rows)):
-                rows[r, features["masked_lm_positions"][r, :k[r]]] = features["masked_lm_ids"][r, :k[r]]
+                rows[r, features["masked_lm_positions"][r, : k[r]]] = features["masked_lm_ids"][r, : k[r]]
         np.testing.assert_array_equal(restored, original)
 
 
@@ -92,16 +94,20 @@ def test_ranks_get_equal_batches_and_each_instance_once(form, world_size, reques
     out = request.getfixturevalue(form)
     total = json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["instances"]
     batch = 100
-    ranks = [loader(out, index_cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2)
-             for r in range(world_size)]
+    ranks = [
+        loader(out, index_cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2)
+        for r in range(world_size)
+    ]
     assert len({len(r) for r in ranks}) == 1
     seen = np.concatenate([r.batch_instances(i) for r in ranks for i in range(len(r))])
     assert len(seen) == len(set(seen.tolist()))  # one rank each, and once per epoch
     assert 0 <= total - len(seen) < batch * world_size  # drop_remainder: less than one global batch dropped
     assert len(ranks[0]) == total // (batch * world_size)
 
-    full = [loader(out, index_cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2,
-                   drop_remainder=False) for r in range(world_size)]
+    full = [
+        loader(out, index_cache, batch_size=batch, rank=r, world_size=world_size, seed=1, epoch=2, drop_remainder=False)
+        for r in range(world_size)
+    ]
     assert len({len(r) for r in full}) == 1 and len(full[0]) == -(-total // (batch * world_size))
     steps = [[r.batch_instances(i) for i in range(len(r))] for r in full]
     everything = np.concatenate([b for rank in steps for b in rank])
@@ -110,7 +116,7 @@ def test_ranks_get_equal_batches_and_each_instance_once(form, world_size, reques
     extra = len(everything) - total
     last = np.concatenate([rank[-1] for rank in steps])
     first = np.concatenate([rank[0] for rank in steps])
-    assert np.array_equal(last[len(last) - extra:], first[:extra])
+    assert np.array_equal(last[len(last) - extra :], first[:extra])
 
 
 def test_epochs_are_seeded_shuffles(sample_static, index_cache):
@@ -152,7 +158,7 @@ def test_resume_is_refused_for_another_dataset_or_seed(sample_static, dynamic, i
     state = loader(sample_static, index_cache, seed=4).state_dict(3)
     with pytest.raises(LoaderError, match="another dataset"):
         loader(dynamic, index_cache, seed=4).load_state_dict(state)
-    with pytest.raises(LoaderError, match="seed 4.* seed 5|seed 4.*5"):
+    with pytest.raises(LoaderError, match=r"seed 4.* seed 5|seed 4.*5"):
         loader(sample_static, index_cache, seed=5).load_state_dict(state)
     with pytest.raises(LoaderError, match="global_batch_size"):
         loader(sample_static, index_cache, seed=4, batch_size=32).load_state_dict(state)
@@ -190,8 +196,9 @@ def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, index_cache, tmp
         widths.append(width)
     # Each bin gives all the global batches its instances fill (drop_remainder: less than one per bin dropped).
     per_bin = json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["bins"]
-    assert {w: widths.count(w) for w in set(widths)} == \
-        {int(edge): n // (40 * world) for edge, n in per_bin.items() if n >= 40 * world}
+    assert {w: widths.count(w) for w in set(widths)} == {
+        int(edge): n // (40 * world) for edge, n in per_bin.items() if n >= 40 * world
+    }
     assert {32, 64, 96, 128} <= set(widths)
 
 
@@ -227,8 +234,22 @@ def test_remote_output_gives_the_local_batches(gcs, sample_static, dynamic, inde
 
 def test_tfrecord_index_files_point_at_every_record(sample_static, index_cache, tmp_path):
     target = tmp_path / "index"
-    done = subprocess.run([sys.executable, "-m", "bertcorpus.loader", "index", str(sample_static), "--to", str(target),
-                           "--cache-dir", str(index_cache)], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertcorpus.loader",
+            "index",
+            str(sample_static),
+            "--to",
+            str(target),
+            "--cache-dir",
+            str(index_cache),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     manifest = json.loads((sample_static / "manifest.json").read_text())
     shards = [s for split in ("train", "eval") for s in manifest["outputs"][f"seq{L}"][split]["shards"]]
@@ -241,10 +262,12 @@ def test_tfrecord_index_files_point_at_every_record(sample_static, index_cache, 
         assert offsets[0] == 0 and np.array_equal(offsets[1:], np.cumsum(sizes)[:-1])
         assert offsets[-1] + sizes[-1] == len(data)
         # Each line spans one whole frame: its length field plus 16 bytes of header and footer.
-        lengths = np.array([int.from_bytes(data[o:o + 8], "little") for o in offsets.tolist()])
+        lengths = np.array([int.from_bytes(data[o : o + 8], "little") for o in offsets.tolist()])
         assert np.array_equal(sizes, lengths + 16)
-    assert write_tfrecord_indexes(sample_static, tmp_path / "again", index_cache) and \
-        (tmp_path / "again" / shards[0]["path"]).with_suffix(".tfrecord.index").exists()
+    assert (
+        write_tfrecord_indexes(sample_static, tmp_path / "again", index_cache)
+        and (tmp_path / "again" / shards[0]["path"]).with_suffix(".tfrecord.index").exists()
+    )
 
 
 def one_line(error: pytest.ExceptionInfo) -> str:
@@ -281,8 +304,9 @@ def test_bad_input_gets_one_clear_line(sample_static, dynamic, index_cache, tmp_
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"tokens": pa.array([[1, 2, 3]] * shard["records"], pa.list_(pa.int64()))}),
-                   foreign / shard["path"])
+    pq.write_table(
+        pa.table({"tokens": pa.array([[1, 2, 3]] * shard["records"], pa.list_(pa.int64()))}), foreign / shard["path"]
+    )
     with pytest.raises(LoaderError) as e:
         loader(foreign, index_cache)
     assert shard["path"] in one_line(e) and "no column input_ids" in str(e.value)
@@ -318,8 +342,9 @@ def test_a_parquet_file_of_the_wrong_types_is_named(dynamic, index_cache, tmp_pa
     shutil.copytree(dynamic, out)
     shard = json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["shards"][0]
     rows = pq.read_table(out / shard["path"])
-    pq.write_table(rows.set_column(0, "input_ids", pa.array([str(x) for x in rows.column(0).to_pylist()])),
-                   out / shard["path"])
+    pq.write_table(
+        rows.set_column(0, "input_ids", pa.array([str(x) for x in rows.column(0).to_pylist()])), out / shard["path"]
+    )
     with pytest.raises(LoaderError) as e:
         loader(out, index_cache)
     assert shard["path"] in one_line(e) and "input_ids is string" in str(e.value)
@@ -346,8 +371,9 @@ def test_write_instances_follows_the_schema(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    entry = write_instances(tmp_path / "seq128" / "train-00000-of-00001.parquet",
-                            [([CLS, 5, SEP, 6, SEP], 3, 1)] * 5000)
+    entry = write_instances(
+        tmp_path / "seq128" / "train-00000-of-00001.parquet", [([CLS, 5, SEP, 6, SEP], 3, 1)] * 5000
+    )
     f = pq.ParquetFile(tmp_path / entry["path"])
     schema = f.schema_arrow
     assert schema.names == ["input_ids", "segment_b_start", "next_sentence_label", "length"]

@@ -1,5 +1,6 @@
 """The shuffles that carry a job's bytes (pipeline/engines/local_shuffle.py): a GroupByKey on every runner, and through
 spill files on this machine, chosen in one place (runners.local_shuffle) with the same records either way."""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,11 +13,19 @@ import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB, file_digests, run_cli
 
 from bertcorpus.pipeline.cli import common
 from bertcorpus.pipeline.engines import runners
-from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues, SpilledGroupByKey, SpillValues, read_spilled, remove_abandoned, spill_directory
+from bertcorpus.pipeline.engines.local_shuffle import (
+    GroupLargeValues,
+    SpilledGroupByKey,
+    SpillValues,
+    read_spilled,
+    remove_abandoned,
+    spill_directory,
+)
+
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, file_digests, run_cli
 
 LOCAL = ["--runner=DirectRunner"]
 # What Beam shuffles (tag, text) values with, and so what their spill files hold.
@@ -91,12 +100,18 @@ def step_labels(pipeline) -> set[str]:
 
 
 def create_graph(tmp_path, *beam_args: str):
-    from bertcorpus.pipeline.create.job import CreatePretrainingData
     from bertcorpus.pipeline.create.config import CreateConfig
+    from bertcorpus.pipeline.create.job import CreatePretrainingData
     from bertcorpus.pipeline.create.job_vocab import JobVocab
 
-    cfg = CreateConfig(inputs=[str(SAMPLE_TEXT)], output=str(tmp_path / "o"), vocab=str(VOCAB), num_buckets=2,
-                       num_shards=2, eval_fraction=0.0)
+    cfg = CreateConfig(
+        inputs=[str(SAMPLE_TEXT)],
+        output=str(tmp_path / "o"),
+        vocab=str(VOCAB),
+        num_buckets=2,
+        num_shards=2,
+        eval_fraction=0.0,
+    )
     pipeline = beam.Pipeline(options=runners.pipeline_options(list(beam_args)))
     _ = pipeline | CreatePretrainingData(cfg, JobVocab(str(VOCAB)), "sha", [str(SAMPLE_TEXT)])
     return pipeline
@@ -113,15 +128,28 @@ def test_only_a_local_run_spills_and_it_spills_the_three_large_shuffles(tmp_path
         labels = step_labels(local)
         assert list(tmp_path.glob("bertcorpus-shuffle-*")) == [tmp_path / directory]
     for shuffle in shuffles:
-        assert {f"CreatePretrainingData/{shuffle}/{step}" for step in
-                ("spill values", "group places", "read spilled values")} <= labels
+        assert {
+            f"CreatePretrainingData/{shuffle}/{step}"
+            for step in ("spill values", "group places", "read spilled values")
+        } <= labels
     assert not list(tmp_path.glob("bertcorpus-shuffle-*"))  # the directory goes with the run
 
 
 def test_records_are_the_same_with_and_without_spill_files(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    args = ["--input", SAMPLE_TEXT, *BOOKS[:2], "--vocab", VOCAB, "--dupe-factor", "2", "--num-buckets", "6",
-            "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
+    args = [
+        "--input",
+        SAMPLE_TEXT,
+        *BOOKS[:2],
+        "--vocab",
+        VOCAB,
+        "--dupe-factor",
+        "2",
+        "--num-buckets",
+        "6",
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=2",
+    ]
     spilled = tmp_path / "spilled"
     assert run_cli("create", *args, "--output", spilled) == 0
     assert not list(tmp_path.glob("bertcorpus-shuffle-*"))  # nothing left of the spill files
@@ -153,8 +181,11 @@ def test_a_later_run_removes_the_spill_directories_of_killed_runs_only(tmp_path,
     with spill_directory() as running:
         assert not killed.exists()
         with spill_directory() as later:  # a second run while the first goes on
-            assert {p.name for p in tmp_path.iterdir()} == {Path(running).name, Path(later).name,
-                                                            unlocked_elsewhere.name}
+            assert {p.name for p in tmp_path.iterdir()} == {
+                Path(running).name,
+                Path(later).name,
+                unlocked_elsewhere.name,
+            }
             assert [p.name for p in Path(later).iterdir()] == [".lock"]
         remove_abandoned(str(tmp_path))
         assert Path(running).is_dir()  # locked by its run

@@ -1,4 +1,5 @@
 """Masked-LM predictions: counts, proportions within statistical bounds, whole-word masking, row layout."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -6,12 +7,13 @@ from itertools import combinations
 
 import numpy as np
 import pytest
-from conftest import VOCAB
 
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instances import InstanceBatch
 from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens, num_to_predict
 from bertcorpus.wordpiece.vocab import Vocab
+
+from conftest import VOCAB
 
 L, P = 128, 20
 
@@ -24,8 +26,13 @@ def vocab() -> Vocab:
 @pytest.fixture(scope="module")
 def special(vocab) -> SpecialIds:
     ids = vocab.ids
-    return SpecialIds(ids["[CLS]"], ids["[SEP]"], ids["[MASK]"], vocab.regular_token_ids(),
-                      np.array([t.startswith("##") for t in vocab.tokens]))
+    return SpecialIds(
+        ids["[CLS]"],
+        ids["[SEP]"],
+        ids["[MASK]"],
+        vocab.regular_token_ids(),
+        np.array([t.startswith("##") for t in vocab.tokens]),
+    )
 
 
 def random_rows(vocab: Vocab, special: SpecialIds, n: int, seed: int = 0, lengths=(60, 62)):
@@ -52,38 +59,39 @@ def test_num_to_predict_uses_python3_rounding():
 def test_rows_have_the_reference_layout(vocab, special):
     tokens, batch, rows = random_rows(vocab, special, 500)
     masked = mask_tokens(rows, 0.15, P, special, np.random.default_rng(2))
-    features = InstanceColumns(rows.input_ids, rows.length, rows.len_a, masked.positions, masked.label_ids,
-                               masked.count, batch.labels()).features()
+    features = InstanceColumns(
+        rows.input_ids, rows.length, rows.len_a, masked.positions, masked.label_ids, masked.count, batch.labels()
+    ).features()
     for i in range(500):
         n, la = rows.length[i], rows.len_a[i]
         row, seg, real = rows.input_ids[i], features["segment_ids"][i], features["input_mask"][i]
         assert row[0] == special.cls and row[la + 1] == special.sep and row[n - 1] == special.sep
         assert n <= L and not row[n:].any() and not seg[n:].any()
-        assert not seg[:la + 2].any() and seg[la + 2:n].all()
+        assert not seg[: la + 2].any() and seg[la + 2 : n].all()
         assert real[:n].all() and not real[n:].any()
         # A is a contiguous run of the original A range, B of the original B range.
-        a = row[1:la + 1]
+        a = row[1 : la + 1]
         lo, hi = batch.columns()[:2, i]
         src = tokens[lo:hi]
-        assert any(np.array_equal(a, src[s:s + la]) for s in range(len(src) - la + 1))
+        assert any(np.array_equal(a, src[s : s + la]) for s in range(len(src) - la + 1))
 
 
 def test_masking_counts_positions_and_labels(vocab, special):
-    tokens, batch, rows = random_rows(vocab, special, 3000)
+    *_, rows = random_rows(vocab, special, 3000)
     m = mask_tokens(rows, 0.15, P, special, np.random.default_rng(1))
     k = num_to_predict(rows.length, 0.15, P)
     assert np.array_equal(m.count, k)
     for i in range(3000):
-        pos = m.positions[i, :k[i]]
-        assert np.all(np.diff(pos) > 0) and not m.positions[i, k[i]:].any()
-        assert np.all(m.label_ids[i, :k[i]] == rows.input_ids[i, pos])
+        pos = m.positions[i, : k[i]]
+        assert np.all(np.diff(pos) > 0) and not m.positions[i, k[i] :].any()
+        assert np.all(m.label_ids[i, : k[i]] == rows.input_ids[i, pos])
         assert not np.isin(pos, [0, rows.len_a[i] + 1, rows.length[i] - 1]).any()
         unmasked = np.setdiff1d(np.arange(L), pos)
         assert np.array_equal(m.input_ids[i, unmasked], rows.input_ids[i, unmasked])
 
 
 def test_80_10_10_proportions_and_regular_replacements(vocab, special):
-    tokens, batch, rows = random_rows(vocab, special, 20000, seed=2)
+    *_, rows = random_rows(vocab, special, 20000, seed=2)
     m = mask_tokens(rows, 0.15, P, special, np.random.default_rng(3))
     real = np.arange(P)[None, :] < m.count[:, None]
     rowix = np.arange(len(m.positions))[:, None]
@@ -147,8 +155,8 @@ def test_whole_word_masking_masks_words_and_decides_once_per_word(vocab, special
     mixed = 0
     for i in range(len(rows.length)):
         row = rows.input_ids[i]
-        chosen = set(m.positions[i][:m.count[i]].tolist())
-        assert len(chosen) <= num_to_predict(rows.length[i:i + 1], 0.15, P)[0]
+        chosen = set(m.positions[i][: m.count[i]].tolist())
+        assert len(chosen) <= num_to_predict(rows.length[i : i + 1], 0.15, P)[0]
         for p in chosen:
             # every piece of a chosen word is chosen: neighbours that continue the word
             if p + 1 < rows.length[i] - 1 and special.is_continuation[row[p + 1]] and p + 1 != rows.len_a[i] + 1:

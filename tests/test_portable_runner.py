@@ -6,12 +6,14 @@ vocab and the inputs only as the job carries or names them, and write only throu
 Beam's own job service runs every job on one SDK worker per environment: it gives --sdk_worker_parallelism and
 --direct_num_workers no effect, so one worker process per job is what this path exercises.
 """
+
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 import pytest
+
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from gcs_server import assert_same_output
 from portable_services import running_services
@@ -48,8 +50,13 @@ def test_create_from_gcs_through_the_job_service(gcs, portable, books_jsonl, tmp
 def test_extract_wiki_byte_ranges_through_the_job_service(gcs, portable, tmp_path):
     dump, index = build_multistream(ENWIKI_TABLES, tmp_path, pages_per_stream=1)
     remote = gcs.url("portable-wiki")
-    run_both("extract-wiki", ["--input", dump, "--index", index, "--range-mb", "0.02", "--num-shards", "2"],
-             tmp_path / "local", f"{remote}/out", portable)
+    run_both(
+        "extract-wiki",
+        ["--input", dump, "--index", index, "--range-mb", "0.02", "--num-shards", "2"],
+        tmp_path / "local",
+        f"{remote}/out",
+        portable,
+    )
     assert_same_output(gcs, f"{remote}/out", tmp_path / "local")
 
 
@@ -64,7 +71,21 @@ def test_vocab_counted_through_the_job_service(gcs, portable, books_jsonl, tmp_p
     local = tmp_path / "local.txt"
     assert run_cli("vocab", "--input", books_jsonl, "--output", local, "--vocab-size", "3000") == 0
     started = portable.workers_started()
-    assert run_cli("vocab", "--input", books_jsonl, "--output", tmp_path / "portable" / "vocab.txt", "--vocab-size",
-                   "3000", "--count-with-beam", "--counts-dir", f"{remote}/counts", *portable.options()) == 0
+    assert (
+        run_cli(
+            "vocab",
+            "--input",
+            books_jsonl,
+            "--output",
+            tmp_path / "portable" / "vocab.txt",
+            "--vocab-size",
+            "3000",
+            "--count-with-beam",
+            "--counts-dir",
+            f"{remote}/counts",
+            *portable.options(),
+        )
+        == 0
+    )
     assert portable.workers_started() > started
     assert (tmp_path / "portable" / "vocab.txt").read_bytes() == local.read_bytes()

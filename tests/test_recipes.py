@@ -1,12 +1,12 @@
 """The recipes' instance building without Beam (transforms/): sentence-order pairs, full-sentence packing, the
 bucket-level build that runs the dupe passes, and length bins, on real tokenised text."""
+
 from __future__ import annotations
 
 import random
 
 import numpy as np
 import pytest
-from conftest import VOCAB, book_sections
 
 from bertcorpus.transforms.bucket_instances import InstanceRecipe, bin_counts, bin_edges, bucket_instances, shard_rows
 from bertcorpus.transforms.instances import Bucket, InstanceBatch, SeqConfig, create_sop_instances_from_document
@@ -15,6 +15,8 @@ from bertcorpus.transforms.packing import assemble_packed, pack_sentences
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import Vocab
+
+from conftest import VOCAB, book_sections
 
 
 @pytest.fixture(scope="module")
@@ -85,14 +87,15 @@ def test_packed_sentences_fill_instances_with_whole_sentences_across_documents(r
     assert (rows.len_a == rows.length - 2).all()  # one segment
     doc = document_of_tokens(real_bucket)
     for i in range(len(packed)):
-        row = rows.input_ids[i, :rows.length[i]]
-        assert row[0] == special.cls and row[-1] == special.sep and (row[rows.length[i]:] == 0).all()
+        row = rows.input_ids[i, : rows.length[i]]
+        assert row[0] == special.cls and row[-1] == special.sep and (row[rows.length[i] :] == 0).all()
         pieces = np.flatnonzero(packed.instance == i)
         # A [SEP] after every piece; the pieces of an instance come from different documents, in turn.
         assert (row == special.sep).sum() == len(pieces)
         assert len({int(doc[packed.start[k]]) for k in pieces}) == len(pieces)
-        expected = np.concatenate([np.append(real_bucket.tokens[packed.start[k]:packed.end[k]], special.sep)
-                                   for k in pieces])
+        expected = np.concatenate(
+            [np.append(real_bucket.tokens[packed.start[k] : packed.end[k]], special.sep) for k in pieces]
+        )
         assert np.array_equal(row[1:], expected)
     # Pieces start and end on sentence boundaries, but for a sentence longer than an instance.
     starts = set(real_bucket.sentence_starts.tolist())
@@ -100,8 +103,12 @@ def test_packed_sentences_fill_instances_with_whole_sentences_across_documents(r
 
 
 def test_a_sentence_longer_than_an_instance_is_cut_into_full_instances(special):
-    bucket = Bucket.from_documents([("long", np.arange(1000, 1300, dtype=np.int32), np.array([300], np.int32)),
-                                    ("short", np.arange(2000, 2010, dtype=np.int32), np.array([10], np.int32))])
+    bucket = Bucket.from_documents(
+        [
+            ("long", np.arange(1000, 1300, dtype=np.int32), np.array([300], np.int32)),
+            ("short", np.arange(2000, 2010, dtype=np.int32), np.array([10], np.int32)),
+        ]
+    )
     packed = pack_sentences(bucket, 2, 64, random.Random(0))
     rows = assemble_packed(bucket.tokens, packed, 64, special)
     assert (packed.end - packed.start).sum() == 310
@@ -112,7 +119,7 @@ def test_packed_passes_pair_other_neighbours(real_bucket, special):
     recipe = InstanceRecipe(SeqConfig(128, 20), dupe_factor=2, pair_objective="none")
     built = bucket_instances(real_bucket, len(real_bucket), None, recipe, special, 1, "train/000000")
     n = built.counts["instances"]
-    first, second = built.instances.input_ids[:n // 2], built.instances.input_ids[n // 2:]
+    first, second = built.instances.input_ids[: n // 2], built.instances.input_ids[n // 2 :]
     assert not (built.instances.next_sentence).any() and built.counts["positive_labels"] == 0
     assert len({r.tobytes() for r in first} & {r.tobytes() for r in second}) < n // 20
 
@@ -120,11 +127,24 @@ def test_packed_passes_pair_other_neighbours(real_bucket, special):
 def test_dynamic_masking_leaves_instances_unmasked_and_static_masks_them(real_bucket, special):
     seq = SeqConfig(128, 20)
     for objective in ("nsp", "sop", "none"):
-        static = bucket_instances(real_bucket, len(real_bucket), None, InstanceRecipe(seq, 1, pair_objective=objective),
-                                  special, 1, "train/000000")
-        dynamic = bucket_instances(real_bucket, len(real_bucket), None,
-                                   InstanceRecipe(seq, 1, pair_objective=objective, mask_now=False),
-                                   special, 1, "train/000000")
+        static = bucket_instances(
+            real_bucket,
+            len(real_bucket),
+            None,
+            InstanceRecipe(seq, 1, pair_objective=objective),
+            special,
+            1,
+            "train/000000",
+        )
+        dynamic = bucket_instances(
+            real_bucket,
+            len(real_bucket),
+            None,
+            InstanceRecipe(seq, 1, pair_objective=objective, mask_now=False),
+            special,
+            1,
+            "train/000000",
+        )
         assert dynamic.instances.positions.shape[1] == 0 and dynamic.counts["predictions"] == 0
         assert not (dynamic.instances.input_ids == special.mask).any()
         assert (static.instances.input_ids == special.mask).sum() > 0.1 * static.counts["predictions"]

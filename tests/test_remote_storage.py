@@ -1,6 +1,7 @@
 """Every job with gs:// inputs and outputs, through Beam's own GcsFileSystem against a real GCS JSON API server on
 the loopback (tests/gcs_server.py): the same bytes as from local paths, sizes from the objects' metadata, staging
 cleared by prefix, and one-line errors for outputs that cannot be written."""
+
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import DATA, SAMPLE_TEXT, VOCAB, file_digests, run_cli
 from gcs_server import assert_same_output
 from wiki_fixtures import ENWIKI_TABLES, build_multistream
@@ -22,6 +24,7 @@ BOOKS = DATA / "books"
 
 
 # ------------------------------------------------------------------------------------------------ create
+
 
 def create_args(inputs: list, out, *extra) -> list:
     return ["create", "--input", *inputs, "--vocab", VOCAB, "--output", out, "--dupe-factor", "5", *extra, *LOCAL]
@@ -58,8 +61,13 @@ def test_create_from_gcs_sizes_from_metadata_and_writes_the_local_runs_bytes(gcs
 
 def kill_when(args: list, ready, timeout: float = 120) -> None:
     """Run `bertcorpus` with args in its own process group and SIGKILL the group as soon as ready() is true."""
-    proc = subprocess.Popen([sys.executable, "-m", "bertcorpus", *map(str, args)], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bertcorpus", *map(str, args)],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + timeout
     try:
         while not ready():
@@ -77,29 +85,40 @@ def test_killed_run_on_gcs_then_a_rerun_leaves_no_stale_object(gcs, corpus):
     # A finished run with 6 train shards; a rerun over it, killed while it writes two configs' shards into the
     # staging area...
     assert run_cli(*create_args(inputs, url, "--num-shards", "6")) == 0
-    kill_when(create_args(inputs, url, "--overwrite", "--num-shards", "6", "--seq-configs", "128:20,512:80"),
-              lambda: any(name.endswith(".tfrecord") for name in gcs.objects(f"{url}/.staging")))
+    kill_when(
+        create_args(inputs, url, "--overwrite", "--num-shards", "6", "--seq-configs", "128:20,512:80"),
+        lambda: any(name.endswith(".tfrecord") for name in gcs.objects(f"{url}/.staging")),
+    )
     assert "manifest.json" not in gcs.objects(url)  # the old shards no longer claim to be a finished run
     # ... then a run with one config and 4 shards: nothing of the earlier runs may stay, staged or published.
     assert run_cli(*create_args(inputs, url, "--overwrite", "--num-shards", "4")) == 0
     assert run_cli(*create_args(inputs, clean, "--num-shards", "4")) == 0
     rerun, fresh = gcs.objects(url), gcs.objects(clean)
     assert not [name for name in rerun if name.startswith(".staging/")]
-    assert {k: v for k, v in rerun.items() if k != "manifest.json"} == \
-           {k: v for k, v in fresh.items() if k != "manifest.json"}
+    assert {k: v for k, v in rerun.items() if k != "manifest.json"} == {
+        k: v for k, v in fresh.items() if k != "manifest.json"
+    }
 
 
 def test_clearing_the_staging_area_keeps_to_the_outputs_prefix(gcs):
     from bertcorpus.pipeline.sinks import output
 
     base = gcs.url("prefixes")
-    for name in ("out/.staging/a/piece.bin", "out/.staging/b.bin", "out/.staging-other/keep.bin",
-                 "out2/.staging/keep.bin", "out/seq128/keep.tfrecord"):
+    for name in (
+        "out/.staging/a/piece.bin",
+        "out/.staging/b.bin",
+        "out/.staging-other/keep.bin",
+        "out2/.staging/keep.bin",
+        "out/seq128/keep.tfrecord",
+    ):
         with output.FileSystems.create(f"{base}/{name}") as f:
             f.write(b"x")
     output.discard_staging(f"{base}/out")
-    assert sorted(gcs.objects(base)) == ["out/.staging-other/keep.bin", "out/seq128/keep.tfrecord",
-                                         "out2/.staging/keep.bin"]
+    assert sorted(gcs.objects(base)) == [
+        "out/.staging-other/keep.bin",
+        "out/seq128/keep.tfrecord",
+        "out2/.staging/keep.bin",
+    ]
 
 
 def test_remote_directories_and_duplicate_names_are_matched_once(gcs, corpus):
@@ -117,27 +136,34 @@ def test_remote_directories_and_duplicate_names_are_matched_once(gcs, corpus):
 
 # ------------------------------------------------------------------------------------------------ errors
 
+
 def test_output_that_cannot_be_written_is_one_line(gcs, corpus, tmp_path, capsys):
     a_file = tmp_path / "a-file"
     a_file.write_text("not a directory")
-    cases = [(a_file, f"cannot write to {a_file}: it is a file, not a directory"),
-             (a_file / "out", f"cannot write to {a_file / 'out'}: Not a directory"),
-             ("gs://no-such-bucket-here/out", "cannot write to gs://no-such-bucket-here/out: HTTP 404 Not Found")]
+    cases = [
+        (a_file, f"cannot write to {a_file}: it is a file, not a directory"),
+        (a_file / "out", f"cannot write to {a_file / 'out'}: Not a directory"),
+        ("gs://no-such-bucket-here/out", "cannot write to gs://no-such-bucket-here/out: HTTP 404 Not Found"),
+    ]
     for out, message in cases:
         assert run_cli(*create_args([corpus["local"]], out)) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith(f"bertcorpus create: error: {message}") and "\n" not in err
     # vocab finds out before it counts a word
-    for out, message in [(a_file / "vocab.txt", f"cannot write to {a_file / 'vocab.txt'}: Not a directory"),
-                         ("gs://no-such-bucket-here/vocab.txt",
-                          "cannot write to gs://no-such-bucket-here/vocab.txt: HTTP 404 Not Found")]:
+    for out, message in [
+        (a_file / "vocab.txt", f"cannot write to {a_file / 'vocab.txt'}: Not a directory"),
+        (
+            "gs://no-such-bucket-here/vocab.txt",
+            "cannot write to gs://no-such-bucket-here/vocab.txt: HTTP 404 Not Found",
+        ),
+    ]:
         assert run_cli("vocab", "--input", corpus["local"], "--output", out) == 2
         captured = capsys.readouterr()
-        assert captured.err.strip().startswith(f"bertcorpus vocab: error: {message}") and "counting" not in \
-            captured.err
+        assert captured.err.strip().startswith(f"bertcorpus vocab: error: {message}") and "counting" not in captured.err
 
 
 # ------------------------------------------------------------------------------------------------ extraction
+
 
 def test_extract_wiki_byte_ranges_on_gcs_match_the_local_run(gcs, tmp_path):
     dump, index = build_multistream(ENWIKI_TABLES, tmp_path, pages_per_stream=1)
@@ -145,8 +171,19 @@ def test_extract_wiki_byte_ranges_on_gcs_match_the_local_run(gcs, tmp_path):
     args = ["--range-mb", "0.02", "--num-shards", "2", *LOCAL]
     local = tmp_path / "local"
     assert run_cli("extract-wiki", "--input", dump, "--index", index, "--output", local, *args) == 0
-    assert run_cli("extract-wiki", "--input", gcs.upload(dump, f"{remote}/in/{dump.name}"),
-                   "--index", gcs.upload(index, f"{remote}/in/{index.name}"), "--output", f"{remote}/out", *args) == 0
+    assert (
+        run_cli(
+            "extract-wiki",
+            "--input",
+            gcs.upload(dump, f"{remote}/in/{dump.name}"),
+            "--index",
+            gcs.upload(index, f"{remote}/in/{index.name}"),
+            "--output",
+            f"{remote}/out",
+            *args,
+        )
+        == 0
+    )
     assert json.loads((local / "manifest.json").read_text())["inputs"][0]["byte_ranges"] > 1
     assert_same_output(gcs, f"{remote}/out", local, f"{remote}/in", tmp_path)
 
@@ -158,8 +195,10 @@ def test_extract_books_from_a_gcs_directory_matches_the_local_run(gcs, tmp_path)
             gcs.upload(f, f"{remote}/in/{f.relative_to(BOOKS)}")
     local = tmp_path / "local"
     assert run_cli("extract-books", "--input", BOOKS, "--output", local, "--num-shards", "2", *LOCAL) == 0
-    assert run_cli("extract-books", "--input", f"{remote}/in", "--output", f"{remote}/out", "--num-shards", "2",
-                   *LOCAL) == 0
+    assert (
+        run_cli("extract-books", "--input", f"{remote}/in", "--output", f"{remote}/out", "--num-shards", "2", *LOCAL)
+        == 0
+    )
     assert_same_output(gcs, f"{remote}/out", local, f"{remote}/in", BOOKS)
     assert len(file_digests(local, "documents-*")) == 2
     # The output folder, named as input, stands for its documents files, as a local one does.
@@ -170,6 +209,7 @@ def test_extract_books_from_a_gcs_directory_matches_the_local_run(gcs, tmp_path)
 
 
 # ------------------------------------------------------------------------------------------------ vocab
+
 
 @pytest.fixture(scope="module")
 def local_vocab(corpus, tmp_path_factory) -> bytes:
@@ -182,7 +222,9 @@ def local_vocab(corpus, tmp_path_factory) -> bytes:
 def test_vocab_from_and_to_gcs_is_the_local_vocab(gcs, corpus, local_vocab, counting, tmp_path):
     url = gcs.url("vocab", counting.replace(" ", "-"))
     extra = ["--count-with-beam", "--counts-dir", f"{url}/counts", *LOCAL] if counting == "beam" else []
-    assert run_cli("vocab", "--input", corpus["remote"], "--output", f"{url}/vocab.txt", "--vocab-size", "3000",
-                   *extra) == 0
+    assert (
+        run_cli("vocab", "--input", corpus["remote"], "--output", f"{url}/vocab.txt", "--vocab-size", "3000", *extra)
+        == 0
+    )
     assert gcs.download(f"{url}/vocab.txt", tmp_path / "vocab.txt").read_bytes() == local_vocab
     assert not [name for name in gcs.objects(url) if name.endswith(".tmp") or "beam-temp" in name]

@@ -1,14 +1,15 @@
 """The choice of runner (pipeline/engines/runners.py): local jobs run on Beam's FnApiRunner through Beam's public API,
 and leave every function and class of Beam as Beam defined it."""
+
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
 
-from conftest import SAMPLE_TEXT, TESTS, VOCAB
-
 from bertcorpus.pipeline.engines import runners
+
+from conftest import SAMPLE_TEXT, TESTS, VOCAB
 
 # In a fresh process: note every function and class of the loaded Beam modules (and the functions and defaults
 # inside those classes), run a job in each local mode, then list whatever was replaced or given other defaults.
@@ -48,8 +49,9 @@ print(json.dumps({{"compared": len(before), "changed": changed, "finders_added":
 
 
 def test_local_runs_leave_beam_as_beam_defined_it(tmp_path):
-    script = _RUN_AND_COMPARE.format(root=str(TESTS.parent), tests=str(TESTS), sample=str(SAMPLE_TEXT),
-                                     vocab=str(VOCAB), out=str(tmp_path))
+    script = _RUN_AND_COMPARE.format(
+        root=str(TESTS.parent), tests=str(TESTS), sample=str(SAMPLE_TEXT), vocab=str(VOCAB), out=str(tmp_path)
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -63,8 +65,23 @@ def test_every_local_mode_makes_the_same_records(tmp_path):
         out = tmp_path / mode
         from conftest import file_digests, run_cli
 
-        assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, "--dupe-factor", "2",
-                       "--runner=DirectRunner", f"--direct_running_mode={mode}", "--direct_num_workers=2") == 0
+        assert (
+            run_cli(
+                "create",
+                "--input",
+                SAMPLE_TEXT,
+                "--vocab",
+                VOCAB,
+                "--output",
+                out,
+                "--dupe-factor",
+                "2",
+                "--runner=DirectRunner",
+                f"--direct_running_mode={mode}",
+                "--direct_num_workers=2",
+            )
+            == 0
+        )
         outputs[mode] = file_digests(out, "seq128/*.tfrecord")
     assert len(outputs["in_memory"]) == 4  # train shards: the sample is too small for an eval split
     assert outputs["in_memory"] == outputs["multi_threading"] == outputs["multi_processing"]

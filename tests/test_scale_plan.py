@@ -1,6 +1,7 @@
 """create's sizing at full scale, simulated: the listing of an 18.5 GB Wikipedia + BooksCorpus input goes through the
 launch code's sizing, and what it decides is checked against the bounds docs/dataflow.md states. No 18 GB run: a
 bucket's memory is measured on a real bucket of the bundled books, and the records' size on a real run."""
+
 from __future__ import annotations
 
 import json
@@ -10,15 +11,17 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import VOCAB, book_sections
 
-from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage, InstancePieceCoder
+from bertcorpus.pipeline.create.coders import BucketMessage, InstancePieceCoder
 from bertcorpus.pipeline.create.config import RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key
-from bertcorpus.pipeline.create.steps import BuildInstances, TokenizeBuckets
-from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.steps import BuildInstances, TokenizeBuckets
+from bertcorpus.pipeline.inputs.formats import SourceDocument
+from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.transforms.instances import SeqConfig
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
+
+from conftest import VOCAB, book_sections
 
 MB = 2**20
 DATAFLOW_DOC = Path(__file__).resolve().parent.parent / "docs" / "dataflow.md"
@@ -34,8 +37,10 @@ def full_corpus_listing() -> list[tuple[str, int]]:
     listing = []
     for source, text in (("wiki", WIKI_TEXT), ("books", BOOKS_TEXT)):
         shards = round(text / (128 * MB))
-        listing += [(f"gs://corpus/{source}/documents-{i:05d}-of-{shards:05d}.parquet", round(text / shards / 2.5))
-                    for i in range(shards)]
+        listing += [
+            (f"gs://corpus/{source}/documents-{i:05d}-of-{shards:05d}.parquet", round(text / shards / 2.5))
+            for i in range(shards)
+        ]
     return listing
 
 
@@ -48,8 +53,9 @@ def documented(name: str) -> float:
 
 @pytest.fixture(scope="module")
 def plan() -> CreateConfig:
-    config = CreateConfig(inputs=["gs://corpus/*/documents-*.parquet"], output="gs://corpus/records", vocab="v",
-                          seq_configs=SEQ_CONFIGS)
+    config = CreateConfig(
+        inputs=["gs://corpus/*/documents-*.parquet"], output="gs://corpus/records", vocab="v", seq_configs=SEQ_CONFIGS
+    )
     return config.resolved(sum(estimated_text_bytes(path, size) for path, size in full_corpus_listing()))
 
 
@@ -78,10 +84,17 @@ def bucket_memory_per_text_mb() -> float:
     text, in each of its two steps: tokenising it (and cutting the fragments it sends to four other buckets),
     then building its instances with the fragments four buckets sent it. Instances are encoded as they come, as a
     runner takes them."""
-    docs = [BucketDocument(doc_id, text, False) for doc_id, text in book_sections()]
+    docs = [SourceDocument(doc_id, text) for doc_id, text in book_sections()]
     size = sum(len(doc.text.encode()) for doc in docs)
-    config = CreateConfig(inputs=[], output="", vocab=str(VOCAB), seq_configs=SEQ_CONFIGS, num_buckets=5,
-                          num_shards=1448, eval_fraction=0.0)
+    config = CreateConfig(
+        inputs=[],
+        output="",
+        vocab=str(VOCAB),
+        seq_configs=SEQ_CONFIGS,
+        num_buckets=5,
+        num_shards=1448,
+        eval_fraction=0.0,
+    )
     vocab = JobVocab(str(VOCAB), None, read_vocab_bytes(str(VOCAB)))
     tokenize, build = TokenizeBuckets(config, vocab), BuildInstances(config, vocab)
     tokenize.setup()
@@ -89,16 +102,19 @@ def bucket_memory_per_text_mb() -> float:
     others = [f"train/{i:06d}" for i in range(1, 5)]
     targets = {"train/000000": (5, others)}
     list(tokenize.process(("train/000000", docs[:2]), targets))  # the tokenizer's own tables, made once per worker
-    made, tokenizing = peak_memory(kv for kv in tokenize.process(("train/000000", docs), targets)
-                                   if isinstance(kv, tuple))
+    made, tokenizing = peak_memory(
+        kv for kv in tokenize.process(("train/000000", docs), targets) if isinstance(kv, tuple)
+    )
     bucket = [value for key, value in made if key == "train/000000"]
     # The four buckets before it send it what it sends the four after it: as many fragments, of the same text.
     sent = [value for key, value in made if key != "train/000000"]
     received = [BucketMessage(fragments.bucket, sender=sender) for sender, fragments in zip(others, sent)]
     assert len(bucket) == 1 and len(received) == 4 and all(len(f.bucket) > 20 for f in received)
     coder = InstancePieceCoder()
-    instances, building = peak_memory(coder.encode(piece) for key, piece in (
-        i for i in build.process(("train/000000", bucket + received)) if isinstance(i, tuple)))
+    instances, building = peak_memory(
+        coder.encode(piece)
+        for key, piece in (i for i in build.process(("train/000000", bucket + received)) if isinstance(i, tuple))
+    )
     assert len(instances) > 100
     return max(tokenizing, building) / (size / MB)
 
@@ -120,6 +136,6 @@ def test_shards_come_out_near_the_documented_size(plan, records_dir):
     measured = records / text / manifest["config"]["dupe_factor"]
     assert abs(measured / RECORD_BYTES_PER_TEXT_BYTE - 1) < 0.15
     shard_mb = measured * (WIKI_TEXT + BOOKS_TEXT) * plan.dupe_factor / plan.num_shards / MB
-    assert SHARD_TARGET_MB == documented("train shard size")
+    assert documented("train shard size") == SHARD_TARGET_MB
     assert 0.85 * SHARD_TARGET_MB < shard_mb < 1.15 * SHARD_TARGET_MB
     assert plan.num_shards % 4 == 0 and plan.eval_shards >= 1

@@ -1,5 +1,6 @@
 """Sentence splitting (transforms/sentences.py): the no-text-lost contract on real text, exact splits of tricky
 cases, and boundary F1 on the hand-checked gold set in tests/data/sentences (see its DATA.md)."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -70,8 +71,10 @@ TRICKY = [
     ("Mr. and Mrs. Smith arrived. They sat down.", ["Mr. and Mrs. Smith arrived.", "They sat down."]),
     ("J. R. R. Tolkien wrote it. He taught at Oxford.", ["J. R. R. Tolkien wrote it.", "He taught at Oxford."]),
     ("Samuel I. Hayakawa taught there.", ["Samuel I. Hayakawa taught there."]),
-    ("Gen. P.G.T. Beauregard and Maj. Gen. Polk met St. Clair.",
-     ["Gen. P.G.T. Beauregard and Maj. Gen. Polk met St. Clair."]),
+    (
+        "Gen. P.G.T. Beauregard and Maj. Gen. Polk met St. Clair.",
+        ["Gen. P.G.T. Beauregard and Maj. Gen. Polk met St. Clair."],
+    ),
     ("He paused—Mr. Darcy entered.", ["He paused—Mr. Darcy entered."]),
     ("It is the symbol Z. The number follows.", ["It is the symbol Z.", "The number follows."]),
     ("Brown v. Board was decided in 1954.", ["Brown v. Board was decided in 1954."]),
@@ -92,8 +95,10 @@ TRICKY = [
     ("It boils at 15 °C. If colder, it freezes.", ["It boils at 15 °C.", "If colder, it freezes."]),
     ("The mass is 3.5 kg. Its volume is 2 L.", ["The mass is 3.5 kg.", "Its volume is 2 L."]),
     ("The war began in 1775. It ended in 1783.", ["The war began in 1775.", "It ended in 1783."]),
-    ("I thought... well, never mind. The door opened… Nobody came.",
-     ["I thought... well, never mind.", "The door opened…", "Nobody came."]),
+    (
+        "I thought... well, never mind. The door opened… Nobody came.",
+        ["I thought... well, never mind.", "The door opened…", "Nobody came."],
+    ),
     ("It failed. (See below.) The rest follows.", ["It failed.", "(See below.)", "The rest follows."]),
     ("Buy the iPad. iTunes is free.", ["Buy the iPad.", "iTunes is free."]),
 ]

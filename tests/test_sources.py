@@ -1,4 +1,5 @@
 """Input readers: a large text or JSONL file read in byte spans yields exactly the documents of the whole file."""
+
 from __future__ import annotations
 
 import hashlib
@@ -7,11 +8,12 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections, run_cli
 
 from bertcorpus.pipeline.inputs import reads
 from bertcorpus.pipeline.inputs.formats import ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import merge_file_stats, plan_reads, read_documents
+
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections, run_cli
 
 
 def text_corpus(path: Path) -> Path:
@@ -21,10 +23,14 @@ def text_corpus(path: Path) -> Path:
     books = [" ".join(p.split()) for book in BOOKS for p in book.read_text(encoding="utf-8").split("\n\n")]
     parts = [SAMPLE_TEXT.read_bytes(), b"\n\n\n   \n\t\n"]
     for i in range(0, 400, 4):
-        parts.append("\n".join(s for s in books[i:i + 4] if s).encode() + b"\n\n")
-    parts += [b"Bad bytes \xff\xfe here.\r\nAnd \xc3\x28 there.\r\n\r\n",
-              "\u3000\n\x85\n".encode(), b"\n", " ".join(["word"] * 10_000).encode() + b"\nAfter the long one.\n",
-              b"\n\n\nLast document, no blank line after it."]
+        parts.append("\n".join(s for s in books[i : i + 4] if s).encode() + b"\n\n")
+    parts += [
+        b"Bad bytes \xff\xfe here.\r\nAnd \xc3\x28 there.\r\n\r\n",
+        "\u3000\n\x85\n".encode(),
+        b"\n",
+        " ".join(["word"] * 10_000).encode() + b"\nAfter the long one.\n",
+        b"\n\n\nLast document, no blank line after it.",
+    ]
     path.write_bytes(b"".join(parts))
     return path
 
@@ -45,10 +51,20 @@ def read_all(path: Path, tasks) -> tuple[list[tuple], list[dict]]:
     docs, stats = [], []
     for _, start, stop in tasks:
         part = ReadStats(str(path))
-        docs += [(d.id, d.text, d.sentences) if isinstance(d, SourceDocument) else (d.where, d.reason)
-                 for d in read_documents(str(path), "auto", part, start, stop)]
-        stats.append({"path": part.path, "size": part.size, "sha256": part.sha256, "documents": part.documents,
-                      "replaced_chars": part.replaced_chars, "skipped": dict(part.skipped)})
+        docs += [
+            (d.id, d.text, d.sentences) if isinstance(d, SourceDocument) else (d.where, d.reason)
+            for d in read_documents(str(path), "auto", part, start, stop)
+        ]
+        stats.append(
+            {
+                "path": part.path,
+                "size": part.size,
+                "sha256": part.sha256,
+                "documents": part.documents,
+                "replaced_chars": part.replaced_chars,
+                "skipped": dict(part.skipped),
+            }
+        )
     return docs, stats
 
 
@@ -94,7 +110,7 @@ def test_ids_do_not_depend_on_the_split(corpus):
         # A text document's id is the stem and the offset of its first line.
         assert ids[0] == "corpus:0"
         offset = int(ids[1].split(":")[1])
-        assert data[offset - 1:offset] == b"\n" and data[offset:offset + 1].strip()
+        assert data[offset - 1 : offset] == b"\n" and data[offset : offset + 1].strip()
     else:
         assert "corpus:" + str(corpus.read_bytes().index(b'{"text": "No id')) in ids
 
@@ -105,8 +121,12 @@ def test_plan_reads_splits_only_large_uncompressed_text_and_jsonl(monkeypatch):
     assert [s[1:] for s in spans][:2] == [(0, 954), (954, 1909)] and spans[-1][2] == 10_500
     assert all(a[2] == b[1] for a, b in zip(spans, spans[1:]))  # contiguous, no byte lost or read twice
     assert len(plan_reads("big.txt", 10_500, "text")) == 11
-    for path, fmt in (("big.jsonl.zst", "auto"), ("big.txt.gz", "auto"), ("docs.parquet", "auto"),
-                      ("small.txt", "auto")):
+    for path, fmt in (
+        ("big.jsonl.zst", "auto"),
+        ("big.txt.gz", "auto"),
+        ("docs.parquet", "auto"),
+        ("small.txt", "auto"),
+    ):
         size = 500 if path == "small.txt" else 10_500
         assert plan_reads(path, size, fmt) == [(path, 0, -1)]
 
@@ -114,8 +134,19 @@ def test_plan_reads_splits_only_large_uncompressed_text_and_jsonl(monkeypatch):
 @pytest.mark.parametrize("fmt", ["text", "jsonl"])
 def test_create_reads_a_file_in_spans_with_the_same_result(tmp_path, monkeypatch, fmt):
     corpus = text_corpus(tmp_path / "c.txt") if fmt == "text" else jsonl_corpus(tmp_path / "c.jsonl")
-    common = ["--input", corpus, "--vocab", VOCAB, "--dupe-factor", "2", "--num-buckets", "3", "--num-shards", "2",
-              "--direct_running_mode=in_memory"]
+    common = [
+        "--input",
+        corpus,
+        "--vocab",
+        VOCAB,
+        "--dupe-factor",
+        "2",
+        "--num-buckets",
+        "3",
+        "--num-shards",
+        "2",
+        "--direct_running_mode=in_memory",
+    ]
     assert run_cli("create", *common, "--output", tmp_path / "whole") == 0
     monkeypatch.setattr(reads, "auto_range_bytes", lambda size: size // 25 + 1)
     assert len(plan_reads(str(corpus), corpus.stat().st_size, "auto")) == 25
@@ -133,13 +164,12 @@ def test_a_damaged_compressed_file_keeps_what_came_before_the_damage_and_is_coun
 
     import zstandard
 
-
     lines = books_jsonl.read_bytes().splitlines(keepends=True)
     first, second = b"".join(lines[:20]), b"".join(lines[20:40])
     whole_frame = zstandard.ZstdCompressor().compress(first)
     cut_frame = zstandard.ZstdCompressor().compress(second)
     damaged = {
-        "frame-then-cut.jsonl.zst": whole_frame + cut_frame[:len(cut_frame) // 2],
+        "frame-then-cut.jsonl.zst": whole_frame + cut_frame[: len(cut_frame) // 2],
         "cut.jsonl.gz": gzip.compress(first)[:300],
         "not-gzip.jsonl.gz": first,
         "cut.jsonl.bz2": bz2.compress(first)[:300],
@@ -160,8 +190,23 @@ def test_a_damaged_compressed_file_keeps_what_came_before_the_damage_and_is_coun
     assert len(list(read_documents(str(whole), "auto", stats))) == 40 and not stats.errors
 
     out = tmp_path / "o"
-    assert run_cli("create", "--input", books_jsonl, *(tmp_path / n for n in damaged), "--vocab", VOCAB,
-                   "--output", out, "--dupe-factor", "1", "--max-error-rate", "0.5") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            books_jsonl,
+            *(tmp_path / n for n in damaged),
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--dupe-factor",
+            "1",
+            "--max-error-rate",
+            "0.5",
+        )
+        == 0
+    )
     documents = json.loads((out / "manifest.json").read_text())["documents"]
     assert documents["errors_by_reason"] == {"damaged_compressed_file": 4}
     assert documents["read"] == documents["kept"] + sum(documents["skipped"].values()) + documents["errors"]

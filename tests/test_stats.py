@@ -2,6 +2,7 @@
 the reference spec, documents read back with pyarrow, words tokenised by the plain-Python reference tokenizer),
 the lineage, sampling, warnings, and a report that references only its own plots (the page as rendered is checked
 in test_data_card_page.py)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,11 +17,13 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
+
+from bertcorpus.trainer.data import feature_spec as spec
+
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 from full_tokenizer import FullTokenizerEquivalent, _is_control
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL
 
-from bertcorpus.trainer.data import feature_spec as spec
 TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 UNK, SEP, MASK = (TOKENS.index(t) for t in ("[UNK]", "[SEP]", "[MASK]"))
 
@@ -41,17 +44,33 @@ def run_dir(tmp_path_factory) -> Path:
     run = tmp_path_factory.mktemp("run")
     assert run_cli("extract-wiki", "--input", ENWIKI_2014, "--output", run / "wiki") == 0
     assert run_cli("extract-wiki", "--input", ENWIKI_SMALL, "--output", run / "small", "--source", "sample") == 0
-    assert run_cli("create", "--input", run / "wiki" / "documents-*.parquet", run / "small" / "documents-*.parquet",
-                   "--vocab", VOCAB, "--output", run / "records", "--seq-configs", "128:20,512:80",
-                   "--dupe-factor", "1", "--eval-fraction", "0.1", "--num-buckets", "2") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            run / "wiki" / "documents-*.parquet",
+            run / "small" / "documents-*.parquet",
+            "--vocab",
+            VOCAB,
+            "--output",
+            run / "records",
+            "--seq-configs",
+            "128:20,512:80",
+            "--dupe-factor",
+            "1",
+            "--eval-fraction",
+            "0.1",
+            "--num-buckets",
+            "2",
+        )
+        == 0
+    )
     return run
 
 
 @pytest.fixture(scope="module")
 def run_stats(run_dir) -> dict:
     return stats(run_dir)
-
-
 
 
 def parse(files: list[Path], length: int, predictions: int, limit: int | None = None) -> dict[str, np.ndarray]:
@@ -78,7 +97,7 @@ def independent_summary(rec: dict[str, np.ndarray], length: int, predictions: in
         real[count] += 1
         seg_a[int(first_sep) - 1] += 1
         seg_b[int(last_sep - first_sep) - 1] += 1
-        assert (seg[:first_sep + 1] == 0).all() and (seg[first_sep + 1:count] == 1).all()
+        assert (seg[: first_sep + 1] == 0).all() and (seg[first_sep + 1 : count] == 1).all()
         masked[k] += 1
         for p, label in zip(pos, labels):
             shown["mask" if ids[p] == MASK else "original" if ids[p] == label else "random"] += 1
@@ -95,18 +114,30 @@ def independent_summary(rec: dict[str, np.ndarray], length: int, predictions: in
     total_masked = sum(v * c for v, c in masked.items())
     text_tokens = sum(originals.values())
     return {
-        "instances": n, "random_next": int((labels == 1).sum()), "random_next_share": int((labels == 1).sum()) / n,
-        "real_tokens": total_real, "mean_real_tokens": total_real / n, "real_tokens_hist": hist(real, length),
-        "segment_a_tokens_hist": hist(seg_a, length), "segment_b_tokens_hist": hist(seg_b, length),
-        "masked_positions": total_masked, "mean_masked_positions": total_masked / n,
+        "instances": n,
+        "random_next": int((labels == 1).sum()),
+        "random_next_share": int((labels == 1).sum()) / n,
+        "real_tokens": total_real,
+        "mean_real_tokens": total_real / n,
+        "real_tokens_hist": hist(real, length),
+        "segment_a_tokens_hist": hist(seg_a, length),
+        "segment_b_tokens_hist": hist(seg_b, length),
+        "masked_positions": total_masked,
+        "mean_masked_positions": total_masked / n,
         "masked_positions_hist": hist(masked, predictions),
-        "masked_shown_as_mask": shown["mask"], "masked_shown_as_original": shown["original"],
-        "masked_shown_as_random": shown["random"], "mask_share": shown["mask"] / total_masked,
-        "text_tokens": text_tokens, "unk_tokens": originals[UNK], "unk_token_rate": originals[UNK] / text_tokens,
-        "vocab_ids_seen": len(seen), "vocab_coverage": len(seen) / len(TOKENS),
+        "masked_shown_as_mask": shown["mask"],
+        "masked_shown_as_original": shown["original"],
+        "masked_shown_as_random": shown["random"],
+        "mask_share": shown["mask"] / total_masked,
+        "text_tokens": text_tokens,
+        "unk_tokens": originals[UNK],
+        "unk_token_rate": originals[UNK] / text_tokens,
+        "vocab_ids_seen": len(seen),
+        "vocab_coverage": len(seen) / len(TOKENS),
         "full_length_share": real[length] / n,
-        "real_tokens_percentiles": {f"p{q}": int(np.percentile(rec["input_mask"].sum(1), q, method="inverted_cdf"))
-                                    for q in (1, 10, 50, 90, 99)},
+        "real_tokens_percentiles": {
+            f"p{q}": int(np.percentile(rec["input_mask"].sum(1), q, method="inverted_cdf")) for q in (1, 10, 50, 90, 99)
+        },
     }
 
 
@@ -146,8 +177,12 @@ def test_a_records_directory_alone(records_dir, tmp_path):
 
 
 def test_document_statistics_equal_an_independent_count(run_dir, run_stats):
-    rows = [r for d in ("wiki", "small") for f in sorted((run_dir / d).glob("documents-*.parquet"))
-            for r in pq.read_table(f).to_pylist()]
+    rows = [
+        r
+        for d in ("wiki", "small")
+        for f in sorted((run_dir / d).glob("documents-*.parquet"))
+        for r in pq.read_table(f).to_pylist()
+    ]
     docs = run_stats["documents"]
     assert docs["documents"] == len(rows) == 200
     assert docs["by_source"] == dict(Counter(r["source"] for r in rows)) == {"wikipedia": 198, "sample": 2}
@@ -163,8 +198,12 @@ def test_document_statistics_equal_an_independent_count(run_dir, run_stats):
     for name in ("wiki", "small"):
         manifest = json.loads((run_dir / name / "manifest.json").read_text())["documents"]
         counts = docs["stages"][name]
-        assert (counts["read"], counts["kept"], counts["skipped"], counts["errors_by_reason"]) == \
-            (manifest["read"], manifest["kept"], manifest["skipped"], manifest["errors_by_reason"])
+        assert (counts["read"], counts["kept"], counts["skipped"], counts["errors_by_reason"]) == (
+            manifest["read"],
+            manifest["kept"],
+            manifest["skipped"],
+            manifest["errors_by_reason"],
+        )
     assert docs["stages"]["wiki"]["errors_by_reason"] == {"truncated": 1}
     assert docs["stages"]["small"]["skipped"]["redirect"] == 1
 
@@ -193,14 +232,18 @@ def test_words_that_become_unk_equal_the_reference_tokenizer(run_dir, run_stats)
 def test_lineage_links_dumps_documents_vocab_and_records(run_dir, run_stats):
     lineage = run_stats["lineage"]
     stages = {s["stage"]: s for s in lineage["stages"]}
-    assert {s: stages[s]["kind"] for s in stages} == {"wiki": "documents", "small": "documents",
-                                                     "records": "records"}
+    assert {s: stages[s]["kind"] for s in stages} == {"wiki": "documents", "small": "documents", "records": "records"}
     dump = stages["wiki"]["inputs"][0]
-    assert (dump["path"], dump["sha256"], dump["size"]) == (str(ENWIKI_2014), sha256(ENWIKI_2014),
-                                                            ENWIKI_2014.stat().st_size)
+    assert (dump["path"], dump["sha256"], dump["size"]) == (
+        str(ENWIKI_2014),
+        sha256(ENWIKI_2014),
+        ENWIKI_2014.stat().st_size,
+    )
     assert "from" not in dump
-    assert lineage["links"] == [{"from": "small", "to": "records", "files": 1},
-                                {"from": "wiki", "to": "records", "files": 1}]
+    assert lineage["links"] == [
+        {"from": "small", "to": "records", "files": 1},
+        {"from": "wiki", "to": "records", "files": 1},
+    ]
     vocab = next(i for i in stages["records"]["inputs"] if i["role"] == "vocab")
     assert vocab["sha256"] == sha256(VOCAB) and "from" not in vocab
     assert vocab["checked"] == {"path": str(VOCAB), "sha256_matches": True}
@@ -243,7 +286,7 @@ def test_shards_unlike_their_manifest(records_dir, tmp_path, capsys):
     extra = second.read_bytes()
     length = int.from_bytes(extra[:8], "little")
     with open(first, "ab") as f:  # one more whole record than the manifest says
-        f.write(extra[:12 + length + 4])
+        f.write(extra[: 12 + length + 4])
     card = stats(copy, "--output", tmp_path / "out")
     assert any(first.name in w and "bytes" in w for w in card["warnings"])
     assert any(first.name in w and "does not hold" in w for w in card["warnings"])
@@ -280,8 +323,28 @@ BIN = 32
 
 def create(out: Path, *flags) -> Path:
     """A small real run of create: the sample text and the books, 128 tokens, one pass."""
-    assert run_cli("create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, "--seq-configs",
-                   "128:20", "--dupe-factor", "1", "--eval-fraction", "0.1", "--runner", "DirectRunner", *flags) == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            SAMPLE_TEXT,
+            *BOOKS,
+            "--vocab",
+            VOCAB,
+            "--output",
+            out,
+            "--seq-configs",
+            "128:20",
+            "--dupe-factor",
+            "1",
+            "--eval-fraction",
+            "0.1",
+            "--runner",
+            "DirectRunner",
+            *flags,
+        )
+        == 0
+    )
     return out
 
 
@@ -308,8 +371,13 @@ def parquet_split(out: Path, split: str) -> dict[str, np.ndarray]:
     manifest = json.loads((out / "manifest.json").read_text())
     tables = [pq.read_table(out / shard["path"]) for shard in manifest["outputs"]["seq128"][split]["shards"]]
     ids = [row for table in tables for row in table.column("input_ids").to_pylist()]
-    return {"ids": ids, **{name: np.concatenate([t.column(name).to_numpy() for t in tables]).astype(np.int64)
-                           for name in ("length", "segment_b_start", "next_sentence_label")}}
+    return {
+        "ids": ids,
+        **{
+            name: np.concatenate([t.column(name).to_numpy() for t in tables]).astype(np.int64)
+            for name in ("length", "segment_b_start", "next_sentence_label")
+        },
+    }
 
 
 def padding_by_bin(lengths: np.ndarray, bin_size: int, length: int) -> list[tuple[int, int, float]]:
@@ -340,8 +408,9 @@ def test_the_card_of_the_parquet_form_counts_what_its_files_hold(dynamic_run, dy
         assert (x["text_tokens"], x["unk_tokens"]) == (len(text), text.count(UNK))
         # Padding per bin: what batches of each bin pad, from the lengths the Parquet files hold.
         padding = x["padding"]
-        assert [(b["width"], b["instances"]) for b in padding["bins"]] == \
-               [(w, k) for w, k, _ in padding_by_bin(lengths, BIN, 128)]
+        assert [(b["width"], b["instances"]) for b in padding["bins"]] == [
+            (w, k) for w, k, _ in padding_by_bin(lengths, BIN, 128)
+        ]
         assert {str(b["width"]): b["instances"] for b in padding["bins"] if b["instances"]} == out["bins"]
         for b, (_, _, share) in zip(padding["bins"], padding_by_bin(lengths, BIN, 128)):
             assert b["padded_share"] == pytest.approx(share, rel=1e-12)
@@ -354,8 +423,14 @@ def test_the_card_of_the_parquet_form_counts_what_its_files_hold(dynamic_run, dy
         masked = x["masked_positions"]
         for key, expected in (("mask_share", 0.8), ("keep_share", 0.1), ("random_share", 0.1)):
             assert abs(x[key] - expected) < 5 * (expected * (1 - expected) / masked) ** 0.5, (split, key)
-    assert s["masks"] == {"drawn_by": "bertcorpus.trainer.loader.PretrainingLoader", "epoch": 0, "seed": 0,
-                          "masked_lm_prob": 0.15, "max_predictions_per_seq": 20, "whole_word_mask": False}
+    assert s["masks"] == {
+        "drawn_by": "bertcorpus.PretrainingLoader",
+        "epoch": 0,
+        "seed": 0,
+        "masked_lm_prob": 0.15,
+        "max_predictions_per_seq": 20,
+        "whole_word_mask": False,
+    }
     assert [r["records_read"] for r in s["shards"]] == [r["records"] for r in s["shards"]]
     assert all(r["file_bytes"] == r["bytes"] for r in s["shards"])
     page = (dynamic_card_dir / "report.html").read_text(encoding="utf-8")
@@ -376,11 +451,17 @@ def test_the_masks_counted_are_those_the_loader_draws_for_epoch_0(dynamic_run, d
         k = int(batch["masked_lm_weights"].sum())
         at, labels = batch["masked_lm_positions"][0, :k], batch["masked_lm_ids"][0, :k]
         seen = batch["input_ids"][0, at]
-        shown.update(mask=int((seen == MASK).sum()), original=int((seen == labels).sum()),
-                     random=int(((seen != MASK) & (seen != labels)).sum()))
+        shown.update(
+            mask=int((seen == MASK).sum()),
+            original=int((seen == labels).sum()),
+            random=int(((seen != MASK) & (seen != labels)).sum()),
+        )
     assert len(loader) == x["instances"]
-    assert (x["masked_shown_as_mask"], x["masked_shown_as_original"], x["masked_shown_as_random"]) == \
-           (shown["mask"], shown["original"], shown["random"])
+    assert (x["masked_shown_as_mask"], x["masked_shown_as_original"], x["masked_shown_as_random"]) == (
+        shown["mask"],
+        shown["original"],
+        shown["random"],
+    )
 
 
 def test_a_sample_of_the_parquet_form_is_the_start_of_epoch_0(dynamic_run, tmp_path):
@@ -403,13 +484,14 @@ def test_the_label_is_named_by_the_pair_objective(objective, label, tmp_path):
     assert (x["label"], x["random_next"], x["random_next_share"]) == (label, None, None)
     assert x["label_ones"] == int(rows["next_sentence_label"].sum())
     assert x["label_share"] == (None if objective == "none" else rows["next_sentence_label"].mean())
-    assert manifest["outputs"]["seq128"]["train"]["label_share"] == (None if x["label_share"] is None
-                                                                      else round(x["label_share"], 6))
+    assert manifest["outputs"]["seq128"]["train"]["label_share"] == (
+        None if x["label_share"] is None else round(x["label_share"], 6)
+    )
     # [CLS] and every [SEP] are structure, the [SEP]s between packed documents too.
     text = [t for ids in rows["ids"] for t in ids[1:] if t != SEP]
     assert x["text_tokens"] == len(text)
     page = (out / "report.html").read_text(encoding="utf-8")
-    lead = page[page.index('<section id="built">'):page.index('<section id="plots">')]
+    lead = page[page.index('<section id="built">') : page.index('<section id="plots">')]
     headers = re.findall(r"<th[^>]*>(.*?)</th>", lead)
     assert [h for h in headers if "(label 1)" in h] == (["swapped (label 1)"] if objective == "sop" else [])
     assert ("there is no label to predict" in lead) == (objective == "none")
@@ -430,8 +512,9 @@ def test_static_records_with_bins_show_what_batching_by_bins_would_pad(tmp_path)
         for b, (width, instances, share) in zip(padding["bins"], padding_by_bin(lengths, BIN, 128), strict=True):
             assert (b["width"], b["instances"]) == (width, instances)
             assert b["padded_share"] == pytest.approx(share, rel=1e-12)
-        assert {str(b["width"]): b["instances"] for b in padding["bins"] if b["instances"]} == \
-               manifest["outputs"]["seq128"][split]["bins"]
+        assert {str(b["width"]): b["instances"] for b in padding["bins"] if b["instances"]} == manifest["outputs"][
+            "seq128"
+        ][split]["bins"]
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "length (bins of 32)" in page and "The records themselves stay padded to the full length" in page
     # Counts per bin that the lengths do not give are named.
@@ -465,14 +548,20 @@ def test_an_invalid_manifest_is_named_with_what_is_wrong(tmp_path, records_dir, 
     manifest = json.loads(text)
     cases = {
         # Cut inside the key that opens the line after the middle, wherever the manifest's length puts it.
-        "truncated": (text[: text.index('"', text.index("\n", len(text) // 2)) + 2],
-                      "it is not JSON (Unterminated string"),
+        "truncated": (
+            text[: text.index('"', text.index("\n", len(text) // 2)) + 2],
+            "it is not JSON (Unterminated string",
+        ),
         "array": ("[1, 2]", "it holds an array, not a JSON object"),
         "inputs": (_damaged(manifest, lambda m: m.update(inputs=7)), 'its "inputs" is a number, not an array'),
-        "length": (_damaged(manifest, lambda m: m["outputs"]["seq128"].update(max_seq_length="128")),
-                   "its output seq128 has no integer max_seq_length and max_predictions_per_seq"),
-        "shard": (_damaged(manifest, lambda m: m["outputs"]["seq128"]["train"]["shards"][0].pop("records")),
-                  "output seq128: a train shard has no path or record count"),
+        "length": (
+            _damaged(manifest, lambda m: m["outputs"]["seq128"].update(max_seq_length="128")),
+            "its output seq128 has no integer max_seq_length and max_predictions_per_seq",
+        ),
+        "shard": (
+            _damaged(manifest, lambda m: m["outputs"]["seq128"]["train"]["shards"][0].pop("records")),
+            "output seq128: a train shard has no path or record count",
+        ),
     }
     for name, (content, why) in cases.items():
         (tmp_path / name).mkdir()
@@ -487,8 +576,10 @@ def test_an_invalid_manifest_is_named_with_what_is_wrong(tmp_path, records_dir, 
     (run / "broken").mkdir()
     (run / "broken" / "manifest.json").write_text("[1, 2]")
     card = stats(run, "--output", tmp_path / "out", "--max-records", "100")
-    assert card["warnings"] == [f"{run / 'broken' / 'manifest.json'} is not a valid bertcorpus manifest: it holds "
-                                "an array, not a JSON object; skipped"]
+    assert card["warnings"] == [
+        f"{run / 'broken' / 'manifest.json'} is not a valid bertcorpus manifest: it holds "
+        "an array, not a JSON object; skipped"
+    ]
 
 
 def test_the_decoder_reads_examples_serialized_by_tensorflow(records_dir):
@@ -497,8 +588,12 @@ def test_the_decoder_reads_examples_serialized_by_tensorflow(records_dir):
     rec = parse(sorted((records_dir / "seq128").glob("train-*.tfrecord"))[:1], 128, 20, 50)
     examples = []
     for i in range(50):
-        feature = {k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i])) if v.dtype == np.float32 else
-                   tf.train.Feature(int64_list=tf.train.Int64List(value=v[i])) for k, v in rec.items()}
+        feature = {
+            k: tf.train.Feature(float_list=tf.train.FloatList(value=v[i]))
+            if v.dtype == np.float32
+            else tf.train.Feature(int64_list=tf.train.Int64List(value=v[i]))
+            for k, v in rec.items()
+        }
         examples.append(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     decoded = decode_batch(examples, 128, 20)
     for k, v in rec.items():
@@ -526,8 +621,11 @@ def test_the_report_references_only_files_that_exist(run_dir, run_stats):
     pngs = sorted(p.relative_to(run_dir).as_posix() for p in (run_dir / "report_files").iterdir())
     assert pngs == sorted(set(parser.found))
     assert all((run_dir / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-    assert {"report_files/seq128-lengths.png", "report_files/seq512-masked.png",
-            "report_files/document-chars.png"} <= set(pngs)
+    assert {
+        "report_files/seq128-lengths.png",
+        "report_files/seq512-masked.png",
+        "report_files/document-chars.png",
+    } <= set(pngs)
 
 
 def test_stats_has_help():

@@ -1,4 +1,5 @@
 """Records written without TensorFlow parse with TensorFlow and the reference trainer's exact spec."""
+
 from __future__ import annotations
 
 import io
@@ -7,12 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
 
+from bertcorpus.trainer.data import feature_spec as reference_spec
 from bertcorpus.transforms.tfrecord import _packed_varints, iter_tfrecords, parse_example, serialize_framed, varint
 
-from bertcorpus.trainer.data import feature_spec as reference_spec
 L, P = 128, 20
-
-
 
 
 def random_features(n: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -62,8 +61,10 @@ def test_tensorflow_parses_our_records_exactly():
         for name, values in features.items():
             assert np.array_equal(parsed[name].numpy(), values[i]), name
         proto = tf.train.Example.FromString(example)
-        assert list(proto.features.feature["masked_lm_weights"].float_list.value) == \
-            features["masked_lm_weights"][i].tolist()
+        assert (
+            list(proto.features.feature["masked_lm_weights"].float_list.value)
+            == features["masked_lm_weights"][i].tolist()
+        )
         assert parse_example(example)["input_ids"] == features["input_ids"][i].tolist()
 
 
@@ -71,8 +72,7 @@ def test_tfrecord_dataset_reads_our_framing(tmp_path):
     features = random_features(50, seed=1)
     path = tmp_path / "x.tfrecord"
     path.write_bytes(serialize_framed(features).data.tobytes())
-    got = [tf.io.parse_single_example(r, reference_spec(L, P))
-           for r in tf.data.TFRecordDataset(str(path))]
+    got = [tf.io.parse_single_example(r, reference_spec(L, P)) for r in tf.data.TFRecordDataset(str(path))]
     assert len(got) == 50
     assert np.array_equal(np.stack([g["masked_lm_ids"].numpy() for g in got]), features["masked_lm_ids"])
 
@@ -88,9 +88,15 @@ def test_corruption_is_detected():
 
 def test_the_shared_spec_is_the_reference_trainers():
     got = {name: (list(f.shape), f.dtype) for name, f in reference_spec(128, 20).items()}
-    assert got == {"input_ids": ([128], tf.int64), "input_mask": ([128], tf.int64), "segment_ids": ([128], tf.int64),
-                   "masked_lm_positions": ([20], tf.int64), "masked_lm_ids": ([20], tf.int64),
-                   "masked_lm_weights": ([20], tf.float32), "next_sentence_labels": ([1], tf.int64)}
+    assert got == {
+        "input_ids": ([128], tf.int64),
+        "input_mask": ([128], tf.int64),
+        "segment_ids": ([128], tf.int64),
+        "masked_lm_positions": ([20], tf.int64),
+        "masked_lm_ids": ([20], tf.int64),
+        "masked_lm_weights": ([20], tf.float32),
+        "next_sentence_labels": ([1], tf.int64),
+    }
 
 
 def test_length_tables_grow_safely_while_several_threads_read_them():
@@ -110,7 +116,7 @@ def test_length_tables_grow_safely_while_several_threads_read_them():
                 padded = table.rows(lengths)
                 real = padded.data if padded.used is None else padded.data[padded.used]
                 results[(worker, top)] = real.tobytes()
-        except Exception as e:  # noqa: BLE001 — reported by the assertion below
+        except Exception as e:
             errors.append(e)
 
     threads = [threading.Thread(target=serialise, args=(w,)) for w in range(8)]

@@ -1,25 +1,27 @@
 """The fast tokenizer gives exactly the reference FullTokenizer's tokens, on real text and on edge cases."""
+
 from __future__ import annotations
 
 import unicodedata
 
 import pytest
-from conftest import BOOKS, SAMPLE_TEXT, VOCAB
-from full_tokenizer import FullTokenizerEquivalent
 
 from bertcorpus.wordpiece.tokenizer import REMOVED_RANGES, WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB
+from full_tokenizer import FullTokenizerEquivalent
+
 EDGE_CASES = [
-    "ΟΔΟΣ ΣΑΣ",                       # final sigma when lower-casing
-    "foo\u2028bar\u2029baz",           # line/paragraph separators split like whitespace
-    "x\ue000y z\U000f0000",            # private-use characters stay inside the word
+    "ΟΔΟΣ ΣΑΣ",  # final sigma when lower-casing
+    "foo\u2028bar\u2029baz",  # line/paragraph separators split like whitespace
+    "x\ue000y z\U000f0000",  # private-use characters stay inside the word
     "İstanbul Ærø Ångström naïve café",
     "soft\u00adhyphen zero\u200bwidth",  # Cf characters vanish
     "tab\tnew\nline\r\x01ctrl\x1fsep",
     "page\x0cbreak vertical\x0btab file\x1cgroup\x1drecord\x1eunit next\x85line",  # removed, not split on
     "東京大学 and 한국어 and ｆｕｌｌｗｉｄｔｈ",
-    "x" * 201 + " " + "y" * 200,      # over 200 characters is [UNK]
+    "x" * 201 + " " + "y" * 200,  # over 200 characters is [UNK]
     "[MASK] [CLS] <s> e.g. U.S.A. $3.50 — “quoted” 'single'",
     "\ufffdreplacement\x00nul",
     "",
@@ -33,8 +35,11 @@ def vocab() -> Vocab:
 
 
 def test_removed_ranges_match_unicodedata():
-    expected = [c for c in range(0x110000)
-                if c in (0, 0xFFFD) or (unicodedata.category(chr(c)) in ("Cc", "Cf") and chr(c) not in "\t\n\r")]
+    expected = [
+        c
+        for c in range(0x110000)
+        if c in (0, 0xFFFD) or (unicodedata.category(chr(c)) in ("Cc", "Cf") and chr(c) not in "\t\n\r")
+    ]
     listed = [c for a, b in REMOVED_RANGES for c in range(a, b + 1)]
     assert listed == expected
 
@@ -58,7 +63,18 @@ def test_identical_tokens_on_edge_cases(vocab, lowercase, text):
 def test_known_tokens(vocab):
     tok = WordPieceTokenizer(vocab, True)
     assert tok.tokenize("The unaffable Ångström, [MASK]!") == [
-        "the", "una", "##ffa", "##ble", "ang", "##strom", ",", "[", "mask", "]", "!"]
+        "the",
+        "una",
+        "##ffa",
+        "##ble",
+        "ang",
+        "##strom",
+        ",",
+        "[",
+        "mask",
+        "]",
+        "!",
+    ]
     assert tok.tokenize("a" * 201) == ["[UNK]"]
 
 
@@ -71,8 +87,9 @@ def test_cache_does_not_change_results(vocab):
     # A cache smaller than the text's distinct chunks is cleared and refilled, never wrong.
     small = WordPieceTokenizer(vocab, True, cache_limit=500)
     paragraphs = text.split("\n\n")
-    assert [t for p in paragraphs for t in small.encode(p).tolist()] == \
-        [t for p in paragraphs for t in tok.encode(p).tolist()]
+    assert [t for p in paragraphs for t in small.encode(p).tolist()] == [
+        t for p in paragraphs for t in tok.encode(p).tolist()
+    ]
     assert len(set(text.lower().split())) > 2 * 500  # so the small cache was cleared along the way
 
 

@@ -20,10 +20,19 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from bertcorpus.trainer.data import CreateOutput, TrainerError, check_records, eval_dataset, list_files, train_dataset
-from bertcorpus.trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count
-from bertcorpus.trainer.devices import choose_precision, choose_strategy_name
-from bertcorpus.trainer.train import PRESET_LEARNING_RATES, TrainConfig, fit_segments, main, peak_learning_rate, train, warmup_steps
+from bertcorpus.trainer.config import PRESET_LEARNING_RATES  # noqa: E402 - after the skip, as these load Keras
+from bertcorpus.trainer.data import (  # noqa: E402
+    CreateOutput,
+    TrainerError,
+    check_records,
+    eval_dataset,
+    list_files,
+    train_dataset,
+)
+from bertcorpus.trainer.devices import choose_precision, choose_strategy_name  # noqa: E402
+from bertcorpus.trainer.model import BertConfig, BertPretrainer, dummy_batch, parameter_count  # noqa: E402
+from bertcorpus.trainer.optimization import peak_learning_rate, warmup_steps  # noqa: E402
+from bertcorpus.trainer.train import TrainConfig, fit_segments, main, train  # noqa: E402
 
 L, P = 128, 20
 
@@ -36,8 +45,15 @@ def globs(records_dir) -> tuple[str, str]:
 def small_run(records_dir, output: Path, **overrides) -> TrainConfig:
     """A few steps of the tiny model on the `create` output: enough to exercise the loop, checkpoints and logs."""
     config = TrainConfig(
-        data=str(records_dir), eval_data="none", output=str(output), model="tiny", batch_size=8, steps=3,
-        warmup_steps=2, log_every=1, checkpoint_every=1000,
+        data=str(records_dir),
+        eval_data="none",
+        output=str(output),
+        model="tiny",
+        batch_size=8,
+        steps=3,
+        warmup_steps=2,
+        log_every=1,
+        checkpoint_every=1000,
     )
     return dataclasses.replace(config, **overrides)
 
@@ -107,7 +123,9 @@ def test_base_and_large_have_the_published_sizes():
 
 def test_records_longer_than_max_seq_length_are_named(records_dir, tmp_path, capsys):
     train_glob, _ = globs(records_dir)
-    code = main(["--data", train_glob, "--output", str(tmp_path / "run"), "--config", "tiny", "--max-seq-length", "512"])
+    code = main(
+        ["--data", train_glob, "--output", str(tmp_path / "run"), "--config", "tiny", "--max-seq-length", "512"]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.endswith(f"input_ids has {L} values but --max-seq-length is 512")
@@ -122,7 +140,9 @@ def test_records_with_ids_past_the_vocab_are_named(records_dir, tmp_path, capsys
     first = tf.train.Example.FromString(next(iter(tf.data.TFRecordDataset(list_files(train_glob)[0]))).numpy())
     largest = max(max(first.features.feature[name].int64_list.value) for name in ("input_ids", "masked_lm_ids"))
     check_records(list_files(train_glob), L, P, vocab_size=largest + 1)
-    code = main(["--data", train_glob, "--output", str(tmp_path / "run"), "--config", "tiny", "--vocab-size", str(largest)])
+    code = main(
+        ["--data", train_glob, "--output", str(tmp_path / "run"), "--config", "tiny", "--vocab-size", str(largest)]
+    )
     assert code == 2
     assert capsys.readouterr().err.strip().endswith(f"records hold token id {largest} but --vocab-size is {largest}")
 
@@ -136,8 +156,13 @@ def test_glob_that_matches_nothing(tmp_path, capsys):
 def test_a_glob_that_cannot_be_listed_is_one_line(tmp_path, capsys):
     code = main(["--data", "nosuchscheme://bucket/*.tfrecord", "--output", str(tmp_path / "run"), "--config", "tiny"])
     assert code == 2
-    assert capsys.readouterr().err.strip().startswith(
-        "error: cannot list nosuchscheme://bucket/*.tfrecord: File system scheme 'nosuchscheme' not implemented")
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .startswith(
+            "error: cannot list nosuchscheme://bucket/*.tfrecord: File system scheme 'nosuchscheme' not implemented"
+        )
+    )
 
 
 def test_corrupt_record_file_is_named(records_dir, tmp_path, capsys):
@@ -147,8 +172,21 @@ def test_corrupt_record_file_is_named(records_dir, tmp_path, capsys):
     bad = tmp_path / "train-00000-of-00001.tfrecord"
     bad.write_bytes(bytes(data))
 
-    code = main(["--data", str(bad), "--output", str(tmp_path / "run"), "--config", "tiny", "--batch-size", "8",
-                 "--steps", "2", "--no-jit-compile"])
+    code = main(
+        [
+            "--data",
+            str(bad),
+            "--output",
+            str(tmp_path / "run"),
+            "--config",
+            "tiny",
+            "--batch-size",
+            "8",
+            "--steps",
+            "2",
+            "--no-jit-compile",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.startswith(f"error: corrupt record file {bad}: "), err
@@ -194,13 +232,19 @@ def test_records_in_the_reference_layout_load(tmp_path):
     check_records([str(path)], L, P)
     batches = list(eval_dataset([str(path)], 4, L, P))
     assert len(batches) == 2
-    for name, expected_shape in [("input_ids", (4, L)), ("masked_lm_weights", (4, P)), ("next_sentence_labels", (4, 1))]:
+    for name, expected_shape in [
+        ("input_ids", (4, L)),
+        ("masked_lm_weights", (4, P)),
+        ("next_sentence_labels", (4, 1)),
+    ]:
         assert tuple(batches[0][name].shape) == expected_shape
     assert batches[0]["input_ids"].dtype == tf.int32 and batches[0]["masked_lm_weights"].dtype == tf.float32
     for i, values in enumerate(written):
         batch = batches[i // 4]
         for name, value in values.items():
-            np.testing.assert_array_equal(batch[name][i % 4].numpy(), np.asarray(value, dtype=batch[name].dtype.as_numpy_dtype))
+            np.testing.assert_array_equal(
+                batch[name][i % 4].numpy(), np.asarray(value, dtype=batch[name].dtype.as_numpy_dtype)
+            )
 
     batch = next(iter(train_dataset([str(path)], 8, L, P, seed=1)))  # shuffled and repeated: rows of the file
     assert {tuple(row) for row in batch["input_ids"].numpy().tolist()} <= {tuple(v["input_ids"]) for v in written}
@@ -219,13 +263,16 @@ def test_schedule_defaults_follow_the_preset_and_the_run_length():
     assert warmup_steps(dataclasses.replace(config, warmup_steps=1000)) == 300  # capped at --steps
     assert warmup_steps(dataclasses.replace(config, warmup_fraction=0.1)) == 30
     assert [PRESET_LEARNING_RATES[name] for name in ("tiny", "mini", "small", "medium", "base", "large")] == sorted(
-        PRESET_LEARNING_RATES.values(), reverse=True)
+        PRESET_LEARNING_RATES.values(), reverse=True
+    )
 
 
 def test_schedule_flags_are_checked(records_dir, tmp_path, capsys):
     train_glob, _ = globs(records_dir)
-    for flags, message in [(["--warmup-fraction", "1.5"], "--warmup-fraction must be between 0 and 1"),
-                           (["--warmup-steps", "-1"], "--warmup-steps cannot be negative")]:
+    for flags, message in [
+        (["--warmup-fraction", "1.5"], "--warmup-fraction must be between 0 and 1"),
+        (["--warmup-steps", "-1"], "--warmup-steps cannot be negative"),
+    ]:
         assert main(["--data", train_glob, "--output", str(tmp_path / "run"), "--config", "tiny", *flags]) == 2
         assert capsys.readouterr().err.strip() == f"error: {message}"
 
@@ -274,7 +321,10 @@ def test_resume_is_exact(records_dir, tmp_path):
     assert expected.keys() == got.keys() and any(k.startswith("optimizer/") for k in got)
     for name in expected:
         np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
-    data_state = [json.loads((run / "checkpoints" / "ckpt-6" / "checkpoint.json").read_text())["data"] for run in (through, stopped)]
+    data_state = [
+        json.loads((run / "checkpoints" / "ckpt-6" / "checkpoint.json").read_text())["data"]
+        for run in (through, stopped)
+    ]
     assert data_state[0] == data_state[1] and data_state[0]["batch"] == 6
 
     again = train(dataclasses.replace(config, output=str(stopped)))  # already done: nothing to train
@@ -284,11 +334,16 @@ def test_resume_is_exact(records_dir, tmp_path):
 
 def test_log_and_checkpoint_steps_with_several_steps_per_execution(records_dir, tmp_path):
     output = tmp_path / "run"
-    train(small_run(records_dir, output, steps=8, log_every=4, checkpoint_every=2, steps_per_execution=2,
-                    keep_checkpoints=3))
+    train(
+        small_run(
+            records_dir, output, steps=8, log_every=4, checkpoint_every=2, steps_per_execution=2, keep_checkpoints=3
+        )
+    )
     assert [r["step"] for r in read_log(output)] == [4, 8]
     assert sorted(p.name for p in (output / "checkpoints").iterdir()) == ["ckpt-4", "ckpt-6", "ckpt-8"]
-    with pytest.raises(TrainerError, match="--steps-per-execution 3 must divide --log-every, --checkpoint-every and --steps"):
+    with pytest.raises(
+        TrainerError, match="--steps-per-execution 3 must divide --log-every, --checkpoint-every and --steps"
+    ):
         train(small_run(records_dir, tmp_path / "other", steps=8, log_every=4, steps_per_execution=3))
 
 
@@ -316,7 +371,9 @@ def test_init_checkpoint_loads_weights_and_starts_a_fresh_optimizer(records_dir,
     # A zero learning rate leaves the weights as loaded, so phase 2's checkpoint must equal phase 1's.
     result = train(small_run(records_dir, phase2, steps=1, init_checkpoint=str(phase1), learning_rate=0.0))
     assert (result.step, result.optimizer_iterations) == (1, 1)
-    before, after = (checkpoint_arrays(phase / "checkpoints" / f"ckpt-{step}") for phase, step in ((phase1, 2), (phase2, 1)))
+    before, after = (
+        checkpoint_arrays(phase / "checkpoints" / f"ckpt-{step}") for phase, step in ((phase1, 2), (phase2, 1))
+    )
     for name in (k for k in before if not k.startswith(("optimizer/", "random/"))):
         np.testing.assert_array_equal(before[name], after[name], err_msg=name)
     assert after["optimizer/vars/0"] == 1 and before["optimizer/vars/0"] == 2  # the iterations: phase 2's own
@@ -340,10 +397,16 @@ print(json.dumps(dataclasses.asdict(tt.train(config))))
 
 
 def test_two_replicas_train_and_evaluate(records_dir, tmp_path):
-    """The distributed path (each replica's loss on its half of the batch, gradients summed) on two logical CPU devices."""
+    """The distributed path (each replica's loss on its half of the batch, gradients summed) on two logical CPU
+    devices."""
     root = Path(__file__).resolve().parents[1]
-    run = subprocess.run([sys.executable, "-c", TWO_REPLICAS, str(records_dir), str(tmp_path / "run")],
-                         cwd=root, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        [sys.executable, "-c", TWO_REPLICAS, str(records_dir), str(tmp_path / "run")],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     assert (result["step"], result["optimizer_iterations"]) == (2, 2)
@@ -379,10 +442,13 @@ def test_the_model_gives_the_same_numbers_on_jax(records_dir, tmp_path):
     model.save_weights(tmp_path / "tiny.weights.h5")
     outputs = model(batch, training=False)
     expected = [float(x) for x in pretraining_loss(outputs, batch)]
-    done = subprocess.run([sys.executable, "-c", _JAX_LOSS, str(tmp_path / "tiny.weights.h5"),
-                           str(tmp_path / "batch.npz")], capture_output=True, text=True,
-                          env={**__import__("os").environ, "KERAS_BACKEND": "jax"},
-                          cwd=Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _JAX_LOSS, str(tmp_path / "tiny.weights.h5"), str(tmp_path / "batch.npz")],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "KERAS_BACKEND": "jax"},
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert np.allclose(got["losses"], expected, rtol=1e-4)

@@ -20,10 +20,11 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("jax")
 
-from conftest import run_cli  # noqa: E402
-from loader_data import dynamic_copy  # noqa: E402
 from bertcorpus.trainer.loader import PretrainingLoader
 from bertcorpus.trainer.train import TrainConfig, train
+
+from conftest import run_cli
+from loader_data import dynamic_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB_SIZE = 30522
@@ -34,28 +35,52 @@ STEPS, BATCH, LOG_EVERY = 300, 8, 20
 def dynamic_outputs(records_dir, tmp_path_factory) -> dict[str, Path]:
     """The static output's instances in the dynamic form, with the pair objective (nsp) and without (none)."""
     root = tmp_path_factory.mktemp("dynamic")
-    return {objective: dynamic_copy(Path(records_dir), root / objective, pair_objective=objective)
-            for objective in ("nsp", "none")}
+    return {
+        objective: dynamic_copy(Path(records_dir), root / objective, pair_objective=objective)
+        for objective in ("nsp", "none")
+    }
 
 
 def learning_run(data: Path, output: Path) -> list[str]:
     """The flags of a tiny 300-step run with the defaults' schedule, evaluated on the output's eval split."""
-    return ["train", "--data", str(data), "--output", str(output), "--config", "tiny", "--batch-size", str(BATCH),
-            "--steps", str(STEPS), "--log-every", str(LOG_EVERY), "--checkpoint-every", "1000"]
+    return [
+        "train",
+        "--data",
+        str(data),
+        "--output",
+        str(output),
+        "--config",
+        "tiny",
+        "--batch-size",
+        str(BATCH),
+        "--steps",
+        str(STEPS),
+        "--log-every",
+        str(LOG_EVERY),
+        "--checkpoint-every",
+        "1000",
+    ]
 
 
 _CLI_RUNS = """
 import json, shutil, sys
 from bertcorpus.pipeline.cli.commands import main
-print(json.dumps([shutil.copytree(*argv[1:]) and 0 if argv[0] == "copy" else main(argv) for argv in json.loads(sys.argv[1])]))
+argvs = json.loads(sys.argv[1])
+print(json.dumps([shutil.copytree(*argv[1:]) and 0 if argv[0] == "copy" else main(argv) for argv in argvs]))
 """
 
 
 def run_on_jax(*argvs: list[str], env: dict | None = None) -> subprocess.CompletedProcess:
     """`bertcorpus ARGV` for each argv (or, for ["copy", FROM, TO], a copy of a folder), one after the other in one
     process on the JAX backend."""
-    return subprocess.run([sys.executable, "-c", _CLI_RUNS, json.dumps(argvs)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200, env={**os.environ, "KERAS_BACKEND": "jax", **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-c", _CLI_RUNS, json.dumps(argvs)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env={**os.environ, "KERAS_BACKEND": "jax", **(env or {})},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +95,29 @@ def jax_runs(dynamic_outputs, tmp_path_factory) -> dict[str, Path]:
     """On JAX: the same run as tensorflow_run's, the same without a pair objective, and a short run stopped after
     its first checkpoint and resumed (beside one that went through)."""
     root = tmp_path_factory.mktemp("jax")
-    short = ["--config", "tiny", "--batch-size", str(BATCH), "--eval-data", "none", "--log-every", "1",
-             "--checkpoint-every", "2", "--data", str(dynamic_outputs["nsp"])]
+    short = [
+        "--config",
+        "tiny",
+        "--batch-size",
+        str(BATCH),
+        "--eval-data",
+        "none",
+        "--log-every",
+        "1",
+        "--checkpoint-every",
+        "2",
+        "--data",
+        str(dynamic_outputs["nsp"]),
+    ]
     checkpoint = Path("checkpoints") / "ckpt-2"
-    done = run_on_jax(learning_run(dynamic_outputs["nsp"], root / "nsp"),
-                      learning_run(dynamic_outputs["none"], root / "none"),
-                      ["train", *short, "--steps", "4", "--output", str(root / "through")],
-                      # A run that stopped after its checkpoint at step 2, run again.
-                      ["copy", str(root / "through" / checkpoint), str(root / "stopped" / checkpoint)],
-                      ["train", *short, "--steps", "4", "--output", str(root / "stopped")])
+    done = run_on_jax(
+        learning_run(dynamic_outputs["nsp"], root / "nsp"),
+        learning_run(dynamic_outputs["none"], root / "none"),
+        ["train", *short, "--steps", "4", "--output", str(root / "through")],
+        # A run that stopped after its checkpoint at step 2, run again.
+        ["copy", str(root / "through" / checkpoint), str(root / "stopped" / checkpoint)],
+        ["train", *short, "--steps", "4", "--output", str(root / "stopped")],
+    )
     assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) == [0] * 5, done.stderr[-3000:]
     assert f"resuming from {root / 'stopped' / checkpoint} at step 2" in done.stdout
     return {name: root / name for name in ("nsp", "none", "through", "stopped")}
@@ -155,16 +194,35 @@ def test_a_run_on_gcs_resumes_exactly_and_keeps_its_last_checkpoint(gcs, jax_run
     url = gcs.url("trainer", "run")
     for f in sorted((jax_runs["through"] / "checkpoints" / "ckpt-2").iterdir()):
         gcs.upload(f, f"{url}/checkpoints/ckpt-2/{f.name}")
-    short = ["--config", "tiny", "--batch-size", str(BATCH), "--eval-data", "none", "--log-every", "1",
-             "--checkpoint-every", "2", "--keep-checkpoints", "1", "--data", str(dynamic_outputs["nsp"])]
-    done = run_on_jax(["train", *short, "--steps", "4", "--output", url],
-                      ["train", *short, "--steps", "2", "--output", url + "-phase2", "--init-checkpoint", url])
+    short = [
+        "--config",
+        "tiny",
+        "--batch-size",
+        str(BATCH),
+        "--eval-data",
+        "none",
+        "--log-every",
+        "1",
+        "--checkpoint-every",
+        "2",
+        "--keep-checkpoints",
+        "1",
+        "--data",
+        str(dynamic_outputs["nsp"]),
+    ]
+    done = run_on_jax(
+        ["train", *short, "--steps", "4", "--output", url],
+        ["train", *short, "--steps", "2", "--output", url + "-phase2", "--init-checkpoint", url],
+    )
     assert done.returncode == 0 and json.loads(done.stdout.strip().splitlines()[-1]) == [0] * 2, done.stderr[-3000:]
     assert f"resuming from {url}/checkpoints/ckpt-2 at step 2" in done.stdout
     assert f"initialised the model from {url}/checkpoints/ckpt-4" in done.stdout
 
     assert sorted(name for name in gcs.objects(url) if name.startswith("checkpoints/")) == [
-        "checkpoints/ckpt-4/checkpoint.json", "checkpoints/ckpt-4/model.weights.h5", "checkpoints/ckpt-4/random_state.npz"]
+        "checkpoints/ckpt-4/checkpoint.json",
+        "checkpoints/ckpt-4/model.weights.h5",
+        "checkpoints/ckpt-4/random_state.npz",
+    ]
     local = tmp_path / "run"
     for name in ("train_log.jsonl", "checkpoints/ckpt-4/random_state.npz"):
         gcs.download(f"{url}/{name}", local / name)
@@ -175,11 +233,29 @@ def test_a_run_on_gcs_resumes_exactly_and_keeps_its_last_checkpoint(gcs, jax_run
     assert "checkpoints/ckpt-2/checkpoint.json" in gcs.objects(url + "-phase2")
 
     missing = gcs.url("trainer", "missing")
-    done = subprocess.run([sys.executable, "-c", _CLI, "train", "--backend", "jax", "--data", missing, "--output",
-                           str(tmp_path / "none")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _CLI,
+            "train",
+            "--backend",
+            "jax",
+            "--data",
+            missing,
+            "--output",
+            str(tmp_path / "none"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2 and one_error_line(done.stderr) == (
-        f"bertcorpus train: error: {missing} is neither a finished `bertcorpus create` output (no {missing}/manifest.json) "
-        f"nor a file (TFRecords made elsewhere are given as globs, e.g. '{missing}/*.tfrecord')")
+        f"bertcorpus train: error: {missing} is neither a finished `bertcorpus create` output "
+        f"(no {missing}/manifest.json) nor a file (TFRecords made elsewhere are given as globs, "
+        f"e.g. '{missing}/*.tfrecord')"
+    )
 
 
 # ----------------------------------------------------------------------------- one-line errors
@@ -197,31 +273,68 @@ def one_error_line(stderr: str) -> str:
 def test_unknown_or_missing_backends_are_one_line(records_dir, tmp_path, capsys, monkeypatch):
     base = ["train", "--data", str(records_dir), "--output", str(tmp_path / "run"), "--config", "tiny"]
     assert run_cli(*base, "--backend", "mxnet") == 2
-    assert capsys.readouterr().err.strip() == "bertcorpus train: error: unknown --backend 'mxnet'; choose tensorflow, jax, torch"
+    assert (
+        capsys.readouterr().err.strip()
+        == "bertcorpus train: error: unknown --backend 'mxnet'; choose tensorflow, jax, torch"
+    )
     if not __import__("importlib").util.find_spec("torch"):
         assert run_cli(*base, "--backend", "torch") == 2
         assert capsys.readouterr().err.strip() == (
-            "bertcorpus train: error: the torch backend is not installed: pip install 'bertcorpus[torch]'")
+            "bertcorpus train: error: the torch backend is not installed: pip install 'bertcorpus[torch]'"
+        )
     monkeypatch.setenv("KERAS_BACKEND", "mxnet")
     assert run_cli(*base) == 2
     assert capsys.readouterr().err.strip() == (
-        "bertcorpus train: error: unknown backend 'mxnet' (KERAS_BACKEND); choose tensorflow, jax, torch")
+        "bertcorpus train: error: unknown backend 'mxnet' (KERAS_BACKEND); choose tensorflow, jax, torch"
+    )
 
 
 def test_tpu_strategy_without_a_tpu_and_another_backends_checkpoint_are_one_line(records_dir, tmp_path):
     run = tmp_path / "run"
-    assert train(TrainConfig(data=str(records_dir), eval_data="none", output=str(run), model="tiny", batch_size=8,
-                             steps=1, log_every=1)).step == 1
-    base = ["train", "--backend", "jax", "--data", str(records_dir), "--config", "tiny", "--batch-size", "8",
-            "--steps", "2", "--eval-data", "none"]
+    assert (
+        train(
+            TrainConfig(
+                data=str(records_dir),
+                eval_data="none",
+                output=str(run),
+                model="tiny",
+                batch_size=8,
+                steps=1,
+                log_every=1,
+            )
+        ).step
+        == 1
+    )
+    base = [
+        "train",
+        "--backend",
+        "jax",
+        "--data",
+        str(records_dir),
+        "--config",
+        "tiny",
+        "--batch-size",
+        "8",
+        "--steps",
+        "2",
+        "--eval-data",
+        "none",
+    ]
     for argv, expected in [
-        ([*base, "--output", str(tmp_path / "tpu"), "--strategy", "tpu"],
-         "bertcorpus train: error: --strategy tpu but JAX finds no TPU (its devices: cpu)"),
-        ([*base, "--output", str(run)],
-         f"bertcorpus train: error: {run}/checkpoints/ckpt-1 was written by the tensorflow backend; resume it with "
-         f"--backend tensorflow (or start a new --output with --init-checkpoint {run}: its weights load on any backend)"),
+        (
+            [*base, "--output", str(tmp_path / "tpu"), "--strategy", "tpu"],
+            "bertcorpus train: error: --strategy tpu but JAX finds no TPU (its devices: cpu)",
+        ),
+        (
+            [*base, "--output", str(run)],
+            f"bertcorpus train: error: {run}/checkpoints/ckpt-1 was written by the tensorflow backend; resume it with "
+            f"--backend tensorflow (or start a new --output with --init-checkpoint {run}: its weights load on any "
+            "backend)",
+        ),
     ]:
-        done = subprocess.run([sys.executable, "-c", _CLI, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(
+            [sys.executable, "-c", _CLI, *argv], cwd=ROOT, capture_output=True, text=True, timeout=600
+        )
         assert done.returncode == 2, done.stderr[-3000:]
         assert one_error_line(done.stderr) == expected
 
@@ -237,8 +350,12 @@ def test_gpu_benchmark_smoke_runs_with_jax_alone(tmp_path):
     (blocked / "__init__.py").write_text("raise ImportError('TensorFlow is blocked in this test')\n")
     done = subprocess.run(
         [sys.executable, "benchmarks/bench_trainer_gpu.py", "--smoke", "--work", str(tmp_path / "work")],
-        cwd=ROOT, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": os.pathsep.join([str(blocked.parent), str(ROOT)])})
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": os.pathsep.join([str(blocked.parent), str(ROOT)])},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     assert "records: made by `bertcorpus create`" in out

@@ -1,4 +1,5 @@
 """`bertcorpus vocab` on real books: layouts, byte-identical reruns, tokenizer compatibility, Beam counting, errors."""
+
 from __future__ import annotations
 
 import json
@@ -9,20 +10,33 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SAMPLE_TEXT, run_cli
-from full_tokenizer import FullTokenizerEquivalent, basic_tokens
 
 from bertcorpus.pipeline.vocab.counting import VocabConfig, is_sampled, split_held_out
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
-from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, TrainingError, measure, prune_plan, train, trainer_scale
+from bertcorpus.wordpiece.training import (
+    ChunkBatch,
+    HeldOutWords,
+    TrainingConfig,
+    TrainingError,
+    measure,
+    prune_plan,
+    train,
+    trainer_scale,
+)
 from bertcorpus.wordpiece.vocab import Vocab
+
+from conftest import DATA, SAMPLE_TEXT, run_cli
+from full_tokenizer import FullTokenizerEquivalent, basic_tokens
 
 BOOKS, MORE_BOOKS = DATA / "books", DATA / "books_more"
 # The UTF-8 novels plus the Windows-1252 ones that are not the same titles again.
 UTF8_BOOKS = sorted([*(BOOKS / "gutenberg_utf8").glob("*.txt"), *MORE_BOOKS.glob("*-0.txt")], key=lambda p: p.name)
-CP1252_BOOKS = [MORE_BOOKS / "pg2641.txt", MORE_BOOKS / "pg37106.txt",
-                BOOKS / "gutenberg_cp1252_with_header" / "pg64317.txt"]
-UNSEEN_BOOKS = sorted((BOOKS / "pg19_format").glob("*.txt"))   # never trained on
+CP1252_BOOKS = [
+    MORE_BOOKS / "pg2641.txt",
+    MORE_BOOKS / "pg37106.txt",
+    BOOKS / "gutenberg_cp1252_with_header" / "pg64317.txt",
+]
+UNSEEN_BOOKS = sorted((BOOKS / "pg19_format").glob("*.txt"))  # never trained on
 
 
 def book_text(path: Path) -> str:
@@ -90,6 +104,7 @@ def lines(path: Path) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ layouts
 
+
 def test_bert_layout(uncased):
     tokens = lines(uncased)
     assert len(tokens) == 8000 and uncased.read_bytes().endswith(b"\n")
@@ -111,13 +126,27 @@ def test_compact_layout_and_reserved_slots(small_corpus, tmp_path):
 
 def test_too_little_text_is_padded_with_unused_slots(tmp_path, capsys):
     out = tmp_path / "vocab.txt"
-    assert run_cli("vocab", "--input", SAMPLE_TEXT, "--output", out, "--layout", "compact",
-                   "--vocab-size", "3000", "--holdout-fraction", "0") == 0
+    assert (
+        run_cli(
+            "vocab",
+            "--input",
+            SAMPLE_TEXT,
+            "--output",
+            out,
+            "--layout",
+            "compact",
+            "--vocab-size",
+            "3000",
+            "--holdout-fraction",
+            "0",
+        )
+        == 0
+    )
     tokens = lines(out)
     assert len(tokens) == 3000
     learned = [t for t in tokens[5:] if not t.startswith("[unused")]
     assert 300 < len(learned) < 2995
-    assert tokens[5 + len(learned):] == [f"[unused{i}]" for i in range(3000 - 5 - len(learned))]
+    assert tokens[5 + len(learned) :] == [f"[unused{i}]" for i in range(3000 - 5 - len(learned))]
     assert "padding" in capsys.readouterr().err
 
 
@@ -136,12 +165,29 @@ def test_loads_in_every_tokenizer(uncased):
 
 # ------------------------------------------------------------------------------------------ determinism
 
+
 def test_byte_identical_in_another_process(corpus, uncased, tmp_path):
     out = tmp_path / "again.txt"
     env = {**os.environ, "PYTHONHASHSEED": "4242", "RAYON_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "bertcorpus", "vocab", "--input", str(corpus[0]), "--output",
-                           str(out), "--vocab-size", "8000"], env=env, capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertcorpus",
+            "vocab",
+            "--input",
+            str(corpus[0]),
+            "--output",
+            str(out),
+            "--vocab-size",
+            "8000",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert out.read_bytes() == uncased.read_bytes()
 
@@ -159,8 +205,15 @@ def test_training_does_not_depend_on_count_order(corpus):
 
 def test_beam_count_gives_the_same_vocab(small_corpus, tmp_path):
     local = train_cli(small_corpus, tmp_path / "local" / "vocab.txt")
-    beam = train_cli(small_corpus, tmp_path / "beam" / "vocab.txt", "--count-with-beam", "--counts-dir",
-                     tmp_path / "counts", "--direct_running_mode=multi_processing", "--direct_num_workers=2")
+    beam = train_cli(
+        small_corpus,
+        tmp_path / "beam" / "vocab.txt",
+        "--count-with-beam",
+        "--counts-dir",
+        tmp_path / "counts",
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=2",
+    )
     assert beam.read_bytes() == local.read_bytes()
     manifest = json.loads((tmp_path / "counts" / "manifest.json").read_text())
     assert manifest["tallies"]["documents_read"] == sum(1 for _ in open(small_corpus))
@@ -180,17 +233,25 @@ def test_beam_count_reads_a_large_file_in_spans_and_gives_the_same_vocab(corpus,
         return read(path, input_format, stats, start, stop)
 
     monkeypatch.setattr(beam_counts, "read_documents", recording)  # the in-memory runner calls it in this process
-    beam = train_cli(corpus[0], tmp_path / "beam.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
-                     "--direct_running_mode=in_memory")
+    beam = train_cli(
+        corpus[0],
+        tmp_path / "beam.txt",
+        "--count-with-beam",
+        "--counts-dir",
+        tmp_path / "counts",
+        "--direct_running_mode=in_memory",
+    )
     size = corpus[0].stat().st_size
     assert len(spans) >= 5 and sorted(spans)[0][0] == 0 and sorted(spans)[-1][1] == size
     assert beam.read_bytes() == uncased.read_bytes()
     manifest = json.loads((tmp_path / "counts" / "manifest.json").read_text())
     assert [(f["path"], f["size"], f["sha256"], f["documents"]) for f in manifest["inputs"]] == [
-        (str(corpus[0]), size, hashlib.sha256(corpus[0].read_bytes()).hexdigest(), len(corpus[1]))]
+        (str(corpus[0]), size, hashlib.sha256(corpus[0].read_bytes()).hexdigest(), len(corpus[1]))
+    ]
 
 
 # ------------------------------------------------------------------------------------------ compatibility
+
 
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_words_are_the_reference_basic_tokens(corpus, lowercase):
@@ -244,12 +305,29 @@ def test_measure_matches_tokenising_the_text(corpus, uncased):
 
 # ------------------------------------------------------------------------------------------ round trip
 
+
 def test_create_with_the_new_vocab_gives_valid_records(uncased, books_jsonl, tmp_path):
     import tensorflow as tf
 
     out = tmp_path / "records"
-    assert run_cli("create", "--input", books_jsonl, "--vocab", uncased, "--output", out, "--dupe-factor", "1",
-                   "--num-buckets", "2", "--eval-fraction", "0") == 0
+    assert (
+        run_cli(
+            "create",
+            "--input",
+            books_jsonl,
+            "--vocab",
+            uncased,
+            "--output",
+            out,
+            "--dupe-factor",
+            "1",
+            "--num-buckets",
+            "2",
+            "--eval-fraction",
+            "0",
+        )
+        == 0
+    )
     spec = {
         "input_ids": tf.io.FixedLenFeature([128], tf.int64),
         "input_mask": tf.io.FixedLenFeature([128], tf.int64),
@@ -280,6 +358,7 @@ def test_create_with_the_new_vocab_gives_valid_records(uncased, books_jsonl, tmp
 
 # ------------------------------------------------------------------------------------------ bad input
 
+
 def test_empty_corpus_is_refused_and_writes_nothing(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -289,13 +368,16 @@ def test_empty_corpus_is_refused_and_writes_nothing(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == [empty]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--vocab-size", "1000"], "too small"),                     # 999 special/reserved lines + the alphabet
-    (["--vocab-size", "60", "--layout", "compact"], "too small"),
-    (["--vocab-size", "999"], "leaves no room"),
-    (["--reserved-tokens", "10"], "at least 99 reserved"),
-    (["--sample-fraction", "0"], "--sample-fraction"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--vocab-size", "1000"], "too small"),  # 999 special/reserved lines + the alphabet
+        (["--vocab-size", "60", "--layout", "compact"], "too small"),
+        (["--vocab-size", "999"], "leaves no room"),
+        (["--reserved-tokens", "10"], "at least 99 reserved"),
+        (["--sample-fraction", "0"], "--sample-fraction"),
+    ],
+)
 def test_impossible_settings_are_refused_and_write_nothing(small_corpus, tmp_path, capsys, args, message):
     out = tmp_path / "vocab.txt"
     assert run_cli("vocab", "--input", small_corpus, "--output", out, *args) == 2
@@ -313,14 +395,30 @@ def test_existing_output_is_kept_unless_overwrite(tmp_path, capsys):
     assert run_cli(*args, "--overwrite") == 0
     assert len(lines(out)) == 1200
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "manifest.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"]
+        "manifest.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    ]
 
 
 def test_dry_run_builds_the_count_job_and_writes_nothing(small_corpus, tmp_path, capsys):
     (tmp_path / "in").mkdir()
-    assert run_cli("vocab", "--input", small_corpus, tmp_path / "in" / "missing-*.jsonl", "--output",
-                   tmp_path / "out" / "vocab.txt", "--count-with-beam", "--counts-dir", tmp_path / "counts",
-                   "--dry_run=True") == 0
+    assert (
+        run_cli(
+            "vocab",
+            "--input",
+            small_corpus,
+            tmp_path / "in" / "missing-*.jsonl",
+            "--output",
+            tmp_path / "out" / "vocab.txt",
+            "--count-with-beam",
+            "--counts-dir",
+            tmp_path / "counts",
+            "--dry_run=True",
+        )
+        == 0
+    )
     assert "dry run" in capsys.readouterr().out and list(tmp_path.iterdir()) == [tmp_path / "in"]
 
 
@@ -330,6 +428,7 @@ def test_alphabet_too_big_for_the_vocab_is_a_training_error():
 
 
 # ------------------------------------------------------------------------------------------ bounded memory
+
 
 def test_prune_plan_keeps_ties_together():
     histogram = [(1, 500), (2, 100), (3, 10), (50, 2)]
@@ -344,7 +443,7 @@ def test_held_out_sample_is_order_free():
     items = list(words.items())
     a, b = HeldOutWords(max_words=1000), HeldOutWords(max_words=1000)
     for i in range(0, len(items), 300):
-        a.add_counts(Counter(dict(items[i:i + 300])))
+        a.add_counts(Counter(dict(items[i : i + 300])))
     b.add_counts(Counter(dict(reversed(items))))
     assert a.counts == b.counts and a.sampled and 250 < len(a.counts) <= 1000
     assert a.words == b.words == sum(words.values())
@@ -359,6 +458,7 @@ def test_pruning_keeps_the_alphabet(small_corpus, tmp_path):
 
 # ------------------------------------------------------------------------------------------ sampling
 
+
 def summary_counts(text: str) -> dict[str, int]:
     rows = {}
     for line in text.splitlines():
@@ -372,14 +472,38 @@ def test_sampling_follows_id_hashes_and_max_documents_stops(small_corpus, tmp_pa
     ids = [json.loads(line)["id"] for line in open(small_corpus)]
     cfg = VocabConfig(inputs=[], output="", training=TrainingConfig(), sample_fraction=0.5)
     expected = sum(not is_sampled(i, cfg) for i in ids)
-    assert run_cli("vocab", "--input", small_corpus, "--output", tmp_path / "a" / "vocab.txt", "--vocab-size",
-                   "2000", "--sample-fraction", "0.5") == 0
+    assert (
+        run_cli(
+            "vocab",
+            "--input",
+            small_corpus,
+            "--output",
+            tmp_path / "a" / "vocab.txt",
+            "--vocab-size",
+            "2000",
+            "--sample-fraction",
+            "0.5",
+        )
+        == 0
+    )
     rows = summary_counts(capsys.readouterr().out)
     assert rows["documents read"] == len(ids) and 0 < rows["not sampled"] == expected
     documents = json.loads((tmp_path / "a" / "manifest.json").read_text())["documents"]
     assert documents["sampled"] == len(ids) - expected
-    assert run_cli("vocab", "--input", small_corpus, "--output", tmp_path / "b" / "vocab.txt", "--vocab-size",
-                   "2000", "--max-documents", "10") == 0
+    assert (
+        run_cli(
+            "vocab",
+            "--input",
+            small_corpus,
+            "--output",
+            tmp_path / "b" / "vocab.txt",
+            "--vocab-size",
+            "2000",
+            "--max-documents",
+            "10",
+        )
+        == 0
+    )
     rows = summary_counts(capsys.readouterr().out)
     assert rows["documents read"] == 10
 

@@ -1,5 +1,6 @@
 """`bertcorpus vocab` on damaged and hostile input: what precedes damage is kept and the rest counted, a file that is
 not what its name says is one line, and nothing ends in a traceback or an abort."""
+
 from __future__ import annotations
 
 import bz2
@@ -17,13 +18,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from conftest import DATA, TESTS, run_cli
 
 from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.vocab.command import MAX_VOCAB_SIZE
 from bertcorpus.pipeline.vocab.counting import VocabConfig, count_in_process, text_pieces
 from bertcorpus.wordpiece.training import ChunkBatch, TrainingConfig
+
+from conftest import DATA, TESTS, run_cli
 
 ALICE = DATA / "create" / "11-0.txt"
 # A cut stream's longest prefix that the decompressor can give, found without the reader under test.
@@ -33,16 +35,21 @@ DECOMPRESS_PREFIX = {
     ".zst": lambda data: zstandard.ZstdDecompressor().decompressobj().decompress(data),
 }
 # Small bz2 blocks (100 kB), so that a cut file still holds whole blocks.
-COMPRESS = {".gz": gzip.compress, ".bz2": lambda data: bz2.compress(data, 1),
-            ".zst": zstandard.ZstdCompressor().compress}
+COMPRESS = {
+    ".gz": gzip.compress,
+    ".bz2": lambda data: bz2.compress(data, 1),
+    ".zst": zstandard.ZstdCompressor().compress,
+}
 
 
 @pytest.fixture(scope="module")
 def docs() -> list[dict]:
     """Alice in Wonderland as 40 documents of 20 paragraphs (160 kB of JSONL)."""
     paragraphs = [p for p in ALICE.read_text(encoding="utf-8").split("\n\n") if p.strip()]
-    return [{"id": f"alice:{i}", "text": "\n\n".join(paragraphs[i * 20:(i + 1) * 20])}
-            for i in range(len(paragraphs) // 20)]
+    return [
+        {"id": f"alice:{i}", "text": "\n\n".join(paragraphs[i * 20 : (i + 1) * 20])}
+        for i in range(len(paragraphs) // 20)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -72,14 +79,15 @@ def write_parquet(path: Path, rows: list[dict], **options) -> Path:
 
 # ---------------------------------------------------------------------------------------- compressed files
 
+
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".zst"])
 def test_a_cut_compressed_file_keeps_every_line_before_the_cut(tmp_path, capsys, jsonl, suffix):
     packed = COMPRESS[suffix](jsonl)
     cut = tmp_path / f"cut.jsonl{suffix}"
-    cut.write_bytes(packed[:len(packed) * 9 // 10])
+    cut.write_bytes(packed[: len(packed) * 9 // 10])
     prefix = DECOMPRESS_PREFIX[suffix](cut.read_bytes())
     before = tmp_path / "before.jsonl"  # the complete lines the cut left
-    before.write_bytes(prefix[:prefix.rfind(b"\n") + 1])
+    before.write_bytes(prefix[: prefix.rfind(b"\n") + 1])
     kept = before.read_bytes().count(b"\n")
     assert 10 < kept < 40
 
@@ -114,6 +122,7 @@ def test_compressed_jsonl_of_every_suffix_is_read_as_jsonl(tmp_path, jsonl):
 
 
 # ---------------------------------------------------------------------------------------------------- JSONL
+
 
 def test_a_byte_order_mark_before_the_first_jsonl_line_costs_nothing(tmp_path, capsys, jsonl):
     (tmp_path / "plain.jsonl").write_bytes(jsonl)
@@ -163,8 +172,10 @@ def test_text_in_pieces_gives_the_words_of_the_whole(lowercase):
 
 # -------------------------------------------------------------------------------------------------- Parquet
 
-@pytest.mark.parametrize("column, shown", [(pa.array([1, 2], pa.int64()), "int64"),
-                                           (pa.array([b"a b", b"c"], pa.binary()), "binary")])
+
+@pytest.mark.parametrize(
+    "column, shown", [(pa.array([1, 2], pa.int64()), "int64"), (pa.array([b"a b", b"c"], pa.binary()), "binary")]
+)
 def test_a_parquet_file_that_is_not_a_documents_file_costs_that_file_only(tmp_path, capsys, docs, column, shown):
     path = tmp_path / "documents.parquet"
     pq.write_table(pa.table({"id": ["a", "b"], "text": column}), path)
@@ -176,7 +187,8 @@ def test_a_parquet_file_that_is_not_a_documents_file_costs_that_file_only(tmp_pa
     assert vocab(out, path) == 2  # with nothing else to read, there is nothing to train on
     assert error_line(capsys.readouterr().err) == (
         f"bertcorpus vocab: error: no words to train on: 0 documents read from {path} (0 for training; "
-        "1 unreadable: not_a_documents_file); nothing was written")
+        "1 unreadable: not_a_documents_file); nothing was written"
+    )
     assert not out.exists()
     good = write_parquet(tmp_path / "good.parquet", docs)
     assert vocab(tmp_path / "with-good" / "vocab.txt", path, good) == 0  # the run goes on past a bad file
@@ -211,8 +223,9 @@ def test_a_parquet_string_that_is_not_utf8_is_replaced_and_counted(tmp_path, cap
     # Arrow checks nothing when it reads: a writer that did not check its strings leaves bytes that are not UTF-8.
     texts = [d["text"].encode() for d in docs[:5]] + [b"caf\xe9 au lait, \xff\xfe twice"]
     path = tmp_path / "documents.parquet"
-    pq.write_table(pa.table({"id": [f"d{i}" for i in range(6)],
-                             "text": pa.array(texts, pa.binary()).view(pa.string())}), path)
+    pq.write_table(
+        pa.table({"id": [f"d{i}" for i in range(6)], "text": pa.array(texts, pa.binary()).view(pa.string())}), path
+    )
     stats = ReadStats(str(path))
     documents = list(read_documents(str(path), "auto", stats))
     assert documents[-1].text == "caf\ufffd au lait, \ufffd\ufffd twice" and stats.replaced_chars == 3
@@ -223,26 +236,28 @@ def test_a_parquet_string_that_is_not_utf8_is_replaced_and_counted(tmp_path, cap
 
 # ---------------------------------------------------------------------------- both counting paths, all at once
 
+
 def test_both_counting_paths_treat_damage_alike(tmp_path, capsys, docs, jsonl):
     inputs = tmp_path / "in"
     inputs.mkdir()
     for suffix in COMPRESS:
         packed = COMPRESS[suffix](jsonl)
-        (inputs / f"cut.jsonl{suffix}").write_bytes(packed[:len(packed) * 9 // 10])
+        (inputs / f"cut.jsonl{suffix}").write_bytes(packed[: len(packed) * 9 // 10])
     (inputs / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + jsonl[:20_000])
     (inputs / "whole.jsonl.bz2").write_bytes(bz2.compress(jsonl))
     path = write_parquet(inputs / "documents.parquet", docs, row_group_size=10)
     chunk = pq.ParquetFile(path).metadata.row_group(3).column(1)
     data = bytearray(path.read_bytes())
-    data[chunk.data_page_offset:chunk.data_page_offset + 32] = bytes(32)
+    data[chunk.data_page_offset : chunk.data_page_offset + 32] = bytes(32)
     path.write_bytes(bytes(data))
 
     results = {}
     for name, extra in [("in-process", ()), ("beam", ("--count-with-beam",))]:
         assert vocab(tmp_path / name / "vocab.txt", inputs, extra=extra) == 0
         rows = summary(capsys.readouterr().out)
-        results[name] = {k: v for k, v in rows.items()
-                         if k.startswith(("documents", "unreadable", "skipped", "corpus"))}
+        results[name] = {
+            k: v for k, v in rows.items() if k.startswith(("documents", "unreadable", "skipped", "corpus"))
+        }
     assert results["beam"] == results["in-process"]
     assert results["beam"]["unreadable records (damaged_compressed_file)"] == "3"
     assert results["beam"]["skipped (damaged_parquet_row)"] == "10"
@@ -250,6 +265,7 @@ def test_both_counting_paths_treat_damage_alike(tmp_path, capsys, docs, jsonl):
 
 
 # ----------------------------------------------------------------------------------------- one line, exit 2
+
 
 def test_input_without_words_names_what_was_skipped(tmp_path, capsys):
     garbage = tmp_path / "garbage.jsonl"
@@ -259,7 +275,8 @@ def test_input_without_words_names_what_was_skipped(tmp_path, capsys):
     assert vocab(out, garbage, nulls) == 2
     assert error_line(capsys.readouterr().err) == (
         f"bertcorpus vocab: error: no words to train on: 0 documents read from {garbage}, {nulls} (0 for training; "
-        "2 skipped as null_text; 7 unreadable: bad_jsonl_line); nothing was written")
+        "2 skipped as null_text; 7 unreadable: bad_jsonl_line); nothing was written"
+    )
     assert not out.exists()
 
 
@@ -268,18 +285,36 @@ def test_an_output_that_is_a_directory_is_named_as_one(tmp_path, capsys, jsonl):
     out = tmp_path / "out"
     out.mkdir()
     assert vocab(out, tmp_path / "in.jsonl") == 2
-    assert capsys.readouterr().err == (f"bertcorpus vocab: error: --output {out} is a directory; name the vocab "
-                                       f"file, e.g. {out}/vocab.txt\n")
+    assert capsys.readouterr().err == (
+        f"bertcorpus vocab: error: --output {out} is a directory; name the vocab file, e.g. {out}/vocab.txt\n"
+    )
 
 
 def test_a_vocab_size_beyond_the_bound_is_one_line_before_any_reading(tmp_path, jsonl):
     # Before the bound, HF's trainer tried to allocate for every line and aborted the process.
     (tmp_path / "in.jsonl").write_bytes(jsonl)
-    run = subprocess.run([sys.executable, "-m", "bertcorpus", "vocab", "--input", str(tmp_path / "in.jsonl"),
-                          "--output", str(tmp_path / "vocab.txt"), "--vocab-size", "99999999999"],
-                         cwd=TESTS.parent, capture_output=True, text=True, timeout=120)
-    assert (run.returncode, run.stderr) == (2, f"bertcorpus vocab: error: --vocab-size must be at most "
-                                               f"{MAX_VOCAB_SIZE:,}\n")
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertcorpus",
+            "vocab",
+            "--input",
+            str(tmp_path / "in.jsonl"),
+            "--output",
+            str(tmp_path / "vocab.txt"),
+            "--vocab-size",
+            "99999999999",
+        ],
+        cwd=TESTS.parent,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (run.returncode, run.stderr) == (
+        2,
+        f"bertcorpus vocab: error: --vocab-size must be at most {MAX_VOCAB_SIZE:,}\n",
+    )
 
 
 def test_reserved_tokens_beyond_the_bound_are_one_line(tmp_path, capsys, jsonl):

@@ -1,6 +1,7 @@
 """The vocab's files and the checks around them: a byte-order mark and missing special tokens in vocab.txt, the
 tokenizer.json and tokenizer_config.json beside it (tokenising exactly as `create` does), the manifest with its
 held-out sample, the casing and [UNK] checks for `create`, and plain progress lines where stderr is no terminal."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SAMPLE_TEXT, TESTS, VOCAB, run_cli
 from test_tokenizer import EDGE_CASES
 
 from bertcorpus.pipeline.engines.progress import Progress
@@ -19,6 +19,8 @@ from bertcorpus.pipeline.vocab.files import recorded_unk_share
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import Vocab, VocabError
 from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch, vocab_casing
+
+from conftest import DATA, SAMPLE_TEXT, TESTS, VOCAB, run_cli
 
 BOOKS = sorted((DATA / "books" / "gutenberg_utf8").glob("*.txt"))
 UNSEEN_BOOKS = sorted((DATA / "books" / "pg19_format").glob("*.txt"))
@@ -57,11 +59,15 @@ def manifest_of(vocab_path: Path) -> dict:
 
 def unseen_texts() -> list[str]:
     """Real text no vocab here was trained on, and the tokenizer's edge cases but the one holding "[MASK]"."""
-    return [b.read_text(encoding="utf-8") for b in UNSEEN_BOOKS] + [SAMPLE_TEXT.read_text(encoding="utf-8")] + \
-        [t for t in EDGE_CASES if "[MASK]" not in t]
+    return (
+        [b.read_text(encoding="utf-8") for b in UNSEEN_BOOKS]
+        + [SAMPLE_TEXT.read_text(encoding="utf-8")]
+        + [t for t in EDGE_CASES if "[MASK]" not in t]
+    )
 
 
 # ------------------------------------------------------------------------------------------ reading vocab.txt
+
 
 def test_a_byte_order_mark_leaves_pad_special():
     raw = VOCAB.read_bytes()
@@ -95,14 +101,19 @@ def test_create_refuses_a_vocab_without_pad_in_one_line(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------- tokenizer files and manifest
 
+
 def test_the_files_beside_the_vocab_and_the_manifest_that_lists_them(uncased):
     assert sorted(p.name for p in uncased.parent.iterdir()) == FILES
     manifest = manifest_of(uncased)
     assert manifest["job"] == "vocab" and manifest["vocab_file"] == "vocab.txt"
     assert manifest["outputs"] == {
-        name: {"bytes": (uncased.parent / name).stat().st_size,
-               "sha256": hashlib.sha256((uncased.parent / name).read_bytes()).hexdigest()}
-        for name in FILES if name != "manifest.json"}
+        name: {
+            "bytes": (uncased.parent / name).stat().st_size,
+            "sha256": hashlib.sha256((uncased.parent / name).read_bytes()).hexdigest(),
+        }
+        for name in FILES
+        if name != "manifest.json"
+    }
     config = json.loads((uncased.parent / "tokenizer_config.json").read_text())
     assert config["do_lower_case"] is True and config["mask_token"] == "[MASK]"
 
@@ -155,6 +166,7 @@ def test_a_folder_holding_another_jobs_manifest_is_refused_even_with_overwrite(t
 
 # ------------------------------------------------------------------------------------------- held-out sample
 
+
 def test_the_held_out_sample_is_lines_from_every_document(corpus, uncased, tmp_path, capsys):
     held = manifest_of(uncased)["held_out"]
     lines = sum(1 for book in BOOKS for line in book.read_text(encoding="utf-8").split("\n") if line.strip())
@@ -175,12 +187,13 @@ def test_held_out_draws_are_the_same_one_by_one_and_at_once():
     below = 2**64 // 100
     for seed in (0, 1, 2**63 + 12345, 2**64 - 1):
         chosen = _draws_at_once(seed, 5000, below)
-        assert 20 < len(chosen) < 80   # about 1% of 5,000
+        assert 20 < len(chosen) < 80  # about 1% of 5,000
         for n in (1, 31, 32, 33, 1000, 5000):
             assert _draws_one_by_one(seed, n, below) == [i for i in chosen if i < n] == _draws_at_once(seed, n, below)
 
 
 # ------------------------------------------------------------------------------------- checks for `create`
+
 
 def test_casing_of_the_original_and_of_a_cased_vocab(cased):
     uncased_tokens = Vocab.load(str(VOCAB)).tokens
@@ -204,7 +217,7 @@ def test_an_unk_share_far_above_the_vocabs_own_is_reported(uncased):
     vocab = Vocab.load(str(uncased))
     recorded = recorded_unk_share(str(uncased), vocab.sha256)
     assert recorded == manifest_of(uncased)["held_out"]["unk_token_share"]
-    unk, total = unk_share(vocab, lowercase=False)   # an uncased vocab with --no-do-lower-case
+    unk, total = unk_share(vocab, lowercase=False)  # an uncased vocab with --no-do-lower-case
     assert unk / total > 0.02
     assert "are [UNK]" in unk_share_mismatch(unk, total, recorded, str(uncased))
     assert unk_share_mismatch(*unk_share(vocab, lowercase=True), recorded, str(uncased)) is None
@@ -224,10 +237,27 @@ def test_a_changed_vocab_does_not_use_the_recorded_share(uncased, tmp_path):
 
 # ---------------------------------------------------------------------------------------------- progress
 
+
 def test_a_piped_run_prints_plain_progress_lines(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "bertcorpus", "vocab", "--input", str(SAMPLE_TEXT), "--output",
-                           str(tmp_path / "vocab.txt"), "--vocab-size", "1200", "--layout", "compact"],
-                          cwd=TESTS.parent, capture_output=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bertcorpus",
+            "vocab",
+            "--input",
+            str(SAMPLE_TEXT),
+            "--output",
+            str(tmp_path / "vocab.txt"),
+            "--vocab-size",
+            "1200",
+            "--layout",
+            "compact",
+        ],
+        cwd=TESTS.parent,
+        capture_output=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert b"\r" not in done.stdout + done.stderr
     assert b"counting words: " in done.stderr

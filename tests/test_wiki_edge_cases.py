@@ -1,6 +1,7 @@
 """extract-wiki on the inputs a bad-input sweep turned up, built from the real samples: elements under a namespace
 prefix, xz, zstd and compressions that are not read, files of no bytes, runs that find no document (extract-books
 too), and the pages that a lost bz2 block or a damaged multistream stream takes with it."""
+
 from __future__ import annotations
 
 import bz2
@@ -16,12 +17,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 import zstandard
-from conftest import DATA, run_cli
-from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, flip_bytes, read_xml, split_dump
 
 from bertcorpus.transforms.bz2_blocks import BLOCK_MAGIC, find_magic
+from bertcorpus.transforms.compression import open_decompressed
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, read_stream_pages
-from bertcorpus.transforms.wiki_pages import Loss, Page, PageError, iter_pages, open_dump, read_siteinfo
+from bertcorpus.transforms.wiki_pages import Loss, Page, PageError, iter_pages, read_siteinfo
+
+from conftest import DATA, run_cli
+from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, flip_bytes, read_xml, split_dump
 
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 
@@ -35,7 +38,7 @@ def prefixed(xml: bytes) -> bytes:
 
 
 def pages_of(source) -> list[Page]:
-    return [item for item in iter_pages(open_dump(source)) if isinstance(item, Page)]
+    return [item for item in iter_pages(open_decompressed(source)) if isinstance(item, Page)]
 
 
 def extract(out: Path, *inputs, expect: int = 0, extra=()) -> dict:
@@ -52,6 +55,7 @@ def errors(out: Path) -> list[dict]:
 
 
 # --- elements under a namespace prefix ------------------------------------------------------------------------------
+
 
 def test_a_dump_whose_elements_carry_a_prefix_reads_like_the_plain_one():
     xml = read_xml(ENWIKI_2014)
@@ -71,7 +75,7 @@ def test_a_malformed_page_in_a_prefixed_dump_costs_that_page_only():
 
 
 def test_prefixed_pages_in_a_fragment_and_its_closing_tag_read_like_the_whole_document():
-    header, pages, footer = split_dump(read_xml(ENWIKI_SMALL))
+    _, pages, footer = split_dump(read_xml(ENWIKI_SMALL))
     fragment = prefixed(b"".join(pages) + footer)
     assert fragment.endswith(b"</mw:mediawiki>\n")
     assert list(iter_pages(io.BytesIO(fragment), fragment=True)) == pages_of(ENWIKI_SMALL)
@@ -85,8 +89,14 @@ def prefixed_multistream(source: Path, out: Path) -> tuple[Path, Path]:
     for first in range(0, len(pages), 100):
         offset = sum(map(len, streams))
         for page in pages[first : first + 100]:
-            lines.append(b"%d:%s:%s\n" % (offset, re.search(rb"<id>(\d+)</id>", page).group(1),
-                                          re.search(rb"<title>(.*?)</title>", page).group(1)))
+            lines.append(
+                b"%d:%s:%s\n"
+                % (
+                    offset,
+                    re.search(rb"<id>(\d+)</id>", page).group(1),
+                    re.search(rb"<title>(.*?)</title>", page).group(1),
+                )
+            )
         streams.append(bz2.compress(UNDER_PREFIX.sub(rb"<\1mw:\2", b"".join(pages[first : first + 100]))))
     streams.append(bz2.compress(UNDER_PREFIX.sub(rb"<\1mw:\2", footer)))
     dump, index = out / "enwiki-prefixed-multistream.xml.bz2", out / "enwiki-prefixed-multistream-index.txt"
@@ -112,6 +122,7 @@ def test_extract_wiki_reads_prefixed_dumps_single_stream_and_with_their_index(tm
 
 # --- runs that find no document -------------------------------------------------------------------------------------
 
+
 def test_a_dump_without_pages_exits_1_in_one_line(tmp_path, capsys):
     header, _, footer = split_dump(read_xml(ENWIKI_SMALL))
     no_pages = tmp_path / "enwiki-no-pages.xml"
@@ -126,20 +137,22 @@ def test_a_run_that_keeps_no_page_exits_1(tmp_path, capsys):
     extract(tmp_path / "out", ENWIKI_SMALL, expect=1, extra=["--min-chars", "1000000"])
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"bertcorpus extract-wiki: no documents kept from {ENWIKI_SMALL.stat().st_size:,} bytes of input (3 read: "
-        "skipped redirect 1, too_short 2)")
+        "skipped redirect 1, too_short 2)"
+    )
 
 
 def test_extract_books_that_keeps_no_book_exits_1(tmp_path, capsys):
     book = DATA / "books" / "pg19_format" / "10006.txt"
-    code = run_cli("extract-books", "--input", book, "--output", tmp_path / "out", "--min-chars", "100000000",
-                   *LOCAL)
+    code = run_cli("extract-books", "--input", book, "--output", tmp_path / "out", "--min-chars", "100000000", *LOCAL)
     assert code == 1 and (tmp_path / "out" / "manifest.json").exists()
     assert capsys.readouterr().err.splitlines()[-1] == (
         f"bertcorpus extract-books: no documents kept from {book.stat().st_size:,} bytes of input (1 read: "
-        "skipped too_short 1)")
+        "skipped too_short 1)"
+    )
 
 
 # --- compressions ---------------------------------------------------------------------------------------------------
+
 
 def compressed(xml: bytes) -> dict[str, bytes]:
     return {"xz": lzma.compress(xml), "zst": zstandard.ZstdCompressor().compress(xml), "bz2": bz2.compress(xml)}
@@ -149,17 +162,17 @@ def test_xz_and_zstd_dumps_read_like_bz2():
     xml = read_xml(ENWIKI_2014)
     expected = list(iter_pages(io.BytesIO(xml)))
     for suffix, data in compressed(xml).items():
-        assert list(iter_pages(open_dump(io.BytesIO(data)))) == expected, suffix
+        assert list(iter_pages(open_decompressed(io.BytesIO(data)))) == expected, suffix
     # several zstd frames one after another, as a parallel compressor writes them
     frames = b"".join(zstandard.ZstdCompressor().compress(xml[i : i + 1_000_000]) for i in range(0, len(xml), 10**6))
-    assert list(iter_pages(open_dump(io.BytesIO(frames)))) == expected
+    assert list(iter_pages(open_decompressed(io.BytesIO(frames)))) == expected
 
 
 @pytest.mark.parametrize("suffix", ["xz", "zst"])
 def test_a_cut_xz_or_zstd_dump_keeps_its_pages_before_the_cut(suffix):
     xml = read_xml(ENWIKI_2014)
     data = compressed(xml)[suffix]
-    items = list(iter_pages(open_dump(io.BytesIO(data[: len(data) // 2]))))
+    items = list(iter_pages(open_decompressed(io.BytesIO(data[: len(data) // 2]))))
     pages, [error] = items[:-1], items[-1:]
     assert len(pages) > 150 and pages == list(iter_pages(io.BytesIO(xml)))[: len(pages)]
     assert error.reason == "truncated" and error.detail.startswith("EOFError: ")
@@ -185,6 +198,7 @@ def test_extract_wiki_reads_xz_and_zstd_and_names_a_compression_it_does_not_read
 
 # --- files of no bytes ----------------------------------------------------------------------------------------------
 
+
 def test_a_file_of_no_bytes_is_empty_whatever_its_suffix(tmp_path):
     for suffix in ("xml", "xml.bz2", "xml.gz", "xml.xz", "xml.zst"):
         (tmp_path / "in" / suffix).mkdir(parents=True)
@@ -193,11 +207,14 @@ def test_a_file_of_no_bytes_is_empty_whatever_its_suffix(tmp_path):
     assert manifest["documents"]["errors_by_reason"] == {"empty": 5}
     assert {e["detail"] for e in errors(tmp_path / "out")} == {"the input is empty (before any complete page)"}
     # a compressed file that holds no bytes is empty too; a cut one is not
-    assert [e.reason for e in iter_pages(open_dump(io.BytesIO(gzip.compress(b""))))] == ["empty"]
-    assert [e.reason for e in iter_pages(open_dump(io.BytesIO(bz2.compress(b"x" * 1000)[:20])))] == ["truncated"]
+    assert [e.reason for e in iter_pages(open_decompressed(io.BytesIO(gzip.compress(b""))))] == ["empty"]
+    assert [e.reason for e in iter_pages(open_decompressed(io.BytesIO(bz2.compress(b"x" * 1000)[:20])))] == [
+        "truncated"
+    ]
 
 
 # --- what damage costs in pages -------------------------------------------------------------------------------------
+
 
 def test_a_lost_bz2_block_counts_the_pages_it_held_as_an_estimate(tmp_path, capsys):
     data = ENWIKI_2014.read_bytes()
@@ -211,8 +228,10 @@ def test_a_lost_bz2_block_counts_the_pages_it_held_as_an_estimate(tmp_path, caps
     assert 361 - pages_read == 17 and 17 <= estimate <= 3 * 17
     out = capsys.readouterr()
     assert f"pages lost                       about {estimate} estimated from the damaged bytes" in out.out
-    assert out.err.startswith(f"bertcorpus extract-wiki: 2 errors and {estimate} pages lost, about {estimate} of them "
-                              f"estimated, in {docs['read'] + estimate} read or lost")
+    assert out.err.startswith(
+        f"bertcorpus extract-wiki: 2 errors and {estimate} pages lost, about {estimate} of them "
+        f"estimated, in {docs['read'] + estimate} read or lost"
+    )
     [lost] = [e for e in errors(tmp_path / "out") if e["reason"] == "read_error"]
     assert f"about {estimate} pages lost (an estimate: about " in lost["detail"]
     assert re.search(r"; bytes \d+-\d+ of the file could not be decompressed;", lost["detail"])
@@ -228,7 +247,7 @@ def test_the_estimate_stands_within_3x_of_what_each_block_held():
         blocks.append(following)
     assert len(blocks) == 12
     for first, second in pairwise(blocks):
-        items = list(iter_pages(open_dump(io.BytesIO(flip_bytes(data, (first + second) // 16)))))
+        items = list(iter_pages(open_decompressed(io.BytesIO(flip_bytes(data, (first + second) // 16)))))
         lost = whole - sum(isinstance(i, Page) for i in items)
         [gap] = [i for i in items if isinstance(i, PageError) and i.lost is not None]
         assert gap.lost.estimated and lost / 3 <= gap.lost.pages <= lost * 3, (first, lost, gap.lost)
@@ -236,7 +255,7 @@ def test_the_estimate_stands_within_3x_of_what_each_block_held():
 
 def test_a_damaged_stream_counts_its_lost_pages_from_the_index(tmp_path):
     dump, index = build_multistream(ENWIKI_2014, tmp_path, pages_per_stream=100)
-    listed = read_stream_pages(open_dump(index))
+    listed = read_stream_pages(open_decompressed(index))
     starts = list(listed)
     damaged = flip_bytes(dump.read_bytes(), (starts[1] + starts[2]) // 2)
     items = list(iter_range_pages(io.BytesIO(damaged), 0, len(damaged), listed))
@@ -259,14 +278,16 @@ def test_a_stream_that_is_not_bz2_past_a_ranges_end_is_not_counted_as_no_pages(t
     """The range that ends where a stream ends reports the bytes after it, which are not bz2, though the index lists
     their stream for the next range (which skips them): it cannot tell their pages, and must not say none."""
     dump, index = build_multistream(ENWIKI_2014, tmp_path, pages_per_stream=100)
-    listed = read_stream_pages(open_dump(index))
+    listed = read_stream_pages(open_decompressed(index))
     starts = list(listed)
     data = dump.read_bytes()
     damaged = data[: starts[1]] + bytes(range(256)) * ((starts[2] - starts[1]) // 256 + 1)
     damaged = damaged[: starts[2]] + data[starts[2] :]
     items = []
     for start, end in ((0, starts[1]), (starts[1], len(damaged))):
-        items += iter_range_pages(io.BytesIO(damaged), start, end, {o: n for o, n in listed.items() if start <= o < end})
+        items += iter_range_pages(
+            io.BytesIO(damaged), start, end, {o: n for o, n in listed.items() if start <= o < end}
+        )
     [error] = [i for i in items if isinstance(i, PageError)]
     assert error.lost.pages is None and "cannot be told" in error.detail, error
     assert sum(isinstance(i, Page) for i in items) == 261

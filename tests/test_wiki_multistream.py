@@ -9,16 +9,18 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
-from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, SZLWIKI_INDEX, build_multistream, flip_bytes, read_xml, split_dump
 
 from bertcorpus.transforms import wiki_multistream
+from bertcorpus.transforms.compression import open_decompressed
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
-from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages, open_dump
+from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages
+
+from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, SZLWIKI_INDEX, build_multistream, flip_bytes, read_xml, split_dump
 
 
 @cache
 def enwiki_pages() -> tuple[Page, ...]:
-    with open_dump(ENWIKI_2014) as stream:
+    with open_decompressed(ENWIKI_2014) as stream:
         return tuple(p for p in iter_pages(stream) if isinstance(p, Page))
 
 
@@ -97,8 +99,13 @@ def test_plan_byte_ranges_on_the_real_index():
 
 def test_plan_byte_ranges_merges_a_small_remainder():
     assert plan_byte_ranges([100, 200, 300, 400], 420, 100) == [(0, 100), (100, 200), (200, 300), (300, 420)]
-    assert plan_byte_ranges([100, 200, 300, 400], 460, 100) == [(0, 100), (100, 200), (200, 300), (300, 400),
-                                                                (400, 460)]
+    assert plan_byte_ranges([100, 200, 300, 400], 460, 100) == [
+        (0, 100),
+        (100, 200),
+        (200, 300),
+        (300, 400),
+        (400, 460),
+    ]
 
 
 def test_plan_byte_ranges_covers_the_file_whatever_the_index_says():
@@ -124,7 +131,7 @@ def test_built_multistream_is_laid_out_like_wikimedia(multistream):
     lines = bz2.decompress(index.read_bytes()).decode().splitlines()
     assert len(lines) == 361 and lines[1] == f"{offsets[0]}:12:Anarchism"
     # The whole file is still one valid dump, with its closing tag.
-    with open_dump(dump) as stream:
+    with open_decompressed(dump) as stream:
         assert list(iter_pages(stream)) == list(enwiki_pages())
 
 
@@ -183,7 +190,8 @@ def test_file_cut_inside_a_stream_yields_the_complete_streams_then_one_error(mul
     assert items[:-1] == list(enwiki_pages()[:200])
     assert isinstance(items[-1], PageError) and items[-1].reason == "truncated"
     assert f"the file ends at byte {offsets[2] + 1000}, inside the bz2 stream that starts at byte {offsets[2]}" in (
-        items[-1].detail)
+        items[-1].detail
+    )
 
 
 def test_a_dump_cut_between_two_streams_is_found_by_its_missing_end_tag(multistream, tmp_path):
@@ -195,7 +203,8 @@ def test_a_dump_cut_between_two_streams_is_found_by_its_missing_end_tag(multistr
     items = read_ranges(cut, plan_byte_ranges(offsets, offsets[2], 1))
     assert items[:-1] == list(enwiki_pages()[:200])
     assert items[-1].reason == "truncated" and f"the dump ends at byte {offsets[2]} without </mediawiki>" in (
-        items[-1].detail)
+        items[-1].detail
+    )
 
 
 def test_corrupt_stream_costs_that_stream_only(tmp_path):
@@ -205,7 +214,7 @@ def test_corrupt_stream_costs_that_stream_only(tmp_path):
     data = dump.read_bytes()
     damaged = tmp_path / "damaged.xml.bz2"
     damaged.write_bytes(flip_bytes(data, (offsets[1] + offsets[2]) // 2))
-    with open_dump(ENWIKI_SMALL) as stream:
+    with open_decompressed(ENWIKI_SMALL) as stream:
         expected = [p for p in iter_pages(stream) if isinstance(p, Page)]
     items = read_ranges(damaged, [(0, len(data))])
     assert [items[0], items[2]] == [expected[0], expected[2]]
@@ -226,13 +235,15 @@ def test_garbage_between_streams_is_one_error_and_no_page_is_lost(multistream, t
     pages, errors = [i for i in items if isinstance(i, Page)], [i for i in items if isinstance(i, PageError)]
     assert pages == list(enwiki_pages())
     last_before = enwiki_pages()[199].page_id
-    assert [e.detail for e in errors] == [f"bytes {offsets[2]}-{offsets[2] + len(garbage)} are not a bz2 stream; "
-                                          "how many pages it held cannot be told "
-                                          f"(after page {last_before})"]
+    assert [e.detail for e in errors] == [
+        f"bytes {offsets[2]}-{offsets[2] + len(garbage)} are not a bz2 stream; "
+        "how many pages it held cannot be told "
+        f"(after page {last_before})"
+    ]
 
 
 def test_garbage_before_the_first_stream_is_one_error(multistream, tmp_path):
-    dump, index = multistream
+    dump, _ = multistream
     prefixed = tmp_path / "prefixed.xml.bz2"
     prefixed.write_bytes(b"<html>not bz2</html>" + dump.read_bytes())
     items = read_ranges(prefixed, [(0, 500_000), (500_000, prefixed.stat().st_size)])

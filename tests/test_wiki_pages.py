@@ -10,6 +10,11 @@ import tracemalloc
 from functools import cache
 
 import pytest
+
+from bertcorpus.transforms import wiki_pages
+from bertcorpus.transforms.compression import open_decompressed
+from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages, read_siteinfo
+
 from wiki_fixtures import (
     BGWIKI_UTF16,
     ENWIKI_2014,
@@ -21,12 +26,9 @@ from wiki_fixtures import (
     split_dump,
 )
 
-from bertcorpus.transforms import wiki_pages
-from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages, open_dump, read_siteinfo
-
 
 def read_all(source) -> list[Page | PageError]:
-    with open_dump(source) as stream:
+    with open_decompressed(source) as stream:
         return list(iter_pages(stream))
 
 
@@ -147,8 +149,9 @@ def test_a_malformed_page_costs_that_page_only():
     broken, offset = damage_page(xml, 180, b"</title>", b"</titel>")
     pages, errors = pages_and_errors(iter_pages(io.BytesIO(broken)))
     assert pages == without(good, 180)
-    assert errors[0] == PageError(f"byte {offset}", "xml_error",
-                                  f"page {good[180].title!r}: mismatched tag (after page {good[179].page_id})")
+    assert errors[0] == PageError(
+        f"byte {offset}", "xml_error", f"page {good[180].title!r}: mismatched tag (after page {good[179].page_id})"
+    )
     assert [e.reason for e in errors[1:]] == ["truncated"]  # the sample's own missing </mediawiki>
 
 
@@ -221,8 +224,11 @@ def test_an_undecodable_byte_between_pages_in_utf16_is_one_error():
     text = read_xml(BGWIKI_UTF16).decode("utf-16")
     expected = read_all(BGWIKI_UTF16)
     end_of_first = text.index("</page>") + len("</page>")
-    data = (text[:end_of_first].encode("utf-16") + "\udc00".encode("utf-16-le", "surrogatepass")
-            + text[end_of_first:].encode("utf-16-le"))
+    data = (
+        text[:end_of_first].encode("utf-16")
+        + "\udc00".encode("utf-16-le", "surrogatepass")
+        + text[end_of_first:].encode("utf-16-le")
+    )
     pages, errors = pages_and_errors(iter_pages(io.BytesIO(data)))
     assert pages == expected
     assert [e.reason for e in errors] == ["decode_error"] and "between pages" in errors[0].detail
@@ -282,12 +288,16 @@ def test_a_page_without_a_title_is_an_error():
     assert items[2] == PageError("page 302109 None", "bad_page_header", "page has no title")
 
 
-@pytest.mark.parametrize(("codec", "complaint"), [
-    ("no-such-codec", "the declared encoding cannot be used (unknown encoding: no-such-codec)"),
-    ("base64", "the declared encoding cannot be used ('base64' is not a text encoding"),
-    ("UTF-16", "encoding specified in XML declaration is incorrect"),
-    ("undefined", "the declared encoding cannot be used (decoding with 'undefined' codec failed"),
-    ("idna", "the declared encoding cannot be used (")])
+@pytest.mark.parametrize(
+    ("codec", "complaint"),
+    [
+        ("no-such-codec", "the declared encoding cannot be used (unknown encoding: no-such-codec)"),
+        ("base64", "the declared encoding cannot be used ('base64' is not a text encoding"),
+        ("UTF-16", "encoding specified in XML declaration is incorrect"),
+        ("undefined", "the declared encoding cannot be used (decoding with 'undefined' codec failed"),
+        ("idna", "the declared encoding cannot be used ("),
+    ],
+)
 def test_an_unusable_declared_encoding_is_one_error_and_the_pages_are_read(codec, complaint):
     xml = read_xml(ENWIKI_SMALL)
     declared = f'<?xml version="1.0" encoding="{codec}"?>\n'.encode() + xml
@@ -320,8 +330,9 @@ def test_a_corrupt_bz2_block_costs_the_pages_of_that_block_only(tmp_path):
     spans = page_spans(read_xml(ENWIKI_2014))
     assert spans[last_lost - 1][1] - spans[first_lost][0] < 1_100_000  # about one 900 kB block of XML
     assert [e.reason for e in errors] == ["read_error", "truncated"]
-    assert f"bad bz2 data after byte " in errors[0].detail and errors[0].detail.endswith(
-        f"(after page {good[first_lost - 1].page_id})")
+    assert "bad bz2 data after byte " in errors[0].detail and errors[0].detail.endswith(
+        f"(after page {good[first_lost - 1].page_id})"
+    )
 
 
 def test_cut_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
@@ -332,7 +343,8 @@ def test_cut_bz2_yields_a_prefix_of_the_real_pages_then_one_error(tmp_path):
     pages, errors = pages_and_errors(items)
     assert len(errors) == 1 and items[-1] is errors[0]
     assert errors[0].reason == "truncated" and "the file ends at byte 1000000, inside a bz2 stream" in (
-        errors[0].detail)
+        errors[0].detail
+    )
     assert 0 < len(pages) < len(good_pages)
     assert pages == good_pages[: len(pages)]
 
@@ -417,20 +429,20 @@ def test_memory_stays_bounded_by_one_page(monkeypatch):
 
 
 def test_read_siteinfo():
-    with open_dump(ENWIKI_2014) as stream:
+    with open_decompressed(ENWIKI_2014) as stream:
         site = read_siteinfo(stream)
     assert site is not None
     assert site.dbname == "enwiki"
     assert site.namespaces[6] == "File" and site.namespaces[14] == "Category"
     assert site.page_url("Abraham Lincoln") == "http://en.wikipedia.org/wiki/Abraham_Lincoln"
-    with open_dump(BGWIKI_UTF16) as stream:
+    with open_decompressed(BGWIKI_UTF16) as stream:
         bg = read_siteinfo(stream)
     assert bg is not None and bg.dbname == "bgwiki" and bg.namespaces[14] == "Категория"
     assert bg.page_url("Григориански календар") == (
         "https://bg.wikipedia.org/wiki/%D0%93%D1%80%D0%B8%D0%B3%D0%BE%D1%80%D0%B8%D0%B0%D0%BD%D1%81%D0%BA%D0%B8_"
         "%D0%BA%D0%B0%D0%BB%D0%B5%D0%BD%D0%B4%D0%B0%D1%80"
     )
-    with open_dump(ENWIKI_TABLES) as stream:
+    with open_decompressed(ENWIKI_TABLES) as stream:
         assert read_siteinfo(stream) is None
 
 

@@ -6,15 +6,17 @@ import re
 from functools import cache
 
 import pytest
-from wiki_fixtures import ALL_DUMPS, ENWIKI_2014, ENWIKI_TABLES, GOLDEN, VIWIKI
 
-from bertcorpus.transforms.wiki_pages import Page, iter_pages, open_dump
+from bertcorpus.transforms.compression import open_decompressed
+from bertcorpus.transforms.wiki_pages import Page, iter_pages
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
+
+from wiki_fixtures import ALL_DUMPS, ENWIKI_2014, ENWIKI_TABLES, GOLDEN, VIWIKI
 
 
 @cache
 def pages_of(dump) -> tuple[Page, ...]:
-    with open_dump(dump) as stream:
+    with open_decompressed(dump) as stream:
         return tuple(p for p in iter_pages(stream) if isinstance(p, Page))
 
 

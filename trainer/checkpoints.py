@@ -1,6 +1,7 @@
 """Checkpoints of a training run, local or remote: checkpoints/ckpt-STEP/ holds Keras's weights file (the weights
 and the optimizer's variables, on any backend), the dropout layers' random state and checkpoint.json, written last.
 A run resumes from its own last checkpoint exactly; phase 2 starts from another run's weights alone."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,11 @@ def checkpoint_steps(output: str) -> dict[int, str]:
     if is_remote(directory):
         folders = [path.rsplit("/", 1)[0] for path in match(join(directory, "ckpt-*", CHECKPOINT_META))]
     elif os.path.isdir(directory):
-        folders = [os.path.join(directory, name) for name in os.listdir(directory)
-                   if os.path.exists(os.path.join(directory, name, CHECKPOINT_META))]
+        folders = [
+            os.path.join(directory, name)
+            for name in os.listdir(directory)
+            if os.path.exists(os.path.join(directory, name, CHECKPOINT_META))
+        ]
     else:
         folders = []
     found = {}
@@ -44,8 +48,10 @@ def checkpoint_steps(output: str) -> dict[int, str]:
 
 def refuse_old_checkpoints(output: str) -> None:
     if exists(join(output, CHECKPOINTS, "checkpoint")):  # tf.train.CheckpointManager's index of earlier versions
-        raise TrainerError(f"{output} holds tf.train.Checkpoints of an earlier version of the trainer, which this one "
-                           "does not read; use another --output")
+        raise TrainerError(
+            f"{output} holds tf.train.Checkpoints of an earlier version of the trainer, which this one "
+            "does not read; use another --output"
+        )
 
 
 def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep: int) -> None:
@@ -74,8 +80,10 @@ def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep
 
 def _write_checkpoint_files(model: keras.Model, folder: str, step: int, meta: dict) -> None:
     model.save_weights(os.path.join(folder, WEIGHTS_FILE))
-    np.savez(os.path.join(folder, RANDOM_STATE_FILE),
-             **{f"{i:05d}": ops.convert_to_numpy(v) for i, v in enumerate(model.non_trainable_variables)})
+    np.savez(
+        os.path.join(folder, RANDOM_STATE_FILE),
+        **{f"{i:05d}": ops.convert_to_numpy(v) for i, v in enumerate(model.non_trainable_variables)},
+    )
     with open(os.path.join(folder, CHECKPOINT_META), "w") as f:
         json.dump({"step": step, **meta}, f, indent=2)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 class TrainerError(Exception):
     """A problem the user must fix (a flag, a path, the data); its message is one line, shown without a traceback."""
 
+
 # (layers, hidden size, attention heads); the feed-forward size is always 4 × hidden.
 PRESETS: dict[str, tuple[int, int, int]] = {
     "tiny": (2, 128, 2),
@@ -111,60 +112,120 @@ class TrainConfig:
 def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `bertcorpus train` and `python -m bertcorpus.trainer.train`; dests are TrainConfig field names."""
     d = TrainConfig(data="", output="")
-    parser.add_argument("--data", required=True,
-                        help="a `bertcorpus create` output folder (its manifest gives the form, L, P and the pair "
-                             "objective), or TFRecord globs made elsewhere, comma-separated, e.g. 'rec/train-*'")
-    parser.add_argument("--eval-data",
-                        help="eval records, evaluated once at the end: a `create` output folder or globs "
-                             "(default: the eval split of --data's output; 'none' to skip)")
-    parser.add_argument("--output", required=True, help="run directory: checkpoints, logs, eval results; rerun to resume")
-    parser.add_argument("--backend", help=f"Keras backend: {', '.join(BACKENDS)} (default: $KERAS_BACKEND, else "
-                                          "tensorflow where installed, else jax)")
-    parser.add_argument("--config", dest="model", default=d.model, choices=list(PRESETS), help="model size (default: %(default)s)")
-    parser.add_argument("--vocab-size", type=int,
-                        help="tokens in the vocab the records were made with; a smaller vocab makes a smaller, faster "
-                             f"model (default: the `create` output's vocab, else {BertConfig.vocab_size})")
-    parser.add_argument("--init-checkpoint", help="start from the weights of this run directory or checkpoint (phase 2)")
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="a `bertcorpus create` output folder (its manifest gives the form, L, P and the pair "
+        "objective), or TFRecord globs made elsewhere, comma-separated, e.g. 'rec/train-*'",
+    )
+    parser.add_argument(
+        "--eval-data",
+        help="eval records, evaluated once at the end: a `create` output folder or globs "
+        "(default: the eval split of --data's output; 'none' to skip)",
+    )
+    parser.add_argument(
+        "--output", required=True, help="run directory: checkpoints, logs, eval results; rerun to resume"
+    )
+    parser.add_argument(
+        "--backend",
+        help=f"Keras backend: {', '.join(BACKENDS)} (default: $KERAS_BACKEND, else "
+        "tensorflow where installed, else jax)",
+    )
+    parser.add_argument(
+        "--config", dest="model", default=d.model, choices=list(PRESETS), help="model size (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        help="tokens in the vocab the records were made with; a smaller vocab makes a smaller, faster "
+        f"model (default: the `create` output's vocab, else {BertConfig.vocab_size})",
+    )
+    parser.add_argument(
+        "--init-checkpoint", help="start from the weights of this run directory or checkpoint (phase 2)"
+    )
     parser.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size (default: %(default)s)")
     parser.add_argument("--eval-batch-size", type=int, help="default: --batch-size")
     parser.add_argument("--steps", type=int, default=d.steps, help="total training steps (default: %(default)s)")
-    parser.add_argument("--seq-length", "--max-seq-length", dest="max_seq_length", type=int,
-                        help=f"L: which seq config of a `create` output to train on (default: its only one), or the L "
-                             f"of TFRecord globs (default: {DEFAULT_SEQ_LENGTH})")
-    parser.add_argument("--max-predictions-per-seq", type=int,
-                        help=f"P (default: the manifest's; {DEFAULT_PREDICTIONS} for globs); masks drawn at load time "
-                             "(dynamic records) may take another")
+    parser.add_argument(
+        "--seq-length",
+        "--max-seq-length",
+        dest="max_seq_length",
+        type=int,
+        help=f"L: which seq config of a `create` output to train on (default: its only one), or the L "
+        f"of TFRecord globs (default: {DEFAULT_SEQ_LENGTH})",
+    )
+    parser.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        help=f"P (default: the manifest's; {DEFAULT_PREDICTIONS} for globs); masks drawn at load time "
+        "(dynamic records) may take another",
+    )
     rates = ", ".join(f"{name} {rate:g}" for name, rate in PRESET_LEARNING_RATES.items())
     parser.add_argument("--learning-rate", type=float, help=f"peak learning rate (default by --config: {rates})")
-    parser.add_argument("--warmup-steps", type=int, help="linear warm-up steps, capped at --steps (default: --warmup-fraction of --steps)")
-    parser.add_argument("--warmup-fraction", type=float, default=d.warmup_fraction,
-                        help="warm-up as a share of --steps, when --warmup-steps is not given (default: %(default)s)")
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        help="linear warm-up steps, capped at --steps (default: --warmup-fraction of --steps)",
+    )
+    parser.add_argument(
+        "--warmup-fraction",
+        type=float,
+        default=d.warmup_fraction,
+        help="warm-up as a share of --steps, when --warmup-steps is not given (default: %(default)s)",
+    )
     parser.add_argument("--optimizer", default=d.optimizer, choices=["adamw", "lamb"], help="default: %(default)s")
-    parser.add_argument("--weight-decay", type=float, default=d.weight_decay, help="not applied to LayerNorm and biases (default: %(default)s)")
+    parser.add_argument(
+        "--weight-decay",
+        type=float,
+        default=d.weight_decay,
+        help="not applied to LayerNorm and biases (default: %(default)s)",
+    )
     parser.add_argument("--beta1", type=float, default=d.beta1, help="default: %(default)s")
     parser.add_argument("--beta2", type=float, default=d.beta2, help="default: %(default)s")
     parser.add_argument("--epsilon", type=float, default=d.epsilon, help="default: %(default)s")
-    parser.add_argument("--clip-norm", type=float, default=d.clip_norm, help="global gradient-norm clip, 0 = off (default: %(default)s)")
-    parser.add_argument("--mixed-precision", default=d.mixed_precision, choices=list(PRECISIONS),
-                        help="auto = bf16 on TPU and Ampere-or-newer GPUs, fp32 otherwise (default: %(default)s)")
-    parser.add_argument("--jit-compile", action=argparse.BooleanOptionalAction,
-                        help="compile the step (XLA on TensorFlow and JAX, torch.compile on PyTorch; default: on, "
-                             "off on PyTorch)")
-    parser.add_argument("--steps-per-execution", type=int, default=d.steps_per_execution,
-                        help="steps per compiled call; must divide --log-every, --checkpoint-every and --steps; 1 on "
-                             "PyTorch (default: %(default)s)")
-    parser.add_argument("--strategy", default=d.strategy, choices=list(STRATEGIES),
-                        help="devices: auto picks a TPU, then several GPUs (TensorFlow MirroredStrategy, JAX data "
-                             "parallel), then one device (default: %(default)s)")
+    parser.add_argument(
+        "--clip-norm", type=float, default=d.clip_norm, help="global gradient-norm clip, 0 = off (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--mixed-precision",
+        default=d.mixed_precision,
+        choices=list(PRECISIONS),
+        help="auto = bf16 on TPU and Ampere-or-newer GPUs, fp32 otherwise (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        action=argparse.BooleanOptionalAction,
+        help="compile the step (XLA on TensorFlow and JAX, torch.compile on PyTorch; default: on, off on PyTorch)",
+    )
+    parser.add_argument(
+        "--steps-per-execution",
+        type=int,
+        default=d.steps_per_execution,
+        help="steps per compiled call; must divide --log-every, --checkpoint-every and --steps; 1 on "
+        "PyTorch (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--strategy",
+        default=d.strategy,
+        choices=list(STRATEGIES),
+        help="devices: auto picks a TPU, then several GPUs (TensorFlow MirroredStrategy, JAX data "
+        "parallel), then one device (default: %(default)s)",
+    )
     parser.add_argument("--tpu", help="TPU name or grpc:// address (default: $TPU_NAME, or the local TPU VM)")
     parser.add_argument("--seed", type=int, default=d.seed, help="default: %(default)s")
-    parser.add_argument("--log-every", type=int, default=d.log_every, help="steps between log lines (default: %(default)s)")
+    parser.add_argument(
+        "--log-every", type=int, default=d.log_every, help="steps between log lines (default: %(default)s)"
+    )
     parser.add_argument("--eval-steps", type=int, help="eval batches (default: one full pass over the eval records)")
     parser.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="default: %(default)s")
     parser.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints, help="default: %(default)s")
-    parser.add_argument("--shuffle-buffer", type=int, default=d.shuffle_buffer,
-                        help="records, for TFRecord globs (a `create` output is read in the loader's seeded epoch "
-                             "order) (default: %(default)s)")
+    parser.add_argument(
+        "--shuffle-buffer",
+        type=int,
+        default=d.shuffle_buffer,
+        help="records, for TFRecord globs (a `create` output is read in the loader's seeded epoch "
+        "order) (default: %(default)s)",
+    )
 
 
 def backend_extra(backend: str) -> str:
@@ -173,15 +234,18 @@ def backend_extra(backend: str) -> str:
 
 def choose_backend(requested: str | None, environment_backend: str | None) -> str:
     """The Keras backend to train on: --backend, else $KERAS_BACKEND, else TensorFlow where it is installed, else
-    JAX, else PyTorch. Only looks for the packages (importing them costs seconds), so Keras can be told before it loads."""
+    JAX, else PyTorch. Only looks for the packages (importing them costs seconds), so Keras can be told before it
+    loads."""
     if requested is not None and requested not in BACKENDS:
         raise TrainerError(f"unknown --backend {requested!r}; choose {', '.join(BACKENDS)}")
     name = requested or environment_backend
     if name is None:
         found = next((b for b in BACKENDS if importlib.util.find_spec(b)), None)
         if found is None:
-            raise TrainerError("training needs Keras and one of its backends: pip install 'bertcorpus[train]' "
-                               "(TensorFlow), 'bertcorpus[jax]' or 'bertcorpus[torch]'")
+            raise TrainerError(
+                "training needs Keras and one of its backends: pip install 'bertcorpus[train]' "
+                "(TensorFlow), 'bertcorpus[jax]' or 'bertcorpus[torch]'"
+            )
         name = found
     if name not in BACKENDS:
         raise TrainerError(f"unknown backend {name!r} (KERAS_BACKEND); choose {', '.join(BACKENDS)}")
@@ -198,4 +262,6 @@ def requested_backend(argv: list[str]) -> str | None:
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
-    return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)})
+    return TrainConfig(
+        **{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig) if hasattr(args, f.name)}
+    )

@@ -34,7 +34,9 @@ def _loader_module():
     try:
         from bertcorpus.trainer import loader
     except ImportError as err:
-        raise TrainerError(f"reading a `create` output needs this package's dependencies (pip install -e .): {err}") from None
+        raise TrainerError(
+            f"reading a `create` output needs this package's dependencies (pip install -e .): {err}"
+        ) from None
     return loader
 
 
@@ -51,8 +53,10 @@ def _tf():
     try:
         import tensorflow as tf
     except ImportError:
-        raise TrainerError("reading TFRecord globs needs TensorFlow (pip install 'bertcorpus[train]'); a `create` "
-                           "output folder as --data is read without it") from None
+        raise TrainerError(
+            "reading TFRecord globs needs TensorFlow (pip install 'bertcorpus[train]'); a `create` "
+            "output folder as --data is read without it"
+        ) from None
     return tf
 
 
@@ -66,11 +70,15 @@ def is_create_output(data: str) -> bool:
     if exists(f"{data.rstrip('/')}/{MANIFEST}"):
         return True
     if not is_remote(data) and os.path.isdir(data):
-        raise TrainerError(f"{data} has no {MANIFEST}: not a finished `bertcorpus create` output (TFRecords made "
-                           f"elsewhere are given as globs, e.g. '{os.path.join(data, '*.tfrecord')}')")
+        raise TrainerError(
+            f"{data} has no {MANIFEST}: not a finished `bertcorpus create` output (TFRecords made "
+            f"elsewhere are given as globs, e.g. '{os.path.join(data, '*.tfrecord')}')"
+        )
     if is_remote(data) and not exists(data):  # a remote folder is only a prefix: exists() is False for it too
-        raise TrainerError(f"{data} is neither a finished `bertcorpus create` output (no {data.rstrip('/')}/{MANIFEST}) "
-                           f"nor a file (TFRecords made elsewhere are given as globs, e.g. '{data.rstrip('/')}/*.tfrecord')")
+        raise TrainerError(
+            f"{data} is neither a finished `bertcorpus create` output (no {data.rstrip('/')}/{MANIFEST}) "
+            f"nor a file (TFRecords made elsewhere are given as globs, e.g. '{data.rstrip('/')}/*.tfrecord')"
+        )
     return False
 
 
@@ -93,7 +101,9 @@ class CreateOutput:
         except (OSError, ValueError) as err:
             raise TrainerError(f"cannot read {path}/{MANIFEST}: {err}") from None
         if manifest.get("job") != "create" or "outputs" not in manifest:
-            raise TrainerError(f"{path} is not a `bertcorpus create` output (its manifest is of {manifest.get('job')!r})")
+            raise TrainerError(
+                f"{path} is not a `bertcorpus create` output (its manifest is of {manifest.get('job')!r})"
+            )
         form = manifest.get("form") or {}  # runs from before the form field are static NSP TFRecords
         outputs = {int(entry["max_seq_length"]): entry for entry in manifest["outputs"].values()}
         return cls(
@@ -292,7 +302,9 @@ def _flag_for(name: str) -> str:
     return "--max-seq-length" if name in seq_features else "--max-predictions-per-seq"
 
 
-def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq: int, vocab_size: int | None = None) -> None:
+def check_records(
+    files: list[str], max_seq_length: int, max_predictions_per_seq: int, vocab_size: int | None = None
+) -> None:
     """Read the first record and compare it with the feature spec (and its token ids with the vocab size), so
     that a mismatch is named before training.
 
@@ -309,7 +321,9 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
         if first is not None:
             break
     if first is None:
-        raise TrainerError(f"no records in {files[0]}" if len(files) == 1 else f"no records in any of the {len(files)} files")
+        raise TrainerError(
+            f"no records in {files[0]}" if len(files) == 1 else f"no records in any of the {len(files)} files"
+        )
     try:
         example = tf.train.Example.FromString(first.numpy())
     except Exception:  # protobuf raises its own DecodeError; any failure means the same to the user
@@ -329,8 +343,11 @@ def check_records(files: list[str], max_seq_length: int, max_predictions_per_seq
             flag = _flag_for(name)
             raise TrainerError(f"{path}: {name} has {found} values but {flag} is {expected}")
     if vocab_size is not None:
-        check_token_ids({name: np.asarray(features[name].int64_list.value) for name in ("input_ids", "masked_lm_ids")},
-                        vocab_size, path)
+        check_token_ids(
+            {name: np.asarray(features[name].int64_list.value) for name in ("input_ids", "masked_lm_ids")},
+            vocab_size,
+            path,
+        )
 
 
 def corrupt_file_error(path: str, err) -> TrainerError:

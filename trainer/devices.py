@@ -1,5 +1,6 @@
 """The devices a training run uses and how: TPU, several GPUs, one GPU or the CPU, and the precision, on each
 Keras backend (TensorFlow's tf.distribute strategies, JAX's data parallel distribution, one torch device)."""
+
 from __future__ import annotations
 
 import glob
@@ -12,7 +13,12 @@ import keras
 from bertcorpus.trainer.config import PRECISIONS, STRATEGIES, TrainConfig, TrainerError
 
 
-def choose_strategy_name(requested: str, tpu_available: bool, num_gpus: int, no_tpu: str = "no TPU was found (pass --tpu NAME or set TPU_NAME)") -> str:
+def choose_strategy_name(
+    requested: str,
+    tpu_available: bool,
+    num_gpus: int,
+    no_tpu: str = "no TPU was found (pass --tpu NAME or set TPU_NAME)",
+) -> str:
     """How to use the devices: auto picks TPU, then several GPUs, then one GPU, then the default."""
     if requested not in STRATEGIES:
         raise TrainerError(f"unknown --strategy {requested!r}; choose from {', '.join(STRATEGIES)}")
@@ -52,7 +58,9 @@ def make_strategy(name: str, tpu: str | None):
 
     if name == "tpu":
         try:
-            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or os.environ.get("TPU_NAME") or "local")
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+                tpu=tpu or os.environ.get("TPU_NAME") or "local"
+            )
             tf.config.experimental_connect_to_cluster(resolver)
             tf.tpu.experimental.initialize_tpu_system(resolver)
         except (ValueError, tf.errors.OpError) as err:
@@ -85,7 +93,9 @@ def choose_devices(config: TrainConfig, backend: str) -> Devices:
 
         on_tpu = tpu_available(config.tpu)
         gpus = [] if on_tpu else tf.config.list_physical_devices("GPU")
-        capabilities = [tuple(tf.config.experimental.get_device_details(g).get("compute_capability", (0, 0))) for g in gpus]
+        capabilities = [
+            tuple(tf.config.experimental.get_device_details(g).get("compute_capability", (0, 0))) for g in gpus
+        ]
         name = choose_strategy_name(config.strategy, on_tpu, len(capabilities))
         precision = choose_precision(config.mixed_precision, name == "tpu", capabilities)
         strategy = make_strategy(name, config.tpu)
@@ -94,9 +104,11 @@ def choose_devices(config: TrainConfig, backend: str) -> Devices:
             # Keras's fit under MirroredStrategy fails with XLA (variables on other devices than the compiled step)
             # and with several steps per call; JAX has neither limit.
             if config.jit_compile or config.steps_per_execution > 1:
-                raise TrainerError("Keras's fit cannot compile the step (--jit-compile) or run several steps per call "
-                                   "(--steps-per-execution) under TensorFlow's MirroredStrategy; leave them out, or "
-                                   "use --backend jax for several GPUs")
+                raise TrainerError(
+                    "Keras's fit cannot compile the step (--jit-compile) or run several steps per call "
+                    "(--steps-per-execution) under TensorFlow's MirroredStrategy; leave them out, or "
+                    "use --backend jax for several GPUs"
+                )
             jit_compile = False
         return Devices(name, precision, replicas, strategy.scope(), jit_compile=jit_compile)
     if backend == "jax":
@@ -105,9 +117,13 @@ def choose_devices(config: TrainConfig, backend: str) -> Devices:
         devices = jax.devices()
         platform = devices[0].platform
         gpus = [d for d in devices if d.platform == "gpu"]
-        capabilities = [tuple(int(part) for part in str(getattr(d, "compute_capability", "0.0")).split(".")[:2]) for d in gpus]
+        capabilities = [
+            tuple(int(part) for part in str(getattr(d, "compute_capability", "0.0")).split(".")[:2]) for d in gpus
+        ]
         found = ", ".join(sorted({d.platform for d in devices}))
-        name = choose_strategy_name(config.strategy, platform == "tpu", len(gpus), no_tpu=f"JAX finds no TPU (its devices: {found})")
+        name = choose_strategy_name(
+            config.strategy, platform == "tpu", len(gpus), no_tpu=f"JAX finds no TPU (its devices: {found})"
+        )
         precision = choose_precision(config.mixed_precision, platform == "tpu", capabilities)
         replicas = 1
         if name in ("tpu", "mirrored") and len(devices) > 1:
@@ -117,9 +133,13 @@ def choose_devices(config: TrainConfig, backend: str) -> Devices:
     import torch
 
     gpus = list(range(torch.cuda.device_count()))
-    name = choose_strategy_name(config.strategy, False, min(len(gpus), 1), no_tpu="the torch backend runs on GPUs and CPUs")
+    name = choose_strategy_name(
+        config.strategy, False, min(len(gpus), 1), no_tpu="the torch backend runs on GPUs and CPUs"
+    )
     if name == "mirrored":
-        raise TrainerError("--strategy mirrored is not supported on the torch backend, which trains on one device; "
-                           "use --backend jax or tensorflow for several GPUs")
+        raise TrainerError(
+            "--strategy mirrored is not supported on the torch backend, which trains on one device; "
+            "use --backend jax or tensorflow for several GPUs"
+        )
     precision = choose_precision(config.mixed_precision, False, [torch.cuda.get_device_capability(i) for i in gpus])
     return Devices(name, precision, 1, nullcontext(), jit_compile=jit_compile)

@@ -6,6 +6,7 @@ group; a run of TFRecords). An epoch permutes the blocks with a generator seeded
 WINDOW_BLOCKS at a time into windows, and shuffles the instances inside each window, so that reads stay within a
 few blocks at a time. Global batches are consecutive instances of that order.
 """
+
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -15,7 +16,7 @@ import numpy as np
 from bertcorpus.transforms.seeding import numpy_rng
 from bertcorpus.wordpiece.ranges import concat_ranges
 
-WINDOW_BLOCKS = 8      # blocks whose instances are shuffled together
+WINDOW_BLOCKS = 8  # blocks whose instances are shuffled together
 _CACHED_WINDOWS = 16
 
 
@@ -24,8 +25,17 @@ class EpochPlan:
 
     bin_counts: (blocks, bins) instances of each bin in each block (one column without bins)."""
 
-    def __init__(self, block_start: np.ndarray, block_rows: np.ndarray, bin_counts: np.ndarray,
-                 instance_bins, global_batch: int, drop_remainder: bool, seed: int, epoch: int):
+    def __init__(
+        self,
+        block_start: np.ndarray,
+        block_rows: np.ndarray,
+        bin_counts: np.ndarray,
+        instance_bins,
+        global_batch: int,
+        drop_remainder: bool,
+        seed: int,
+        epoch: int,
+    ):
         self.block_start, self.block_rows = block_start, block_rows
         self.instance_bins = instance_bins  # global instance numbers → bins (None without bins)
         self.seed, self.epoch = seed, epoch
@@ -33,8 +43,11 @@ class EpochPlan:
         rng = numpy_rng(seed, "loader-blocks", epoch)
         self.block_order = rng.permutation(len(block_rows))
         windows = np.arange(0, len(block_rows), WINDOW_BLOCKS)
-        per_window = np.add.reduceat(bin_counts[self.block_order], windows, axis=0) if len(windows) else \
-            np.zeros((0, bin_counts.shape[1]), np.int64)
+        per_window = (
+            np.add.reduceat(bin_counts[self.block_order], windows, axis=0)
+            if len(windows)
+            else np.zeros((0, bin_counts.shape[1]), np.int64)
+        )
         # cum[w, b]: instances of bin b in the windows before w.
         self.cum = np.concatenate((np.zeros((1, bin_counts.shape[1]), np.int64), np.cumsum(per_window, axis=0)))
         self.totals = self.cum[-1]
@@ -73,7 +86,7 @@ class EpochPlan:
         if found is not None:
             self.windows.move_to_end(w)
             return found
-        blocks = self.block_order[w * WINDOW_BLOCKS:(w + 1) * WINDOW_BLOCKS]
+        blocks = self.block_order[w * WINDOW_BLOCKS : (w + 1) * WINDOW_BLOCKS]
         ids = concat_ranges(self.block_start[blocks], self.block_rows[blocks])
         ids = ids[numpy_rng(self.seed, "loader-window", self.epoch, w).permutation(len(ids))]
         if self.instance_bins is None:

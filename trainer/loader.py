@@ -18,6 +18,7 @@ instances of that order (of one bin's instances where the output has bins); rank
 The epoch order is trainer/epoch_plan.py's, the files are read by trainer/record_files.py. Files are opened lazily
 in each process, so a loader pickles small and cleanly (DataLoader workers).
 """
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,21 @@ from pathlib import Path
 import numpy as np
 
 from bertcorpus.trainer.epoch_plan import EpochPlan
-from bertcorpus.trainer.record_files import BLOCK_ROWS, CACHED_BLOCKS, IndexCache, InstanceRows, LoaderError, ParquetShard, Shard, TFRecordShard, default_cache_dir, read_dataset, scan_tfrecord_offsets, tfrecord_lengths, write_tfrecord_indexes
+from bertcorpus.trainer.record_files import (
+    BLOCK_ROWS,
+    CACHED_BLOCKS,
+    IndexCache,
+    InstanceRows,
+    LoaderError,
+    ParquetShard,
+    Shard,
+    TFRecordShard,
+    default_cache_dir,
+    read_dataset,
+    scan_tfrecord_offsets,
+    tfrecord_lengths,
+    write_tfrecord_indexes,
+)
 from bertcorpus.trainer.storage import read_bytes
 from bertcorpus.transforms.bucket_instances import bin_edges
 from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
@@ -42,7 +57,7 @@ __all__ = ["LAYOUTS", "LoaderError", "PretrainingLoader", "write_tfrecord_indexe
 
 LAYOUTS = ("reference", "huggingface")
 STATE_VERSION = 1
-_IGNORE_INDEX = -100   # the label PyTorch's cross-entropy (and so Hugging Face) skips
+_IGNORE_INDEX = -100  # the label PyTorch's cross-entropy (and so Hugging Face) skips
 
 
 class PretrainingLoader:
@@ -52,11 +67,25 @@ class PretrainingLoader:
     docs/loader.md for the epoch order, the remainder rule, bins, masks, resume and the layouts.
     """
 
-    def __init__(self, output_dir, *, seq_length: int, split: str = "train", batch_size: int, rank: int = 0,
-                 world_size: int = 1, seed: int = 0, epoch: int = 0, drop_remainder: bool = True,
-                 layout: str = "reference", vocab: str | None = None, masked_lm_prob: float | None = None,
-                 max_predictions_per_seq: int | None = None, whole_word_mask: bool | None = None,
-                 cache_dir: str | os.PathLike | None = None):
+    def __init__(
+        self,
+        output_dir,
+        *,
+        seq_length: int,
+        split: str = "train",
+        batch_size: int,
+        rank: int = 0,
+        world_size: int = 1,
+        seed: int = 0,
+        epoch: int = 0,
+        drop_remainder: bool = True,
+        layout: str = "reference",
+        vocab: str | None = None,
+        masked_lm_prob: float | None = None,
+        max_predictions_per_seq: int | None = None,
+        whole_word_mask: bool | None = None,
+        cache_dir: str | os.PathLike | None = None,
+    ):
         if layout not in LAYOUTS:
             raise LoaderError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
         if split not in ("train", "eval"):
@@ -68,28 +97,34 @@ class PretrainingLoader:
         self.dataset = read_dataset(str(output_dir), seq_length, split)
         d = self.dataset
         if batch_size * world_size > d.instances:
-            raise LoaderError(f"a global batch of {batch_size * world_size} (batch_size {batch_size} x world_size "
-                              f"{world_size}) is larger than the {split} split of seq{seq_length}, which holds "
-                              f"{d.instances} instances")
+            raise LoaderError(
+                f"a global batch of {batch_size * world_size} (batch_size {batch_size} x world_size "
+                f"{world_size}) is larger than the {split} split of seq{seq_length}, which holds "
+                f"{d.instances} instances"
+            )
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
         self.seed, self.epoch, self.drop_remainder, self.layout = seed, epoch, drop_remainder, layout
         self.masked_lm_prob = d.masked_lm_prob if masked_lm_prob is None else float(masked_lm_prob)
         self.max_predictions = d.max_predictions if max_predictions_per_seq is None else int(max_predictions_per_seq)
         self.whole_word_mask = d.whole_word_mask if whole_word_mask is None else bool(whole_word_mask)
         if d.masking == "static":
-            fixed = {"masked_lm_prob": (self.masked_lm_prob, d.masked_lm_prob),
-                     "max_predictions_per_seq": (self.max_predictions, d.max_predictions),
-                     "whole_word_mask": (self.whole_word_mask, d.whole_word_mask)}
+            fixed = {
+                "masked_lm_prob": (self.masked_lm_prob, d.masked_lm_prob),
+                "max_predictions_per_seq": (self.max_predictions, d.max_predictions),
+                "whole_word_mask": (self.whole_word_mask, d.whole_word_mask),
+            }
             for name, (asked, stored) in fixed.items():
                 if asked != stored:
-                    raise LoaderError(f"{name} {asked} differs from the {stored} the static records were masked "
-                                      f"with; masks are fixed in TFRecords (create with --masking dynamic)")
+                    raise LoaderError(
+                        f"{name} {asked} differs from the {stored} the static records were masked "
+                        f"with; masks are fixed in TFRecords (create with --masking dynamic)"
+                    )
         self.vocab_path = vocab if vocab is not None else d.vocab_path
         if d.masking == "dynamic" and not self.vocab_path:
             raise LoaderError(f"{d.output_dir}: the manifest names no vocab; pass vocab=")
         self.cache = IndexCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
-        self.start = 0         # the first batch of the epoch that loader[0] gives (after load_state_dict)
-        self.consumed = 0      # batches that iterating over the loader has yielded since `start`
+        self.start = 0  # the first batch of the epoch that loader[0] gives (after load_state_dict)
+        self.consumed = 0  # batches that iterating over the loader has yielded since `start`
         # Blocks of BLOCK_ROWS instances, numbered in manifest order: the units of the epoch's permutation.
         first_row = [np.arange(0, s.records, BLOCK_ROWS) for s in d.shards]
         self.shard_start = np.concatenate(([0], np.cumsum([s.records for s in d.shards]))).astype(np.int64)
@@ -114,7 +149,7 @@ class PretrainingLoader:
         state["_process"] = None  # open files, memory maps and caches are rebuilt in each process
         return state
 
-    def _local(self) -> "_ProcessState":
+    def _local(self) -> _ProcessState:
         if self._process is None or self._process.pid != os.getpid():
             self._process = _ProcessState(os.getpid())
         return self._process
@@ -128,8 +163,7 @@ class PretrainingLoader:
             if what == "offsets":
                 found = scan_tfrecord_offsets(shard.path, shard.sha256)
                 if len(found) - 1 != shard.records:
-                    raise LoaderError(f"{shard.path} holds {len(found) - 1} records, the manifest says "
-                                      f"{shard.records}")
+                    raise LoaderError(f"{shard.path} holds {len(found) - 1} records, the manifest says {shard.records}")
             elif self.dataset.file_format == "tfrecord":
                 found = tfrecord_lengths(shard.path, self._index(shard, "offsets"), self.dataset.seq_length)
             else:
@@ -160,14 +194,17 @@ class PretrainingLoader:
 
     def _check_bins(self) -> None:
         lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
-        edges, counts = np.unique(bin_edges(lengths, self.dataset.bin_size, self.dataset.seq_length),
-                                  return_counts=True)
+        edges, counts = np.unique(
+            bin_edges(lengths, self.dataset.bin_size, self.dataset.seq_length), return_counts=True
+        )
         if self.dataset.bins is not None:
             expected = {int(edge): n for edge, n in self.dataset.bins.items() if n}
             found = dict(zip(edges.tolist(), counts.tolist()))
             if expected != found:
-                raise LoaderError(f"{self.dataset.output_dir}: the instances' lengths do not give the bins the "
-                                  f"manifest counts ({expected} there, {found} in the files)")
+                raise LoaderError(
+                    f"{self.dataset.output_dir}: the instances' lengths do not give the bins the "
+                    f"manifest counts ({expected} there, {found} in the files)"
+                )
 
     # ---------------------------------------------------------------- epochs and batches
 
@@ -183,8 +220,16 @@ class PretrainingLoader:
                 instance_bins = self._bins_of
             else:
                 counts, instance_bins = self.block_rows[:, None].astype(np.int64), None
-            local.plan = EpochPlan(self.block_start, self.block_rows, counts, instance_bins,
-                                    self.batch_size * self.world_size, self.drop_remainder, self.seed, self.epoch)
+            local.plan = EpochPlan(
+                self.block_start,
+                self.block_rows,
+                counts,
+                instance_bins,
+                self.batch_size * self.world_size,
+                self.drop_remainder,
+                self.seed,
+                self.epoch,
+            )
             local.plan_key = key
         return local.plan
 
@@ -234,10 +279,15 @@ class PretrainingLoader:
 
     def _static_features(self, ids: np.ndarray, width: int) -> dict[str, np.ndarray]:
         d = self.dataset
-        spec = {"input_ids": (False, d.seq_length), "input_mask": (False, d.seq_length),
-                "segment_ids": (False, d.seq_length), "masked_lm_positions": (False, d.max_predictions),
-                "masked_lm_ids": (False, d.max_predictions), "masked_lm_weights": (True, d.max_predictions),
-                "next_sentence_labels": (False, 1)}
+        spec = {
+            "input_ids": (False, d.seq_length),
+            "input_mask": (False, d.seq_length),
+            "segment_ids": (False, d.seq_length),
+            "masked_lm_positions": (False, d.max_predictions),
+            "masked_lm_ids": (False, d.max_predictions),
+            "masked_lm_weights": (True, d.max_predictions),
+            "next_sentence_labels": (False, 1),
+        }
         local = self._local()
         records: list[bytes] = [b""] * len(ids)
         for s, rows, at in self._by_shard(ids):
@@ -246,13 +296,17 @@ class PretrainingLoader:
         try:  # one parse for the whole batch, whichever shards its records come from
             parsed = parse_examples(*joined_records(records), spec)
         except FeatureWidthError as e:
-            raise LoaderError(f"{d.output_dir}: seq{d.seq_length} records do not hold features of "
-                              f"{d.seq_length} tokens and {d.max_predictions} predictions (found a feature of "
-                              f"{e.found} values)") from None
+            raise LoaderError(
+                f"{d.output_dir}: seq{d.seq_length} records do not hold features of "
+                f"{d.seq_length} tokens and {d.max_predictions} predictions (found a feature of "
+                f"{e.found} values)"
+            ) from None
         except ValueError as e:
             raise LoaderError(f"{d.output_dir}: seq{d.seq_length} records are not tf.train.Examples: {e}") from None
-        out = {name: values.astype(np.float32 if spec[name][0] else np.int32, copy=False)
-               for name, values in parsed.items()}
+        out = {
+            name: values.astype(np.float32 if spec[name][0] else np.int32, copy=False)
+            for name, values in parsed.items()
+        }
         if width < d.seq_length:  # bins: the records are padded to L, the batch only to its bin's edge
             for name in ("input_ids", "input_mask", "segment_ids"):
                 out[name] = np.ascontiguousarray(out[name][:, :width])
@@ -272,8 +326,10 @@ class PretrainingLoader:
                 dest = at[here]
                 count = part.length[r]
                 if (count > width).any():
-                    raise LoaderError(f"{self.dataset.shards[s].path}: an instance of {int(count.max())} tokens "
-                                      f"is longer than its bin's width {width}")
+                    raise LoaderError(
+                        f"{self.dataset.shards[s].path}: an instance of {int(count.max())} tokens "
+                        f"is longer than its bin's width {width}"
+                    )
                 source = concat_ranges(part.starts[r], count)
                 flat = np.repeat(dest * width - part.starts[r], count) + source
                 input_ids.reshape(-1)[flat] = part.ids[source]
@@ -285,8 +341,9 @@ class PretrainingLoader:
             separators = (input_ids == special.sep) & (col < length[:, None] - 1)
         rows = Assembled(input_ids, length, b_start - 2, separators)
         streams = RowStreams(row_keys(local.mask_base(self), self.epoch, ids))
-        masked = mask_tokens(rows, self.masked_lm_prob, self.max_predictions, special, streams,
-                             whole_word=self.whole_word_mask)
+        masked = mask_tokens(
+            rows, self.masked_lm_prob, self.max_predictions, special, streams, whole_word=self.whole_word_mask
+        )
         real = col < length[:, None]
         return {
             "input_ids": masked.input_ids.astype(np.int32, copy=False),
@@ -294,8 +351,7 @@ class PretrainingLoader:
             "segment_ids": ((col >= b_start[:, None]) & real).astype(np.int32),
             "masked_lm_positions": masked.positions,
             "masked_lm_ids": masked.label_ids,
-            "masked_lm_weights": (np.arange(self.max_predictions)[None, :] < masked.count[:, None]
-                                  ).astype(np.float32),
+            "masked_lm_weights": (np.arange(self.max_predictions)[None, :] < masked.count[:, None]).astype(np.float32),
             "next_sentence_labels": label[:, None].astype(np.int32),
         }
 
@@ -306,8 +362,12 @@ class PretrainingLoader:
         real = f["masked_lm_weights"] > 0
         rows = np.broadcast_to(np.arange(n)[:, None], real.shape)
         labels[rows[real], f["masked_lm_positions"][real]] = f["masked_lm_ids"][real]
-        out = {"input_ids": f["input_ids"].astype(np.int64), "token_type_ids": f["segment_ids"].astype(np.int64),
-               "attention_mask": f["input_mask"].astype(np.int64), "labels": labels}
+        out = {
+            "input_ids": f["input_ids"].astype(np.int64),
+            "token_type_ids": f["segment_ids"].astype(np.int64),
+            "attention_mask": f["input_mask"].astype(np.int64),
+            "labels": labels,
+        }
         if self.dataset.pair_objective != "none":
             out["next_sentence_label"] = f["next_sentence_labels"][:, 0].astype(np.int64)
         return out
@@ -321,11 +381,20 @@ class PretrainingLoader:
         epoch = self.epoch
         if done >= len(self._plan()):  # a finished epoch resumes at the next one
             epoch, done = epoch + 1, 0
-        return {"version": STATE_VERSION, "dataset": self.dataset.fingerprint, "split": self.dataset.split,
-                "seq_length": self.dataset.seq_length, "seed": self.seed, "epoch": epoch, "batch": done,
-                "global_batch_size": self.batch_size * self.world_size, "drop_remainder": self.drop_remainder,
-                "masked_lm_prob": self.masked_lm_prob, "max_predictions_per_seq": self.max_predictions,
-                "whole_word_mask": self.whole_word_mask}
+        return {
+            "version": STATE_VERSION,
+            "dataset": self.dataset.fingerprint,
+            "split": self.dataset.split,
+            "seq_length": self.dataset.seq_length,
+            "seed": self.seed,
+            "epoch": epoch,
+            "batch": done,
+            "global_batch_size": self.batch_size * self.world_size,
+            "drop_remainder": self.drop_remainder,
+            "masked_lm_prob": self.masked_lm_prob,
+            "max_predictions_per_seq": self.max_predictions,
+            "whole_word_mask": self.whole_word_mask,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         """Go on from a state_dict(): loader[0] is then the next batch of the run that saved it."""
@@ -333,13 +402,23 @@ class PretrainingLoader:
             raise LoaderError("not a state saved by PretrainingLoader.state_dict()")
         mine = self.state_dict(0)
         if state["dataset"] != mine["dataset"]:
-            raise LoaderError("the saved state is from another dataset (its files, form, split or seq_length "
-                              "differ); it cannot resume this one")
-        for key in ("seed", "global_batch_size", "drop_remainder", "masked_lm_prob", "max_predictions_per_seq",
-                    "whole_word_mask"):
+            raise LoaderError(
+                "the saved state is from another dataset (its files, form, split or seq_length "
+                "differ); it cannot resume this one"
+            )
+        for key in (
+            "seed",
+            "global_batch_size",
+            "drop_remainder",
+            "masked_lm_prob",
+            "max_predictions_per_seq",
+            "whole_word_mask",
+        ):
             if state[key] != mine[key]:
-                raise LoaderError(f"the saved state has {key} {state[key]!r}, this loader {mine[key]!r}; resuming "
-                                  f"would give other batches")
+                raise LoaderError(
+                    f"the saved state has {key} {state[key]!r}, this loader {mine[key]!r}; resuming "
+                    f"would give other batches"
+                )
         self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["batch"]), 0
 
 
@@ -393,8 +472,9 @@ class _ProcessState:
 
     def mask_base(self, loader: PretrainingLoader) -> int:
         if self._mask_base is None:
-            self._mask_base = stable_hash(loader.seed, "loader-masks", loader.dataset.split,
-                                          f"seq{loader.dataset.seq_length}")
+            self._mask_base = stable_hash(
+                loader.seed, "loader-masks", loader.dataset.split, f"seq{loader.dataset.seq_length}"
+            )
         return self._mask_base
 
 

@@ -13,7 +13,7 @@ import math
 import keras
 from keras import layers, ops
 
-from bertcorpus.trainer.config import PRESETS, BertConfig
+from bertcorpus.trainer.config import BertConfig
 
 LAYER_NORM_EPSILON = 1e-12  # BERT's value; the statistics are computed in float32 under mixed precision.
 MASK_BIAS = -10000.0  # added to attention scores of padding; exp() of it is 0 in float32.
@@ -32,9 +32,15 @@ class Embeddings(layers.Layer):
 
     def __init__(self, config: BertConfig, **kwargs):
         super().__init__(**kwargs)
-        self.token = layers.Embedding(config.vocab_size, config.hidden_size, embeddings_initializer=_init(config), name="token")
-        self.position = layers.Embedding(config.max_position, config.hidden_size, embeddings_initializer=_init(config), name="position")
-        self.segment = layers.Embedding(config.type_vocab_size, config.hidden_size, embeddings_initializer=_init(config), name="segment")
+        self.token = layers.Embedding(
+            config.vocab_size, config.hidden_size, embeddings_initializer=_init(config), name="token"
+        )
+        self.position = layers.Embedding(
+            config.max_position, config.hidden_size, embeddings_initializer=_init(config), name="position"
+        )
+        self.segment = layers.Embedding(
+            config.type_vocab_size, config.hidden_size, embeddings_initializer=_init(config), name="segment"
+        )
         self.norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
         self.dropout = layers.Dropout(config.dropout)
 
@@ -53,10 +59,16 @@ class TransformerBlock(layers.Layer):
             raise ValueError(f"hidden_size {config.hidden_size} is not a multiple of num_heads {config.num_heads}")
         self.num_heads = config.num_heads
         self.head_size = config.hidden_size // config.num_heads
-        self.qkv = layers.Dense(3 * config.hidden_size, kernel_initializer=_init(config), name="qkv")  # one matmul for Q, K and V
-        self.attention_output = layers.Dense(config.hidden_size, kernel_initializer=_init(config), name="attention_output")
+        self.qkv = layers.Dense(
+            3 * config.hidden_size, kernel_initializer=_init(config), name="qkv"
+        )  # one matmul for Q, K and V
+        self.attention_output = layers.Dense(
+            config.hidden_size, kernel_initializer=_init(config), name="attention_output"
+        )
         self.attention_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="attention_norm")
-        self.intermediate = layers.Dense(config.intermediate_size, activation=gelu, kernel_initializer=_init(config), name="intermediate")
+        self.intermediate = layers.Dense(
+            config.intermediate_size, activation=gelu, kernel_initializer=_init(config), name="intermediate"
+        )
         self.output_dense = layers.Dense(config.hidden_size, kernel_initializer=_init(config), name="output")
         self.output_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="output_norm")
         self.attention_dropout = layers.Dropout(config.dropout)
@@ -91,8 +103,12 @@ class BertPretrainer(keras.Model):
         self.embeddings = Embeddings(config, name="embeddings")
         self.blocks = [TransformerBlock(config, name=f"layer_{i}") for i in range(config.num_layers)]
         if config.pair_head:
-            self.pooler = layers.Dense(config.hidden_size, activation="tanh", kernel_initializer=_init(config), name="pooler")
-        self.mlm_dense = layers.Dense(config.hidden_size, activation=gelu, kernel_initializer=_init(config), name="mlm_dense")
+            self.pooler = layers.Dense(
+                config.hidden_size, activation="tanh", kernel_initializer=_init(config), name="pooler"
+            )
+        self.mlm_dense = layers.Dense(
+            config.hidden_size, activation=gelu, kernel_initializer=_init(config), name="mlm_dense"
+        )
         self.mlm_norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="mlm_norm")
         self.mlm_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="mlm_bias")
         if config.pair_head:
@@ -100,7 +116,9 @@ class BertPretrainer(keras.Model):
 
     def call(self, inputs, training=False):
         mask = ops.cast(inputs["input_mask"], "float32")
-        attention_bias = (1.0 - mask)[:, None, None, :] * MASK_BIAS  # (batch, 1, 1, seq): broadcast over heads and queries
+        attention_bias = (1.0 - mask)[
+            :, None, None, :
+        ] * MASK_BIAS  # (batch, 1, 1, seq): broadcast over heads and queries
         x = self.embeddings(inputs["input_ids"], inputs["segment_ids"], training=training)
         for block in self.blocks:
             x = block(x, attention_bias, training=training)

@@ -5,6 +5,7 @@ TFRecords are read at random through record offsets found once by a scan of the 
 each shard's sha256 against the manifest) and kept in a cache directory keyed by that sha256; create's files are
 never touched.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,14 +20,14 @@ from pathlib import Path
 import numpy as np
 from google_crc32c import value as crc32c
 
+from bertcorpus.trainer.storage import is_remote, join, list_names, open_binary, read_bytes
 from bertcorpus.transforms.example_decoding import joined_records, parse_examples
 from bertcorpus.transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
 from bertcorpus.transforms.tfrecord import masked_crc32c
-from bertcorpus.trainer.storage import is_remote, join, list_names, open_binary, read_bytes
 
 BLOCK_ROWS = ROW_GROUP_ROWS  # instances per block: a Parquet row group of the dynamic form; a run of TFRecords
 _SCAN_CHUNK = 8 << 20
-CACHED_BLOCKS = 24    # decoded Parquet row groups or remote TFRecord blocks kept per process
+CACHED_BLOCKS = 24  # decoded Parquet row groups or remote TFRecord blocks kept per process
 _INSTANCE_COLUMNS = tuple(instance_schema(0).names)
 
 
@@ -43,10 +44,11 @@ def default_cache_dir() -> Path:
 
 # ------------------------------------------------------------------------------------------------ manifest
 
+
 @dataclass(frozen=True)
 class Shard:
-    path: str      # full path or URL
-    name: str      # as the manifest names it, relative to the output
+    path: str  # full path or URL
+    name: str  # as the manifest names it, relative to the output
     records: int
     sha256: str
 
@@ -54,15 +56,16 @@ class Shard:
 @dataclass(frozen=True)
 class Dataset:
     """What the loader needs from a create output's manifest, for one (seq length, split)."""
+
     output_dir: str
     seq_length: int
     split: str
     max_predictions: int
-    masking: str            # static | dynamic
-    pair_objective: str     # nsp | sop | none
-    file_format: str        # tfrecord | parquet
+    masking: str  # static | dynamic
+    pair_objective: str  # nsp | sop | none
+    file_format: str  # tfrecord | parquet
     bin_size: int | None
-    bins: dict | None       # upper edge -> instances, as the manifest counts them
+    bins: dict | None  # upper edge -> instances, as the manifest counts them
     shards: tuple[Shard, ...]
     masked_lm_prob: float
     whole_word_mask: bool
@@ -75,8 +78,14 @@ class Dataset:
     @property
     def fingerprint(self) -> str:
         """The identity of the split's data: its files' digests and its form."""
-        parts = [self.masking, self.pair_objective, str(self.bin_size), str(self.seq_length), self.split,
-                 *(s.sha256 for s in self.shards)]
+        parts = [
+            self.masking,
+            self.pair_objective,
+            str(self.bin_size),
+            str(self.seq_length),
+            self.split,
+            *(s.sha256 for s in self.shards),
+        ]
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
@@ -96,8 +105,10 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         raise LoaderError(f"{output_dir} has no seq_length {seq_length} (it has {have})")
     entry = outputs[name]
     if split not in entry:
-        raise LoaderError(f"{output_dir} has no {split!r} split for {name} (it has "
-                          f"{', '.join(k for k in ('train', 'eval') if k in entry) or 'none'})")
+        raise LoaderError(
+            f"{output_dir} has no {split!r} split for {name} (it has "
+            f"{', '.join(k for k in ('train', 'eval') if k in entry) or 'none'})"
+        )
     form = manifest.get("form") or {}  # runs from before the form field are static NSP TFRecords
     file_format = form.get("file_format", "tfrecord")
     suffix = {"tfrecord": ".tfrecord", "parquet": ".parquet"}.get(file_format)
@@ -106,23 +117,38 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     found = [n for n in list_names(join(output_dir, name)) if n.endswith((".tfrecord", ".parquet"))]
     kinds = {n.rsplit(".", 1)[1] for n in found}
     if len(kinds) > 1:
-        raise LoaderError(f"{join(output_dir, name)} mixes TFRecord and Parquet files; point the loader at the "
-                          f"output of one `bertcorpus create` run")
-    shards = tuple(Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"])
-                   for s in entry[split]["shards"])
+        raise LoaderError(
+            f"{join(output_dir, name)} mixes TFRecord and Parquet files; point the loader at the "
+            f"output of one `bertcorpus create` run"
+        )
+    shards = tuple(
+        Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"]) for s in entry[split]["shards"]
+    )
     for shard in shards:
         if not shard.name.endswith(suffix) or Path(shard.name).name not in found:
             raise LoaderError(f"{shard.path} is missing or is not the {file_format} file that the manifest lists")
     config = manifest.get("config") or {}
     vocab = manifest.get("vocab") or {}
     vocab_path = join(output_dir, vocab["copy"]) if vocab.get("copy") else vocab.get("path")
-    return Dataset(output_dir, seq_length, split, int(entry["max_predictions_per_seq"]),
-                   form.get("masking", "static"), form.get("pair_objective", "nsp"), file_format,
-                   form.get("bin_size"), entry[split].get("bins"), shards, float(config.get("masked_lm_prob", 0.15)),
-                   bool(config.get("whole_word_mask", False)), vocab_path)
+    return Dataset(
+        output_dir,
+        seq_length,
+        split,
+        int(entry["max_predictions_per_seq"]),
+        form.get("masking", "static"),
+        form.get("pair_objective", "nsp"),
+        file_format,
+        form.get("bin_size"),
+        entry[split].get("bins"),
+        shards,
+        float(config.get("masked_lm_prob", 0.15)),
+        bool(config.get("whole_word_mask", False)),
+        vocab_path,
+    )
 
 
 # ------------------------------------------------------------------------------------------------ index cache
+
 
 class IndexCache:
     """Per-shard arrays (TFRecord offsets, instance lengths) in files named by the shard's sha256: a shard's
@@ -176,12 +202,12 @@ def scan_tfrecord_offsets(path: str, sha256: str | None = None) -> np.ndarray:
             while pos + 12 <= end:
                 at = pos - buf_start
                 (length,) = struct.unpack_from("<Q", buf, at)
-                if masked_crc32c(buf[at:at + 8]) != struct.unpack_from("<I", buf, at + 8)[0]:
+                if masked_crc32c(buf[at : at + 8]) != struct.unpack_from("<I", buf, at + 8)[0]:
                     raise LoaderError(f"corrupt record file {path}: bad length checksum at byte {pos}")
                 pos += length + 16
                 offsets.append(pos)
             if pos < end:
-                buf, buf_start = buf[pos - buf_start:], pos
+                buf, buf_start = buf[pos - buf_start :], pos
             else:
                 buf, buf_start = b"", end
     if pos != buf_start + len(buf) or buf:
@@ -193,9 +219,11 @@ def scan_tfrecord_offsets(path: str, sha256: str | None = None) -> np.ndarray:
 
 # ------------------------------------------------------------------------------------------------ shard readers
 
+
 @dataclass
 class InstanceRows:
     """Instances of one block, unpadded: instance i's ids are ids[starts[i]:starts[i] + length[i]]."""
+
     ids: np.ndarray
     starts: np.ndarray
     length: np.ndarray
@@ -207,14 +235,18 @@ def _check_instance_schema(schema, path: str) -> None:
     """The columns of bertcorpus.transforms.instance_parquet.instance_schema, with 16- or 32-bit ids."""
     missing = [c for c in _INSTANCE_COLUMNS if c not in schema.names]
     if missing:
-        raise LoaderError(f"{path} is not a bertcorpus instances file: it has no column {', '.join(missing)} "
-                          f"(found: {', '.join(schema.names)})")
+        raise LoaderError(
+            f"{path} is not a bertcorpus instances file: it has no column {', '.join(missing)} "
+            f"(found: {', '.join(schema.names)})"
+        )
     for column in _INSTANCE_COLUMNS:
         found = schema.field(column).type
         allowed = {instance_schema(size).field(column).type for size in (0, WIDE_IDS + 1)}
         if not any(found.equals(a) for a in allowed):
-            raise LoaderError(f"{path} is not a bertcorpus instances file: {column} is {found}, expected "
-                              f"{' or '.join(sorted(map(str, allowed)))}")
+            raise LoaderError(
+                f"{path} is not a bertcorpus instances file: {column} is {found}, expected "
+                f"{' or '.join(sorted(map(str, allowed)))}"
+            )
 
 
 class ParquetShard:
@@ -229,14 +261,17 @@ class ParquetShard:
             raise LoaderError(f"{shard.path} is not a Parquet file: {str(e).splitlines()[0]}") from None
         _check_instance_schema(self.file.schema_arrow, shard.path)
         meta = self.file.metadata
-        self.group_starts = np.concatenate(([0], np.cumsum([meta.row_group(i).num_rows
-                                                            for i in range(meta.num_row_groups)])))
+        self.group_starts = np.concatenate(
+            ([0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)]))
+        )
         if self.group_starts[-1] != shard.records:
             raise LoaderError(f"{shard.path} holds {self.group_starts[-1]} rows, the manifest says {shard.records}")
 
     def rows(self, first: int, stop: int) -> InstanceRows:
-        groups = np.arange(np.searchsorted(self.group_starts, first, side="right") - 1,
-                           np.searchsorted(self.group_starts, stop, side="left"))
+        groups = np.arange(
+            np.searchsorted(self.group_starts, first, side="right") - 1,
+            np.searchsorted(self.group_starts, stop, side="left"),
+        )
         table = self.file.read_row_groups(groups.tolist(), columns=list(_INSTANCE_COLUMNS))
         table = table.slice(first - self.group_starts[groups[0]], stop - first)
         ids = table.column("input_ids").combine_chunks()
@@ -245,8 +280,11 @@ class ParquetShard:
         columns = [table.column(c).to_numpy().astype(np.int64) for c in _INSTANCE_COLUMNS[1:]]
         offsets = ids.offsets.to_numpy().astype(np.int64)
         rows = InstanceRows(ids.values.to_numpy(), offsets[:-1], *[columns[2], columns[0], columns[1]])
-        if ((np.diff(offsets) != rows.length).any() or (rows.length > self.seq_length).any()
-                or (rows.segment_b_start > rows.length).any()):
+        if (
+            (np.diff(offsets) != rows.length).any()
+            or (rows.length > self.seq_length).any()
+            or (rows.segment_b_start > rows.length).any()
+        ):
             raise LoaderError(f"{self.shard.path} has instances that do not fit seq_length {self.seq_length}")
         return rows
 
@@ -254,7 +292,7 @@ class ParquetShard:
 class TFRecordShard:
     """Records by number: locally through a memory map of the file, remotely in blocks read on demand."""
 
-    def __init__(self, shard: Shard, offsets: np.ndarray, blocks: "OrderedDict"):
+    def __init__(self, shard: Shard, offsets: np.ndarray, blocks: OrderedDict):
         self.shard = shard
         self.offsets = offsets
         self.blocks = blocks  # the process's cache of remote blocks, shared by its shards
@@ -275,7 +313,7 @@ class TFRecordShard:
             framed = []
             for row, a, z in zip(rows.tolist(), starts, stops):
                 first, data = self._block(row // BLOCK_ROWS)
-                framed.append(data[a - first:z - first])
+                framed.append(data[a - first : z - first])
         found = np.fromiter((crc32c(f[:-4]) for f in framed), np.uint32, len(framed))
         expected = np.frombuffer(b"".join(f[-4:] for f in framed), "<u4")
         if (_masked(found) != expected).any():
@@ -318,6 +356,7 @@ def tfrecord_lengths(path: str, offsets: np.ndarray, seq_length: int) -> np.ndar
 
 
 # ------------------------------------------------------------------------------------------------ tfrecord indexes
+
 
 def write_tfrecord_indexes(output_dir: str, destination: str, cache_dir: str | None = None) -> list[Path]:
     """Index files for the `tfrecord` package (one "offset length" line per record) of every TFRecord shard of a

@@ -1,5 +1,6 @@
 """Files of the trainer and the loader, local or remote: plain files locally, Beam's FileSystems for gs:// and the
 other remote schemes. Only remote paths pay for importing Beam."""
+
 from __future__ import annotations
 
 import os
@@ -70,4 +71,4 @@ def list_names(directory: str) -> list[str]:
     if not is_remote(directory):
         return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
     prefix = directory.rstrip("/") + "/"
-    return sorted(path[len(prefix):] for path in match(prefix + "*") if "/" not in path[len(prefix):])
+    return sorted(path[len(prefix) :] for path in match(prefix + "*") if "/" not in path[len(prefix) :])

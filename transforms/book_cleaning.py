@@ -9,7 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from bertcorpus.transforms.book_lines import HEADING_KEYWORD, HEADING_NUMERAL, count_removed, line_layout, normalise_lines, regroup_sentence_lines
+from bertcorpus.transforms.book_lines import (
+    HEADING_KEYWORD,
+    HEADING_NUMERAL,
+    count_removed,
+    line_layout,
+    normalise_lines,
+    regroup_sentence_lines,
+)
 
 __all__ = ["CleanBook", "clean_book"]
 
@@ -96,7 +103,7 @@ _PAGE_END_CHARS = frozenset("0123456789ivxlcdm")
 _PAGE_REF = re.compile(r"\S(?: {3,}|[ \t]*\.{5,}[ \t]*)(?:\d{1,4}|[ivxlcdm]{1,7})$")
 _WORD = re.compile(r"\w+")
 _LETTER_PAIR = re.compile(r"[^\W\d_]{2}")
-_DOUBLE_QUOTES = frozenset("\"“”«»„")
+_DOUBLE_QUOTES = frozenset('"“”«»„')
 _BYLINE = re.compile(r"[ \t]*(?i:by)[ \t]+[A-Z][^.!?\n]{0,60}\.?")
 _CENTRED = " " * 10
 _ART_HINT = re.compile(r"[|\\/+=#@~^<>{}]")
@@ -128,7 +135,6 @@ def _header_title(header: str) -> str | None:
     match = _TITLE.search(header) or _PG_EBOOK_OF.search(header)
     title = " ".join(match.group(1).split()) if match else ""
     return title or None
-
 
 
 def _licence_hits(text: str) -> list[int]:
@@ -417,9 +423,9 @@ def _clean_blocks(blocks: list[str], removed: dict[str, int]) -> list[str]:
             if "  " in para:
                 para = _SPACE_RUN.sub(" ", para)
             seen_prose = seen_prose or len(para) >= 100
-        elif (
-            min(map(len, lines[:-1])) >= prose_min_line and not lines[0].startswith("  ")
-        ) or not _is_verse(lines, width):
+        elif (min(map(len, lines[:-1])) >= prose_min_line and not lines[0].startswith("  ")) or not _is_verse(
+            lines, width
+        ):
             para = _join_prose(block.strip())
             seen_prose = True
         else:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from bertcorpus.transforms.compression import compression_of
+
 __all__ = ["BookRejection", "DecodedBook", "decode_book"]
 
 
@@ -34,9 +36,9 @@ class BookRejection:
     detail: str
 
 
-
-# Signatures of container and image formats that are sometimes mislabelled as .txt.
-_MAGIC: tuple[tuple[bytes, str], ...] = (
+# Signatures of document and image formats that are sometimes mislabelled as .txt; compressed files are known by
+# compression.SIGNATURES.
+_FILE_TYPES: tuple[tuple[bytes, str], ...] = (
     (b"%PDF-", "pdf"),
     (b"\x89PNG\r\n\x1a\n", "png"),
     (b"\xff\xd8\xff", "jpeg"),
@@ -44,14 +46,9 @@ _MAGIC: tuple[tuple[bytes, str], ...] = (
     (b"GIF89a", "gif"),
     (b"II*\x00", "tiff"),
     (b"MM\x00*", "tiff"),
-    (b"\x1f\x8b", "gzip"),
-    (b"\xfd7zXZ\x00", "xz"),
-    (b"(\xb5/\xfd", "zstd"),
-    (b"7z\xbc\xaf\x27\x1c", "7z"),
-    (b"Rar!\x1a\x07", "rar"),
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "ole2 (doc)"),
 )
-_BZIP2 = re.compile(rb"BZh[1-9]1AY&SY")
+_EPUB = b"mimetypeapplication/epub+zip"  # the first entry of an EPUB's zip container
 
 _UTF8_BOM = b"\xef\xbb\xbf"
 # UTF-32 BOMs first: the UTF-32-LE BOM starts with the UTF-16-LE one.
@@ -105,16 +102,13 @@ _MOJIBAKE_HINTS = ("\u00e2\u20ac", "\u00c3", "\u00c2", "\u00c5")
 
 
 def _magic_kind(raw: bytes) -> str | None:
-    for magic, kind in _MAGIC:
+    for magic, kind in _FILE_TYPES:
         if raw.startswith(magic):
             return kind
-    if raw.startswith(b"PK\x03\x04") or raw.startswith(b"PK\x05\x06"):
-        return "epub" if raw[30:58] == b"mimetypeapplication/epub+zip" else "zip"
     if raw[60:68] == b"BOOKMOBI":
         return "mobi"
-    if _BZIP2.match(raw):
-        return "bzip2"
-    return None
+    kind = compression_of(raw)
+    return "epub" if kind == "zip" and raw[30:58] == _EPUB else kind
 
 
 def _sniff_utf16(raw: bytes) -> str | None:

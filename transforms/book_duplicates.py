@@ -13,8 +13,16 @@ import unicodedata
 
 import numpy as np
 
-__all__ = ["EMPTY_BIN", "NUM_PERM", "band_keys", "dedup_key", "jaccard_estimate", "lsh_rows", "minhash_signature",
-           "near_copies"]
+__all__ = [
+    "EMPTY_BIN",
+    "NUM_PERM",
+    "band_keys",
+    "dedup_key",
+    "jaccard_estimate",
+    "lsh_rows",
+    "minhash_signature",
+    "near_copies",
+]
 
 # General punctuation (U+2000-U+206F: dashes, curly quotes, ellipsis) and Latin-1 signs (U+00A0-U+00BF),
 # matched on UTF-8 bytes with one literal-prefix pattern per lead pair, which costs less than a character
@@ -167,15 +175,15 @@ def jaccard_estimate(a: tuple[int, ...], b: tuple[int, ...]) -> float:
 
 
 # Near copies among many books: LSH over bands of the signature, so that only books sharing a band are compared.
-NUM_PERM = 64          # MinHash bins per signature
-LSH_RECALL = 0.99      # the least chance that two books exactly at the threshold share a band
+NUM_PERM = 64  # MinHash bins per signature
+LSH_RECALL = 0.99  # the least chance that two books exactly at the threshold share a band
 
 
 def lsh_rows(threshold: float, num_perm: int = NUM_PERM) -> int:
     """Signature bins per LSH band: the most (fewest false candidates) with which two books of similarity
     `threshold` still share at least one band with probability LSH_RECALL."""
     for rows in (32, 16, 8, 4, 2):
-        if num_perm % rows == 0 and 1 - (1 - threshold ** rows) ** (num_perm // rows) >= LSH_RECALL:
+        if num_perm % rows == 0 and 1 - (1 - threshold**rows) ** (num_perm // rows) >= LSH_RECALL:
             return rows
     return 1
 
@@ -184,7 +192,7 @@ def band_keys(signature: tuple[int, ...], rows: int) -> list[str]:
     """One bucket key per band of the signature; bands holding only empty bins match anything and are left out."""
     keys = []
     for band, start in enumerate(range(0, len(signature), rows)):
-        values = signature[start:start + rows]
+        values = signature[start : start + rows]
         if any(v != EMPTY_BIN for v in values):
             digest = hashlib.blake2b(b"".join(v.to_bytes(8, "little") for v in values), digest_size=12)
             keys.append(f"{band}:{digest.hexdigest()}")

@@ -10,8 +10,16 @@ from __future__ import annotations
 import re
 import unicodedata
 
-__all__ = ["HEADING_KEYWORD", "HEADING_NUMERAL", "count_removed", "line_layout", "looks_sentence_per_line",
-           "normalise_lines", "read_hf_bookcorpus_lines", "regroup_sentence_lines"]
+__all__ = [
+    "HEADING_KEYWORD",
+    "HEADING_NUMERAL",
+    "count_removed",
+    "line_layout",
+    "looks_sentence_per_line",
+    "normalise_lines",
+    "read_hf_bookcorpus_lines",
+    "regroup_sentence_lines",
+]
 
 _NUM_WORDS = (
     "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"

@@ -9,15 +9,22 @@ Each pass draws from generators seeded by (seed, bucket key, seq config, pass), 
 on nothing else. The key of an instance picks its shard (key % shards) and its place there (records in key
 order), which shuffles the output globally.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
 from bertcorpus.transforms.instance_columns import InstanceColumns
-from bertcorpus.transforms.instances import Bucket, InstanceBatch, SeqConfig, create_instances_from_document, create_sop_instances_from_document
+from bertcorpus.transforms.instances import (
+    Bucket,
+    InstanceBatch,
+    SeqConfig,
+    create_instances_from_document,
+    create_sop_instances_from_document,
+)
 from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
 from bertcorpus.transforms.packing import assemble_packed, pack_sentences
 from bertcorpus.transforms.seeding import numpy_rng, python_rng
@@ -28,6 +35,7 @@ PAIR_OBJECTIVES = ("nsp", "sop", "none")
 @dataclass(frozen=True)
 class InstanceRecipe:
     """How a bucket's instances are made: the create flags that shape them."""
+
     seq: SeqConfig
     dupe_factor: int = 10
     short_seq_prob: float = 0.1
@@ -41,13 +49,14 @@ class InstanceRecipe:
 @dataclass
 class BucketInstances:
     instances: InstanceColumns | None  # every pass's instances, in pass order; None if there are none
-    sort_keys: np.ndarray       # (N,) int64 in [0, 2**63)
-    counts: dict[str, int] = field(default_factory=dict)   # instances, labels, real tokens, predictions, bins
+    sort_keys: np.ndarray  # (N,) int64 in [0, 2**63)
+    counts: dict[str, int] = field(default_factory=dict)  # instances, labels, real tokens, predictions, bins
     skipped: dict[str, int] = field(default_factory=dict)  # pair draws that could not be honoured, by reason
 
 
-def bucket_instances(bucket: Bucket, documents: int, pool: range | None, recipe: InstanceRecipe,
-                     special: SpecialIds, seed: int, key: str) -> BucketInstances:
+def bucket_instances(
+    bucket: Bucket, documents: int, pool: range | None, recipe: InstanceRecipe, special: SpecialIds, seed: int, key: str
+) -> BucketInstances:
     """The instances of the first `documents` documents of `bucket`; random next segments (nsp) come from the
     documents in `pool`, the rest of the bucket (see create_instances_from_document)."""
     seq = recipe.seq
@@ -66,8 +75,9 @@ def bucket_instances(bucket: Bucket, documents: int, pool: range | None, recipe:
             rows = assemble_packed(bucket.tokens, packed, seq.max_seq_length, special)
             labels = np.zeros(len(packed), np.int64)
         else:
-            batch = _pairs(bucket, documents, pool, recipe, rng, owed, last_pass=dupe == recipe.dupe_factor - 1,
-                           made=counts)
+            batch = _pairs(
+                bucket, documents, pool, recipe, rng, owed, last_pass=dupe == recipe.dupe_factor - 1, made=counts
+            )
             owed = batch.balance
             for reason, n in batch.skipped.items():
                 skipped[reason] = skipped.get(reason, 0) + n
@@ -89,8 +99,16 @@ def bucket_instances(bucket: Bucket, documents: int, pool: range | None, recipe:
     return BucketInstances(InstanceColumns.concatenate(passes), np.concatenate(sort_keys), counts, skipped)
 
 
-def _pairs(bucket: Bucket, documents: int, pool: range | None, recipe: InstanceRecipe, rng, owed: int,
-           last_pass: bool, made: dict[str, int]) -> InstanceBatch:
+def _pairs(
+    bucket: Bucket,
+    documents: int,
+    pool: range | None,
+    recipe: InstanceRecipe,
+    rng,
+    owed: int,
+    last_pass: bool,
+    made: dict[str, int],
+) -> InstanceBatch:
     """One pass's A/B pairs over the bucket's documents, labels balanced with what the earlier passes `made`."""
     batch = InstanceBatch(balance=owed)
     max_num_tokens = recipe.seq.max_seq_length - 3
@@ -106,16 +124,20 @@ def _pairs(bucket: Bucket, documents: int, pool: range | None, recipe: InstanceR
     return batch
 
 
-def _masked(rows: Assembled, labels: np.ndarray, recipe: InstanceRecipe, special: SpecialIds,
-            rng: np.random.Generator) -> InstanceColumns:
+def _masked(
+    rows: Assembled, labels: np.ndarray, recipe: InstanceRecipe, special: SpecialIds, rng: np.random.Generator
+) -> InstanceColumns:
     if not recipe.mask_now:
         none = np.zeros((len(labels), 0), np.int32)
-        return InstanceColumns(rows.input_ids, rows.length, rows.len_a, none, none, np.zeros(len(labels), np.int64),
-                               labels)
-    masked = mask_tokens(rows, recipe.masked_lm_prob, recipe.seq.max_predictions_per_seq, special, rng,
-                         whole_word=recipe.whole_word_mask)
-    return InstanceColumns(masked.input_ids, rows.length, rows.len_a, masked.positions, masked.label_ids,
-                           masked.count, labels)
+        return InstanceColumns(
+            rows.input_ids, rows.length, rows.len_a, none, none, np.zeros(len(labels), np.int64), labels
+        )
+    masked = mask_tokens(
+        rows, recipe.masked_lm_prob, recipe.seq.max_predictions_per_seq, special, rng, whole_word=recipe.whole_word_mask
+    )
+    return InstanceColumns(
+        masked.input_ids, rows.length, rows.len_a, masked.positions, masked.label_ids, masked.count, labels
+    )
 
 
 def bin_counts(lengths: np.ndarray, bin_size: int, max_seq_length: int) -> dict[int, int]:

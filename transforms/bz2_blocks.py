@@ -70,8 +70,11 @@ def find_magic(data: bytes, magic: int, from_bit: int = 0) -> int | None:
                 break
             start = found - 1
             bit = start * 8 + shift
-            if (bit >= from_bit and data[start] & first_mask == first
-                    and (last_mask == 0 or data[found + 5] & last_mask == last)):
+            if (
+                bit >= from_bit
+                and data[start] & first_mask == first
+                and (last_mask == 0 or data[found + 5] & last_mask == last)
+            ):
                 if best is None or bit < best:
                     best = bit
                 break
@@ -156,8 +159,9 @@ class _Bz2Chunks:
                 yield from self._stream()
             else:
                 self.decoded_to = self.offset
-                yield from self._blocks_after_damage(Damage(f"the bytes at {self.offset} are not a bz2 stream"),
-                                                     compressed=False)
+                yield from self._blocks_after_damage(
+                    Damage(f"the bytes at {self.offset} are not a bz2 stream"), compressed=False
+                )
 
     def _read(self) -> bool:
         more = self.raw.read(READ_BYTES)
@@ -180,8 +184,9 @@ class _Bz2Chunks:
             if not piece:
                 self.decoded_bits += (self.decoded_to - stream_start) * 8
                 self.data, self.offset = b"".join(window), window_offset
-                yield from self._blocks_after_damage(Damage(
-                    f"the file ends at byte {position}, inside a bz2 stream", "truncated"))
+                yield from self._blocks_after_damage(
+                    Damage(f"the file ends at byte {position}, inside a bz2 stream", "truncated")
+                )
                 return
             try:
                 produced = yield from self._decompress(decompressor, piece)

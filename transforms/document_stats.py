@@ -8,6 +8,7 @@ The [UNK] word list needs every whitespace-separated chunk of the text, which is
 one: chunks are tokenised once each (a bounded cache remembers which ones yield [UNK]), and only those that do
 are counted, in a counter pruned to its most frequent entries whenever it grows past a bound.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -22,8 +23,8 @@ BINS_PER_DECADE = 10
 DECADES = 10
 # Edges of the size bins: [0, 1), [1, 10^0.1), ..., [10^9.9, 10^10), and the last bin takes everything above.
 EDGES = np.concatenate(([0.0], 10.0 ** (np.arange(DECADES * BINS_PER_DECADE + 1) / BINS_PER_DECADE)))
-EXTREMES = 5           # largest and smallest documents kept
-MAX_SOURCES = 1000     # distinct source labels counted one by one; more are lumped together
+EXTREMES = 5  # largest and smallest documents kept
+MAX_SOURCES = 1000  # distinct source labels counted one by one; more are lumped together
 OTHER_SOURCES = "(other sources)"
 
 
@@ -55,8 +56,15 @@ class SizeHistogram:
         if n:
             b = int(np.searchsorted(np.cumsum(self.counts), (n + 1) // 2))
             median = [float(EDGES[b]), float(EDGES[b + 1])]
-        return {"documents": n, "total": self.total, "mean": self.total / n if n else None, "min": self.min,
-                "max": self.max, "median_bin": median, "counts": self.counts.tolist()}
+        return {
+            "documents": n,
+            "total": self.total,
+            "mean": self.total / n if n else None,
+            "min": self.min,
+            "max": self.max,
+            "median_bin": median,
+            "counts": self.counts.tolist(),
+        }
 
 
 class DocumentStats:
@@ -72,15 +80,15 @@ class DocumentStats:
     def add(self, ids: list[str], sources: list[str], titles: list[str | None], texts: list[str]) -> None:
         chars = np.fromiter(map(len, texts), np.int64, len(texts))
         words = np.fromiter((len(t.split()) for t in texts), np.int64, len(texts))
-        labels = [s if s in self.by_source or len(self.by_source) < MAX_SOURCES else OTHER_SOURCES
-                  for s in sources]
+        labels = [s if s in self.by_source or len(self.by_source) < MAX_SOURCES else OTHER_SOURCES for s in sources]
         self.by_source.update(labels)
         for label in set(labels):
             rows = np.fromiter((lab == label for lab in labels), bool, len(labels))
             self.chars.setdefault(label, SizeHistogram()).add(chars[rows])
             self.words.setdefault(label, SizeHistogram()).add(words[rows])
-        batch = [{"id": i, "source": s, "title": t, "chars": n}
-                 for i, s, t, n in zip(ids, sources, titles, chars.tolist())]
+        batch = [
+            {"id": i, "source": s, "title": t, "chars": n} for i, s, t, n in zip(ids, sources, titles, chars.tolist())
+        ]
         # Ties go to the smaller id, so the lists do not depend on the order documents arrive in.
         self.largest = heapq.nsmallest(EXTREMES, self.largest + batch, key=lambda d: (-d["chars"], d["id"]))
         self.smallest = heapq.nsmallest(EXTREMES, self.smallest + batch, key=lambda d: (d["chars"], d["id"]))
@@ -89,10 +97,12 @@ class DocumentStats:
         return {
             "documents": sum(self.by_source.values()),
             "by_source": dict(sorted(self.by_source.items())),
-            "chars": _combined(self.chars), "words": _combined(self.words),
+            "chars": _combined(self.chars),
+            "words": _combined(self.words),
             "chars_by_source": {s: h.summary() for s, h in sorted(self.chars.items())},
             "words_by_source": {s: h.summary() for s, h in sorted(self.words.items())},
-            "largest": self.largest, "smallest": self.smallest,
+            "largest": self.largest,
+            "smallest": self.smallest,
         }
 
 
@@ -138,7 +148,7 @@ class UnknownWords:
     def __init__(self, tokenizer: WordPieceTokenizer, keep: int = 10_000):
         self.tokenizer = tokenizer
         self.unk = tokenizer.vocab.ids[UNK]
-        self.known: set[str] = set()          # chunks already tokenised
+        self.known: set[str] = set()  # chunks already tokenised
         self.unknown_chunks: set[str] = set()  # those of them that yield [UNK]
         self.counter = PrunedCounter(keep)
         self.documents = 0
@@ -170,7 +180,11 @@ class UnknownWords:
         return {chunks[i] for i in set(owner[ids == self.unk].tolist())}
 
     def summary(self, top: int = 20) -> dict:
-        return {"documents": self.documents, "words": self.words, "unk_words": self.unknown,
-                "unk_word_rate": self.unknown / self.words if self.words else None,
-                "top": [{"word": w, "count": n} for w, n in self.counter.most_common(top)],
-                "counts_exact": self.counter.exact}
+        return {
+            "documents": self.documents,
+            "words": self.words,
+            "unk_words": self.unknown,
+            "unk_word_rate": self.unknown / self.words if self.words else None,
+            "top": [{"word": w, "count": n} for w, n in self.counter.most_common(top)],
+            "counts_exact": self.counter.exact,
+        }

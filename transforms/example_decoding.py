@@ -4,6 +4,7 @@ No TensorFlow and no protobuf: every record's entries are walked in step, a few 
 entry over all records, so the cost per record is a small share of a Python call. Entries may come in any order
 and features not asked for are skipped; int64 and float lists must be packed, as every writer packs them.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -36,7 +37,7 @@ def _expect(buf: np.ndarray, pos: np.ndarray, tag: int, what: str) -> None:
 
 def _payloads(data: bytes, at: np.ndarray, size: np.ndarray, lead: bytes = b"") -> np.ndarray:
     """The bytes data[at[i]:at[i] + size[i]] of every record, back to back (after `lead`)."""
-    return np.frombuffer(b"".join([lead, *(data[a:a + n] for a, n in zip(at.tolist(), size.tolist()))]), np.uint8)
+    return np.frombuffer(b"".join([lead, *(data[a : a + n] for a, n in zip(at.tolist(), size.tolist()))]), np.uint8)
 
 
 def _unpack_varints(data: bytes, at: np.ndarray, size: np.ndarray, width: int) -> np.ndarray:
@@ -60,9 +61,9 @@ def _unpack_varints(data: bytes, at: np.ndarray, size: np.ndarray, width: int) -
         raise ValueError("a packed list ends inside a value")
     last = last.reshape(n, width)
     before = raw[last - 1]
-    two = before >> 7                    # 1 where the value has a byte before its last one
+    two = before >> 7  # 1 where the value has a byte before its last one
     earlier = raw[np.maximum(last - 2, 0)]
-    three = two & (earlier >> 7)         # 1 where it has two
+    three = two & (earlier >> 7)  # 1 where it has two
     if (three & (raw[np.maximum(last - 3, 0)] >> 7)).any():
         return _long_varints(raw, last)
     low = raw[last].astype(np.int32) << (7 * (two + three))
@@ -92,8 +93,9 @@ class FeatureWidthError(ValueError):
         self.found = found
 
 
-def parse_examples(data: bytes, starts: np.ndarray, ends: np.ndarray,
-                   spec: dict[str, tuple[bool, int]]) -> dict[str, np.ndarray]:
+def parse_examples(
+    data: bytes, starts: np.ndarray, ends: np.ndarray, spec: dict[str, tuple[bool, int]]
+) -> dict[str, np.ndarray]:
     """Fixed-length features of serialized tf.train.Examples, all records at once (no TensorFlow, no protobuf).
 
     Record i is data[starts[i]:ends[i]]. spec: name → (is_float, width). Entries may come in
@@ -156,7 +158,7 @@ class _KeyTable:
         self.weights = mix64(np.arange(self.width, dtype=np.uint64))
         encoded = np.zeros((len(names), self.width), np.uint64)
         for i, name in enumerate(names):
-            encoded[i, :len(name)] = np.frombuffer(name.encode(), np.uint8)
+            encoded[i, : len(name)] = np.frombuffer(name.encode(), np.uint8)
         self.lengths = np.array([len(n) for n in names])
         hashes = self._hash(encoded, self.lengths)
         self.order = np.argsort(hashes)

@@ -6,6 +6,7 @@ The input mask, the segment ids and the prediction weights follow from three num
 the length of A and its count of predictions); `features()` lays them out as the reference's seven features
 for transforms/tfrecord.py.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -15,37 +16,45 @@ import numpy as np
 
 @dataclass
 class InstanceColumns:
-    input_ids: np.ndarray      # (N, L) with the masked-LM replacements applied, padded with 0
-    length: np.ndarray         # (N,) real tokens: [CLS] A [SEP] B [SEP]
-    len_a: np.ndarray          # (N,) tokens of A
-    positions: np.ndarray      # (N, P) masked positions, ascending, padded with 0
-    label_ids: np.ndarray      # (N, P) the original ids at those positions, padded with 0
-    predictions: np.ndarray    # (N,) real predictions of each instance
+    input_ids: np.ndarray  # (N, L) with the masked-LM replacements applied, padded with 0
+    length: np.ndarray  # (N,) real tokens: [CLS] A [SEP] B [SEP]
+    len_a: np.ndarray  # (N,) tokens of A
+    positions: np.ndarray  # (N, P) masked positions, ascending, padded with 0
+    label_ids: np.ndarray  # (N, P) the original ids at those positions, padded with 0
+    predictions: np.ndarray  # (N,) real predictions of each instance
     next_sentence: np.ndarray  # (N,) 1 where B is a random next
 
     def __len__(self) -> int:
         return len(self.length)
 
     @staticmethod
-    def empty(width: int, predictions: int = 0) -> "InstanceColumns":
+    def empty(width: int, predictions: int = 0) -> InstanceColumns:
         none = np.zeros(0, np.int64)
-        return InstanceColumns(np.zeros((0, width), np.int32), none, none, np.zeros((0, predictions), np.int32),
-                               np.zeros((0, predictions), np.int32), none, none)
+        return InstanceColumns(
+            np.zeros((0, width), np.int32),
+            none,
+            none,
+            np.zeros((0, predictions), np.int32),
+            np.zeros((0, predictions), np.int32),
+            none,
+            none,
+        )
 
-    def take(self, rows: np.ndarray) -> "InstanceColumns":
+    def take(self, rows: np.ndarray) -> InstanceColumns:
         return InstanceColumns(*(getattr(self, f.name)[rows] for f in fields(self)))
 
     @staticmethod
-    def concatenate(parts: list["InstanceColumns"]) -> "InstanceColumns":
+    def concatenate(parts: list[InstanceColumns]) -> InstanceColumns:
         return InstanceColumns(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(InstanceColumns)))
 
     @staticmethod
-    def gather(parts: list["InstanceColumns"], part: np.ndarray, row: np.ndarray) -> "InstanceColumns":
+    def gather(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray) -> InstanceColumns:
         """Instance row[i] of parts[part[i]] for every i, in that order, without joining the parts first."""
         by_part = np.argsort(part, kind="stable")
         bounds = np.searchsorted(part[by_part], np.arange(len(parts) + 1))
-        taken = InstanceColumns.concatenate([parts[p].take(row[by_part[bounds[p]:bounds[p + 1]]])
-                                             for p in range(len(parts))])
+        taken = InstanceColumns.concatenate(
+            [parts[p].take(row[by_part[bounds[p] : bounds[p + 1]]]) for p in range(len(parts))]
+        )
         placed = np.empty_like(by_part)
         placed[by_part] = np.arange(len(by_part))
         return taken.take(placed)
@@ -60,7 +69,8 @@ class InstanceColumns:
             "segment_ids": (col >= self.len_a[:, None] + 2) & (col < length),
             "masked_lm_positions": self.positions,
             "masked_lm_ids": self.label_ids,
-            "masked_lm_weights": (np.arange(self.positions.shape[1])[None, :] < self.predictions[:, None]
-                                  ).astype(np.float32),
+            "masked_lm_weights": (np.arange(self.positions.shape[1])[None, :] < self.predictions[:, None]).astype(
+                np.float32
+            ),
             "next_sentence_labels": self.next_sentence[:, None],
         }

@@ -27,6 +27,7 @@ the segment that follows it, swapping the two in half of the instances.
 Segments are kept as token ranges into one flat array per bucket, so the Python loop only moves integers;
 gathering, truncation and masking happen in numpy over the whole batch (transforms/masking.py).
 """
+
 from __future__ import annotations
 
 import random
@@ -53,12 +54,12 @@ class Bucket:
     """The documents of one bucket, tokenised: one flat id array and sentence boundaries into it."""
 
     doc_ids: list[str]
-    tokens: np.ndarray          # int32, every sentence of every document, in order
+    tokens: np.ndarray  # int32, every sentence of every document, in order
     sentence_starts: np.ndarray  # int64, len = sentences + 1; sentence k is tokens[starts[k]:starts[k+1]]
     doc_first_sentence: np.ndarray  # int64, len = documents + 1; document d has sentences [first[d], first[d+1])
 
     @classmethod
-    def from_documents(cls, docs: list[tuple[str, np.ndarray, np.ndarray]]) -> "Bucket":
+    def from_documents(cls, docs: list[tuple[str, np.ndarray, np.ndarray]]) -> Bucket:
         """docs: (doc_id, token ids, tokens per sentence), in a fixed order."""
         tokens = np.concatenate([d[1] for d in docs]) if docs else np.zeros(0, np.int32)
         lengths = np.concatenate([d[2] for d in docs]) if docs else np.zeros(0, np.int32)
@@ -71,13 +72,17 @@ class Bucket:
         return len(self.doc_ids)
 
     @classmethod
-    def concatenate(cls, buckets: list["Bucket"]) -> "Bucket":
+    def concatenate(cls, buckets: list[Bucket]) -> Bucket:
         """One bucket holding the documents of several, in order."""
         tokens = np.concatenate([b.tokens for b in buckets])
         lengths = np.concatenate([np.diff(b.sentence_starts) for b in buckets])
         per_doc = np.concatenate([np.diff(b.doc_first_sentence) for b in buckets])
-        return cls([i for b in buckets for i in b.doc_ids], tokens, np.concatenate(([0], np.cumsum(lengths))),
-                   np.concatenate(([0], np.cumsum(per_doc))))
+        return cls(
+            [i for b in buckets for i in b.doc_ids],
+            tokens,
+            np.concatenate(([0], np.cumsum(lengths))),
+            np.concatenate(([0], np.cumsum(per_doc))),
+        )
 
     def __post_init__(self) -> None:
         # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.
@@ -153,8 +158,9 @@ def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Ra
     return max_num_tokens
 
 
-def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random
-                     ) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def sample_fragments(
+    bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random
+) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """`count` fragments of the bucket's documents for other buckets' random next segments: each a run of whole
     sentences from a random sentence of a random document (as the reference picks a random next), of at least
     `fragment_tokens` tokens where the document has them. (donor id, token ids, tokens per sentence) each."""
@@ -165,13 +171,25 @@ def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: rand
         start = first + int(rng.random() * (end - first))
         last = _extend_to_length(bucket.starts_list, start, end, fragment_tokens)
         starts = bucket.sentence_starts
-        fragments.append((bucket.doc_ids[doc], bucket.tokens[starts[start]:starts[last + 1]],
-                          np.diff(starts[start:last + 2]).astype(np.int32)))
+        fragments.append(
+            (
+                bucket.doc_ids[doc],
+                bucket.tokens[starts[start] : starts[last + 1]],
+                np.diff(starts[start : last + 2]).astype(np.int32),
+            )
+        )
     return fragments
 
 
-def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float,
-                                   rng: random.Random, out: InstanceBatch, pool: range | None = None) -> None:
+def create_instances_from_document(
+    bucket: Bucket,
+    doc: int,
+    max_num_tokens: int,
+    short_seq_prob: float,
+    rng: random.Random,
+    out: InstanceBatch,
+    pool: range | None = None,
+) -> None:
     """Append the instances of one pass over document `doc` of `bucket` to `out`. Random next segments come from
     the bucket's pseudo-documents in `pool` (fragments of other buckets' documents, each from its first
     sentence), or, without a pool, from the bucket's other documents below `doc`'s own count."""
@@ -230,8 +248,9 @@ def create_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int
             chunk_start = i + 1
 
 
-def create_sop_instances_from_document(bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float,
-                                       rng: random.Random, out: InstanceBatch) -> None:
+def create_sop_instances_from_document(
+    bucket: Bucket, doc: int, max_num_tokens: int, short_seq_prob: float, rng: random.Random, out: InstanceBatch
+) -> None:
     """Append one pass's sentence-order pairs of document `doc` to `out` (ALBERT's SOP): chunks as for NSP, and B
     always the segment that really follows A in the document; the two are swapped where the label is 1. Labels
     come in balanced pairs, as NSP's do. A one-sentence document has no pair and counts as skipped."""

@@ -10,6 +10,7 @@ num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_
 transforms.row_streams.RowStreams, whose rows draw from streams of their own. Rows of the no-pair form hold a
 [SEP] between documents as well (Assembled.separators); those are never masked either.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,22 +27,27 @@ class SpecialIds:
     cls: int
     sep: int
     mask: int
-    regular: np.ndarray          # ids a random replacement may take
+    regular: np.ndarray  # ids a random replacement may take
     is_continuation: np.ndarray  # bool per vocab id: the token starts with "##"
 
 
 def special_ids(vocab: Vocab) -> SpecialIds:
     """What masking needs of a vocab: the same for create and for the loader."""
     ids = vocab.ids
-    return SpecialIds(cls=ids[CLS], sep=ids[SEP], mask=ids[MASK], regular=vocab.regular_token_ids(),
-                      is_continuation=np.array([t.startswith("##") for t in vocab.tokens]))
+    return SpecialIds(
+        cls=ids[CLS],
+        sep=ids[SEP],
+        mask=ids[MASK],
+        regular=vocab.regular_token_ids(),
+        is_continuation=np.array([t.startswith("##") for t in vocab.tokens]),
+    )
 
 
 @dataclass
 class Assembled:
-    input_ids: np.ndarray    # (N, L) int32, padded with 0
-    length: np.ndarray       # (N,) real tokens, [CLS] and both [SEP] included
-    len_a: np.ndarray        # (N,) tokens of A after truncation
+    input_ids: np.ndarray  # (N, L) int32, padded with 0
+    length: np.ndarray  # (N,) real tokens, [CLS] and both [SEP] included
+    len_a: np.ndarray  # (N,) tokens of A after truncation
     # (N, L) bool: the positions of [SEP]s other than the pair's two (between the documents of the no-pair form),
     # None where rows have none: the common case takes the faster path.
     separators: np.ndarray | None = None
@@ -49,14 +55,15 @@ class Assembled:
 
 @dataclass
 class Masked:
-    input_ids: np.ndarray    # (N, L) int32 with the replacements applied
-    positions: np.ndarray    # (N, P) int32, sorted, padded with 0
-    label_ids: np.ndarray    # (N, P) int32, original ids, padded with 0
-    count: np.ndarray        # (N,) real predictions: the first count entries of positions and label_ids
+    input_ids: np.ndarray  # (N, L) int32 with the replacements applied
+    positions: np.ndarray  # (N, P) int32, sorted, padded with 0
+    label_ids: np.ndarray  # (N, P) int32, original ids, padded with 0
+    count: np.ndarray  # (N,) real predictions: the first count entries of positions and label_ids
 
 
-def assemble(tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, special: SpecialIds,
-             rng: np.random.Generator) -> Assembled:
+def assemble(
+    tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, special: SpecialIds, rng: np.random.Generator
+) -> Assembled:
     """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows.
 
     columns: InstanceBatch.columns() — the A and B token ranges of each instance.
@@ -125,8 +132,14 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
     return np.take_along_axis(in_order, np.minimum(drawn, in_order.shape[1] - 1), axis=1)
 
 
-def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, special: SpecialIds,
-                rng: np.random.Generator, whole_word: bool = False) -> Masked:
+def mask_tokens(
+    rows: Assembled,
+    masked_lm_prob: float,
+    max_predictions: int,
+    special: SpecialIds,
+    rng: np.random.Generator,
+    whole_word: bool = False,
+) -> Masked:
     n, width = rows.input_ids.shape
     k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
     if rows.separators is not None:  # many short documents in one row may leave fewer candidates than k
@@ -159,8 +172,9 @@ def mask_tokens(rows: Assembled, masked_lm_prob: float, max_predictions: int, sp
     return Masked(out, positions, labels, count)
 
 
-def _choose_whole_words(rows: Assembled, candidates: np.ndarray, k: np.ndarray, special: SpecialIds,
-                        rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def _choose_whole_words(
+    rows: Assembled, candidates: np.ndarray, k: np.ndarray, special: SpecialIds, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """Whole-word selection: words in random order, each taken whole if it still fits in k predictions.
 
     A word is a candidate token plus the `##` pieces after it; words never span a [SEP]. Returns the chosen
@@ -188,6 +202,6 @@ def _choose_whole_words(rows: Assembled, candidates: np.ndarray, k: np.ndarray, 
                 break
             if taken + sizes[w] > budget:
                 continue
-            chosen[i, first[w]:ends[w]] = True
+            chosen[i, first[w] : ends[w]] = True
             taken += int(sizes[w])
     return chosen, word_of

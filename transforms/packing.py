@@ -7,6 +7,7 @@ documents in an order of its own, so that dupe passes pack different neighbours 
 an instance holds is cut into instance-sized parts, so no token is lost; the target-length draw of the pair
 objectives (short_seq_prob) does not apply.
 """
+
 from __future__ import annotations
 
 import random
@@ -23,10 +24,11 @@ from bertcorpus.wordpiece.ranges import concat_ranges
 class PackedPieces:
     """Instances as pieces: piece k is tokens[start[k]:end[k]] of instance[k]; an instance's pieces are
     consecutive and in order."""
+
     instance: np.ndarray  # (K,) int64, non-decreasing
-    start: np.ndarray     # (K,) int64
-    end: np.ndarray       # (K,) int64
-    count: int            # instances
+    start: np.ndarray  # (K,) int64
+    end: np.ndarray  # (K,) int64
+    count: int  # instances
 
     def __len__(self) -> int:
         return self.count

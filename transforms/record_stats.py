@@ -8,6 +8,7 @@ never on the number of records: exact integer histograms and per-id token counts
 addition, so the train and eval splits are summed into an overall view without a second pass. They take batches of
 any width up to the sequence length, so batches padded only to their length bin's edge count as well.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,14 +28,23 @@ class RecordFormatError(ValueError):
 def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[str, np.ndarray]:
     """Serialized pretraining Examples → {feature: (records × width) array}, as tf.io.parse_example would give
     (transforms/example_decoding.py decodes the whole batch at once)."""
-    widths = {"input_ids": length, "input_mask": length, "segment_ids": length, "masked_lm_positions": predictions,
-              "masked_lm_ids": predictions, "masked_lm_weights": predictions, "next_sentence_labels": 1}
+    widths = {
+        "input_ids": length,
+        "input_mask": length,
+        "segment_ids": length,
+        "masked_lm_positions": predictions,
+        "masked_lm_ids": predictions,
+        "masked_lm_weights": predictions,
+        "next_sentence_labels": 1,
+    }
     spec = {name: (name in _FLOAT_FEATURES, widths[name]) for name in FEATURE_NAMES}
     try:
         return parse_examples(*joined_records(records), spec)
     except FeatureWidthError as e:
-        raise RecordFormatError(f"a feature holds {e.found} values per record; are these records of sequence "
-                                f"length {length} with {predictions} predictions?") from None
+        raise RecordFormatError(
+            f"a feature holds {e.found} values per record; are these records of sequence "
+            f"length {length} with {predictions} predictions?"
+        ) from None
     except ValueError as e:
         raise RecordFormatError(str(e)) from None
 
@@ -42,6 +52,7 @@ def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[st
 @dataclass(frozen=True)
 class TokenIds:
     """What the statistics need of the vocab ([CLS] is found by position instead)."""
+
     vocab_size: int
     mask: int
     unk: int
@@ -51,8 +62,19 @@ class TokenIds:
 # What label 1 means, as the manifest's form names it; "unused" (no pair objective) has no label share.
 LABELS = ("random_next", "swapped", "unused")
 
-_SUMMED = ("instances", "label_ones", "real_tokens", "segment_a", "segment_b", "masked", "shown_mask",
-           "shown_original", "shown_random", "unk_tokens", "original_counts")
+_SUMMED = (
+    "instances",
+    "label_ones",
+    "real_tokens",
+    "segment_a",
+    "segment_b",
+    "masked",
+    "shown_mask",
+    "shown_original",
+    "shown_random",
+    "unk_tokens",
+    "original_counts",
+)
 
 
 class RecordStats:
@@ -64,14 +86,14 @@ class RecordStats:
         self.length, self.predictions, self.ids, self.label = length, predictions, ids, label
         self.instances = 0
         self.label_ones = 0
-        self.real_tokens = np.zeros(length + 1, np.int64)    # histogram: index = real tokens of an instance
-        self.segment_a = np.zeros(length + 1, np.int64)      # tokens of A, without [CLS] and its [SEP]
-        self.segment_b = np.zeros(length + 1, np.int64)      # tokens of B, without its [SEP]
-        self.masked = np.zeros(predictions + 1, np.int64)    # histogram: masked positions per instance
+        self.real_tokens = np.zeros(length + 1, np.int64)  # histogram: index = real tokens of an instance
+        self.segment_a = np.zeros(length + 1, np.int64)  # tokens of A, without [CLS] and its [SEP]
+        self.segment_b = np.zeros(length + 1, np.int64)  # tokens of B, without its [SEP]
+        self.masked = np.zeros(predictions + 1, np.int64)  # histogram: masked positions per instance
         self.shown_mask = self.shown_original = self.shown_random = 0
         self.unk_tokens = 0
         self.original_counts = np.zeros(ids.vocab_size, np.int64)  # text tokens before masking, by id
-        self.seen = np.zeros(ids.vocab_size, bool)                 # ids in input_ids or masked_lm_ids
+        self.seen = np.zeros(ids.vocab_size, bool)  # ids in input_ids or masked_lm_ids
 
     def add(self, batch: dict[str, np.ndarray]) -> None:
         ids, mask, segments = batch["input_ids"], batch["input_mask"] != 0, batch["segment_ids"]
@@ -105,14 +127,14 @@ class RecordStats:
         original = ids.copy()
         original[rows, at] = label
         text = mask & (original != self.ids.sep)
-        text[:, 0] = False                                     # [CLS]
+        text[:, 0] = False  # [CLS]
         text_ids = original[text]
         self.unk_tokens += int((text_ids == self.ids.unk).sum())
         self.original_counts += np.bincount(text_ids, minlength=vocab)
         self.seen[ids[mask]] = True
         self.seen[label] = True
 
-    def merge(self, other: "RecordStats") -> "RecordStats":
+    def merge(self, other: RecordStats) -> RecordStats:
         total = RecordStats(self.length, self.predictions, self.ids, self.label)
         for name in _SUMMED:
             setattr(total, name, getattr(self, name) + getattr(other, name))
@@ -172,15 +194,24 @@ def bin_padding(real_tokens_hist, bin_size: int, length: int) -> dict:
     bins = []
     for first in range(1, length + 1, bin_size):
         width = min(first - 1 + bin_size, length)
-        instances = int(hist[first:width + 1].sum())
-        real = int((hist[first:width + 1] * tokens[first:width + 1]).sum())
-        bins.append({"width": width, "instances": instances, "real_tokens": real,
-                     "padded_share": 1 - real / (instances * width) if instances else None})
+        instances = int(hist[first : width + 1].sum())
+        real = int((hist[first : width + 1] * tokens[first : width + 1]).sum())
+        bins.append(
+            {
+                "width": width,
+                "instances": instances,
+                "real_tokens": real,
+                "padded_share": 1 - real / (instances * width) if instances else None,
+            }
+        )
     instances, real = int(hist.sum()), int((hist * tokens).sum())
     slots = sum(b["instances"] * b["width"] for b in bins)
-    return {"bin_size": bin_size, "bins": bins,
-            "padded_share": 1 - real / slots if slots else None,
-            "padded_share_without_bins": 1 - real / (instances * length) if instances else None}
+    return {
+        "bin_size": bin_size,
+        "bins": bins,
+        "padded_share": 1 - real / slots if slots else None,
+        "padded_share_without_bins": 1 - real / (instances * length) if instances else None,
+    }
 
 
 def _mean(hist: np.ndarray) -> float | None:

@@ -8,6 +8,7 @@ number (c, j): a pure function of those three numbers, so a row's draws never de
 value for column j of a call is the same whatever the width of the call (a row padded to a bin's edge or to the
 full length draws the same numbers at its real positions).
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _COLUMNS_PER_CALL = 1 << 20  # more than any width or prediction count
-_UNIT = 2.0 ** -53
+_UNIT = 2.0**-53
 
 
 def mix64(values: np.ndarray) -> np.ndarray:

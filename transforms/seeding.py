@@ -1,4 +1,5 @@
 """Stable hashing and seeded generators: every random choice derives from (global seed, stage, key)."""
+
 from __future__ import annotations
 
 import hashlib

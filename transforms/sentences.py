@@ -7,24 +7,86 @@ digit, an opening quote or bracket, or a lower-case word with an inner capital (
 end when the token before it is a known abbreviation or an initial; docs/sentence_splitting.md gives the measured
 quality and speed, and tests/data/sentences/ is the hand-checked gold standard every rule here was scored on.
 """
+
 from __future__ import annotations
 
 import re
 
 # Abbreviations that never end a sentence in running prose: titles and suffixes of names, circa, Latin connectives.
-_NEVER_FINAL = frozenset("""
-mr mrs ms dr prof sr jr st mt ft rev gen maj brig bvt col lt sgt capt cmdr adm gov sen rep pres hon messrs mme mlle
-ca e.g i.e cf vs
-""".split())
+_NEVER_FINAL = frozenset(
+    [
+        "mr",
+        "mrs",
+        "ms",
+        "dr",
+        "prof",
+        "sr",
+        "jr",
+        "st",
+        "mt",
+        "ft",
+        "rev",
+        "gen",
+        "maj",
+        "brig",
+        "bvt",
+        "col",
+        "lt",
+        "sgt",
+        "capt",
+        "cmdr",
+        "adm",
+        "gov",
+        "sen",
+        "rep",
+        "pres",
+        "hon",
+        "messrs",
+        "mme",
+        "mlle",
+        "ca",
+        "e.g",
+        "i.e",
+        "cf",
+        "vs",
+    ]
+)
 # Abbreviations that only stand before a number ("No. 5", "pp. 12", "Vol. II,"); before a word they are words
 # ("Oh no.", "a work of art.") or end the sentence.
-_BEFORE_NUMBER = frozenset("""
-no nos pp vol vols fig figs eq ch sec art op approx
-jan feb mar apr jun jul aug sep sept oct nov dec
-""".split())
+_BEFORE_NUMBER = frozenset(
+    [
+        "no",
+        "nos",
+        "pp",
+        "vol",
+        "vols",
+        "fig",
+        "figs",
+        "eq",
+        "ch",
+        "sec",
+        "art",
+        "op",
+        "approx",
+        "jan",
+        "feb",
+        "mar",
+        "apr",
+        "jun",
+        "jul",
+        "aug",
+        "sep",
+        "sept",
+        "oct",
+        "nov",
+        "dec",
+    ]
+)
 # Abbreviations that often end a sentence ("... in the U.S. The ..."): a full stop after them ends the sentence
 # only when a common sentence-opening word follows. Dotted letter groups (U.S., J.J., a.m.) are treated alike.
-_MAYBE_FINAL = frozenset("al inc ltd co corp bros ed eds trans dept univ assn est ph.d".split())
+_MAYBE_FINAL = frozenset(
+    ["al", "inc", "ltd", "co", "corp", "bros", "ed", "eds", "trans", "dept", "univ", "assn", "est", "ph.d"]
+)
 
 # Candidate boundary: terminal punctuation, optional closers, whitespace, then a plausible sentence start. A match
 # may only begin at the first mark of a run, which keeps long runs of dots linear instead of quadratic.

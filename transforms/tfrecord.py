@@ -11,21 +11,30 @@ Message layout (field numbers from tensorflow/core/example/{example,feature}.pro
 Example{1: Features{1: repeated MapEntry{1: key, 2: Feature{2: FloatList{1: packed}, 3: Int64List{1: packed}}}}}
 TFRecord framing: uint64 length, masked CRC32C of the length, data, masked CRC32C of the data.
 """
+
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 import google_crc32c
 import numpy as np
 
 # The reference's features, in its order.
-FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights", "next_sentence_labels")
+FEATURE_NAMES = (
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+)
 _FLOAT_FEATURES = frozenset({"masked_lm_weights"})
-_LEN = 0x0A           # field 1, length-delimited: Example.features, Features.feature, MapEntry.key, List.value
-_VALUE = 0x12         # MapEntry.value
+_LEN = 0x0A  # field 1, length-delimited: Example.features, Features.feature, MapEntry.key, List.value
+_VALUE = 0x12  # MapEntry.value
 _FLOAT_LIST, _INT64_LIST = 0x12, 0x1A  # Feature.float_list, Feature.int64_list
 # Fixed-width features go first as one block per record (map order does not matter to parsers).
 _FIXED = ("input_mask", "segment_ids", "masked_lm_weights", "next_sentence_labels")
@@ -52,8 +61,9 @@ class _VarintTable:
         for shift in shifts[1:]:
             self.lengths += values >= (np.uint64(1) << shift)
         more = np.arange(self.width)[None, :] < (self.lengths - 1)[:, None]
-        self.bytes = (((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)) | (more.astype(np.uint64) << 7)
-                      ).astype(np.uint8)
+        self.bytes = (((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)) | (more.astype(np.uint64) << 7)).astype(
+            np.uint8
+        )
         self.used = np.arange(self.width)[None, :] < self.lengths[:, None]
 
 
@@ -70,8 +80,9 @@ def _table_for(top: int) -> _VarintTable:
 @dataclass
 class _Padded:
     """One part of every record: a (records × width) byte matrix, which of its bytes are real, and how many."""
-    data: np.ndarray     # uint8
-    used: np.ndarray     # bool, same shape; None when every byte is real
+
+    data: np.ndarray  # uint8
+    used: np.ndarray  # bool, same shape; None when every byte is real
     lengths: np.ndarray  # int64 per record
 
 
@@ -87,8 +98,11 @@ def _packed_varints(values: np.ndarray) -> _Padded:
     table = _table_for(top)
     flat = values.reshape(-1)
     # np.take rather than fancy indexing: numpy's cheaper path for gathering whole table rows.
-    return _Padded(np.take(table.bytes, flat, axis=0).reshape(n, -1), np.take(table.used, flat, axis=0).reshape(n, -1),
-                   np.take(table.lengths, flat).reshape(n, width).sum(axis=1))
+    return _Padded(
+        np.take(table.bytes, flat, axis=0).reshape(n, -1),
+        np.take(table.used, flat, axis=0).reshape(n, -1),
+        np.take(table.lengths, flat).reshape(n, width).sum(axis=1),
+    )
 
 
 def masked_crc32c(data: bytes) -> int:
@@ -104,8 +118,15 @@ def _entry_prefix(name: str, payload_len: int) -> bytes:
     feature_len = 1 + len(varint(list_len)) + list_len
     entry_head = bytes([_LEN, len(key)]) + key + bytes([_VALUE]) + varint(feature_len)
     entry_len = len(entry_head) + feature_len
-    return (bytes([_LEN]) + varint(entry_len) + entry_head + bytes([tag]) + varint(list_len)
-            + bytes([_LEN]) + varint(payload_len))
+    return (
+        bytes([_LEN])
+        + varint(entry_len)
+        + entry_head
+        + bytes([tag])
+        + varint(list_len)
+        + bytes([_LEN])
+        + varint(payload_len)
+    )
 
 
 def _frame_header(length: int) -> bytes:
@@ -129,10 +150,13 @@ class _ByLength:
         top = int(lengths.max(initial=0))
         if top >= len(table.lengths):
             table = self.table = self._grown(1 << max(10, (top + 1).bit_length()))
-        return _Padded(np.take(table.data, lengths, axis=0),
-                       None if table.fixed else np.take(table.used, lengths, axis=0), np.take(table.lengths, lengths))
+        return _Padded(
+            np.take(table.data, lengths, axis=0),
+            None if table.fixed else np.take(table.used, lengths, axis=0),
+            np.take(table.lengths, lengths),
+        )
 
-    def _grown(self, size: int) -> "_LengthTable":
+    def _grown(self, size: int) -> _LengthTable:
         items = [self.make(n) for n in range(size)]
         width = max(map(len, items))
         lengths = np.fromiter(map(len, items), np.int64, size)
@@ -143,10 +167,10 @@ class _ByLength:
 
 @dataclass(frozen=True)
 class _LengthTable:
-    data: np.ndarray     # (lengths, width) uint8: make(n), padded
-    used: np.ndarray     # which of those bytes are real
+    data: np.ndarray  # (lengths, width) uint8: make(n), padded
+    used: np.ndarray  # which of those bytes are real
     lengths: np.ndarray  # len(make(n))
-    fixed: bool          # every make(n) has the same length
+    fixed: bool  # every make(n) has the same length
 
 
 _FRAME_HEADERS = _ByLength(_frame_header)
@@ -175,7 +199,8 @@ def _fixed_block(features: dict[str, np.ndarray]) -> _Padded:
 @dataclass
 class FramedBatch:
     """Framed TFRecords back to back: record i is data[offsets[i]:offsets[i + 1]]."""
-    data: np.ndarray     # uint8; a buffer that file writes and compressors take as it is
+
+    data: np.ndarray  # uint8; a buffer that file writes and compressors take as it is
     offsets: np.ndarray  # int64, len = records + 1
 
 
@@ -189,8 +214,9 @@ def serialize_framed(features: dict[str, np.ndarray]) -> FramedBatch:
     n = len(features["input_ids"])
     padded_row = 5 * features["input_ids"].shape[1] + 8 * features["masked_lm_ids"].shape[1] + 200
     step = max(1, _CHUNK_BYTES // padded_row)
-    parts = [_serialize_rows({name: values[i:i + step] for name, values in features.items()})
-             for i in range(0, n, step)] or [_serialize_rows(features)]
+    parts = [
+        _serialize_rows({name: values[i : i + step] for name, values in features.items()}) for i in range(0, n, step)
+    ] or [_serialize_rows(features)]
     lengths = np.concatenate([part[1] for part in parts])
     return FramedBatch(np.concatenate([part[0] for part in parts]), np.concatenate(([0], np.cumsum(lengths))))
 
@@ -214,8 +240,7 @@ def _serialize_rows(features: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
     # The data CRC of each record, then its footer: the one step that needs a call per record.
     raw = out.tobytes()
     crc = google_crc32c.value
-    checks = np.fromiter((crc(raw[e - d - 4:e - 4]) for e, d in zip(ends.tolist(), data_len.tolist())),
-                         np.uint32, n)
+    checks = np.fromiter((crc(raw[e - d - 4 : e - 4]) for e, d in zip(ends.tolist(), data_len.tolist())), np.uint32, n)
     masked = ((checks >> np.uint32(15)) | (checks << np.uint32(17))) + np.uint32(0xA282EAD8)
     out[(ends - 4)[:, None] + np.arange(4)] = masked.astype("<u4").view(np.uint8).reshape(n, 4)
     return out, data_len + 16
@@ -262,11 +287,11 @@ def _fields(buf: bytes):
             value, pos = read_varint(buf, pos)
         elif wire == 2:
             size, pos = read_varint(buf, pos)
-            value, pos = buf[pos:pos + size], pos + size
+            value, pos = buf[pos : pos + size], pos + size
         elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
+            value, pos = buf[pos : pos + 4], pos + 4
         elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
+            value, pos = buf[pos : pos + 8], pos + 8
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         yield number, wire, value

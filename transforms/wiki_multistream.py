@@ -18,7 +18,8 @@ from collections.abc import Iterator, Mapping
 from typing import BinaryIO
 
 from bertcorpus.transforms.bz2_blocks import Damage
-from bertcorpus.transforms.wiki_pages import READ_ERRORS, Page, PageError, iter_pages_from_chunks, open_dump
+from bertcorpus.transforms.compression import open_decompressed
+from bertcorpus.transforms.wiki_pages import READ_ERRORS, Page, PageError, iter_pages_from_chunks
 
 # Compressed bytes read per step, and the most decompressed bytes produced per step: bz2 expands XML about 5x, but
 # a crafted stream can expand far more, so the output is capped rather than trusted.
@@ -52,7 +53,7 @@ def read_stream_pages(index_stream: BinaryIO) -> dict[int, int]:
     Lines are `offset:page_id:title`, and titles may contain ':'. Raises ValueError on any other line, because a
     wrong index would silently lose or duplicate pages.
     """
-    reader = open_dump(index_stream)
+    reader = open_decompressed(index_stream)
     offsets: Counter[bytes] = Counter()
     pending = b""
     lines_before = 0
@@ -99,8 +100,9 @@ def plan_byte_ranges(offsets: list[int], file_size: int, target_bytes: int) -> l
     return ranges
 
 
-def iter_range_pages(fileobj: BinaryIO, start: int, end: int, listed: Mapping[int, int] | None = None
-                     ) -> Iterator[Page | PageError]:
+def iter_range_pages(
+    fileobj: BinaryIO, start: int, end: int, listed: Mapping[int, int] | None = None
+) -> Iterator[Page | PageError]:
     """Yield the pages of the bz2 streams that start in bytes [start, end) of a multistream dump, in bounded memory.
 
     A range owns the streams that start in it, and reads the last one to its end even past `end`; a range that
@@ -147,8 +149,9 @@ class _StreamPages:
         return lost, f"; the index lists {lost:,} pages in streams there"
 
 
-def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int, streams: _StreamPages | None = None
-                         ) -> Iterator[bytes | Damage]:
+def _decompressed_chunks(
+    fileobj: BinaryIO, start: int, end: int, streams: _StreamPages | None = None
+) -> Iterator[bytes | Damage]:
     """The XML of the streams that start in [start, end), one stream after another; damage as Damage items, with
     the pages lost where `streams` can count them."""
     streams = streams or _StreamPages(None)
@@ -178,13 +181,15 @@ def _decompressed_chunks(fileobj: BinaryIO, start: int, end: int, streams: _Stre
             if not _DUMP_END.search(tail):
                 # The streams an index lists beyond the end are counted where the index is read.
                 counted = "; the pages the index lists beyond it are counted with the index" if streams.listed else ""
-                yield Damage(f"the dump ends at byte {file_size} without </mediawiki>: it is cut{counted}",
-                             "truncated", lost_pages=0 if streams.listed else None)
+                yield Damage(
+                    f"the dump ends at byte {file_size} without </mediawiki>: it is cut{counted}",
+                    "truncated",
+                    lost_pages=0 if streams.listed else None,
+                )
             return
         at = stream_end if _starts_stream(fileobj, stream_end) else _next_stream_start(fileobj, stream_end, file_size)
         if at != stream_end:  # the bytes after this range's stream are not bz2: nothing else will read them
-            yield not_bz2(stream_end, at, f"bytes {stream_end}-{file_size if at is None else at} are not a bz2 "
-                                          "stream")
+            yield not_bz2(stream_end, at, f"bytes {stream_end}-{file_size if at is None else at} are not a bz2 stream")
 
 
 def _keeping_the_tail(chunks, tail: bytearray):
@@ -207,14 +212,16 @@ def _decompress_stream(fileobj: BinaryIO, start: int):
     while True:
         data = fileobj.read(READ_BYTES)
         if not data:
-            return None, Damage(f"the file ends at byte {position}, inside the bz2 stream that starts at byte {start}",
-                                "truncated")
+            return None, Damage(
+                f"the file ends at byte {position}, inside the bz2 stream that starts at byte {start}", "truncated"
+            )
         position += len(data)
         try:
             yield from _decompress(decompressor, data)
         except OSError as exc:
-            return position, Damage(f"bad bz2 data in the stream that starts at byte {start}, before byte {position}: "
-                                    f"{exc}")
+            return position, Damage(
+                f"bad bz2 data in the stream that starts at byte {start}, before byte {position}: {exc}"
+            )
         if decompressor.eof:
             return position - len(decompressor.unused_data), None
 

@@ -13,12 +13,7 @@ Elements are known by their local names, so any export schema version reads, wit
 from __future__ import annotations
 
 import codecs
-import gzip
-import io
-import lzma
-import os
 import re
-import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -26,9 +21,8 @@ from typing import BinaryIO
 from urllib.parse import quote
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
-import zstandard
-
 from bertcorpus.transforms.bz2_blocks import Bz2Reader, Damage
+from bertcorpus.transforms.compression import DECOMPRESSION_ERRORS, UnreadableCompression
 
 # Large enough that the per-call overhead of feeding the parser vanishes, small enough to keep memory flat.
 CHUNK_BYTES = 1 << 20
@@ -38,13 +32,9 @@ CHUNK_BYTES = 1 << 20
 MAX_PAGE_SIZE = 1 << 26
 
 # Errors a decompressing or network-backed reader raises on damaged data.
-READ_ERRORS = (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError, zstandard.ZstdError)
-# zstd input fed to the decompressor at a time: a piece inflates at most 32768-fold, so one step stays bounded.
-ZSTD_PIECE = 1024
+READ_ERRORS = (*DECOMPRESSION_ERRORS, ValueError)
 # Page starts on each side of a gap that give the mean page size the pages it held are estimated with.
 ESTIMATE_PAGES = 32
-# Compressions known by their magic bytes that are not read: the file is one error that names its compression.
-UNSUPPORTED_MAGIC = {b"7z\xbc\xaf\x27\x1c": "7z", b"PK\x03\x04": "zip", b"\x04\x22\x4d\x18": "lz4"}
 _UNDECODABLE_MARK = "wiki_pages.mark_undecodable"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _TITLE = re.compile(r"<(?:[\w.-]+:)?title>([^<]{0,200})")
@@ -156,8 +146,9 @@ def detect_encoding(head: bytes) -> str:
             if at >= 0:
                 name = declaration[at + len(b"encoding=") + 1 :].split(mark, 1)[0].decode("ascii", "replace")
                 try:  # a text encoding, ASCII-compatible, that can mark the bytes it cannot decode
-                    readable = ("<?xml".encode(name) == b"<?xml"
-                                and b"<?xml\xff\xfe".decode(name, _UNDECODABLE_MARK).startswith("<?xml"))
+                    readable = "<?xml".encode(name) == b"<?xml" and b"<?xml\xff\xfe".decode(
+                        name, _UNDECODABLE_MARK
+                    ).startswith("<?xml")
                 except (LookupError, UnicodeError):
                     readable = False
                 return codecs.lookup(name).name if readable else "utf-8"
@@ -178,8 +169,7 @@ def iter_pages(stream: BinaryIO, *, fragment: bool = False) -> Iterator[Page | P
     return iter_pages_from_chunks(iter(lambda: read(CHUNK_BYTES), b""), fragment=fragment)
 
 
-def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool = False
-                           ) -> Iterator[Page | PageError]:
+def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool = False) -> Iterator[Page | PageError]:
     """iter_pages over an iterable of byte chunks; a read error raised by the iterable ends the stream with a
     PageError (`truncated` for a compressed file cut short, `unsupported_compression`, else `read_error`), and a
     Damage item among the chunks gives one and resumes at the next <page>."""
@@ -191,7 +181,7 @@ def iter_pages_from_chunks(chunks: Iterable[bytes | Damage], *, fragment: bool =
         except StopIteration:
             yield from reader.finish()
             return
-        except UnsupportedCompression as exc:
+        except UnreadableCompression as exc:
             yield from reader.fail(str(exc), "unsupported_compression")
             return
         except EOFError as exc:  # a compressed file cut short
@@ -229,8 +219,8 @@ class _PageReader:
         self.bytes_read = 0
         self.last_page: str | None = None
         self.buffer: bytes | str = b""
-        self.base = 0     # offset in the XML of buffer[0]: bytes of UTF-8, characters of a decoded encoding
-        self.pos = 0      # buffer[:pos] is done with
+        self.base = 0  # offset in the XML of buffer[0]: bytes of UTF-8, characters of a decoded encoding
+        self.pos = 0  # buffer[:pos] is done with
         self.scanned = 0  # inside a page: buffer[pos:scanned] holds neither </page> nor another <page
         self.state = _BETWEEN
         self.pages_begun = False  # a <page> has been seen
@@ -246,6 +236,7 @@ class _PageReader:
     def _use_tokens(self, str_data: bool) -> None:
         """The tokens the stream is cut at, in the form of the data: bytes or str. A page's tags may carry a
         namespace prefix; its end tag is looked for with the prefix its start tag had."""
+
         def form(pattern: str):
             return re.compile(pattern if str_data else pattern.encode())
 
@@ -330,11 +321,13 @@ class _PageReader:
             counted = f"; {damage.lost_pages:,} pages lost" if damage.lost_pages else ""
             yield self._error(at, damage.reason, detail + counted, cut_page, Loss(damage.lost_pages))
         elif damage.lost_bytes is not None:
-            self.gaps.append(_Gap(at, damage.reason, detail, cut_page, self._after(), damage.lost_bytes,
-                                  list(self.page_starts), []))
+            self.gaps.append(
+                _Gap(at, damage.reason, detail, cut_page, self._after(), damage.lost_bytes, list(self.page_starts), [])
+            )
         else:
-            yield self._error(at, damage.reason, f"{detail}; how many pages it held cannot be told", cut_page,
-                              Loss(None))
+            yield self._error(
+                at, damage.reason, f"{detail}; how many pages it held cannot be told", cut_page, Loss(None)
+            )
         self.pos, self.state = len(self.buffer), _SKIP
         if self.decoder is not None:
             self.decoder.reset()
@@ -362,8 +355,12 @@ class _PageReader:
             following = self.page_start.search(buffer, self.scanned, end if end >= 0 else len(buffer))
             if following is not None:
                 if self.state == _PAGE:
-                    yield self._error(self.base + self.pos, "xml_error", "the page is not closed before the next "
-                                      "<page>", buffer[self.pos : following.start()])
+                    yield self._error(
+                        self.base + self.pos,
+                        "xml_error",
+                        "the page is not closed before the next <page>",
+                        buffer[self.pos : following.start()],
+                    )
                 self.pos, self.scanned, self.state = following.start(), following.start() + 1, _PAGE
                 self._page_prefix(following)
                 yield from self._page_begins(self.base + following.start())
@@ -406,8 +403,10 @@ class _PageReader:
                 bytes_per_unit = self.bytes_read / max(self.base + len(self.buffer), 1) if self.decoder else 1.0
                 page_bytes = sum(spans) / intervals * bytes_per_unit
                 pages = round(gap.lost_bytes / page_bytes) + bool(gap.cut_page)
-                said = (f"about {pages:,} pages lost (an estimate: about {gap.lost_bytes:,} bytes of XML, at "
-                        f"{page_bytes:,.0f} bytes per page around them)")
+                said = (
+                    f"about {pages:,} pages lost (an estimate: about {gap.lost_bytes:,} bytes of XML, at "
+                    f"{page_bytes:,.0f} bytes per page around them)"
+                )
                 if gap.reason == "truncated":
                     said += ", and what followed the cut is not known"
                 loss = Loss(pages, estimated=True)
@@ -422,8 +421,9 @@ class _PageReader:
             self.page_end = "</" + prefix + "page>" if isinstance(prefix, str) else b"</" + prefix + b"page>"
 
     def _too_large(self, piece: bytes | str) -> PageError:
-        return self._error(self.base + self.pos, "page_too_large", f"the page is longer than {MAX_PAGE_SIZE:,} "
-                           f"{self.unit}s", piece)
+        return self._error(
+            self.base + self.pos, "page_too_large", f"the page is longer than {MAX_PAGE_SIZE:,} {self.unit}s", piece
+        )
 
     def _rest(self) -> str | bytes:
         return self.buffer[self.pos :]
@@ -522,8 +522,15 @@ class _PageReader:
                 return "decode_error", f"{bad.reason}: byte {bad.start} of the page is not UTF-8"
         return "xml_error", _without_position(exc)
 
-    def _error(self, offset: int, reason: str, detail: str, piece: bytes | str = "", lost: Loss | None = None,
-               after: str | None = None) -> PageError:
+    def _error(
+        self,
+        offset: int,
+        reason: str,
+        detail: str,
+        piece: bytes | str = "",
+        lost: Loss | None = None,
+        after: str | None = None,
+    ) -> PageError:
         """One PageError at an offset of the XML; the detail names the page's title where it can be found, and the
         last good page (`after`, where it was said before)."""
         head = piece[:4096]
@@ -625,84 +632,3 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
     except ParseError:
         return None
     return SiteInfo(dbname, base, namespaces)
-
-
-def open_dump(path_or_fileobj: str | os.PathLike | BinaryIO) -> BinaryIO:
-    """Open a dump for reading, decompressing bz2 (single or multistream), gzip, xz and zstd by their magic bytes.
-
-    Sniffing the content rather than the suffix also handles renamed or suffix-less files. The caller closes it.
-    A bz2 dump is read by a Bz2Reader, so that a corrupt block costs that block only. A file in a compression that
-    is not read (7z, zip, lz4) gives a reader that raises UnsupportedCompression, naming it.
-    """
-    if isinstance(path_or_fileobj, (str, os.PathLike)):
-        raw: BinaryIO = open(path_or_fileobj, "rb")  # noqa: SIM115 - returned to the caller
-    else:
-        raw = path_or_fileobj
-    if not hasattr(raw, "peek"):
-        raw = io.BufferedReader(raw)  # type: ignore[arg-type]
-    magic = raw.peek(6)[:6]  # type: ignore[attr-defined]
-    if magic[:3] == b"BZh":
-        return Bz2Reader(raw, close_raw=isinstance(path_or_fileobj, (str, os.PathLike)))  # type: ignore[return-value]
-    if magic[:2] == b"\x1f\x8b":
-        return gzip.GzipFile(fileobj=raw)  # type: ignore[return-value]
-    if magic == b"\xfd7zXZ\x00":
-        return lzma.LZMAFile(raw)  # type: ignore[return-value]
-    if magic[:4] == b"\x28\xb5\x2f\xfd":
-        return _ZstdReader(raw)  # type: ignore[return-value]
-    unsupported = next((name for start, name in UNSUPPORTED_MAGIC.items() if magic.startswith(start)), None)
-    if unsupported is not None:
-        return _Unsupported(unsupported)  # type: ignore[return-value]
-    return raw
-
-
-class UnsupportedCompression(OSError):
-    """The file is compressed in a format that is not read; the message names it."""
-
-
-class _Unsupported(io.RawIOBase):
-    """A reader of a file whose compression is not read: its first read raises, naming the compression."""
-
-    def __init__(self, compression: str):
-        self.compression = compression
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        raise UnsupportedCompression(f"the file is {self.compression}-compressed, which is not read: decompress it, "
-                                     "or recompress it as .bz2, .gz, .xz or .zst")
-
-
-class _ZstdReader(io.RawIOBase):
-    """The frames of a zstd file one after another, in bounded memory. A file cut inside a frame raises EOFError
-    once everything before the cut has been read, as the gzip, bz2 and xz readers do (zstandard's own reader stops
-    there without a word)."""
-
-    def __init__(self, raw: BinaryIO):
-        self.raw = raw
-        self.frame = zstandard.ZstdDecompressor().decompressobj()
-        self.input = memoryview(b"")
-        self.fed = False  # the frame in progress has had input
-        self.output = bytearray()
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        while len(self.output) < len(buffer):
-            if not self.input:
-                self.input = memoryview(self.raw.read(1 << 16))
-                if not self.input:
-                    if self.fed and not self.output:
-                        raise EOFError("the file ends inside a zstd frame")
-                    break
-            piece, self.input = self.input[:ZSTD_PIECE], self.input[ZSTD_PIECE:]
-            self.fed = True
-            self.output += self.frame.decompress(piece)
-            if self.frame.eof:  # what follows the frame's end starts the next one
-                self.input = memoryview(self.frame.unused_data + bytes(self.input))
-                self.frame, self.fed = zstandard.ZstdDecompressor().decompressobj(), False
-        size = min(len(buffer), len(self.output))
-        buffer[:size] = self.output[:size]
-        del self.output[:size]
-        return size

@@ -1,4 +1,5 @@
 """Index arithmetic shared by the vectorised steps (the tokenizer's chunk table, masking)."""
+
 from __future__ import annotations
 
 import numpy as np

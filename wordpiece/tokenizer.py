@@ -13,6 +13,7 @@ most of a document never leaves the cache.
 `standalone_tokenizer` expresses the same steps as one HF `Tokenizer`, for the `tokenizer.json` that the vocab
 command writes beside vocab.txt, so that HF tools tokenise exactly as `create` does.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,11 +33,32 @@ _CACHE_LIMIT = 400_000
 # NUL, U+FFFD and every Cc/Cf character except tab, newline and CR (Unicode 14, Python 3.11's unicodedata);
 # tests/test_tokenizer.py rebuilds this list from unicodedata and checks that it is the same.
 REMOVED_RANGES = (
-    (0x0, 0x8), (0xB, 0xC), (0xE, 0x1F), (0x7F, 0x9F), (0xAD, 0xAD), (0x600, 0x605), (0x61C, 0x61C),
-    (0x6DD, 0x6DD), (0x70F, 0x70F), (0x890, 0x891), (0x8E2, 0x8E2), (0x180E, 0x180E), (0x200B, 0x200F),
-    (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F), (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0xFFFD, 0xFFFD),
-    (0x110BD, 0x110BD), (0x110CD, 0x110CD), (0x13430, 0x13438), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
-    (0xE0001, 0xE0001), (0xE0020, 0xE007F),
+    (0x0, 0x8),
+    (0xB, 0xC),
+    (0xE, 0x1F),
+    (0x7F, 0x9F),
+    (0xAD, 0xAD),
+    (0x600, 0x605),
+    (0x61C, 0x61C),
+    (0x6DD, 0x6DD),
+    (0x70F, 0x70F),
+    (0x890, 0x891),
+    (0x8E2, 0x8E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0xFFFD, 0xFFFD),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x13438),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
 )
 _REMOVED = re.compile("[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in REMOVED_RANGES) + "]+")
 # Removed characters that str.split also takes for whitespace: the reference removes them, so that the letters
@@ -72,8 +94,9 @@ def _may_need_cleaning(text: str, chunks: list[str]) -> bool:
 
 def chunk_normalizer(lowercase: bool) -> normalizers.Normalizer:
     """What HF applies to text already passed through `prepare_text` (lower-casing happened there)."""
-    return normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=True,
-                                      strip_accents=lowercase, lowercase=False)
+    return normalizers.BertNormalizer(
+        clean_text=False, handle_chinese_chars=True, strip_accents=lowercase, lowercase=False
+    )
 
 
 def build_hf_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
@@ -110,10 +133,18 @@ def standalone_tokenizer(vocab: Vocab, lowercase: bool) -> Tokenizer:
 def tokenizer_config(lowercase: bool, max_length: int = 512) -> dict:
     """tokenizer_config.json for transformers' AutoTokenizer: the generic fast class, which takes tokenizer.json
     as it is (a BERT class would rebuild its own normaliser, without the reference's cleaning and final sigma)."""
-    return {"tokenizer_class": "PreTrainedTokenizerFast", "do_lower_case": lowercase,
-            "model_max_length": max_length, "clean_up_tokenization_spaces": False,
-            "unk_token": UNK, "sep_token": SEP, "pad_token": PAD, "cls_token": CLS, "mask_token": MASK,
-            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"]}
+    return {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "do_lower_case": lowercase,
+        "model_max_length": max_length,
+        "clean_up_tokenization_spaces": False,
+        "unk_token": UNK,
+        "sep_token": SEP,
+        "pad_token": PAD,
+        "cls_token": CLS,
+        "mask_token": MASK,
+        "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
+    }
 
 
 class WordPieceTokenizer:
@@ -131,12 +162,12 @@ class WordPieceTokenizer:
         self._clear_cache()
 
     def _clear_cache(self) -> None:
-        self._number: dict[str, int] = {}            # chunk → its row in the table
-        self._chunks: list[str] = []                # row → chunk
-        self._start = np.zeros(1024, np.int64)      # row → first id in _flat
-        self._count = np.zeros(1024, np.int64)      # row → number of ids
+        self._number: dict[str, int] = {}  # chunk → its row in the table
+        self._chunks: list[str] = []  # row → chunk
+        self._start = np.zeros(1024, np.int64)  # row → first id in _flat
+        self._count = np.zeros(1024, np.int64)  # row → number of ids
         self._flat = np.zeros(1 << 16, np.int32)
-        self._used = 0                              # ids stored in _flat
+        self._used = 0  # ids stored in _flat
 
     def encode(self, text: str) -> np.ndarray:
         """All ids of a text, in order (int32)."""
@@ -199,7 +230,7 @@ class WordPieceTokenizer:
         self._flat = _grown(self._flat, self._used + len(ids))
         self._start[rows] = self._used + np.cumsum(counts) - counts
         self._count[rows] = counts
-        self._flat[self._used:self._used + len(ids)] = ids
+        self._flat[self._used : self._used + len(ids)] = ids
         self._used += len(ids)
         self._number.update(zip(chunks, range(rows.start, rows.stop)))
         self._chunks += chunks
@@ -210,6 +241,5 @@ def _grown(array: np.ndarray, size: int) -> np.ndarray:
     if size <= len(array):
         return array
     bigger = np.zeros(max(size, 2 * len(array)), array.dtype)
-    bigger[:len(array)] = array
+    bigger[: len(array)] = array
     return bigger
-

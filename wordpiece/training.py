@@ -12,13 +12,14 @@ Handing the trainer every symbol of the alphabet as a special token, in code-poi
 the first merge; every later step is a function of the counts. The alphabet limit is applied here, with ties
 broken by code point, for the same reason.
 """
+
 from __future__ import annotations
 
 import hashlib
 import math
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
@@ -27,14 +28,14 @@ from bertcorpus.wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenize
 from bertcorpus.wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
 
 LAYOUTS = ("bert", "compact")
-BERT_LOW_UNUSED = 99          # the original layout puts [unused0..98] at ids 1..99, before [UNK]=100
-BERT_DEFAULT_RESERVED = 994   # [unused0..993], as in the original vocab
+BERT_LOW_UNUSED = 99  # the original layout puts [unused0..98] at ids 1..99, before [UNK]=100
+BERT_DEFAULT_RESERVED = 994  # [unused0..993], as in the original vocab
 # HF keeps pair counts in 32-bit signed integers; no symbol may occur 2**31 times in what the trainer sees.
 _PAIR_COUNT_LIMIT = 2**30
 # The trainer is fed every word occurrence, so its time grows with the corpus; above this many occurrences the
 # counts are scaled down instead (docs/vocab.md, "Trainer limits").
 TRAINER_WORD_BUDGET = 2**30
-_FEED_WORDS = 1024            # words per string handed to the trainer: long enough to amortise the call
+_FEED_WORDS = 1024  # words per string handed to the trainer: long enough to amortise the call
 # prepare_text removes NUL, and BertPreTokenizer keeps it as a word of its own, so it can mark where one
 # chunk ends when many chunks go through HF in one call.
 _BOUNDARY = "\x00"
@@ -45,6 +46,7 @@ class TrainingError(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ counting
+
 
 class ChunkBatch:
     """Text waiting to become word counts: chunks are counted as text arrives and split into words on drain."""
@@ -119,9 +121,9 @@ class WordCounter:
     def __init__(self, max_words: int):
         self.max_words = max_words
         self.counts: Counter = Counter()
-        self.words = 0               # occurrences seen, before any drop
-        self.too_long = 0            # occurrences of words over MAX_CHARS_PER_WORD
-        self.pruned_words = 0        # distinct words dropped by pruning
+        self.words = 0  # occurrences seen, before any drop
+        self.too_long = 0  # occurrences of words over MAX_CHARS_PER_WORD
+        self.pruned_words = 0  # distinct words dropped by pruning
         self.pruned_occurrences = 0
         self.pruned_symbols: tuple[Counter, Counter] = (Counter(), Counter())
 
@@ -162,7 +164,7 @@ class HeldOutWords:
     def __init__(self, max_words: int):
         self.max_words = max_words
         self.counts: Counter = Counter()
-        self.words = 0               # all held-out occurrences, sampled or not
+        self.words = 0  # all held-out occurrences, sampled or not
         self._keep_below = 1 << 64
 
     def add_counts(self, words: Counter) -> None:
@@ -180,6 +182,7 @@ class HeldOutWords:
 
 
 # ------------------------------------------------------------------------------------------------ training
+
 
 @dataclass(frozen=True)
 class TrainingConfig:
@@ -204,25 +207,30 @@ class TrainingConfig:
         if self.reserved_tokens < 0:
             raise TrainingError("--reserved-tokens must be >= 0")
         if self.layout == "bert" and self.reserved_tokens < BERT_LOW_UNUSED:
-            raise TrainingError(f"--layout bert needs at least {BERT_LOW_UNUSED} reserved tokens (they hold ids "
-                                f"1..{BERT_LOW_UNUSED} so that [UNK] is 100 and [MASK] 103); "
-                                "use --layout compact for fewer")
+            raise TrainingError(
+                f"--layout bert needs at least {BERT_LOW_UNUSED} reserved tokens (they hold ids "
+                f"1..{BERT_LOW_UNUSED} so that [UNK] is 100 and [MASK] 103); "
+                "use --layout compact for fewer"
+            )
         if self.min_frequency < 1 or self.limit_alphabet < 1:
             raise TrainingError("--min-frequency and --limit-alphabet must be >= 1")
         if self.vocab_size <= len(self.head()):
-            raise TrainingError(f"--vocab-size {self.vocab_size} leaves no room for learned tokens after the "
-                                f"{len(self.head())} special and reserved lines")
+            raise TrainingError(
+                f"--vocab-size {self.vocab_size} leaves no room for learned tokens after the "
+                f"{len(self.head())} special and reserved lines"
+            )
 
 
 @dataclass
 class Alphabet:
     """The symbols every word is built from, and what the alphabet limit removed."""
-    chars: list[str]             # single characters, in code-point order
-    continuations: list[str]     # "##c" for every c that occurs after a word's first character
+
+    chars: list[str]  # single characters, in code-point order
+    continuations: list[str]  # "##c" for every c that occurs after a word's first character
     dropped_chars: int
-    dropped_words: int           # distinct words holding a dropped character
+    dropped_words: int  # distinct words holding a dropped character
     dropped_occurrences: int
-    max_symbol_count: int        # occurrences of the most frequent symbol, for the overflow guard
+    max_symbol_count: int  # occurrences of the most frequent symbol, for the overflow guard
 
     @property
     def symbols(self) -> list[str]:
@@ -247,8 +255,9 @@ def symbol_counts(counts: dict[str, int]) -> tuple[Counter, Counter]:
     return first, rest
 
 
-def plan_alphabet(counts: dict[str, int], limit: int,
-                  pruned: tuple[Counter, Counter] = (Counter(), Counter())) -> tuple[dict[str, int], Alphabet]:
+def plan_alphabet(
+    counts: dict[str, int], limit: int, pruned: tuple[Counter, Counter] = (Counter(), Counter())
+) -> tuple[dict[str, int], Alphabet]:
     """Keep the `limit` most frequent characters (ties: lower code point first) and the words made of them.
 
     A word holding a dropped character tokenises to [UNK] as a whole, so it is left out of training instead
@@ -272,10 +281,14 @@ def plan_alphabet(counts: dict[str, int], limit: int,
         first, rest = symbol_counts(counts)
     chars = sorted(total.keys() - dropped, key=ord)
     continuations = sorted((rest.keys() | pruned[1].keys()) - dropped, key=ord)
-    alphabet = Alphabet(chars=chars, continuations=["##" + c for c in continuations],
-                        dropped_chars=len(dropped), dropped_words=dropped_words,
-                        dropped_occurrences=dropped_occurrences,
-                        max_symbol_count=max([*first.values(), *rest.values(), 0]))
+    alphabet = Alphabet(
+        chars=chars,
+        continuations=["##" + c for c in continuations],
+        dropped_chars=len(dropped),
+        dropped_words=dropped_words,
+        dropped_occurrences=dropped_occurrences,
+        max_symbol_count=max([*first.values(), *rest.values(), 0]),
+    )
     return counts, alphabet
 
 
@@ -311,19 +324,20 @@ def _feed(counts: dict[str, int], scale: int) -> Iterator[str]:
 
 @dataclass
 class TrainedVocab:
-    tokens: list[str]            # every line of vocab.txt, in id order
-    learned: int                 # tokens from training, alphabet included
-    padding: int                 # [unusedN] lines added because training learned fewer tokens than asked
+    tokens: list[str]  # every line of vocab.txt, in id order
+    learned: int  # tokens from training, alphabet included
+    padding: int  # [unusedN] lines added because training learned fewer tokens than asked
     alphabet: Alphabet
-    trained_words: int           # distinct words the trainer saw
+    trained_words: int  # distinct words the trainer saw
     scale: int
 
     def file_bytes(self) -> bytes:
         return ("\n".join(self.tokens) + "\n").encode("utf-8")
 
 
-def train(counts: dict[str, int], config: TrainingConfig,
-          pruned: tuple[Counter, Counter] = (Counter(), Counter())) -> TrainedVocab:
+def train(
+    counts: dict[str, int], config: TrainingConfig, pruned: tuple[Counter, Counter] = (Counter(), Counter())
+) -> TrainedVocab:
     """A vocab of exactly config.vocab_size lines from word counts; the same counts give the same vocab.
 
     `pruned`: symbol counts of words dropped while counting (WordCounter.pruned_symbols).
@@ -339,32 +353,39 @@ def train(counts: dict[str, int], config: TrainingConfig,
             f"--vocab-size {config.vocab_size} is too small: after the {len(head)} special and reserved lines "
             f"{budget} remain, but the alphabet alone needs {len(alphabet.symbols)} ({len(alphabet.chars)} "
             f"characters + {len(alphabet.continuations)} continuations); raise --vocab-size or lower "
-            "--limit-alphabet")
+            "--limit-alphabet"
+        )
     scale = trainer_scale(sum(counts.values()), alphabet.max_symbol_count)
     tokenizer = Tokenizer(models.WordPiece(unk_token=UNK))
     tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     trainer = trainers.WordPieceTrainer(
-        vocab_size=budget, min_frequency=math.ceil(config.min_frequency / scale), show_progress=False,
-        special_tokens=alphabet.symbols, continuing_subword_prefix="##")
+        vocab_size=budget,
+        min_frequency=math.ceil(config.min_frequency / scale),
+        show_progress=False,
+        special_tokens=alphabet.symbols,
+        continuing_subword_prefix="##",
+    )
     tokenizer.train_from_iterator(_feed(counts, scale), trainer)
     ids = tokenizer.get_vocab()
     learned = sorted(ids, key=ids.__getitem__)
-    if learned[:len(alphabet.symbols)] != alphabet.symbols:
+    if learned[: len(alphabet.symbols)] != alphabet.symbols:
         raise RuntimeError("the trainer did not keep the alphabet's ids")
     padding = budget - len(learned)
     tokens = head + learned + [f"[unused{config.reserved_tokens + i}]" for i in range(padding)]
     if len(set(tokens)) != len(tokens):
         raise RuntimeError("the trained vocab holds a token twice")
-    return TrainedVocab(tokens=tokens, learned=len(learned), padding=padding, alphabet=alphabet,
-                        trained_words=len(counts), scale=scale)
+    return TrainedVocab(
+        tokens=tokens, learned=len(learned), padding=padding, alphabet=alphabet, trained_words=len(counts), scale=scale
+    )
 
 
 # --------------------------------------------------------------------------------------------- measurement
 
+
 @dataclass
 class Quality:
-    words: int                   # held-out word occurrences measured
-    unk_rate: float              # share of those words that become [UNK]
+    words: int  # held-out word occurrences measured
+    unk_rate: float  # share of those words that become [UNK]
     pieces_per_word: float
 
     @property
@@ -387,7 +408,7 @@ def measure(tokens: list[str], held_out: dict[str, int], batch: int = 100_000) -
     words = list(held_out)
     total = unknown = pieces = 0
     for start in range(0, len(words), batch):
-        part = words[start:start + batch]
+        part = words[start : start + batch]
         counts = np.fromiter((held_out[w] for w in part), np.int64, len(part))
         encoding = tokenizer.encode(" ".join(part), add_special_tokens=False)
         owner = np.asarray(encoding.word_ids, np.int64)
@@ -399,4 +420,3 @@ def measure(tokens: list[str], held_out: dict[str, int], batch: int = 100_000) -
     if not total:
         return Quality(0, 0.0, 0.0)
     return Quality(total, unknown / total, pieces / total)
-

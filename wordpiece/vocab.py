@@ -1,4 +1,5 @@
 """vocab.txt files: one token per line, line number = id, `##` marks a continuation piece."""
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,10 @@ def _decode_utf8(raw: bytes, name: str) -> str:
         return raw.decode("utf-8").removeprefix(BYTE_ORDER_MARK)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
-        raise VocabError(f"vocab file {name} is not UTF-8: line {line:,} has the byte 0x{raw[e.start]:02x} "
-                         f"({e.reason}); a vocab file must be UTF-8 text") from None
+        raise VocabError(
+            f"vocab file {name} is not UTF-8: line {line:,} has the byte 0x{raw[e.start]:02x} "
+            f"({e.reason}); a vocab file must be UTF-8 text"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,11 @@ class Vocab:
     sha256: str
 
     @classmethod
-    def load(cls, path: str) -> "Vocab":
+    def load(cls, path: str) -> Vocab:
         return cls.from_bytes(read_vocab_bytes(path), path)
 
     @classmethod
-    def from_bytes(cls, raw: bytes, name: str = "vocab") -> "Vocab":
+    def from_bytes(cls, raw: bytes, name: str = "vocab") -> Vocab:
         text = _decode_utf8(raw, name)
         # The reference strips each line; keep the same ids (line numbers).
         tokens = tuple(line.strip() for line in text.splitlines())
@@ -60,8 +63,9 @@ class Vocab:
             raise VocabError(f"vocab file {name} is empty")
         missing = [t for t in SPECIAL_TOKENS if t not in set(tokens)]
         if missing:
-            raise VocabError(f"vocab file {name} lacks {', '.join(missing)}; a BERT vocab needs "
-                             f"{', '.join(SPECIAL_TOKENS)}")
+            raise VocabError(
+                f"vocab file {name} lacks {', '.join(missing)}; a BERT vocab needs {', '.join(SPECIAL_TOKENS)}"
+            )
         return cls(tokens, hashlib.sha256(raw).hexdigest())
 
     @property

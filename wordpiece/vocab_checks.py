@@ -5,10 +5,11 @@ A mismatch does not fail: the records stay valid, only worse. These functions fi
 no error by themselves (a cased run with an uncased vocab turns every capitalised word into [UNK] or pieces; an
 uncased run with a cased vocab never uses its capitalised tokens) and return a one-line message, or None.
 """
+
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from bertcorpus.wordpiece.vocab import PLACEHOLDER
 
@@ -29,8 +30,9 @@ UNK_LIMIT_UNRECORDED = 0.01
 @dataclass(frozen=True)
 class Casing:
     """What the whole-word tokens of a vocab say about its casing."""
-    cased_letter_tokens: int     # whole-word tokens holding a letter that has an upper and a lower case
-    upper_tokens: int            # those of them that lower-casing would change
+
+    cased_letter_tokens: int  # whole-word tokens holding a letter that has an upper and a lower case
+    upper_tokens: int  # those of them that lower-casing would change
 
     @property
     def cased(self) -> bool | None:
@@ -59,14 +61,21 @@ def casing_mismatch(tokens: Sequence[str], lowercase: bool, vocab_name: str) -> 
     if casing.cased is None or casing.cased != lowercase:
         return None
     if lowercase:
-        return (f"the vocab {vocab_name} looks cased ({casing.upper_tokens:,} of its "
-                f"{casing.cased_letter_tokens:,} whole-word tokens have capitals) but --do-lower-case lower-cases "
-                "the text, so those tokens are never used; pass --no-do-lower-case, or use an uncased vocab")
+        return (
+            f"the vocab {vocab_name} looks cased ({casing.upper_tokens:,} of its "
+            f"{casing.cased_letter_tokens:,} whole-word tokens have capitals) but --do-lower-case lower-cases "
+            "the text, so those tokens are never used; pass --no-do-lower-case, or use an uncased vocab"
+        )
     words = f"{casing.cased_letter_tokens:,} whole-word tokens"
-    capitals = f"only {casing.upper_tokens:,} of its {words} have capitals" if casing.upper_tokens else \
-        f"none of its {words} has a capital"
-    return (f"the vocab {vocab_name} looks uncased ({capitals}) but --no-do-lower-case keeps the case of the "
-            "text, so capitalised words become [UNK] or more pieces; pass --do-lower-case, or use a cased vocab")
+    capitals = (
+        f"only {casing.upper_tokens:,} of its {words} have capitals"
+        if casing.upper_tokens
+        else f"none of its {words} has a capital"
+    )
+    return (
+        f"the vocab {vocab_name} looks uncased ({capitals}) but --no-do-lower-case keeps the case of the "
+        "text, so capitalised words become [UNK] or more pieces; pass --do-lower-case, or use a cased vocab"
+    )
 
 
 def unk_share_limit(recorded_share: float | None) -> float:
@@ -85,7 +94,12 @@ def unk_share_mismatch(unk_tokens: int, tokens: int, recorded_share: float | Non
     share = unk_tokens / tokens
     if share <= unk_share_limit(recorded_share):
         return None
-    against = (f"against {recorded_share:.3%} on the vocab's own held-out text" if recorded_share is not None
-               else "with a vocab that records no share of its own")
-    return (f"{share:.2%} of the wordpieces ({unk_tokens:,} of {tokens:,}) are [UNK] with {vocab_name}, {against}: "
-            "check --do-lower-case, and that the vocab was made for this kind of text")
+    against = (
+        f"against {recorded_share:.3%} on the vocab's own held-out text"
+        if recorded_share is not None
+        else "with a vocab that records no share of its own"
+    )
+    return (
+        f"{share:.2%} of the wordpieces ({unk_tokens:,} of {tokens:,}) are [UNK] with {vocab_name}, {against}: "
+        "check --do-lower-case, and that the vocab was made for this kind of text"
+    )

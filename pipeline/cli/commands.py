@@ -2,6 +2,7 @@
 
 entry_point, the installed command, also answers what concerns the process rather than a command: the signals that
 stop it, and standard streams that are closed, full, read by no one or unable to encode (docs/command_line.md)."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,7 +15,15 @@ import sys
 import threading
 
 from bertcorpus.pipeline.cli import unknown_flags
-from bertcorpus.pipeline.errors import STOP_SIGNALS, UserError, has_undecoded_bytes, not_text_message, raise_stop, stopped, user_message
+from bertcorpus.pipeline.errors import (
+    STOP_SIGNALS,
+    UserError,
+    has_undecoded_bytes,
+    not_text_message,
+    raise_stop,
+    stopped,
+    user_message,
+)
 
 DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
 
@@ -32,16 +41,37 @@ FORWARDING_COMMANDS = {"run", "graph"}
 def _commands() -> dict:
     """name → (module, one-line help)."""
     return {
-        "extract-wiki": ("bertcorpus.pipeline.extract.wiki", "Wikipedia XML dumps → article prose as documents Parquet"),
-        "extract-books": ("bertcorpus.pipeline.extract.books", "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet"),
-        "vocab": ("bertcorpus.pipeline.vocab.command", "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)"),
-        "create": ("bertcorpus.pipeline.create.job", "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet"),
+        "extract-wiki": (
+            "bertcorpus.pipeline.extract.wiki",
+            "Wikipedia XML dumps → article prose as documents Parquet",
+        ),
+        "extract-books": (
+            "bertcorpus.pipeline.extract.books",
+            "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet",
+        ),
+        "vocab": (
+            "bertcorpus.pipeline.vocab.command",
+            "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)",
+        ),
+        "create": (
+            "bertcorpus.pipeline.create.job",
+            "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet",
+        ),
         "inspect": ("bertcorpus.pipeline.stats.inspect", "print decoded examples from a TFRecord or Parquet shard"),
-        "stats": ("bertcorpus.pipeline.stats.command", "a data card for documents, records or a run: stats.json, report.html, plots"),
+        "stats": (
+            "bertcorpus.pipeline.stats.command",
+            "a data card for documents, records or a run: stats.json, report.html, plots",
+        ),
         "run": ("bertcorpus.pipeline.cli.named_jobs", "run a named job from beam_jobs.yaml with a runner profile"),
         "demo": ("bertcorpus.pipeline.cli.demo", "run the chain on the real samples bundled in the repository"),
-        "train": ("bertcorpus.pipeline.cli.train_command", "pretrain a BERT model on a create output (Keras on TensorFlow, JAX or PyTorch)"),
-        "graph": ("bertcorpus.pipeline.cli.graph", "draw a named job's Beam graph offline (.dot, and .png with graphviz)"),
+        "train": (
+            "bertcorpus.pipeline.cli.train_command",
+            "pretrain a BERT model on a create output (Keras on TensorFlow, JAX or PyTorch)",
+        ),
+        "graph": (
+            "bertcorpus.pipeline.cli.graph",
+            "draw a named job's Beam graph offline (.dot, and .png with graphviz)",
+        ),
     }
 
 
@@ -77,8 +107,9 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
     loads the trainer), and the long flags that command defines (empty if it is not one)."""
     import importlib
 
-    parser = argparse.ArgumentParser(prog="bertcorpus", description=DESCRIPTION,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="bertcorpus", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument(*VERBOSE_FLAGS, action="store_true", help="show log messages from Beam and others")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     own_flags: set[str] = set()
@@ -90,8 +121,12 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
         own_flags.add("--help")
         recorder = _FlagRecorder(p, own_flags)
         # Before or after the command's name alike; SUPPRESS keeps the command's default from undoing it before.
-        recorder.add_argument(*VERBOSE_FLAGS, action="store_true", default=argparse.SUPPRESS,
-                              help="show log messages from Beam and others")
+        recorder.add_argument(
+            *VERBOSE_FLAGS,
+            action="store_true",
+            default=argparse.SUPPRESS,
+            help="show log messages from Beam and others",
+        )
         loaded = importlib.import_module(module)
         loaded.add_arguments(recorder)
         if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
@@ -112,8 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     if not verbose:  # TensorFlow's C++ log, errors included: what the trainer must report, it raises
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     # Set before Beam is imported: it warns about optional cloud libraries on import, which is noise here.
-    logging.basicConfig(level=logging.INFO if verbose else logging.CRITICAL,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.CRITICAL, format="%(levelname)s %(name)s: %(message)s"
+    )
     command = next((w for w in words if not w.startswith("-")), None)
     parser, own_flags = _build_parsers(command)
     args, beam_args = parser.parse_known_args(words)
@@ -138,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             note = getattr(module, "INTERRUPTED_NOTE", None)
             print(f"bertcorpus {args.command}: {word}" + (f"; {note}" if note else ""), file=sys.stderr)
         return status
-    except Exception as e:  # noqa: BLE001 — the one place that turns errors into exit codes
+    except Exception as e:
         if running:
             _discard_staging(args, module, beam_args)
         message = user_message(e)
@@ -177,8 +213,8 @@ def _discard_staging(args, module, beam_args: list[str]) -> None:
     here only leaves them in place."""
     if not getattr(module, "ACCEPTS_BEAM_OPTIONS", True) or args.command in FORWARDING_COMMANDS:
         return
-    from bertcorpus.pipeline.sinks import output
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.sinks import output
 
     try:
         if not runners.is_local(runners.pipeline_options(beam_args)):
@@ -187,7 +223,7 @@ def _discard_staging(args, module, beam_args: list[str]) -> None:
             path = getattr(args, name, None)
             if isinstance(path, str) and path:
                 output.discard_staging(path)
-    except Exception:  # noqa: BLE001 — the run's own error is the one to report
+    except Exception:
         logging.getLogger(__name__).info("staging left in place", exc_info=True)
 
 

@@ -1,4 +1,5 @@
 """What every command shares: running a pipeline, boolean flags, the closing summary, the standard streams."""
+
 from __future__ import annotations
 
 import argparse
@@ -17,15 +18,16 @@ def run_pipeline(pipeline, options, what: str):
     Ctrl-C raises KeyboardInterrupt (Terminated for SIGTERM), whatever Beam made of it, and one whose worker process
     died WorkerDiedError."""
     from bertcorpus.pipeline.engines import runners
-    from bertcorpus.pipeline.errors import WorkerDiedError, user_message
     from bertcorpus.pipeline.engines.run_watch import RunWatch
+    from bertcorpus.pipeline.errors import WorkerDiedError, user_message
 
     if not runners.is_local(options):
         return _run_and_wait(pipeline, options, what)
     from apache_beam.options.pipeline_options import DirectOptions
 
-    quiet = (options.view_as(DirectOptions).direct_running_mode == "multi_processing"
-             and not logging.getLogger().isEnabledFor(logging.INFO))  # not --verbose
+    quiet = options.view_as(
+        DirectOptions
+    ).direct_running_mode == "multi_processing" and not logging.getLogger().isEnabledFor(logging.INFO)  # not --verbose
     with runners.local_shuffle(pipeline), RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
         try:
             state = _run_and_wait(pipeline, options, what)
@@ -174,5 +176,10 @@ def _text_stream(raw: _StandardStream, previous) -> io.TextIOWrapper:
     if previous is None:  # the descriptor was closed: what is written is dropped
         return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace")
     previous.flush()
-    return io.TextIOWrapper(io.BufferedWriter(raw), encoding=previous.encoding, errors="backslashreplace",
-                            line_buffering=previous.line_buffering, write_through=previous.write_through)
+    return io.TextIOWrapper(
+        io.BufferedWriter(raw),
+        encoding=previous.encoding,
+        errors="backslashreplace",
+        line_buffering=previous.line_buffering,
+        write_through=previous.write_through,
+    )

@@ -1,4 +1,5 @@
 """`bertcorpus graph JOB`: draw a named job's Beam graph offline, as .dot (and .png when graphviz is installed)."""
+
 from __future__ import annotations
 
 import argparse
@@ -15,9 +16,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("job", help="job name from beam_jobs.yaml")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a job flag")
     parser.add_argument("--jobs-file", default=None, help="the YAML file (default: ./beam_jobs.yaml)")
-    parser.add_argument("--output", default="docs/graphs",
-                        help="the folder JOB.dot and JOB.png go to (default: docs/graphs); set the job's own "
-                             "output with --set output=...")
+    parser.add_argument(
+        "--output",
+        default="docs/graphs",
+        help="the folder JOB.dot and JOB.png go to (default: docs/graphs); set the job's own "
+        "output with --set output=...",
+    )
     parser.add_argument("--output-dir", dest="output", help=argparse.SUPPRESS)  # its earlier spelling
 
 

@@ -9,20 +9,22 @@ printed and its exit status decided.
                            inputs, args.overwrite)
         return 0 if manifest is None else finish("extract-books", manifest, rows, problems)
 """
+
 from __future__ import annotations
 
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 import apache_beam as beam
 
-from bertcorpus.pipeline.sinks import output
-from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.cli.common import print_summary, run_pipeline
+from bertcorpus.pipeline.engines import runners
+from bertcorpus.pipeline.sinks import output
 
 
-def run_job(name: str, options, job: beam.PTransform, output_dir: str, inputs: Iterable[str],
-            overwrite: bool) -> dict | None:
+def run_job(
+    name: str, options, job: beam.PTransform, output_dir: str, inputs: Iterable[str], overwrite: bool
+) -> dict | None:
     """Run `job` (a labelled transform) on a new pipeline into `output_dir`; its manifest, or None where nothing ran
     to the end here (a dry run, a graph drawing, a job handed to a remote runner without waiting)."""
     output.check_apart([output_dir], inputs)

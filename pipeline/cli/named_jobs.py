@@ -1,4 +1,5 @@
 """`bertcorpus run JOB --profile P --set key=value`: named jobs and runner profiles from beam_jobs.yaml."""
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,19 @@ DEFAULT_FILE = "beam_jobs.yaml"
 def add_arguments(parser) -> None:
     parser.add_argument("job", nargs="?", help="job name (omit, or use --list, to list the jobs)")
     parser.add_argument("--profile", default="local", help="runner profile from the file (default: local)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a job flag or a profile option (repeatable); flags written after "
-                             "the job name override everything")
-    parser.add_argument("--jobs-file", default=None,
-                        help=f"the YAML file (default: ./{DEFAULT_FILE}, else the copy shipped with bertcorpus)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a job flag or a profile option (repeatable); flags written after "
+        "the job name override everything",
+    )
+    parser.add_argument(
+        "--jobs-file",
+        default=None,
+        help=f"the YAML file (default: ./{DEFAULT_FILE}, else the copy shipped with bertcorpus)",
+    )
     parser.add_argument("--list", action="store_true", help="list jobs and profiles and exit")
     parser.add_argument("--print-command", action="store_true", help="print the command line instead of running")
 
@@ -29,8 +38,11 @@ def load_jobs_file(path: str | None) -> dict:
     for candidate in candidates:
         if candidate and os.path.exists(candidate):
             data = _read_yaml(candidate)
-            if not isinstance(data, dict) or not isinstance(data.get("jobs"), dict) \
-                    or not isinstance(data.get("profiles"), dict):
+            if (
+                not isinstance(data, dict)
+                or not isinstance(data.get("jobs"), dict)
+                or not isinstance(data.get("profiles"), dict)
+            ):
                 raise UserError(f"{candidate} needs top-level 'jobs' and 'profiles' mappings")
             return data
     raise UserError(f"no jobs file found (looked for {', '.join(c for c in candidates if c)})")
@@ -104,8 +116,10 @@ def command_line(spec: dict, job: str, profile: str, overrides: list[str], extra
         words += _flag(key, value)
     for key, value in beam_opts.items():
         if isinstance(value, str) and value.startswith("<"):
-            raise UserError(f"profile {profile!r} still has the placeholder {key}: {value}; "
-                            f"set it in the jobs file or with --set {key}=...")
+            raise UserError(
+                f"profile {profile!r} still has the placeholder {key}: {value}; "
+                f"set it in the jobs file or with --set {key}=..."
+            )
         words.append(f"--{key}={value}")
     return words + extra
 
@@ -118,7 +132,7 @@ def run(args, beam_args: list[str]) -> int:
         print("jobs:")
         for name, job in spec["jobs"].items():
             job = job if isinstance(job, dict) else {}
-            print(f"  {name:20} {str(job.get('command', '?')):8} {job.get('help', '')}")
+            print(f"  {name:20} {job.get('command', '?')!s:8} {job.get('help', '')}")
         print("profiles: " + ", ".join(spec["profiles"]))
         return 0
     words = command_line(spec, args.job, args.profile, args.set, beam_args)

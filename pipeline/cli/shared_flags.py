@@ -1,15 +1,20 @@
 """The flags that several commands share, each defined once: where the inputs and the output are, the input
 format, lower-casing, the error limits and the automatic sizes. A flag's older spelling stays accepted, hidden
 from --help."""
+
 from __future__ import annotations
 
 import argparse
 
-INPUT_FORMATS_HELP = ("documents = Parquet from extract-wiki/extract-books; text = one sentence per line, blank "
-                      "line between documents; jsonl = {\"id\",\"text\"} per line (.jsonl or .json); each plain or "
-                      "compressed (.zst, .gz, .bz2); auto = by file name (default)")
-LOCAL_FOLDERS_HELP = ("a directory stands for the files directly in it (folders inside it and broken links are left "
-                      "out, and named in a note)")
+INPUT_FORMATS_HELP = (
+    "documents = Parquet from extract-wiki/extract-books; text = one sentence per line, blank "
+    'line between documents; jsonl = {"id","text"} per line (.jsonl or .json); each plain or '
+    "compressed (.zst, .gz, .bz2); auto = by file name (default)"
+)
+LOCAL_FOLDERS_HELP = (
+    "a directory stands for the files directly in it (folders inside it and broken links are left "
+    "out, and named in a note)"
+)
 
 
 def positive_int(text: str) -> int:
@@ -33,8 +38,14 @@ def positive_float(text: str) -> float:
     return value
 
 
-def add_files(parser: argparse.ArgumentParser, *, inputs: str, output: str, metavar: str = "PATH",
-              output_default: str | None = None):
+def add_files(
+    parser: argparse.ArgumentParser,
+    *,
+    inputs: str,
+    output: str,
+    metavar: str = "PATH",
+    output_default: str | None = None,
+):
     """The "input and output" group: --input, --output and --overwrite; the group, for a command's own files."""
     files = parser.add_argument_group("input and output")
     files.add_argument("--input", nargs="+", required=True, metavar=metavar, help=inputs)
@@ -44,8 +55,9 @@ def add_files(parser: argparse.ArgumentParser, *, inputs: str, output: str, meta
 
 
 def add_input_format(group) -> None:
-    group.add_argument("--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto",
-                       help=INPUT_FORMATS_HELP)
+    group.add_argument(
+        "--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto", help=INPUT_FORMATS_HELP
+    )
 
 
 def add_lower_case(group, help: str) -> None:

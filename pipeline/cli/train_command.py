@@ -2,6 +2,7 @@
 
 Its flags come without any of them (trainer/config.py), so `train --help` is quick and works where no extra is
 installed; the backend is chosen before Keras loads, and loads only to train."""
+
 from __future__ import annotations
 
 import os
@@ -41,12 +42,16 @@ def trainer_missing(requested: str | None = None) -> str | None:
         if not _raised_by_backend(e):
             raise
         cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return f"training needs {BACKEND_NAMES[backend]} and Keras, from the {BACKENDS[backend]} extra: {backend_extra(backend)} ({cause})"
+        return (
+            f"training needs {BACKEND_NAMES[backend]} and Keras, from the {BACKENDS[backend]} extra: "
+            f"{backend_extra(backend)} ({cause})"
+        )
     return None
 
 
 def _raised_by_backend(error: ImportError) -> bool:
     """Whether Keras or a backend is what could not be imported, missing or broken (not a module of ours)."""
+
     def extra(module: str | None) -> bool:
         return (module or "").split(".")[0] in BACKEND_MODULES
 

@@ -1,6 +1,7 @@
 """Flags that no one defines: a command's words are either its own flags or Beam pipeline options, and any other
 word is an error naming the closest valid flag. Beam alone would ignore it, so a misspelled flag ran with its
 default."""
+
 from __future__ import annotations
 
 import contextlib

@@ -1,6 +1,6 @@
 """The values that cross create's three large shuffles, and the Beam coders that turn them into bytes.
 
-    "group into buckets":  (bucket key, BucketDocument)    one document's id and text
+    "group into buckets":  (bucket key, SourceDocument)    one document's id, and its text or its sentences
     "gather negatives":    (bucket key, BucketMessage)     a bucket's own tokenised documents, or fragments of
                                                            another bucket's documents sent for its negatives
     "group into shards":   ((seq, split, shard), InstancePiece)  one bucket's instances for one shard
@@ -10,6 +10,7 @@ and the runner does the encoding, on every runner and in a local run's spill fil
 Arrays travel as flat little-endian columns, token ids in 16 bits where they fit, and instance pieces
 zstd-compressed: most of a run's shuffled bytes are padding that compresses well.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -18,25 +19,16 @@ import apache_beam as beam
 import numpy as np
 import zstandard
 
+from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instances import Bucket
-
-
-@dataclass(frozen=True)
-class BucketDocument:
-    id: str
-    text: str     # paragraphs separated by blank lines, or one sentence per line where `lines`
-    lines: bool   # the text is already split into sentences (reference-format input)
-
-    def sort_key(self) -> tuple[str, bool, str]:
-        """A bucket's order of documents: by id, then by everything else, so that equal ids stay reproducible."""
-        return self.id, self.lines, self.text
 
 
 @dataclass(frozen=True)
 class BucketMessage:
     """What a bucket receives before building its instances: its own documents (`sender` is None, with the
     number of buckets in its split), or fragments of the documents of `sender`, for its random next segments."""
+
     bucket: Bucket
     sender: str | None = None
     ring_size: int = 0
@@ -46,9 +38,10 @@ class BucketMessage:
 class InstancePiece:
     """One bucket's instances for one shard: each with its random sort key and its row among the bucket's
     instances, and the bucket's tie-break for equal keys."""
+
     tiebreak: int
     sort_keys: np.ndarray  # (N,) int64
-    rows: np.ndarray       # (N,) int64
+    rows: np.ndarray  # (N,) int64
     instances: InstanceColumns
 
 
@@ -63,15 +56,23 @@ class _Deterministic(beam.coders.Coder):
         return hash(type(self))
 
 
-class BucketDocumentCoder(_Deterministic):
-    def encode(self, doc: BucketDocument) -> bytes:
-        name = doc.id.encode("utf-8", "surrogatepass")
-        return b"".join([np.array([len(name), doc.lines], "<i8").tobytes(), name, doc.text.encode("utf-8")])
+class SourceDocumentCoder(_Deterministic):
+    """id, then the text, or the sentences one after another with their lengths in front: sentences stay a list."""
 
-    def decode(self, data: bytes) -> BucketDocument:
-        size, lines = np.frombuffer(data, "<i8", 2).tolist()
-        return BucketDocument(data[16:16 + size].decode("utf-8", "surrogatepass"), data[16 + size:].decode("utf-8"),
-                              bool(lines))
+    def encode(self, doc: SourceDocument) -> bytes:
+        name = doc.id.encode("utf-8", "surrogatepass")
+        parts = [doc.text or ""] if doc.sentences is None else doc.sentences
+        encoded = [part.encode("utf-8") for part in parts]
+        header = np.array([len(name), doc.sentences is not None, len(encoded), *map(len, encoded)], "<i8")
+        return b"".join([header.tobytes(), name, *encoded])
+
+    def decode(self, data: bytes) -> SourceDocument:
+        size, has_sentences, count = np.frombuffer(data, "<i8", 3).tolist()
+        ends = np.cumsum(np.frombuffer(data, "<i8", count, 24)).tolist()
+        at = 24 + 8 * count
+        name, body = data[at : at + size].decode("utf-8", "surrogatepass"), memoryview(data)[at + size :]
+        parts = [str(body[start:end], "utf-8") for start, end in zip([0, *ends[:-1]], ends)]
+        return SourceDocument(name, sentences=parts) if has_sentences else SourceDocument(name, text=parts[0])
 
 
 class BucketMessageCoder(_Deterministic):
@@ -82,46 +83,61 @@ class BucketMessageCoder(_Deterministic):
 
     def decode(self, data: bytes) -> BucketMessage:
         has_sender, ring_size, size = np.frombuffer(data, "<i8", 3).tolist()
-        sender = data[24:24 + size].decode("utf-8") if has_sender else None
-        return BucketMessage(bucket_from_bytes(memoryview(data)[24 + size:]), sender, ring_size)
+        sender = data[24 : 24 + size].decode("utf-8") if has_sender else None
+        return BucketMessage(bucket_from_bytes(memoryview(data)[24 + size :]), sender, ring_size)
 
 
 class InstancePieceCoder(_Deterministic):
     def encode(self, piece: InstancePiece) -> bytes:
         n = len(piece.sort_keys)
         compressed = zstandard.ZstdCompressor(level=1).compress(columns_bytes(piece.instances))
-        return b"".join([np.array([n, piece.tiebreak], "<i8").tobytes(), piece.sort_keys.astype("<i8").tobytes(),
-                         piece.rows.astype("<i8").tobytes(), compressed])
+        return b"".join(
+            [
+                np.array([n, piece.tiebreak], "<i8").tobytes(),
+                piece.sort_keys.astype("<i8").tobytes(),
+                piece.rows.astype("<i8").tobytes(),
+                compressed,
+            ]
+        )
 
     def decode(self, data: bytes) -> InstancePiece:
         n, tiebreak = np.frombuffer(data, "<i8", 2).tolist()
         keys, rows = np.frombuffer(data, "<i8", 2 * n, 16).reshape(2, n)
-        packed = zstandard.ZstdDecompressor().decompress(memoryview(data)[16 * (1 + n):])
+        packed = zstandard.ZstdDecompressor().decompress(memoryview(data)[16 * (1 + n) :])
         return InstancePiece(tiebreak, keys, rows, columns_from_bytes(packed))
 
     def estimate_size(self, piece: InstancePiece) -> int:
         # Beam samples element sizes for its counters; compressing a piece again only to weigh it would cost as
         # much as encoding it.
-        return 16 * (1 + len(piece.sort_keys)) + sum(getattr(piece.instances, f.name).nbytes
-                                                      for f in fields(InstanceColumns)) // 8
+        return (
+            16 * (1 + len(piece.sort_keys))
+            + sum(getattr(piece.instances, f.name).nbytes for f in fields(InstanceColumns)) // 8
+        )
 
 
-beam.coders.registry.register_coder(BucketDocument, BucketDocumentCoder)
+beam.coders.registry.register_coder(SourceDocument, SourceDocumentCoder)
 beam.coders.registry.register_coder(BucketMessage, BucketMessageCoder)
 beam.coders.registry.register_coder(InstancePiece, InstancePieceCoder)
 
 
 # ------------------------------------------------------------------------------ the layouts behind the coders
 
+
 def bucket_bytes(bucket: Bucket) -> bytes:
     """A bucket in a few flat arrays: ids in 16 bits where they fit."""
     wide = bool(len(bucket.tokens)) and int(bucket.tokens.max()) >= 1 << 16
     names = [i.encode("utf-8", "surrogatepass") for i in bucket.doc_ids]
     header = np.array([len(names), len(bucket.sentence_starts) - 1, len(bucket.tokens), wide], "<i8")
-    return b"".join([header.tobytes(), bucket.tokens.astype("<i4" if wide else "<u2").tobytes(),
-                     np.diff(bucket.sentence_starts).astype("<i4").tobytes(),
-                     np.diff(bucket.doc_first_sentence).astype("<i4").tobytes(),
-                     np.array([len(n) for n in names], "<i4").tobytes(), *names])
+    return b"".join(
+        [
+            header.tobytes(),
+            bucket.tokens.astype("<i4" if wide else "<u2").tobytes(),
+            np.diff(bucket.sentence_starts).astype("<i4").tobytes(),
+            np.diff(bucket.doc_first_sentence).astype("<i4").tobytes(),
+            np.array([len(n) for n in names], "<i4").tobytes(),
+            *names,
+        ]
+    )
 
 
 def bucket_from_bytes(data) -> Bucket:
@@ -134,8 +150,12 @@ def bucket_from_bytes(data) -> Bucket:
     ids, lengths, per_doc, name_lengths = parts
     ends = (at + np.cumsum(name_lengths)).tolist()
     doc_ids = [data[start:end].decode("utf-8", "surrogatepass") for start, end in zip([at, *ends[:-1]], ends)]
-    return Bucket(doc_ids, ids.astype(np.int32), np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
-                  np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))))
+    return Bucket(
+        doc_ids,
+        ids.astype(np.int32),
+        np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
+        np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))),
+    )
 
 
 _WIDTHS = {2: np.dtype("<u2"), 4: np.dtype("<i4")}
@@ -144,8 +164,10 @@ _WIDTHS = {2: np.dtype("<u2"), 4: np.dtype("<i4")}
 def columns_bytes(columns: InstanceColumns) -> bytes:
     """Header (count, L, P and the width of each column), then each column's values in 16 bits where they fit."""
     values = [_narrowest(getattr(columns, f.name)) for f in fields(columns)]
-    header = np.array([len(columns), *columns.input_ids.shape[1:], *columns.positions.shape[1:],
-                       *(c.dtype.itemsize for c in values)], "<i8")
+    header = np.array(
+        [len(columns), *columns.input_ids.shape[1:], *columns.positions.shape[1:], *(c.dtype.itemsize for c in values)],
+        "<i8",
+    )
     return b"".join([header.tobytes(), *(c.tobytes() for c in values)])
 
 
@@ -166,6 +188,6 @@ def columns_from_bytes(data) -> InstanceColumns:
 def _narrowest(values: np.ndarray) -> np.ndarray:
     """Non-negative ints as 16-bit where every value fits, otherwise 32-bit."""
     top = int(values.max(initial=0))
-    if values.size and int(values.min()) < 0 or top >= 1 << 31:
+    if (values.size and int(values.min()) < 0) or top >= 1 << 31:
         raise ValueError(f"a column of instances holds a value outside [0, 2**31): {top}")
     return values.astype(_WIDTHS[2] if top < 1 << 16 else _WIDTHS[4])

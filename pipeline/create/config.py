@@ -4,12 +4,21 @@ Buckets (documents grouped by a stable hash of their id) are the unit of memory 
 the output files. Both are sized from the input's estimated text, which comes from the file sizes the
 filesystem lists, so that a local and a remote copy of the same input make the same output.
 """
+
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
 
-from bertcorpus.pipeline.cli.shared_flags import LOCAL_FOLDERS_HELP, add_error_limits, add_files, add_input_format, add_lower_case, check_error_rate, positive_int
+from bertcorpus.pipeline.cli.shared_flags import (
+    LOCAL_FOLDERS_HELP,
+    add_error_limits,
+    add_files,
+    add_input_format,
+    add_lower_case,
+    check_error_rate,
+    positive_int,
+)
 from bertcorpus.transforms.bucket_instances import PAIR_OBJECTIVES, InstanceRecipe
 from bertcorpus.transforms.instances import SeqConfig
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
@@ -43,17 +52,17 @@ class CreateConfig:
     seed: int = 12345
     do_lower_case: bool = True
     whole_word_mask: bool = False
-    masking: str = "static"       # static: masks drawn here, TFRecords; dynamic: unmasked Parquet, masked at load
-    pair_objective: str = "nsp"   # nsp, sop or none
-    bin_size: int | None = None   # length bins of this many tokens, for batches of similar lengths
-    num_shards: int = 0           # train shards per seq config; 0 = sized from the input
+    masking: str = "static"  # static: masks drawn here, TFRecords; dynamic: unmasked Parquet, masked at load
+    pair_objective: str = "nsp"  # nsp, sop or none
+    bin_size: int | None = None  # length bins of this many tokens, for batches of similar lengths
+    num_shards: int = 0  # train shards per seq config; 0 = sized from the input
     eval_fraction: float | None = None  # None = sized from the input (auto_eval_fraction)
-    num_buckets: int = 0          # 0 = sized from the input (bucket_mb of text per bucket)
+    num_buckets: int = 0  # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
-    strict: bool = False          # exit 1 on any unreadable record
+    strict: bool = False  # exit 1 on any unreadable record
     max_error_rate: float = 0.01  # exit 1 when errors / records read is above this
 
-    def resolved(self, text_bytes: float) -> "CreateConfig":
+    def resolved(self, text_bytes: float) -> CreateConfig:
         """A copy with the automatic sizes decided from the inputs' estimated text, so the manifest records what
         actually ran."""
         mb = max(text_bytes, 1) / 2**20
@@ -63,8 +72,15 @@ class CreateConfig:
         records_mb = RECORD_BYTES_PER_TEXT_BYTE * mb * self.dupe_factor
         shards = self.num_shards or 4 * math.ceil(max(4, records_mb / SHARD_TARGET_MB) / 4)
         eval_fraction = auto_eval_fraction(text_bytes) if self.eval_fraction is None else self.eval_fraction
-        return CreateConfig(**{**asdict(self), "seq_configs": list(self.seq_configs), "num_buckets": buckets,
-                               "num_shards": shards, "eval_fraction": eval_fraction})
+        return CreateConfig(
+            **{
+                **asdict(self),
+                "seq_configs": list(self.seq_configs),
+                "num_buckets": buckets,
+                "num_shards": shards,
+                "eval_fraction": eval_fraction,
+            }
+        )
 
     @property
     def eval_buckets(self) -> int:
@@ -82,8 +98,16 @@ class CreateConfig:
         return "tfrecord" if self.masking == "static" else "parquet"
 
     def recipe(self, seq: SeqConfig) -> InstanceRecipe:
-        return InstanceRecipe(seq, self.dupe_factor, self.short_seq_prob, self.masked_lm_prob, self.whole_word_mask,
-                              self.pair_objective, self.masking == "static", self.bin_size)
+        return InstanceRecipe(
+            seq,
+            self.dupe_factor,
+            self.short_seq_prob,
+            self.masked_lm_prob,
+            self.whole_word_mask,
+            self.pair_objective,
+            self.masking == "static",
+            self.bin_size,
+        )
 
     def describe(self) -> dict:
         d = asdict(self)
@@ -107,6 +131,7 @@ def shard_name(config: CreateConfig, seq: SeqConfig, split: str, shard: int) -> 
 
 # ---------------------------------------------------------------------------------------------- command line
 
+
 def parse_seq_configs(text: str) -> list[SeqConfig]:
     """'128:20,512:80' → [SeqConfig(128, 20), SeqConfig(512, 80)]."""
     configs = []
@@ -114,7 +139,9 @@ def parse_seq_configs(text: str) -> list[SeqConfig]:
         try:
             length, predictions = (int(x) for x in part.split(":"))
         except ValueError:
-            raise ValueError(f"--seq-configs wants LENGTH:PREDICTIONS pairs such as 128:20,512:80, got {part!r}")
+            raise ValueError(
+                f"--seq-configs wants LENGTH:PREDICTIONS pairs such as 128:20,512:80, got {part!r}"
+            ) from None
         if length < 8 or predictions < 1 or predictions > length:
             raise ValueError(f"--seq-configs {part!r}: need LENGTH >= 8 and 1 <= PREDICTIONS <= LENGTH")
         configs.append(SeqConfig(length, predictions))
@@ -128,66 +155,131 @@ def parse_seq_configs(text: str) -> list[SeqConfig]:
 def add_arguments(parser) -> None:
     from bertcorpus.pipeline.cli.common import BooleanFlag
 
-    files = add_files(parser, metavar="GLOB",
-                      inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
-                             f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
-                             "manifest lists",
-                      output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
-                             "seq{L}/eval-*, manifest.json")
+    files = add_files(
+        parser,
+        metavar="GLOB",
+        inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
+        f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
+        "manifest lists",
+        output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
+        "seq{L}/eval-*, manifest.json",
+    )
     add_input_format(files)
     files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
     recipe = parser.add_argument_group("recipe")
-    recipe.add_argument("--masking", choices=MASKING_MODES, default="static",
-                        help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
-                             "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
-                             "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static)")
-    recipe.add_argument("--pair-objective", choices=PAIR_OBJECTIVES, default="nsp",
-                        help="nsp: B follows A or is a random next (label 1); sop: B always follows A, the two "
-                             "swapped in half of the instances (label 1 = swapped; ALBERT); none: one segment of "
-                             "whole sentences packed across documents, label unused (RoBERTa) (default: nsp)")
-    recipe.add_argument("--bin-size", type=int, default=None, metavar="N",
-                        help="give every instance a length bin of N tokens, so that a loader can batch instances "
-                             "of similar length and pad less (default: no bins)")
+    recipe.add_argument(
+        "--masking",
+        choices=MASKING_MODES,
+        default="static",
+        help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
+        "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
+        "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static)",
+    )
+    recipe.add_argument(
+        "--pair-objective",
+        choices=PAIR_OBJECTIVES,
+        default="nsp",
+        help="nsp: B follows A or is a random next (label 1); sop: B always follows A, the two "
+        "swapped in half of the instances (label 1 = swapped; ALBERT); none: one segment of "
+        "whole sentences packed across documents, label unused (RoBERTa) (default: nsp)",
+    )
+    recipe.add_argument(
+        "--bin-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="give every instance a length bin of N tokens, so that a loader can batch instances "
+        "of similar length and pad less (default: no bins)",
+    )
     shape = parser.add_argument_group("instances")
-    shape.add_argument("--max-seq-length", type=int, default=128,
-                       help="tokens per instance, [CLS] and [SEP] included (default: %(default)s)")
-    shape.add_argument("--max-predictions-per-seq", type=int, default=20,
-                       help="masked-LM predictions per instance at most (default: %(default)s)")
-    shape.add_argument("--seq-configs", metavar="L:P,...",
-                       help="several configs from one tokenisation pass, e.g. 128:20,512:80 "
-                            "(overrides --max-seq-length/--max-predictions-per-seq)")
-    shape.add_argument("--dupe-factor", type=int, default=None,
-                       help="passes over the data, each paired anew (and, with static masking, masked anew) "
-                            "(default: 10 with --masking static, 1 with dynamic)")
-    shape.add_argument("--masked-lm-prob", type=float, default=0.15,
-                       help="share of each instance's tokens to predict (default: %(default)s)")
-    shape.add_argument("--short-seq-prob", type=float, default=0.1,
-                       help="share of pairs given a shorter target length, uniform in [2, L-3] "
-                            "(default: %(default)s; not used by --pair-objective none)")
-    shape.add_argument("--seed", type=int, default=12345,
-                       help="every random choice derives from it: the same seed gives the same bytes "
-                            "(default: %(default)s)")
-    add_lower_case(shape, "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one "
-                          "(default: lower-case)")
-    shape.add_argument("--whole-word-mask", action=BooleanFlag, default=False,
-                       help="mask whole words: a word's ## pieces with it, one 80/10/10 draw per word "
-                            "(default: off)")
+    shape.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="tokens per instance, [CLS] and [SEP] included (default: %(default)s)",
+    )
+    shape.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        default=20,
+        help="masked-LM predictions per instance at most (default: %(default)s)",
+    )
+    shape.add_argument(
+        "--seq-configs",
+        metavar="L:P,...",
+        help="several configs from one tokenisation pass, e.g. 128:20,512:80 "
+        "(overrides --max-seq-length/--max-predictions-per-seq)",
+    )
+    shape.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=None,
+        help="passes over the data, each paired anew (and, with static masking, masked anew) "
+        "(default: 10 with --masking static, 1 with dynamic)",
+    )
+    shape.add_argument(
+        "--masked-lm-prob",
+        type=float,
+        default=0.15,
+        help="share of each instance's tokens to predict (default: %(default)s)",
+    )
+    shape.add_argument(
+        "--short-seq-prob",
+        type=float,
+        default=0.1,
+        help="share of pairs given a shorter target length, uniform in [2, L-3] "
+        "(default: %(default)s; not used by --pair-objective none)",
+    )
+    shape.add_argument(
+        "--seed",
+        type=int,
+        default=12345,
+        help="every random choice derives from it: the same seed gives the same bytes (default: %(default)s)",
+    )
+    add_lower_case(
+        shape,
+        "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one (default: lower-case)",
+    )
+    shape.add_argument(
+        "--whole-word-mask",
+        action=BooleanFlag,
+        default=False,
+        help="mask whole words: a word's ## pieces with it, one 80/10/10 draw per word (default: off)",
+    )
     layout = parser.add_argument_group("layout and scale")
-    layout.add_argument("--num-shards", type=positive_int, default=None,
-                        help="train shards per seq config (default: ~256 MB each, at least 4)")
-    layout.add_argument("--eval-fraction", type=float, default=None,
-                        help="share of documents held out for eval shards (0 disables the eval split; default: "
-                             "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
-                             "input under ~320 KB)")
-    layout.add_argument("--num-buckets", type=positive_int, default=None,
-                        help="document buckets; each is one worker's unit of memory "
-                             "(default: one per --bucket-mb of input)")
-    layout.add_argument("--bucket-mb", type=float, default=1.0,
-                        help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
-                             "holds at once (default: %(default)s)")
-    add_error_limits(parser, "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
-                             "this share of the records read (default 0.01); the output is written and complete "
-                             "either way")
+    layout.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=None,
+        help="train shards per seq config (default: ~256 MB each, at least 4)",
+    )
+    layout.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=None,
+        help="share of documents held out for eval shards (0 disables the eval split; default: "
+        "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
+        "input under ~320 KB)",
+    )
+    layout.add_argument(
+        "--num-buckets",
+        type=positive_int,
+        default=None,
+        help="document buckets; each is one worker's unit of memory (default: one per --bucket-mb of input)",
+    )
+    layout.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=1.0,
+        help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
+        "holds at once (default: %(default)s)",
+    )
+    add_error_limits(
+        parser,
+        "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
+        "this share of the records read (default 0.01); the output is written and complete "
+        "either way",
+    )
 
 
 def config_from_args(args) -> CreateConfig:
@@ -195,30 +287,51 @@ def config_from_args(args) -> CreateConfig:
         seq_configs = parse_seq_configs(args.seq_configs)
     else:
         if args.max_seq_length < 8:
-            raise ValueError(f"--max-seq-length {args.max_seq_length} is too short: [CLS] A [SEP] B [SEP] needs "
-                             "at least 8")
+            raise ValueError(
+                f"--max-seq-length {args.max_seq_length} is too short: [CLS] A [SEP] B [SEP] needs at least 8"
+            )
         if not 1 <= args.max_predictions_per_seq <= args.max_seq_length:
-            raise ValueError(f"--max-predictions-per-seq {args.max_predictions_per_seq} must be between 1 and "
-                             f"--max-seq-length ({args.max_seq_length})")
+            raise ValueError(
+                f"--max-predictions-per-seq {args.max_predictions_per_seq} must be between 1 and "
+                f"--max-seq-length ({args.max_seq_length})"
+            )
         seq_configs = [SeqConfig(args.max_seq_length, args.max_predictions_per_seq)]
     check_error_rate(args)
     dupe_factor = DUPE_FACTOR[args.masking] if args.dupe_factor is None else args.dupe_factor
     shortest = min(c.max_seq_length for c in seq_configs)
-    checks = [(dupe_factor >= 1, "--dupe-factor must be at least 1"),
-              (0 < args.masked_lm_prob < 1, "--masked-lm-prob must be between 0 and 1"),
-              (0 <= args.short_seq_prob <= 1, "--short-seq-prob must be between 0 and 1"),
-              (args.eval_fraction is None or 0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
-              (args.bucket_mb > 0, "--bucket-mb must be positive"),
-              (args.bin_size is None or 0 < args.bin_size < shortest,
-               f"--bin-size must be between 1 and the sequence length less one ({shortest - 1})")]
+    checks = [
+        (dupe_factor >= 1, "--dupe-factor must be at least 1"),
+        (0 < args.masked_lm_prob < 1, "--masked-lm-prob must be between 0 and 1"),
+        (0 <= args.short_seq_prob <= 1, "--short-seq-prob must be between 0 and 1"),
+        (args.eval_fraction is None or 0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
+        (args.bucket_mb > 0, "--bucket-mb must be positive"),
+        (
+            args.bin_size is None or 0 < args.bin_size < shortest,
+            f"--bin-size must be between 1 and the sequence length less one ({shortest - 1})",
+        ),
+    ]
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
-    return CreateConfig(inputs=list(args.input), output=args.output, vocab=args.vocab,
-                        input_format=args.input_format, seq_configs=seq_configs, dupe_factor=dupe_factor,
-                        masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob, seed=args.seed,
-                        do_lower_case=args.do_lower_case, whole_word_mask=args.whole_word_mask,
-                        masking=args.masking, pair_objective=args.pair_objective, bin_size=args.bin_size,
-                        num_shards=args.num_shards or 0, eval_fraction=args.eval_fraction,
-                        num_buckets=args.num_buckets or 0, bucket_mb=args.bucket_mb, strict=args.strict,
-                        max_error_rate=args.max_error_rate)
+    return CreateConfig(
+        inputs=list(args.input),
+        output=args.output,
+        vocab=args.vocab,
+        input_format=args.input_format,
+        seq_configs=seq_configs,
+        dupe_factor=dupe_factor,
+        masked_lm_prob=args.masked_lm_prob,
+        short_seq_prob=args.short_seq_prob,
+        seed=args.seed,
+        do_lower_case=args.do_lower_case,
+        whole_word_mask=args.whole_word_mask,
+        masking=args.masking,
+        pair_objective=args.pair_objective,
+        bin_size=args.bin_size,
+        num_shards=args.num_shards or 0,
+        eval_fraction=args.eval_fraction,
+        num_buckets=args.num_buckets or 0,
+        bucket_mb=args.bucket_mb,
+        strict=args.strict,
+        max_error_rate=args.max_error_rate,
+    )

@@ -1,6 +1,6 @@
 """`bertcorpus create`: documents → NSP pairs → masked-LM instances → globally shuffled shards.
 
-    input files ─ read documents ─┬─ (bucket, BucketDocument) ─ GroupByKey ─ tokenize buckets (ring of bucket keys
+    input files ─ read documents ─┬─ (bucket, SourceDocument) ─ GroupByKey ─ tokenize buckets (ring of bucket keys
                                   │   as a side input) ─ (bucket, its tokenised documents) and, to each of the 4
                                   │   next buckets of its split, (that bucket, fragments of its documents)
                                   │   ─ GroupByKey ─ build instances: per seq config × dupe pass: pairs, masking
@@ -18,23 +18,33 @@ runner; the values crossing its shuffles are typed, and their coders (create_cod
 The recipe flags choose what the instances are (transforms/bucket_instances.py): static masks in TFRecords or
 unmasked Parquet rows masked at load time, NSP, SOP or packed sentences, with or without length bins.
 """
+
 from __future__ import annotations
 
 import sys
 
 import apache_beam as beam
 
-from bertcorpus.pipeline.sinks import documents
-from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage, InstancePiece
-from bertcorpus.pipeline.create.config import CreateConfig, add_arguments, config_from_args
+from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
+from bertcorpus.pipeline.create.config import CreateConfig, config_from_args
+from bertcorpus.pipeline.create.config import add_arguments as add_arguments  # the command's flags, for the CLI
+from bertcorpus.pipeline.create.job_vocab import JobVocab, read_job_vocab
 from bertcorpus.pipeline.create.publish import Publish, RunOutcome, keyed_by_kind
-from bertcorpus.pipeline.create.steps import BuildInstances, ReadFiles, TokenizeBuckets, WriteShards, assign_bucket, fragment_targets
+from bertcorpus.pipeline.create.steps import (
+    BuildInstances,
+    ReadFiles,
+    TokenizeBuckets,
+    WriteShards,
+    assign_bucket,
+    fragment_targets,
+)
+from bertcorpus.pipeline.engines import runners
+from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues
+from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.pipeline.inputs.reads import PlanReads
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
-from bertcorpus.pipeline.create.job_vocab import JobVocab, read_job_vocab
-from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues
+from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.vocab.files import recorded_unk_share
 from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
 
@@ -42,8 +52,14 @@ from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatc
 class CreatePretrainingData(beam.PTransform):
     """The whole job on a pipeline; returns the PCollection holding the manifest."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, input_files: list[str],
-                 inputs_skipped: dict[str, int] | None = None):
+    def __init__(
+        self,
+        config: CreateConfig,
+        vocab: JobVocab,
+        vocab_sha256: str,
+        input_files: list[str],
+        inputs_skipped: dict[str, int] | None = None,
+    ):
         super().__init__()
         self.config = config
         self.vocab = vocab
@@ -56,47 +72,66 @@ class CreatePretrainingData(beam.PTransform):
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
-            "files", "errors", tally.TALLY, main="docs")
+            "files", "errors", tally.TALLY, main="docs"
+        )
         # dead-letter records → one staged errors file → its file info
         errors = read.errors | "write errors" >> documents.WriteErrors(cfg.output)
-        # SourceDocument → (bucket key, BucketDocument)
+        # SourceDocument → (bucket key, SourceDocument)
         keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
-            tuple[str, BucketDocument])
+            tuple[str, SourceDocument]
+        )
         # bucket keys → {bucket key: (buckets in its split, buckets it sends fragments to)}, one small dict
-        targets = (keyed
-                   | "list buckets" >> beam.Keys()
-                   | "distinct buckets" >> beam.Distinct()
-                   | "gather buckets" >> beam.combiners.ToList()
-                   | "plan negatives" >> beam.Map(fragment_targets, cfg.seed))
+        targets = (
+            keyed
+            | "list buckets" >> beam.Keys()
+            | "distinct buckets" >> beam.Distinct()
+            | "gather buckets" >> beam.combiners.ToList()
+            | "plan negatives" >> beam.Map(fragment_targets, cfg.seed)
+        )
         # The three shuffles below carry the job's bytes: GroupLargeValues is a GroupByKey, whose local expansion
         # keeps those bytes in spill files (pipeline/engines/local_shuffle.py).
         # → (bucket key, [documents]) → (bucket key, tokenised documents) + (other bucket key, fragments)
-        tokenized = (keyed
-                     | "group into buckets" >> GroupLargeValues()
-                     | "tokenize buckets" >> beam.ParDo(TokenizeBuckets(cfg, self.vocab),
-                                                        targets=beam.pvalue.AsSingleton(targets))
-                     .with_output_types(tuple[str, BucketMessage])
-                     .with_outputs(tally.TALLY, main="buckets"))
+        tokenized = (
+            keyed
+            | "group into buckets" >> GroupLargeValues()
+            | "tokenize buckets"
+            >> beam.ParDo(TokenizeBuckets(cfg, self.vocab), targets=beam.pvalue.AsSingleton(targets))
+            .with_output_types(tuple[str, BucketMessage])
+            .with_outputs(tally.TALLY, main="buckets")
+        )
         # → (bucket key, [its documents, fragments from other buckets]) → ((config, split, shard), InstancePiece)
-        built = (tokenized.buckets
-                 | "gather negatives" >> GroupLargeValues()
-                 | "build instances" >> beam.ParDo(BuildInstances(cfg, self.vocab))
-                 .with_output_types(tuple[tuple[str, str, int], InstancePiece])
-                 .with_outputs(tally.TALLY, main="pieces"))
+        built = (
+            tokenized.buckets
+            | "gather negatives" >> GroupLargeValues()
+            | "build instances"
+            >> beam.ParDo(BuildInstances(cfg, self.vocab))
+            .with_output_types(tuple[tuple[str, str, int], InstancePiece])
+            .with_outputs(tally.TALLY, main="pieces")
+        )
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
-        shard_infos = (built.pieces
-                       | "group into shards" >> GroupLargeValues()
-                       | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab)))
+        shard_infos = (
+            built.pieces
+            | "group into shards" >> GroupLargeValues()
+            | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab))
+        )
         # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
-        parts = [values | f"label {what}" >> beam.Map(keyed_by_kind, kind) for what, kind, values in (
-            ("reading counts", "counts", read[tally.TALLY]), ("tokenizing counts", "counts", tokenized[tally.TALLY]),
-            ("building counts", "counts", built[tally.TALLY]),
-            ("file stats", "files", read.files), ("shard infos", "shards", shard_infos),
-            ("errors files", "errors", errors["files"]))]
-        return (parts
-                | "gather the outcome" >> beam.Flatten()
-                | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
-                | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256, self.inputs_skipped)))
+        parts = [
+            values | f"label {what}" >> beam.Map(keyed_by_kind, kind)
+            for what, kind, values in (
+                ("reading counts", "counts", read[tally.TALLY]),
+                ("tokenizing counts", "counts", tokenized[tally.TALLY]),
+                ("building counts", "counts", built[tally.TALLY]),
+                ("file stats", "files", read.files),
+                ("shard infos", "shards", shard_infos),
+                ("errors files", "errors", errors["files"]),
+            )
+        ]
+        return (
+            parts
+            | "gather the outcome" >> beam.Flatten()
+            | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
+            | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256, self.inputs_skipped))
+        )
 
 
 def run(args, beam_args: list[str]) -> int:
@@ -115,23 +150,31 @@ def run(args, beam_args: list[str]) -> int:
     if files and not any(size for _, size in files):
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
     vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, runners.is_rendering(options))
-    if vocab.data is not None and (problem := casing_mismatch(vocab.load().tokens, config.do_lower_case,
-                                                               config.vocab)):
+    if vocab.data is not None and (problem := casing_mismatch(vocab.load().tokens, config.do_lower_case, config.vocab)):
         print(f"warning: {problem}", file=sys.stderr)
     config = config.resolved(sum(estimated_text_bytes(path, size) for path, size in files))
     job = "create pretraining data" >> CreatePretrainingData(
-        config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts())
+        config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts()
+    )
     # Apart from the vocab too: a dynamic run publishes a copy of it under the output's own name.
     manifest = run_job("create", options, job, config.output, [*config.inputs, config.vocab], args.overwrite)
     if manifest is None:
         return 0
     counts = manifest["counts"]
-    if problem := unk_share_mismatch(counts["unk_tokens"], counts["tokens"],
-                                     recorded_unk_share(config.vocab, vocab_sha), config.vocab):
+    if problem := unk_share_mismatch(
+        counts["unk_tokens"], counts["tokens"], recorded_unk_share(config.vocab, vocab_sha), config.vocab
+    ):
         print(f"warning: {problem}", file=sys.stderr)
     problem = documents.error_check(manifest, config.strict, config.max_error_rate)
-    return finish("create", manifest, _summary_rows(manifest), [problem and (
-        f"{problem}; the output is complete, and {config.output}/errors-*.jsonl says what could not be read")])
+    return finish(
+        "create",
+        manifest,
+        _summary_rows(manifest),
+        [
+            problem
+            and (f"{problem}; the output is complete, and {config.output}/errors-*.jsonl says what could not be read")
+        ],
+    )
 
 
 def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
@@ -139,11 +182,15 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
     rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
     rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
     rows += [(f"errors ({k})", f"{v:,} in errors-*.jsonl") for k, v in docs["errors_by_reason"].items()]
-    rows += [(f"inputs left out ({k.replace('_', ' ')})", f"{v:,}") for k, v in manifest["inputs_skipped"].items()
-             if v]
+    rows += [(f"inputs left out ({k.replace('_', ' ')})", f"{v:,}") for k, v in manifest["inputs_skipped"].items() if v]
     rows += [(k.replace("_", " "), f"{v:,}") for k, v in manifest["counts"].items()]
-    rows.append(("form", f"{form['masking']} masking ({form['file_format']}), pair objective "
-                         f"{form['pair_objective']}" + (f", bins of {form['bin_size']}" if form["bin_size"] else "")))
+    rows.append(
+        (
+            "form",
+            f"{form['masking']} masking ({form['file_format']}), pair objective "
+            f"{form['pair_objective']}" + (f", bins of {form['bin_size']}" if form["bin_size"] else ""),
+        )
+    )
     label = {"random_next": "random-next", "swapped": "swapped"}.get(form["label"])
     for name, out in manifest["outputs"].items():
         for split in ("train", "eval"):
@@ -151,6 +198,10 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
                 o = out[split]
                 shards = len(o["shards"])
                 share = f", {label} {o['label_share']:.4f}" if label and o["instances"] else ""
-                rows.append((f"{name} {split} instances",
-                             f"{o['instances']:,} in {shards} shard{'s' if shards != 1 else ''}{share}"))
+                rows.append(
+                    (
+                        f"{name} {split} instances",
+                        f"{o['instances']:,} in {shards} shard{'s' if shards != 1 else ''}{share}",
+                    )
+                )
     return rows

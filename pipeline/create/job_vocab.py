@@ -1,5 +1,6 @@
 """The vocab a `create` job tokenises and masks with: read and checked once at launch, then carried inside the
 job, so that every worker uses exactly the file that was checked."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ class JobVocab:
     """The vocab as read at launch. Its bytes travel inside the job, so that every worker, on this machine or
     elsewhere, tokenises with exactly the file that was checked; they are None only in a dry run that could not
     read a remote vocab, where the workers would read the path and check it against the digest."""
+
     path: str
     sha256: str | None = None
     data: bytes | None = None
@@ -20,8 +22,10 @@ class JobVocab:
     def load(self) -> Vocab:
         vocab = Vocab.from_bytes(self.data, self.path) if self.data is not None else Vocab.load(self.path)
         if self.sha256 and vocab.sha256 != self.sha256:
-            raise VocabError(f"vocab file {self.path} as a worker read it differs from the file read at launch "
-                             f"(sha256 {vocab.sha256}, {self.sha256} at launch): was it changed while the job ran?")
+            raise VocabError(
+                f"vocab file {self.path} as a worker read it differs from the file read at launch "
+                f"(sha256 {vocab.sha256}, {self.sha256} at launch): was it changed while the job ran?"
+            )
         return vocab
 
 

@@ -1,5 +1,6 @@
 """create's last step: the run's counts summed once, the outputs checked, the shards moved into place and the
 manifest written last."""
+
 from __future__ import annotations
 
 import math
@@ -8,18 +9,24 @@ from collections import Counter
 
 import apache_beam as beam
 
-from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.create.config import CreateConfig, shard_name
-from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
 # What a run publishes, and so what --overwrite replaces: records, dead letters, the vocab copy.
-OWNED_GLOBS = ["seq*/train-*.tfrecord", "seq*/eval-*.tfrecord", "seq*/train-*.parquet", "seq*/eval-*.parquet",
-               "errors-*.jsonl", VOCAB_COPY]
+OWNED_GLOBS = [
+    "seq*/train-*.tfrecord",
+    "seq*/eval-*.tfrecord",
+    "seq*/train-*.parquet",
+    "seq*/eval-*.parquet",
+    "errors-*.jsonl",
+    VOCAB_COPY,
+]
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
 
 
@@ -81,21 +88,29 @@ class Publish(beam.DoFn):
         errors_files = sorted(outcome["errors"], key=lambda f: f["path"])
         if counts.get("documents_kept", 0) == 0:
             output.discard_staging(cfg.output)
-            why = ", ".join(f"{k.split(':', 1)[1]}: {v}" for k, v in counts.items() if ":" in k and v and
-                            k.startswith(("documents_skipped:", "lines_skipped:", "errors:")))
-            raise NoDocumentsError(f"no documents with any tokens were read from {', '.join(cfg.inputs)} "
-                                   f"({counts.get('documents_read', 0)} read{'; ' + why if why else ''}); "
-                                   "nothing was written")
+            why = ", ".join(
+                f"{k.split(':', 1)[1]}: {v}"
+                for k, v in counts.items()
+                if ":" in k and v and k.startswith(("documents_skipped:", "lines_skipped:", "errors:"))
+            )
+            raise NoDocumentsError(
+                f"no documents with any tokens were read from {', '.join(cfg.inputs)} "
+                f"({counts.get('documents_read', 0)} read{'; ' + why if why else ''}); "
+                "nothing was written"
+            )
         # A shard that drew no records (a tiny input) still gets its file, empty.
         written = {s["path"] for s in shard_infos}
         writer = WriteShards(cfg, self.vocab)
         writer.setup()
         shard_infos = list(shard_infos) + [
-            writer.write(seq.name, split, i, []) for seq in cfg.seq_configs for split in ("train", "eval")
-            for i in range(cfg.shards(split)) if shard_name(cfg, seq, split, i) not in written]
+            writer.write(seq.name, split, i, [])
+            for seq in cfg.seq_configs
+            for split in ("train", "eval")
+            for i in range(cfg.shards(split))
+            if shard_name(cfg, seq, split, i) not in written
+        ]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
-        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped,
-                                  errors_files)
+        manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped, errors_files)
         problem = unbalanced_outputs(manifest) or empty_train_split(manifest)
         if problem:
             output.discard_staging(cfg.output)
@@ -117,16 +132,24 @@ def random_next_bound(instances: int) -> float:
 
 def unbalanced_outputs(manifest: dict) -> UnbalancedSplitError | None:
     """The error naming the outputs whose label shares stray outside random_next_bound; None if none does."""
-    entries = [(f"{name}/{split}", out[split]) for name, out in manifest["outputs"].items()
-               for split in ("train", "eval") if split in out and out[split].get("label_share") is not None]
-    strays = [f"{where} {entry['label_share']:.4f} over {entry['instances']:,} instances"
-              for where, entry in entries
-              if abs(entry["label_share"] - 0.5) > random_next_bound(entry["instances"])]
+    entries = [
+        (f"{name}/{split}", out[split])
+        for name, out in manifest["outputs"].items()
+        for split in ("train", "eval")
+        if split in out and out[split].get("label_share") is not None
+    ]
+    strays = [
+        f"{where} {entry['label_share']:.4f} over {entry['instances']:,} instances"
+        for where, entry in entries
+        if abs(entry["label_share"] - 0.5) > random_next_bound(entry["instances"])
+    ]
     if not strays:
         return None
     kind = "NSP" if manifest["form"]["pair_objective"] == "nsp" else "SOP"
-    return UnbalancedSplitError(f"{kind} labels outside 0.5 ± their bound (0.01 from 10,000 instances, 4 standard "
-                                f"errors below): {'; '.join(strays)}; nothing was published")
+    return UnbalancedSplitError(
+        f"{kind} labels outside 0.5 ± their bound (0.01 from 10,000 instances, 4 standard "
+        f"errors below): {'; '.join(strays)}; nothing was published"
+    )
 
 
 def empty_train_split(manifest: dict) -> EmptySplitError | None:
@@ -135,13 +158,22 @@ def empty_train_split(manifest: dict) -> EmptySplitError | None:
     if not empty:
         return None
     config = manifest["config"]
-    return EmptySplitError(f"the train split of {', '.join(empty)} holds no instance (--eval-fraction "
-                           f"{config['eval_fraction']} of {manifest['documents']['kept']:,} documents); "
-                           "lower --eval-fraction or give more documents; nothing was published")
+    return EmptySplitError(
+        f"the train split of {', '.join(empty)} holds no instance (--eval-fraction "
+        f"{config['eval_fraction']} of {manifest['documents']['kept']:,} documents); "
+        "lower --eval-fraction or give more documents; nothing was published"
+    )
 
 
-def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], counts: dict, files: list,
-                   inputs_skipped: dict[str, int], errors_files: list[dict]) -> dict:
+def build_manifest(
+    cfg: CreateConfig,
+    vocab_sha256: str,
+    shards: list[dict],
+    counts: dict,
+    files: list,
+    inputs_skipped: dict[str, int],
+    errors_files: list[dict],
+) -> dict:
     objective = cfg.pair_objective
     outputs: dict = {}
     for seq in cfg.seq_configs:
@@ -152,48 +184,73 @@ def build_manifest(cfg: CreateConfig, vocab_sha256: str, shards: list[dict], cou
             prefix = f"{seq.name}:{split}"
             n = counts.get(f"{prefix}:instances", 0)
             share = round(counts.get(f"{prefix}:positive_labels", 0) / n, 6) if n and objective != "none" else None
-            entry = {"instances": n, "shards": [s for s in shards if s["path"].startswith(f"{seq.name}/{split}-")],
-                     "label_share": share}
+            entry = {
+                "instances": n,
+                "shards": [s for s in shards if s["path"].startswith(f"{seq.name}/{split}-")],
+                "label_share": share,
+            }
             if objective == "nsp":
                 entry["random_next_share"] = share
             entry["mean_real_tokens"] = round(counts.get(f"{prefix}:real_tokens", 0) / n, 3) if n else None
             if cfg.masking == "static":
                 entry["mean_predictions"] = round(counts.get(f"{prefix}:predictions", 0) / n, 3) if n else None
             if objective != "none":
-                entry[f"{objective}_draws_skipped"] = {k.rsplit(":", 1)[1]: v for k, v in counts.items()
-                                                       if k.startswith(f"{prefix}:skipped:")}
+                entry[f"{objective}_draws_skipped"] = {
+                    k.rsplit(":", 1)[1]: v for k, v in counts.items() if k.startswith(f"{prefix}:skipped:")
+                }
             if cfg.bin_size:
-                entry["bins"] = {k.rsplit(":", 1)[1]: v for k, v in sorted(
-                    ((k, v) for k, v in counts.items() if k.startswith(f"{prefix}:bin:")),
-                    key=lambda kv: int(kv[0].rsplit(":", 1)[1]))}
+                entry["bins"] = {
+                    k.rsplit(":", 1)[1]: v
+                    for k, v in sorted(
+                        ((k, v) for k, v in counts.items() if k.startswith(f"{prefix}:bin:")),
+                        key=lambda kv: int(kv[0].rsplit(":", 1)[1]),
+                    )
+                }
             per_split[split] = entry
-        outputs[seq.name] = {"max_seq_length": seq.max_seq_length,
-                             "max_predictions_per_seq": seq.max_predictions_per_seq, **per_split}
+        outputs[seq.name] = {
+            "max_seq_length": seq.max_seq_length,
+            "max_predictions_per_seq": seq.max_predictions_per_seq,
+            **per_split,
+        }
     # Lines and rows that never became documents count as read: skipped by reason (a null text, beside documents
     # without tokens) or errors (a record that could not be read, each a dead letter), so that
     # read = kept + skipped + errors.
-    skipped = {k.split(":", 1)[1]: v for k, v in counts.items()
-               if k.startswith(("documents_skipped:", "lines_skipped:"))}
+    skipped = {
+        k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith(("documents_skipped:", "lines_skipped:"))
+    }
     errors = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("errors:") and v}
     vocab = {"path": cfg.vocab, "sha256": vocab_sha256}
     if cfg.masking == "dynamic":
         vocab["copy"] = VOCAB_COPY
     return {
-        "tool": "bertcorpus", "version": output.TOOL_VERSION, "job": "create",
+        "tool": "bertcorpus",
+        "version": output.TOOL_VERSION,
+        "job": "create",
         "config": cfg.describe(),
-        "form": {"masking": cfg.masking, "pair_objective": objective, "bin_size": cfg.bin_size,
-                 "file_format": cfg.file_format, "label": LABELS[objective]},
+        "form": {
+            "masking": cfg.masking,
+            "pair_objective": objective,
+            "bin_size": cfg.bin_size,
+            "file_format": cfg.file_format,
+            "label": LABELS[objective],
+        },
         "vocab": vocab,
         "inputs": [{k: f[k] for k in ("path", "size", "sha256", "documents")} for f in merge_file_stats(files)],
         # Paths the input patterns matched but no reader was given: folders inside a folder, broken links.
         "inputs_skipped": inputs_skipped,
-        "documents": {"read": counts.get("documents_read", 0) + sum(v for k, v in counts.items()
-                                                                    if k.startswith("lines_skipped:"))
-                      + sum(errors.values()),
-                      "kept": counts.get("documents_kept", 0), "skipped": dict(sorted(skipped.items())),
-                      "errors": sum(errors.values()), "errors_by_reason": dict(sorted(errors.items()))},
+        "documents": {
+            "read": counts.get("documents_read", 0)
+            + sum(v for k, v in counts.items() if k.startswith("lines_skipped:"))
+            + sum(errors.values()),
+            "kept": counts.get("documents_kept", 0),
+            "skipped": dict(sorted(skipped.items())),
+            "errors": sum(errors.values()),
+            "errors_by_reason": dict(sorted(errors.items())),
+        },
         "errors_files": errors_files,
-        "counts": {k: counts.get(k, 0) for k in ("sentences", "tokens", "unk_tokens", "replaced_chars",
-                                                  "single_sentence_documents")},
+        "counts": {
+            k: counts.get(k, 0)
+            for k in ("sentences", "tokens", "unk_tokens", "replaced_chars", "single_sentence_documents")
+        },
         "outputs": outputs,
     }

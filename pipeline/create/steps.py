@@ -1,5 +1,6 @@
 """create's steps as Beam DoFns: each reads its elements, calls the pure functions of transforms/, and emits
 typed values (pipeline/create/coders.py) and counts."""
+
 from __future__ import annotations
 
 import io
@@ -8,13 +9,13 @@ from dataclasses import asdict
 import apache_beam as beam
 import numpy as np
 
-from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.coders import BucketDocument, BucketMessage, InstancePiece
+from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import read_documents
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
@@ -44,16 +45,25 @@ class ReadFiles(beam.DoFn):
         for doc in read_documents(path, self.input_format, stats, start, stop):
             yield doc if isinstance(doc, SourceDocument) else beam.pvalue.TaggedOutput("errors", doc.record())
         yield beam.pvalue.TaggedOutput("files", asdict(stats))
-        yield tally.emit("create", {"documents_read": stats.documents, "replaced_chars": stats.replaced_chars,
-                                    **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()},
-                                    **{f"errors:{k}": v for k, v in stats.errors.items()}})
+        yield tally.emit(
+            "create",
+            {
+                "documents_read": stats.documents,
+                "replaced_chars": stats.replaced_chars,
+                **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()},
+                **{f"errors:{k}": v for k, v in stats.errors.items()},
+            },
+        )
 
 
-def assign_bucket(doc: SourceDocument, config: CreateConfig) -> tuple[str, BucketDocument]:
-    """SourceDocument → (its bucket's key, the document as it crosses the shuffle)."""
-    lines = doc.sentences is not None
-    text = "\n".join(doc.sentences) if lines else doc.text or ""
-    return bucket_key(doc.id, split_of(doc.id, config), config), BucketDocument(doc.id, text, lines)
+def assign_bucket(doc: SourceDocument, config: CreateConfig) -> tuple[str, SourceDocument]:
+    """SourceDocument → (its bucket's key, the document)."""
+    return bucket_key(doc.id, split_of(doc.id, config), config), doc
+
+
+def bucket_order(doc: SourceDocument) -> tuple:
+    """A bucket's order of documents: by id, then by everything else, so that equal ids stay reproducible."""
+    return doc.id, doc.sentences is not None, doc.sentences or [], doc.text or ""
 
 
 def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[str]]]:
@@ -74,7 +84,7 @@ def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[st
 
 
 class TokenizeBuckets(beam.DoFn):
-    """(bucket key, [BucketDocument]) → (bucket key, its tokenised documents) and, for each bucket it sends
+    """(bucket key, [SourceDocument]) → (bucket key, its tokenised documents) and, for each bucket it sends
     fragments to, (that key, fragments of its documents); counts to TALLY.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
@@ -91,7 +101,7 @@ class TokenizeBuckets(beam.DoFn):
     def process(self, element, targets: dict):
         key, docs = element
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
-        tokenized, counts = self.tokenize(sorted(docs, key=BucketDocument.sort_key))
+        tokenized, counts = self.tokenize(sorted(docs, key=bucket_order))
         yield tally.emit("create", counts)
         if tokenized:
             ring_size, receivers = targets[key]
@@ -109,14 +119,20 @@ class TokenizeBuckets(beam.DoFn):
             fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
             yield receiver, BucketMessage(fragments, sender=key)
 
-    def tokenize(self, docs: list[BucketDocument]) -> tuple[list, dict[str, int]]:
+    def tokenize(self, docs: list[SourceDocument]) -> tuple[list, dict[str, int]]:
         """Documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
         tokenized = []
-        counts = {"documents_kept": 0, "sentences": 0, "tokens": 0, "unk_tokens": 0, "single_sentence_documents": 0,
-                  "documents_skipped:empty": 0}
+        counts = {
+            "documents_kept": 0,
+            "sentences": 0,
+            "tokens": 0,
+            "unk_tokens": 0,
+            "single_sentence_documents": 0,
+            "documents_skipped:empty": 0,
+        }
         for doc in docs:
-            ids, lengths = self.tokenizer.encode_sentences(doc.text.split("\n") if doc.lines
-                                                           else document_sentences(doc.text))
+            sentences = doc.sentences if doc.sentences is not None else document_sentences(doc.text or "")
+            ids, lengths = self.tokenizer.encode_sentences(sentences)
             lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
             if not len(ids):
                 counts["documents_skipped:empty"] += 1
@@ -159,22 +175,34 @@ class BuildInstances(beam.DoFn):
         fragments = [m.bucket for m in sorted((m for m in messages if m.sender is not None), key=lambda m: m.sender)]
         pool_size = sum(len(f) for f in fragments)
         if not pool_size and len(own.bucket) < 2 and own.ring_size == 1 and cfg.pair_objective == "nsp":
-            remedy = ("pass --eval-fraction 0 for no eval split, or a larger one" if split == "eval" else
-                      "give create more than one document")
-            raise UnbalancedSplitError(f"the {split} split holds a single document ({own.bucket.doc_ids[0]}), so "
-                                       f"it can have no random next segments and its NSP labels could not be "
-                                       f"balanced; {remedy}")
+            remedy = (
+                "pass --eval-fraction 0 for no eval split, or a larger one"
+                if split == "eval"
+                else "give create more than one document"
+            )
+            raise UnbalancedSplitError(
+                f"the {split} split holds a single document ({own.bucket.doc_ids[0]}), so "
+                f"it can have no random next segments and its NSP labels could not be "
+                f"balanced; {remedy}"
+            )
         bucket = Bucket.concatenate([own.bucket, *fragments]) if pool_size else own.bucket
         pool = range(len(own.bucket), len(own.bucket) + pool_size) if pool_size else None
         tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
         for seq in cfg.seq_configs:
             built = bucket_instances(bucket, len(own.bucket), pool, cfg.recipe(seq), self.special, cfg.seed, key)
             prefix = f"{seq.name}:{split}"
-            yield tally.emit("create", {**{f"{prefix}:{k}": v for k, v in built.counts.items()},
-                                        **{f"{prefix}:skipped:{k}": v for k, v in built.skipped.items()}})
+            yield tally.emit(
+                "create",
+                {
+                    **{f"{prefix}:{k}": v for k, v in built.counts.items()},
+                    **{f"{prefix}:skipped:{k}": v for k, v in built.skipped.items()},
+                },
+            )
             for shard, rows in shard_rows(built.sort_keys, cfg.shards(split)):
-                yield (seq.name, split, shard), InstancePiece(tiebreak, built.sort_keys[rows], rows,
-                                                              built.instances.take(rows))
+                yield (
+                    (seq.name, split, shard),
+                    InstancePiece(tiebreak, built.sort_keys[rows], rows, built.instances.take(rows)),
+                )
 
 
 class WriteShards(beam.DoFn):
@@ -224,10 +252,10 @@ def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.nd
         yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
 
 
-def _parquet_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, max_seq_length: int,
-                      vocab_size: int) -> bytes:
-    instances = (InstanceColumns.gather(parts, part, row) if len(part) else
-                 InstanceColumns.empty(max_seq_length))
+def _parquet_in_order(
+    parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, max_seq_length: int, vocab_size: int
+) -> bytes:
+    instances = InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(max_seq_length)
     sink = io.BytesIO()
     write_instances(instances_table(instances, vocab_size), sink)
     return sink.getvalue()

@@ -10,6 +10,7 @@ their places (file, offset, size); every other runner groups them with its own s
 `runners.local_shuffle`, through Beam's public PTransformOverride. The files live in a directory of the run's own
 under $TMPDIR, which goes when the run ends, or at the next local run if this one was killed.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,12 +48,18 @@ class SpilledGroupByKey(beam.PTransform):
         key_type, value_type = typehints.typehints.coerce_to_kv_type(pcoll.element_type).tuple_types
         coder = beam.coders.registry.get_coder(value_type)
         # (key, value) → (key, (file, offset, size)) → (key, [places]) → (key, [values])
-        return (pcoll
-                | "spill values" >> beam.ParDo(SpillValues(self.directory, coder)).with_output_types(
-                    typehints.Tuple[key_type, typehints.Tuple[str, int, int]])
-                | "group places" >> beam.GroupByKey()
-                | "read spilled values" >> beam.Map(read_spilled, coder).with_output_types(
-                    typehints.Tuple[key_type, typehints.Iterable[value_type]]))
+        return (
+            pcoll
+            | "spill values"
+            >> beam.ParDo(SpillValues(self.directory, coder)).with_output_types(
+                typehints.Tuple[key_type, typehints.Tuple[str, int, int]]
+            )
+            | "group places" >> beam.GroupByKey()
+            | "read spilled values"
+            >> beam.Map(read_spilled, coder).with_output_types(
+                typehints.Tuple[key_type, typehints.Iterable[value_type]]
+            )
+        )
 
 
 class SpillValues(beam.DoFn):
@@ -95,8 +102,12 @@ class SpillValues(beam.DoFn):
 
 
 def _spill_error(error: OSError, path: str) -> OSError:
-    return OSError(error.errno, f"{error.strerror} (a run on this machine keeps what it shuffles in spill files "
-                                f"under $TMPDIR: point TMPDIR at a disk with room)", path)
+    return OSError(
+        error.errno,
+        f"{error.strerror} (a run on this machine keeps what it shuffles in spill files "
+        f"under $TMPDIR: point TMPDIR at a disk with room)",
+        path,
+    )
 
 
 def read_spilled(element, coder: beam.coders.Coder):
@@ -109,8 +120,11 @@ def read_spilled(element, coder: beam.coders.Coder):
                 opened[path] = os.open(path, os.O_RDONLY)
             data = os.pread(opened[path], size, offset)
             if len(data) != size:
-                raise OSError(errno.EIO, f"spill file ends before byte {offset + size}: was it deleted or "
-                                         f"truncated while the job ran?", path)
+                raise OSError(
+                    errno.EIO,
+                    f"spill file ends before byte {offset + size}: was it deleted or truncated while the job ran?",
+                    path,
+                )
             values.append(coder.decode(data))
     finally:
         for fd in opened.values():

@@ -1,5 +1,6 @@
 """Progress of a long local step on stderr: a live bar on a terminal; elsewhere (a log file, a pipe, CI) a plain
 line now and then, since a bar's redraw codes would fill a log with carriage returns."""
+
 from __future__ import annotations
 
 import sys
@@ -26,8 +27,15 @@ class Progress:
         if _is_terminal(self.stream):
             from tqdm import tqdm
 
-            self._bar = tqdm(total=total, desc=description, unit="B", unit_scale=True, file=self.stream,
-                             dynamic_ncols=True, mininterval=1.0)
+            self._bar = tqdm(
+                total=total,
+                desc=description,
+                unit="B",
+                unit_scale=True,
+                file=self.stream,
+                dynamic_ncols=True,
+                mininterval=1.0,
+            )
         self._started = self._last_line = time.monotonic()
 
     def update(self, n: int) -> None:
@@ -40,8 +48,9 @@ class Progress:
     def _line(self, final: str = "") -> None:
         self._last_line = time.monotonic()
         share = f" ({self.done / self.total:.0%})" if self.total else ""
-        print(f"{self.description}: {_size(self.done)} of {_size(self.total)}{share}{final}",
-              file=self.stream, flush=True)
+        print(
+            f"{self.description}: {_size(self.done)} of {_size(self.total)}{share}{final}", file=self.stream, flush=True
+        )
 
     def close(self, finished: bool = True) -> None:
         if self._bar is not None:
@@ -49,7 +58,7 @@ class Progress:
         elif finished:
             self._line(f" in {time.monotonic() - self._started:.1f} s")
 
-    def __enter__(self) -> "Progress":
+    def __enter__(self) -> Progress:
         return self
 
     def __exit__(self, error_type, *_) -> None:

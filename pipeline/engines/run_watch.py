@@ -13,6 +13,7 @@ The launcher is interrupted once. A second signal (Ctrl-C pressed again, or one 
 itself up or ends) is only noted: raised again, it would break off Beam's clean-up or the watch's own, and a
 half-done clean-up can leave a thread that keeps the process from exiting, or standard error pointing nowhere.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -39,16 +40,16 @@ class RunWatch:
         self.step_names = list(step_names)
         self.quiet_workers = quiet_workers
         self.interrupted = False
-        self.stop_signal: int | None = None          # the first of STOP_SIGNALS to arrive
-        self.dead_worker_status: int | None = None   # the exit status of the first worker process that died
-        self.stage: str | None = None                # the stage whose bundle ran last
+        self.stop_signal: int | None = None  # the first of STOP_SIGNALS to arrive
+        self.dead_worker_status: int | None = None  # the exit status of the first worker process that died
+        self.stage: str | None = None  # the stage whose bundle ran last
         self._active = threading.current_thread() is threading.main_thread()
-        self._watching = False   # between the set-up and the clean-up
-        self._raised = False     # a signal has interrupted the launcher
+        self._watching = False  # between the set-up and the clean-up
+        self._raised = False  # a signal has interrupted the launcher
         self._handlers: dict[int, object] = {}
         self._excepthook = self._stderr = self._stage_handler = None
 
-    def __enter__(self) -> "RunWatch":
+    def __enter__(self) -> RunWatch:
         if not self._active:
             return self
         self._children_before = _descendants(os.getpid())
@@ -112,8 +113,11 @@ class RunWatch:
         """One line on the worker process that died."""
         status = self.dead_worker_status
         signum = -status if status < 0 else status - 128 if status > 128 else None  # a shell reports 128 + N
-        how = f"was killed by {signal.Signals(signum).name}" if signum in signal.valid_signals() else \
-            f"exited with status {status}"
+        how = (
+            f"was killed by {signal.Signals(signum).name}"
+            if signum in signal.valid_signals()
+            else f"exited with status {status}"
+        )
         where = f" while running {readable_stage(self.stage, self.step_names)}" if self.stage else ""
         hint = " (out of memory?)" if signum == signal.SIGKILL else ""  # what the kernel's OOM killer sends
         return f"a worker process {how}{where}{hint}; the run stopped and published nothing"
@@ -127,8 +131,11 @@ class RunWatch:
             self.dead_worker_status = int(found.group(1))
             # The run cannot finish, and Beam may wait for the dead worker forever: stop it as Ctrl-C would.
             signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        logging.getLogger(__name__).info("in thread %s", args.thread.name if args.thread else "?",
-                                         exc_info=(args.exc_type, args.exc_value, args.exc_traceback))
+        logging.getLogger(__name__).info(
+            "in thread %s",
+            args.thread.name if args.thread else "?",
+            exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        )
 
     def _watch_stages(self) -> None:
         watch = self

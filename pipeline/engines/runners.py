@@ -10,6 +10,7 @@ Beam's own, given the options as they are.
 One transform has a local expansion of its own, chosen here (`local_shuffle`): GroupLargeValues, the shuffles
 that carry a job's bytes, which a run on this machine passes through spill files (pipeline/engines/local_shuffle.py).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -19,8 +20,8 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 from apache_beam.pipeline import PTransformOverride
 
-from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues, SpilledGroupByKey, spill_directory
+from bertcorpus.pipeline.errors import UserError
 
 # The runners bertcorpus runs on Beam's FnApiRunner on this machine; no --runner runs locally too.
 LOCAL_RUNNER_NAMES = {None, "DirectRunner", "FnApiRunner", "SwitchingDirectRunner"}
@@ -61,10 +62,12 @@ def check_remote_locations(options: PipelineOptions) -> None:
     for name in ("temp_location", "staging_location"):
         location = all_options.get(name)
         if location and location.startswith("gs://"):
-            bucket = location[len("gs://"):].split("/", 1)[0]
+            bucket = location[len("gs://") :].split("/", 1)[0]
             if not _BUCKET.match(bucket):
-                raise UserError(f"--{name}={location}: {bucket!r} is not a valid Cloud Storage bucket name "
-                                "(3-63 characters: lower-case letters, digits, '-', '_' and '.')")
+                raise UserError(
+                    f"--{name}={location}: {bucket!r} is not a valid Cloud Storage bucket name "
+                    "(3-63 characters: lower-case letters, digits, '-', '_' and '.')"
+                )
 
 
 def check_worker_packaging(options: PipelineOptions) -> None:
@@ -74,9 +77,11 @@ def check_worker_packaging(options: PipelineOptions) -> None:
     setup = options.view_as(SetupOptions)
     image = options.get_all_options().get("sdk_container_image")
     if not (setup.setup_file or image):
-        raise UserError("a Dataflow job needs the bertcorpus package on its workers: pass --setup_file ./setup.py "
-                        "(Beam builds and stages the package) or --sdk_container_image IMAGE (an image built from "
-                        "the Dockerfile); the dataflow profile in beam_jobs.yaml sets --setup_file")
+        raise UserError(
+            "a Dataflow job needs the bertcorpus package on its workers: pass --setup_file ./setup.py "
+            "(Beam builds and stages the package) or --sdk_container_image IMAGE (an image built from "
+            "the Dockerfile); the dataflow profile in beam_jobs.yaml sets --setup_file"
+        )
 
 
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:

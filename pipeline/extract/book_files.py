@@ -3,6 +3,7 @@
 Every path goes through Beam's FileSystems, so local and remote inputs (gs://, s3://) are listed and read alike.
 Reading never raises on a damaged book: a file that cannot be had comes back as a BookRejection that says why.
 """
+
 from __future__ import annotations
 
 import bz2
@@ -15,11 +16,11 @@ import re
 
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
-from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.inputs.discovery import local_glob, local_kind, local_tree, refuse_unreadable, remote_matches
 from bertcorpus.pipeline.inputs.formats import InputError
-from bertcorpus.pipeline.inputs.streams import ZstdFrames
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.book_decoding import BookRejection
+from bertcorpus.transforms.compression import ZstdFrames
 
 MIB = 2**20
 BOOK_EXTENSIONS = (".txt", ".text", ".parquet")  # what a directory is searched for; named files are read whatever
@@ -28,8 +29,10 @@ METADATA_NAME = "metadata.csv"
 # What an extraction run (extract-books, extract-wiki) and stats write into their output directory. An output
 # directory may be an input directory or lie inside one, and a rerun would then list the earlier run's files:
 # they are never books, so every listing leaves them out and the command says how many it left.
-RUN_OUTPUT = re.compile(r"documents-\d{5,}-of-\d{5,}\.parquet|errors-\d{5,}-of-\d{5,}\.jsonl|manifest\.json|"
-                        r"stats\.json|report\.html")
+RUN_OUTPUT = re.compile(
+    r"documents-\d{5,}-of-\d{5,}\.parquet|errors-\d{5,}-of-\d{5,}\.jsonl|manifest\.json|"
+    r"stats\.json|report\.html"
+)
 
 
 def _strip_compression(name: str) -> str:
@@ -46,9 +49,8 @@ def book_id(path: str) -> str:
 
 def _is_book_name(path: str, base: str) -> bool:
     """A book file found below base: a book extension, and no hidden file or directory on the way."""
-    parts = path[len(base):].split("/")
-    return not any(p.startswith(".") for p in parts) and _strip_compression(parts[-1]).lower().endswith(
-        BOOK_EXTENSIONS)
+    parts = path[len(base) :].split("/")
+    return not any(p.startswith(".") for p in parts) and _strip_compression(parts[-1]).lower().endswith(BOOK_EXTENSIONS)
 
 
 def is_run_output(path: str) -> bool:
@@ -60,8 +62,9 @@ def _is_metadata(path: str) -> bool:
 
 
 def _match(pattern: str) -> list[tuple[str, int]]:
-    return [(m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list
-            if not m.path.endswith("/")]
+    return [
+        (m.path, m.size_in_bytes) for m in FileSystems.match([pattern])[0].metadata_list if not m.path.endswith("/")
+    ]
 
 
 def _remote_listing(pattern: str) -> tuple[bool, list[tuple[str, int]]]:
@@ -130,8 +133,9 @@ def beside(path: str) -> list[str]:
     """Where a metadata.csv for this book may lie: its directory, then the one above (pg19/train/x.txt has
     pg19/metadata.csv)."""
     directory = os.path.dirname(path)
-    parents = [d for d in dict.fromkeys((directory, os.path.dirname(directory)))
-               if d and ("://" in d or "://" not in path)]  # not above the bucket of gs://bucket/x.txt
+    parents = [
+        d for d in dict.fromkeys((directory, os.path.dirname(directory))) if d and ("://" in d or "://" not in path)
+    ]  # not above the bucket of gs://bucket/x.txt
     return [FileSystems.join(d, METADATA_NAME) for d in parents]
 
 

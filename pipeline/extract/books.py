@@ -14,6 +14,7 @@ rejected. Exact copies (the same dedup_key after cleaning) and, with --near-dup-
 MinHash LSH keep the book with the smallest id. Which files are books, and how their bytes are had, is
 pipeline/extract/book_files.py.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,32 +26,47 @@ from dataclasses import asdict, dataclass, field
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from bertcorpus.pipeline.sinks import documents, output
 from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.cli.shared_flags import add_error_limits, add_files, check_error_rate, positive_int
 from bertcorpus.pipeline.extract.book_files import MIB, beside, book_id, list_inputs, load_book, metadata_table
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
-from bertcorpus.pipeline.cli.shared_flags import add_error_limits, add_files, check_error_rate, positive_int
+from bertcorpus.pipeline.sinks import documents, output
 from bertcorpus.transforms.book_cleaning import clean_book
 from bertcorpus.transforms.book_decoding import BookRejection, decode_book
-from bertcorpus.transforms.book_duplicates import NUM_PERM, band_keys, dedup_key, lsh_rows, minhash_signature, near_copies
+from bertcorpus.transforms.book_duplicates import (
+    NUM_PERM,
+    band_keys,
+    dedup_key,
+    lsh_rows,
+    minhash_signature,
+    near_copies,
+)
 
 JOB = "extract-books"
 SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
-REMOVED_KINDS = ("licence_lines", "credit_lines", "toc_lines", "heading_lines", "title_page_lines",
-                 "separator_lines", "art_lines", "illustration_lines")
+REMOVED_KINDS = (
+    "licence_lines",
+    "credit_lines",
+    "toc_lines",
+    "heading_lines",
+    "title_page_lines",
+    "separator_lines",
+    "art_lines",
+    "illustration_lines",
+)
 
 
 @dataclass
 class BooksConfig:
-    inputs: list[str]                    # files, globs or directories; local ones made absolute
+    inputs: list[str]  # files, globs or directories; local ones made absolute
     output: str
     metadata: list[str] = field(default_factory=list)
     num_shards: int = 1
     min_chars: int = 1000
     source: str = "books"
     dedup: bool = True
-    near_dup_threshold: float = 0.9      # 0 turns near-duplicate detection off
+    near_dup_threshold: float = 0.9  # 0 turns near-duplicate detection off
     max_book_mb: float = 64.0
     strict: bool = False
     max_error_rate: float = 0.01
@@ -65,16 +81,18 @@ class Book:
 
     path: str
     document: dict
-    key: str | None = None                      # dedup_key of the text
-    signature: tuple[int, ...] | None = None    # MinHash of the text
+    key: str | None = None  # dedup_key of the text
+    signature: tuple[int, ...] | None = None  # MinHash of the text
 
 
 # ---------------------------------------------------------------------------------------------- DoFns
 
+
 def _reject(source: dict, rejection: BookRejection):
     """The three outputs of a rejected file: its dead-letter record, its input description, its counts."""
-    yield beam.pvalue.TaggedOutput("errors", {"input": source["path"], "where": "file",
-                                              "reason": rejection.reason, "detail": rejection.detail})
+    yield beam.pvalue.TaggedOutput(
+        "errors", {"input": source["path"], "where": "file", "reason": rejection.reason, "detail": rejection.detail}
+    )
     yield beam.pvalue.TaggedOutput("inputs", {**source, "rejected": rejection.reason})
     yield tally.emit(documents.METRICS, {"read": 1, f"errors:{rejection.reason}": 1})
 
@@ -154,19 +172,41 @@ class CleanBooks(beam.DoFn):
         source, decoded = element
         book = clean_book(decoded.text)
         removed = {k: v for k, v in sorted(book.removed.items()) if v}
-        yield beam.pvalue.TaggedOutput("inputs", {**source, "encoding": decoded.encoding, "replaced": decoded.replaced,
-                                                  "mojibake_fixed": decoded.mojibake_fixed, "removed": removed})
-        counts = {"read": 1, f"encoding:{decoded.encoding}": 1, "replaced_chars": decoded.replaced,
-                  "mojibake_fixed": decoded.mojibake_fixed, **{f"removed:{k}": v for k, v in removed.items()}}
+        yield beam.pvalue.TaggedOutput(
+            "inputs",
+            {
+                **source,
+                "encoding": decoded.encoding,
+                "replaced": decoded.replaced,
+                "mojibake_fixed": decoded.mojibake_fixed,
+                "removed": removed,
+            },
+        )
+        counts = {
+            "read": 1,
+            f"encoding:{decoded.encoding}": 1,
+            "replaced_chars": decoded.replaced,
+            "mojibake_fixed": decoded.mojibake_fixed,
+            **{f"removed:{k}": v for k, v in removed.items()},
+        }
         if len(book.text) < self.min_chars:
             yield tally.emit(documents.METRICS, {**counts, "skipped:too_short": 1})
             return
         yield tally.emit(documents.METRICS, counts)
         title, url = self._metadata(source["path"], metadata)
-        document = {"id": book_id(source["path"]), "source": self.source, "title": title or book.title,
-                    "text": book.text, "url": url}
-        yield Book(source["path"], document, dedup_key(book.text) if self.dedup else None,
-                   minhash_signature(book.text, NUM_PERM) if self.near else None)
+        document = {
+            "id": book_id(source["path"]),
+            "source": self.source,
+            "title": title or book.title,
+            "text": book.text,
+            "url": url,
+        }
+        yield Book(
+            source["path"],
+            document,
+            dedup_key(book.text) if self.dedup else None,
+            minhash_signature(book.text, NUM_PERM) if self.near else None,
+        )
 
 
 def _exact_copies(element):
@@ -203,28 +243,36 @@ class DropDuplicates(beam.PTransform):
 
     def expand(self, books):
         # Book → (dedup key, (id, path)) → (path, 'duplicate') for all copies but the first
-        exact = (books
-                 | "key exact copies" >> beam.Map(lambda b: (b.key, (b.document["id"], b.path)))
-                 | "group exact copies" >> beam.GroupByKey()
-                 | "mark exact copies" >> beam.FlatMap(_exact_copies))
+        exact = (
+            books
+            | "key exact copies" >> beam.Map(lambda b: (b.key, (b.document["id"], b.path)))
+            | "group exact copies" >> beam.GroupByKey()
+            | "mark exact copies" >> beam.FlatMap(_exact_copies)
+        )
         verdicts = [exact]
         if self.threshold > 0:
             rows, threshold = lsh_rows(self.threshold), self.threshold
             # Book → (band bucket, (id, path, signature)) → (path, 'near_duplicate') for books with an earlier
             # near copy in any of their buckets
-            near = (books
-                    | "band signatures" >> beam.FlatMap(
-                        lambda b: [(k, (b.document["id"], b.path, b.signature)) for k in band_keys(b.signature, rows)])
-                    | "group bands" >> beam.GroupByKey()
-                    | "mark near copies" >> beam.FlatMap(
-                        lambda bucket: ((path, "near_duplicate") for path in near_copies(bucket[1], threshold))))
+            near = (
+                books
+                | "band signatures"
+                >> beam.FlatMap(
+                    lambda b: [(k, (b.document["id"], b.path, b.signature)) for k in band_keys(b.signature, rows)]
+                )
+                | "group bands" >> beam.GroupByKey()
+                | "mark near copies"
+                >> beam.FlatMap(lambda bucket: ((path, "near_duplicate") for path in near_copies(bucket[1], threshold)))
+            )
             verdicts.append(near)
         # (path, document) joined with (path, verdict) → documents of the books without a verdict
         keyed = books | "key books by path" >> beam.Map(lambda b: (b.path, b.document))
         merged = verdicts | "merge verdicts" >> beam.Flatten()
-        return ({"book": keyed, "verdict": merged}
-                | "join verdicts" >> beam.CoGroupByKey()
-                | "keep survivors" >> beam.ParDo(KeepSurvivors()).with_outputs(tally.TALLY, main="documents"))
+        return (
+            {"book": keyed, "verdict": merged}
+            | "join verdicts" >> beam.CoGroupByKey()
+            | "keep survivors" >> beam.ParDo(KeepSurvivors()).with_outputs(tally.TALLY, main="documents")
+        )
 
 
 class ExtractBooks(beam.PTransform):
@@ -237,9 +285,11 @@ class ExtractBooks(beam.PTransform):
     def expand(self, pbegin):
         cfg = self.config
         # patterns → distinct (path, size) of book files; Distinct groups by path, which also spreads the files
-        listed = (pbegin
-                  | "list inputs" >> beam.Create(cfg.inputs)
-                  | "list book files" >> beam.ParDo(ListBookFiles()).with_outputs("metadata", main="books"))
+        listed = (
+            pbegin
+            | "list inputs" >> beam.Create(cfg.inputs)
+            | "list book files" >> beam.ParDo(ListBookFiles()).with_outputs("metadata", main="books")
+        )
         files = listed.books | "drop duplicate files" >> beam.Distinct()
         # metadata.csv paths, each with whether it was named or listed (it must exist, and it serves every book)
         # or guessed beside the books (it may be missing, and it serves the books beside it) → (path, table).
@@ -247,19 +297,23 @@ class ExtractBooks(beam.PTransform):
         # spread over the workers by file, instead of waiting for this side input in a stage of their own.
         named = pbegin | "list metadata" >> beam.Create([(p, True) for p in cfg.metadata])
         listed_metadata = listed.metadata | "metadata listed" >> beam.Map(lambda p: (p, True))
-        guessed = listed.books | "metadata beside books" >> beam.FlatMap(
-            lambda f: [(p, False) for p in beside(f[0])])
-        metadata = ((named, listed_metadata, guessed)
-                    | "merge metadata paths" >> beam.Flatten()
-                    | "one entry per metadata path" >> beam.CombinePerKey(any)
-                    | "read metadata" >> beam.ParDo(ReadMetadata()))
+        guessed = listed.books | "metadata beside books" >> beam.FlatMap(lambda f: [(p, False) for p in beside(f[0])])
+        metadata = (
+            (named, listed_metadata, guessed)
+            | "merge metadata paths" >> beam.Flatten()
+            | "one entry per metadata path" >> beam.CombinePerKey(any)
+            | "read metadata" >> beam.ParDo(ReadMetadata())
+        )
         # (path, size) → ({path, size, sha256}, bytes) → (that, DecodedBook) → Book
         read = files | "read books" >> beam.ParDo(ReadBooks(int(cfg.max_book_mb * MIB))).with_outputs(
-            "errors", "inputs", tally.TALLY, main="books")
+            "errors", "inputs", tally.TALLY, main="books"
+        )
         decoded = read.books | "decode books" >> beam.ParDo(DecodeBooks()).with_outputs(
-            "errors", "inputs", tally.TALLY, main="books")
+            "errors", "inputs", tally.TALLY, main="books"
+        )
         cleaned = decoded.books | "clean books" >> beam.ParDo(
-            CleanBooks(cfg), beam.pvalue.AsDict(metadata)).with_outputs("inputs", tally.TALLY, main="books")
+            CleanBooks(cfg), beam.pvalue.AsDict(metadata)
+        ).with_outputs("inputs", tally.TALLY, main="books")
         counts = [read[tally.TALLY], decoded[tally.TALLY], cleaned[tally.TALLY]]
         # Book → {id, source, title, text, url} of every book that is not a copy of another
         if cfg.dedup:
@@ -269,51 +323,87 @@ class ExtractBooks(beam.PTransform):
         else:
             docs = cleaned.books | "take documents" >> beam.Map(lambda b: b.document)
         written = docs | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
-        errors = ((read.errors, decoded.errors)
-                  | "merge errors" >> beam.Flatten()
-                  | "write errors" >> documents.WriteErrors(cfg.output))
+        errors = (
+            (read.errors, decoded.errors)
+            | "merge errors" >> beam.Flatten()
+            | "write errors" >> documents.WriteErrors(cfg.output)
+        )
         inputs = (read.inputs, decoded.inputs, cleaned.inputs) | "merge input descriptions" >> beam.Flatten()
         # Every skip reason appears in the manifest, also with a count of 0.
         zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
         counts = [zeros, *counts, written[tally.TALLY]] | "merge counts" >> beam.Flatten()
-        return ({"documents": written["files"], "errors": errors["files"], "counts": counts, "inputs": inputs}
-                | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))
+        return {
+            "documents": written["files"],
+            "errors": errors["files"],
+            "counts": counts,
+            "inputs": inputs,
+        } | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe())
 
 
 # ---------------------------------------------------------------------------------------------- command line
 
+
 def add_arguments(parser) -> None:
     from bertcorpus.pipeline.cli.common import BooleanFlag
 
-    files = add_files(parser, inputs="book files, globs or directories (searched at every depth for *.txt, *.text "
-                                     "and *.parquet; a pattern ending in / names directories), local or on any Beam "
-                                     "filesystem (gs://...); .gz, .bz2 and .zst are decompressed by their suffix. One "
-                                     "file is one book: plain text in any common encoding, or HF bookcorpus lines as "
-                                     "text or as Parquet with a `text` column",
-                      output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
-    files.add_argument("--metadata", nargs="+", default=[], metavar="CSV",
-                       help="PG-19 style metadata.csv files (id,title,year,url) giving titles and URLs by file stem; "
-                            "a metadata.csv beside the books or one directory up is used without being named")
+    files = add_files(
+        parser,
+        inputs="book files, globs or directories (searched at every depth for *.txt, *.text "
+        "and *.parquet; a pattern ending in / names directories), local or on any Beam "
+        "filesystem (gs://...); .gz, .bz2 and .zst are decompressed by their suffix. One "
+        "file is one book: plain text in any common encoding, or HF bookcorpus lines as "
+        "text or as Parquet with a `text` column",
+        output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json",
+    )
+    files.add_argument(
+        "--metadata",
+        nargs="+",
+        default=[],
+        metavar="CSV",
+        help="PG-19 style metadata.csv files (id,title,year,url) giving titles and URLs by file stem; "
+        "a metadata.csv beside the books or one directory up is used without being named",
+    )
     books = parser.add_argument_group("books")
-    books.add_argument("--min-chars", type=int, default=1000,
-                       help="skip books with less clean text than this (default 1000: a stub or a failed "
-                            "conversion, not a book)")
+    books.add_argument(
+        "--min-chars",
+        type=int,
+        default=1000,
+        help="skip books with less clean text than this (default 1000: a stub or a failed conversion, not a book)",
+    )
     books.add_argument("--source", default="books", help="the documents' source label (default: books)")
-    books.add_argument("--dedup", action=BooleanFlag, default=True,
-                       help="keep one copy of books whose cleaned text is the same, the one with the smallest id "
-                            "(default: on)")
-    books.add_argument("--near-dup-threshold", type=float, default=0.9,
-                       help="also drop books whose estimated word 5-shingle Jaccard similarity (MinHash) with a "
-                            "book of smaller id is at least this; 0 turns it off (default 0.9: other editions "
-                            "and corrected reprints)")
-    books.add_argument("--max-book-mb", type=float, default=64.0,
-                       help="reject files larger than this, stored or decompressed, so that a worker's memory "
-                            "stays bounded (default 64)")
+    books.add_argument(
+        "--dedup",
+        action=BooleanFlag,
+        default=True,
+        help="keep one copy of books whose cleaned text is the same, the one with the smallest id (default: on)",
+    )
+    books.add_argument(
+        "--near-dup-threshold",
+        type=float,
+        default=0.9,
+        help="also drop books whose estimated word 5-shingle Jaccard similarity (MinHash) with a "
+        "book of smaller id is at least this; 0 turns it off (default 0.9: other editions "
+        "and corrected reprints)",
+    )
+    books.add_argument(
+        "--max-book-mb",
+        type=float,
+        default=64.0,
+        help="reject files larger than this, stored or decompressed, so that a worker's memory "
+        "stays bounded (default 64)",
+    )
     layout = parser.add_argument_group("layout")
-    layout.add_argument("--num-shards", type=positive_int, default=None,
-                        help="documents files (default: about 128 MB of text each, estimated from the input size)")
-    add_error_limits(parser, "exit non-zero when errors / files read is above this (default 0.01); the output is "
-                             "written and complete either way")
+    layout.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=None,
+        help="documents files (default: about 128 MB of text each, estimated from the input size)",
+    )
+    add_error_limits(
+        parser,
+        "exit non-zero when errors / files read is above this (default 0.01); the output is "
+        "written and complete either way",
+    )
 
 
 def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int]], list[str]]:
@@ -334,8 +424,11 @@ def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int
     if earlier:
         names = sorted(set(earlier))
         shown = ", ".join(names[:2]) + (", ..." if len(names) > 2 else "")
-        print(f"bertcorpus {JOB}: left out {len(names):,} file{'s' * (len(names) != 1)} that an earlier run wrote "
-              f"({shown}): outputs, not books", file=sys.stderr)
+        print(
+            f"bertcorpus {JOB}: left out {len(names):,} file{'s' * (len(names) != 1)} that an earlier run wrote "
+            f"({shown}): outputs, not books",
+            file=sys.stderr,
+        )
     if not found and not dry_run:
         raise InputError(f"no book files in {' '.join(patterns)} (only metadata)")
     return sorted(set(found)), sorted(set(listed))
@@ -343,10 +436,12 @@ def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int
 
 def config_from_args(args, dry_run: bool) -> BooksConfig:
     check_error_rate(args)
-    checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
-              (0 <= args.near_dup_threshold <= 1, "--near-dup-threshold must be between 0 and 1"),
-              (args.max_book_mb > 0, "--max-book-mb must be positive"),
-              (args.source.strip() != "", "--source must not be empty")]
+    checks = [
+        (args.min_chars >= 0, "--min-chars must be >= 0"),
+        (0 <= args.near_dup_threshold <= 1, "--near-dup-threshold must be between 0 and 1"),
+        (args.max_book_mb > 0, "--max-book-mb must be positive"),
+        (args.source.strip() != "", "--source must not be empty"),
+    ]
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
@@ -365,11 +460,21 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
         if not output.is_remote(path):
             metadata_table(path)
     num_shards = args.num_shards or documents.default_num_shards(
-        math.ceil(sum(estimated_text_bytes(p, s) for p, s in files)))
-    return BooksConfig(inputs=inputs, output=args.output, metadata=metadata, num_shards=num_shards,
-                       min_chars=args.min_chars, source=args.source, dedup=args.dedup,
-                       near_dup_threshold=args.near_dup_threshold if args.dedup else 0.0,
-                       max_book_mb=args.max_book_mb, strict=args.strict, max_error_rate=args.max_error_rate)
+        math.ceil(sum(estimated_text_bytes(p, s) for p, s in files))
+    )
+    return BooksConfig(
+        inputs=inputs,
+        output=args.output,
+        metadata=metadata,
+        num_shards=num_shards,
+        min_chars=args.min_chars,
+        source=args.source,
+        dedup=args.dedup,
+        near_dup_threshold=args.near_dup_threshold if args.dedup else 0.0,
+        max_book_mb=args.max_book_mb,
+        strict=args.strict,
+        max_error_rate=args.max_error_rate,
+    )
 
 
 def book_rows(manifest: dict) -> list[tuple[str, str]]:
@@ -379,23 +484,36 @@ def book_rows(manifest: dict) -> list[tuple[str, str]]:
     removed = Counter()
     for i in books:
         removed.update(i["removed"])
-    rows = [("encodings", ", ".join(f"{e} {n:,}" for e, n in sorted(encodings.items())) or "none"),
-            ("characters replaced", f"{sum(i['replaced'] for i in books):,} undecodable, "
-                                    f"{sum(i['mojibake_fixed'] for i in books):,} mojibake sequences repaired")]
-    rows += [(f"lines removed ({kind.removesuffix('_lines')})", f"{removed[kind]:,}")
-             for kind in REMOVED_KINDS if removed[kind]]
+    rows = [
+        ("encodings", ", ".join(f"{e} {n:,}" for e, n in sorted(encodings.items())) or "none"),
+        (
+            "characters replaced",
+            f"{sum(i['replaced'] for i in books):,} undecodable, "
+            f"{sum(i['mojibake_fixed'] for i in books):,} mojibake sequences repaired",
+        ),
+    ]
+    rows += [
+        (f"lines removed ({kind.removesuffix('_lines')})", f"{removed[kind]:,}")
+        for kind in REMOVED_KINDS
+        if removed[kind]
+    ]
     return rows
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
+    from bertcorpus.pipeline.engines import runners
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
-    manifest = run_job(JOB, options, "extract books" >> ExtractBooks(config), config.output,
-                       args.input + args.metadata, args.overwrite)
+    manifest = run_job(
+        JOB, options, "extract books" >> ExtractBooks(config), config.output, args.input + args.metadata, args.overwrite
+    )
     if manifest is None:
         return 0
-    return finish(JOB, manifest, documents.summary_rows(manifest) + book_rows(manifest),
-                  documents.exit_problems(manifest, "books", config.strict, config.max_error_rate))
+    return finish(
+        JOB,
+        manifest,
+        documents.summary_rows(manifest) + book_rows(manifest),
+        documents.exit_problems(manifest, "books", config.strict, config.max_error_rate),
+    )

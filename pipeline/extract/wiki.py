@@ -14,6 +14,7 @@ complete page before the cut. The pages a damaged stretch took are counted where
 estimated, and go into the input's description and the --max-error-rate check. The multistream index only cuts the
 dump into ranges (streams it leaves out are read all the same); it is read by a worker, never by the launcher.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -28,18 +29,33 @@ import apache_beam as beam
 from apache_beam.io import fileio
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
-from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.cli.shared_flags import (
+    LOCAL_FOLDERS_HELP,
+    add_error_limits,
+    add_files,
+    check_error_rate,
+    positive_float,
+    positive_int,
+)
+from bertcorpus.pipeline.extract.wiki_losses import (
+    count_loss,
+    loss_check,
+    loss_rows,
+    pages_lost,
+    pages_lost_entry,
+    with_pages_lost,
+)
 from bertcorpus.pipeline.inputs.discovery import match_inputs
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
-from bertcorpus.pipeline.inputs.streams import MIB, HashingReader, estimated_text_bytes, hashed_to_the_end
-from bertcorpus.pipeline.cli.shared_flags import LOCAL_FOLDERS_HELP, add_error_limits, add_files, check_error_rate, positive_float, positive_int
+from bertcorpus.pipeline.inputs.streams import HashingReader, estimated_text_bytes, hashed_to_the_end
+from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.sinks.output import has_glob
-from bertcorpus.pipeline.extract.wiki_losses import count_loss, loss_check, loss_rows, pages_lost, pages_lost_entry, with_pages_lost
+from bertcorpus.transforms.compression import MIB, open_decompressed
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
-from bertcorpus.transforms.wiki_pages import Page, SiteInfo, iter_pages, open_dump, read_siteinfo
+from bertcorpus.transforms.wiki_pages import Page, SiteInfo, iter_pages, read_siteinfo
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 
 JOB = "extract-wiki"
@@ -54,13 +70,13 @@ _WIKI_IN_FILE_NAME = re.compile(r"([a-z][a-z_]*wik[a-z]*)[-_.]")
 
 @dataclass
 class WikiConfig:
-    inputs: list[str]                    # local files as matched, remote paths or patterns as given
+    inputs: list[str]  # local files as matched, remote paths or patterns as given
     output: str
     index: list[str] = field(default_factory=list)  # one multistream index per input, in the same order
     num_shards: int = 1
     min_chars: int = 100
     source: str = "wikipedia"
-    range_mb: float = 0.0               # 0: auto_range_bytes
+    range_mb: float = 0.0  # 0: auto_range_bytes
     strict: bool = False
     max_error_rate: float = 0.01
 
@@ -77,8 +93,13 @@ class Dump:
     site: SiteInfo | None
 
     def document(self, page: Page, text: str, source: str) -> dict:
-        return {"id": f"{self.wiki}:{page.page_id}", "source": source, "title": page.title, "text": text,
-                "url": self.site.page_url(page.title) if self.site else None}
+        return {
+            "id": f"{self.wiki}:{page.page_id}",
+            "source": source,
+            "title": page.title,
+            "text": text,
+            "url": self.site.page_url(page.title) if self.site else None,
+        }
 
 
 def select_article(page: Page, min_chars: int) -> tuple[str | None, str | None]:
@@ -114,7 +135,7 @@ def _open(path: str):
 
 def _read_dump_header(path: str) -> Dump:
     with _open(path) as raw:
-        site = read_siteinfo(open_dump(raw))
+        site = read_siteinfo(open_decompressed(raw))
     return Dump(path, wiki_name(site, path), site)
 
 
@@ -139,8 +160,9 @@ def _route(dump: Dump, items, losses: Counter):
         else:
             counts[f"errors:{item.reason}"] += 1
             count_loss(losses, item)
-            yield beam.pvalue.TaggedOutput("errors", {"input": dump.path, "where": item.where,
-                                                      "reason": item.reason, "detail": item.detail})
+            yield beam.pvalue.TaggedOutput(
+                "errors", {"input": dump.path, "where": item.where, "reason": item.reason, "detail": item.detail}
+            )
         if counts["read"] == PROGRESS_EVERY:
             yield tally.emit(documents.METRICS, counts)
             counts = Counter()
@@ -160,10 +182,11 @@ class ReadDumpFiles(beam.DoFn):
         losses = Counter()
         with _open(path) as raw:
             hashed = HashingReader(raw, stats)
-            yield from _route(dump, iter_pages(open_dump(hashed)), losses)
+            yield from _route(dump, iter_pages(open_decompressed(hashed)), losses)
             hashed_to_the_end(hashed)
-        yield beam.pvalue.TaggedOutput("inputs", {"path": path, "size": stats.size, "sha256": stats.sha256,
-                                                  **pages_lost_entry(losses)})
+        yield beam.pvalue.TaggedOutput(
+            "inputs", {"path": path, "size": stats.size, "sha256": stats.sha256, **pages_lost_entry(losses)}
+        )
 
 
 class PlanByteRanges(beam.DoFn):
@@ -196,23 +219,40 @@ class PlanByteRanges(beam.DoFn):
             fingerprint = _head_tail_fingerprint(f, size)
         starts = list(listed)  # in file order, as the index lists them
         ranges = plan_byte_ranges(starts, size, self.range_bytes or auto_range_bytes(size))
-        beyond = starts[bisect.bisect_left(starts, size):]
+        beyond = starts[bisect.bisect_left(starts, size) :]
         if beyond:  # the pages of those streams are missing: the dump is cut, or the index is another dump's
             lost = sum(listed[offset] for offset in beyond)
-            yield beam.pvalue.TaggedOutput("errors", {
-                "input": path, "where": f"byte {size}", "reason": "truncated",
-                "detail": f"{index} lists {len(beyond)} bz2 streams at byte {beyond[0]} or later, beyond the end of "
-                          f"the file: the dump is cut, or the index is not its own; {lost:,} pages lost"})
+            yield beam.pvalue.TaggedOutput(
+                "errors",
+                {
+                    "input": path,
+                    "where": f"byte {size}",
+                    "reason": "truncated",
+                    "detail": f"{index} lists {len(beyond)} bz2 streams at byte {beyond[0]} or later, beyond the "
+                    f"end of the file: the dump is cut, or the index is not its own; {lost:,} pages lost",
+                },
+            )
             yield beam.pvalue.TaggedOutput("losses", (path, {"counted": lost}))
             yield tally.emit(documents.METRICS, {"read": 1, "errors:truncated": 1})
         dump = _read_dump_header(path)
         for start, end in python_rng(0, "range order", os.path.basename(path)).sample(ranges, len(ranges)):
             # the index's streams in the range, found by bisection: a full index has some 200,000 of them
-            yield dump, start, end, {o: listed[o] for o in starts[bisect.bisect_left(starts, start):
-                                                                 bisect.bisect_left(starts, end)]}
-        yield beam.pvalue.TaggedOutput("inputs", {
-            "path": path, "size": size, **fingerprint, "byte_ranges": len(ranges),
-            "index": {"path": index, "size": stats.size, "sha256": stats.sha256}})
+            yield (
+                dump,
+                start,
+                end,
+                {o: listed[o] for o in starts[bisect.bisect_left(starts, start) : bisect.bisect_left(starts, end)]},
+            )
+        yield beam.pvalue.TaggedOutput(
+            "inputs",
+            {
+                "path": path,
+                "size": size,
+                **fingerprint,
+                "byte_ranges": len(ranges),
+                "index": {"path": index, "size": stats.size, "sha256": stats.sha256},
+            },
+        )
 
 
 class ReadByteRanges(beam.DoFn):
@@ -254,70 +294,107 @@ class ExtractWikipedia(beam.PTransform):
         cfg = self.config
         if cfg.index:
             # (dump path, index path) → (Dump, start, end) ranges, spread so that many workers read one dump
-            planned = (pbegin
-                       | "list dumps and indexes" >> beam.Create(list(zip(cfg.inputs, cfg.index)))
-                       | "plan byte ranges" >> beam.ParDo(PlanByteRanges(int(cfg.range_mb * MIB))).with_outputs(
-                           "inputs", "errors", "losses", tally.TALLY, main="ranges"))
-            read = (planned.ranges
-                    | "spread ranges" >> beam.Reshuffle()
-                    | "read pages" >> beam.ParDo(ReadByteRanges()).with_outputs(
-                        "errors", "losses", tally.TALLY, main="pages"))
+            planned = (
+                pbegin
+                | "list dumps and indexes" >> beam.Create(list(zip(cfg.inputs, cfg.index)))
+                | "plan byte ranges"
+                >> beam.ParDo(PlanByteRanges(int(cfg.range_mb * MIB))).with_outputs(
+                    "inputs", "errors", "losses", tally.TALLY, main="ranges"
+                )
+            )
+            read = (
+                planned.ranges
+                | "spread ranges" >> beam.Reshuffle()
+                | "read pages"
+                >> beam.ParDo(ReadByteRanges()).with_outputs("errors", "losses", tally.TALLY, main="pages")
+            )
             # no worker reads all of a dump: the pages its ranges lost join its description
             losses = (planned.losses, read.losses) | "merge losses" >> beam.Flatten()
-            inputs = ({"input": planned.inputs | "key inputs by path" >> beam.Map(lambda i: (i["path"], i)),
-                       "lost": losses}
-                      | "join losses to inputs" >> beam.CoGroupByKey()
-                      | "inputs with their losses" >> beam.FlatMap(with_pages_lost))
+            inputs = (
+                {"input": planned.inputs | "key inputs by path" >> beam.Map(lambda i: (i["path"], i)), "lost": losses}
+                | "join losses to inputs" >> beam.CoGroupByKey()
+                | "inputs with their losses" >> beam.FlatMap(with_pages_lost)
+            )
             rejected = (planned.errors, read.errors) | "merge errors" >> beam.Flatten()
             read_counts = (planned[tally.TALLY], read[tally.TALLY]) | "merge read counts" >> beam.Flatten()
         else:
             # paths and patterns → distinct file paths; Distinct groups by path, which also spreads the files
-            paths = (pbegin
-                     | "list inputs" >> beam.Create(cfg.inputs)
-                     | "match inputs" >> fileio.MatchAll()
-                     | "file paths" >> beam.Map(lambda metadata: metadata.path)
-                     | "drop duplicate files" >> beam.Distinct())
+            paths = (
+                pbegin
+                | "list inputs" >> beam.Create(cfg.inputs)
+                | "match inputs" >> fileio.MatchAll()
+                | "file paths" >> beam.Map(lambda metadata: metadata.path)
+                | "drop duplicate files" >> beam.Distinct()
+            )
             read = paths | "read pages" >> beam.ParDo(ReadDumpFiles()).with_outputs(
-                "inputs", "errors", tally.TALLY, main="pages")
+                "inputs", "errors", tally.TALLY, main="pages"
+            )
             inputs, rejected, read_counts = read.inputs, read.errors, read[tally.TALLY]
         # (Dump, Page) → {id, source, title, text, url} for the articles kept
         cleaned = read.pages | "clean text" >> beam.ParDo(CleanText(cfg.source, cfg.min_chars)).with_outputs(
-            tally.TALLY, main="documents")
+            tally.TALLY, main="documents"
+        )
         written = cleaned.documents | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
         errors = rejected | "write errors" >> documents.WriteErrors(cfg.output)
         # Every skip reason appears in the manifest, also with a count of 0.
         zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
-        counts = ((zeros, read_counts, cleaned[tally.TALLY], written[tally.TALLY])
-                  | "merge counts" >> beam.Flatten())
-        return ({"documents": written["files"], "errors": errors["files"], "counts": counts, "inputs": inputs}
-                | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe()))
+        counts = (zeros, read_counts, cleaned[tally.TALLY], written[tally.TALLY]) | "merge counts" >> beam.Flatten()
+        return {
+            "documents": written["files"],
+            "errors": errors["files"],
+            "counts": counts,
+            "inputs": inputs,
+        } | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe())
 
 
 # ---------------------------------------------------------------------------------------------- command line
 
+
 def add_arguments(parser) -> None:
-    files = add_files(parser, inputs="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, "
-                                     ".xml.xz, .xml.zst, or Wikimedia's per-part files; files, globs or directories "
-                                     f"({LOCAL_FOLDERS_HELP}), local or on any Beam filesystem (gs://...)",
-                      output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json")
-    files.add_argument("--index", nargs="+", metavar="INDEX",
-                       help="the multistream index of each --input dump, in the same order: each dump is then read "
-                            "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
-                            "per file)")
+    files = add_files(
+        parser,
+        inputs="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, "
+        ".xml.xz, .xml.zst, or Wikimedia's per-part files; files, globs or directories "
+        f"({LOCAL_FOLDERS_HELP}), local or on any Beam filesystem (gs://...)",
+        output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json",
+    )
+    files.add_argument(
+        "--index",
+        nargs="+",
+        metavar="INDEX",
+        help="the multistream index of each --input dump, in the same order: each dump is then read "
+        "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
+        "per file)",
+    )
     pages = parser.add_argument_group("pages")
-    pages.add_argument("--min-chars", type=int, default=100,
-                       help="skip articles with less clean text than this (default 100: drops what list and "
-                            "undeclared disambiguation pages leave, keeps two-sentence stubs)")
+    pages.add_argument(
+        "--min-chars",
+        type=int,
+        default=100,
+        help="skip articles with less clean text than this (default 100: drops what list and "
+        "undeclared disambiguation pages leave, keeps two-sentence stubs)",
+    )
     pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
     layout = parser.add_argument_group("layout and scale")
-    layout.add_argument("--num-shards", type=positive_int, default=None,
-                        help="documents files (default: about 128 MB of text each, estimated from the input size)")
-    layout.add_argument("--range-mb", type=positive_float, default=None,
-                        help="with --index: compressed MB per byte range, the unit of work (default: a 64th of "
-                             f"the dump, between {MIN_RANGE_MB} and {MAX_RANGE_MB} MB)")
-    add_error_limits(parser, "exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
-                             "(default 0.01), the pages lost with damaged data counted from the index or estimated; "
-                             "the output is written and complete either way")
+    layout.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=None,
+        help="documents files (default: about 128 MB of text each, estimated from the input size)",
+    )
+    layout.add_argument(
+        "--range-mb",
+        type=positive_float,
+        default=None,
+        help="with --index: compressed MB per byte range, the unit of work (default: a 64th of "
+        f"the dump, between {MIN_RANGE_MB} and {MAX_RANGE_MB} MB)",
+    )
+    add_error_limits(
+        parser,
+        "exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
+        "(default 0.01), the pages lost with damaged data counted from the index or estimated; "
+        "the output is written and complete either way",
+    )
 
 
 def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
@@ -333,13 +410,19 @@ def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
 def config_from_args(args, dry_run: bool) -> WikiConfig:
     index = list(args.index or [])
     check_error_rate(args)
-    checks = [(args.min_chars >= 0, "--min-chars must be >= 0"),
-              (args.source.strip() != "", "--source must not be empty"),
-              (not index or len(index) == len(args.input),
-               f"--index needs one index per --input dump, in the same order ({len(args.input)} dumps, "
-               f"{len(index)} indexes)"),
-              (not index or not any(has_glob(p) for p in args.input + index),
-               "with --index, --input and --index name single files, not patterns")]
+    checks = [
+        (args.min_chars >= 0, "--min-chars must be >= 0"),
+        (args.source.strip() != "", "--source must not be empty"),
+        (
+            not index or len(index) == len(args.input),
+            f"--index needs one index per --input dump, in the same order ({len(args.input)} dumps, "
+            f"{len(index)} indexes)",
+        ),
+        (
+            not index or not any(has_glob(p) for p in args.input + index),
+            "with --index, --input and --index name single files, not patterns",
+        ),
+    ]
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
@@ -354,23 +437,43 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
         files = _list_inputs(args.input, dry_run)
         inputs = [path for path, _ in files]
     num_shards = args.num_shards or documents.default_num_shards(
-        math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files)))
-    return WikiConfig(inputs=inputs, output=args.output, index=index, num_shards=num_shards,
-                      min_chars=args.min_chars, source=args.source, range_mb=args.range_mb or 0.0,
-                      strict=args.strict, max_error_rate=args.max_error_rate)
+        math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files))
+    )
+    return WikiConfig(
+        inputs=inputs,
+        output=args.output,
+        index=index,
+        num_shards=num_shards,
+        min_chars=args.min_chars,
+        source=args.source,
+        range_mb=args.range_mb or 0.0,
+        strict=args.strict,
+        max_error_rate=args.max_error_rate,
+    )
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
+    from bertcorpus.pipeline.engines import runners
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
-    manifest = run_job(JOB, options, "extract wikipedia" >> ExtractWikipedia(config), config.output,
-                       args.input + (args.index or []), args.overwrite)
+    manifest = run_job(
+        JOB,
+        options,
+        "extract wikipedia" >> ExtractWikipedia(config),
+        config.output,
+        args.input + (args.index or []),
+        args.overwrite,
+    )
     if manifest is None:
         return 0
     rows = documents.summary_rows(manifest)
-    return finish(JOB, manifest, rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:],
-                  documents.exit_problems(manifest, "pages", config.strict, config.max_error_rate,
-                                          loss_check(manifest, config.max_error_rate)))
+    return finish(
+        JOB,
+        manifest,
+        rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:],
+        documents.exit_problems(
+            manifest, "pages", config.strict, config.max_error_rate, loss_check(manifest, config.max_error_rate)
+        ),
+    )

@@ -1,6 +1,7 @@
 """What damaged dumps cost extract-wiki, in pages: counted on the way (from the index where a damaged stream is
 listed there, otherwise estimated from the damaged bytes, or unknown), recorded with each input in the manifest,
 summed for the summary, and judged against --max-error-rate at the end."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -60,5 +61,7 @@ def loss_check(manifest: dict, max_error_rate: float) -> str | None:
     if not pages or (errors + pages) / (read + pages) <= max_error_rate:
         return None
     estimated = f", about {lost['estimated']:,} of them estimated" if lost["estimated"] else ""
-    return (f"{errors:,} errors and {pages:,} pages lost{estimated}, in {read + pages:,} read or lost "
-            f"({(errors + pages) / (read + pages):.2%}), is over --max-error-rate {max_error_rate:g}")
+    return (
+        f"{errors:,} errors and {pages:,} pages lost{estimated}, in {read + pages:,} read or lost "
+        f"({(errors + pages) / (read + pages):.2%}), is over --max-error-rate {max_error_rate:g}"
+    )

@@ -1,6 +1,7 @@
 """Which files the input patterns of a command name: files, folders (the files directly in them), patterns, an
 extraction's output folder (the documents its manifest lists), locally or on any Beam filesystem; and what was
 met but not read (folders inside folders, broken links), named in a note and counted."""
+
 from __future__ import annotations
 
 import bisect
@@ -17,8 +18,8 @@ from dataclasses import dataclass, field
 from apache_beam.io.filesystem import FileSystem
 from apache_beam.io.filesystems import FileSystems
 
-from bertcorpus.pipeline.sinks.documents import DOCUMENTS_GLOB
 from bertcorpus.pipeline.inputs.formats import InputError
+from bertcorpus.pipeline.sinks.documents import DOCUMENTS_GLOB
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, filesystem_error_cause, glob_folder, has_glob, is_remote
 
 # Paths that input discovery meets but does not read, by reason: (one, several, why), for the note and the manifest.
@@ -27,17 +28,22 @@ SKIPPED = {
     "broken_symlink": ("broken symbolic link", "broken symbolic links", "the file it names does not exist"),
 }
 _SHOWN = 5  # paths a note names for each reason before it says how many more
-_SPECIAL_FILES = {stat.S_IFIFO: "named pipe (FIFO)", stat.S_IFSOCK: "socket", stat.S_IFCHR: "character device",
-                  stat.S_IFBLK: "block device"}
+_SPECIAL_FILES = {
+    stat.S_IFIFO: "named pipe (FIFO)",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+}
 
 
 @dataclass
 class FoundInputs:
     """Every input file once, with its size from the filesystem's metadata; the names that were dropped because
     they named a file already listed; and the paths met on the way that are not read, with why."""
+
     files: list[tuple[str, int]] = field(default_factory=list)
-    aliases: dict[str, str] = field(default_factory=dict)   # a name that was dropped → the path kept for its file
-    skipped: dict[str, str] = field(default_factory=dict)   # a path not read → its reason, a key of SKIPPED
+    aliases: dict[str, str] = field(default_factory=dict)  # a name that was dropped → the path kept for its file
+    skipped: dict[str, str] = field(default_factory=dict)  # a path not read → its reason, a key of SKIPPED
 
     def skipped_counts(self) -> dict[str, int]:
         """The paths left out by reason, every reason named (0 included), as a manifest records them."""
@@ -56,8 +62,10 @@ class FoundInputs:
             paths = sorted(path for path, r in self.skipped.items() if r == reason)
             if paths:
                 more = f", and {len(paths) - _SHOWN:,} more" if len(paths) > _SHOWN else ""
-                parts.append(f"left out {len(paths):,} {one if len(paths) == 1 else several} ({why}): "
-                             f"{', '.join(paths[:_SHOWN])}{more}")
+                parts.append(
+                    f"left out {len(paths):,} {one if len(paths) == 1 else several} ({why}): "
+                    f"{', '.join(paths[:_SHOWN])}{more}"
+                )
         return "; ".join(parts) or None
 
     def print_note(self) -> None:
@@ -103,8 +111,7 @@ def find_inputs(patterns: list[str], allow_missing: bool = False) -> FoundInputs
     found.files.sort()
     # A folder left out by one pattern may be read through another (DIR and DIR/sub/*.txt).
     paths = [path for path, _ in found.files]
-    found.skipped = {path: reason for path, reason in found.skipped.items()
-                     if not _holds_one_of(path, paths)}
+    found.skipped = {path: reason for path, reason in found.skipped.items() if not _holds_one_of(path, paths)}
     return found
 
 
@@ -164,6 +171,7 @@ def local_tree(folder: str) -> list[tuple[str, str]]:
 def _walk(base: str, matches, deep: bool, depth: int) -> list[tuple[str, str]]:
     """What local_glob and local_tree list: the entries below base that `matches` (all, for None); with `deep`
     at every depth, else down to `depth` slashes."""
+
     def refuse(error: OSError):
         if not (isinstance(error, FileNotFoundError) and error.filename == base):  # no base: nothing matches
             raise InputError(f"cannot list {error.filename}: {error.strerror}")
@@ -228,7 +236,7 @@ def _match_remote(pattern: str) -> tuple[list[tuple[str, int]], dict[str, str]]:
     folder = pattern.rstrip("/")
     direct, below = [], {}
     for path, size in _listed(glob.escape(folder) + "/**"):
-        inside = path[len(folder) + 1:]
+        inside = path[len(folder) + 1 :]
         if "/" in inside:
             below[f"{folder}/{inside.split('/')[0]}"] = "folder"
         else:
@@ -253,8 +261,9 @@ def remote_matches(pattern: str, lister=None) -> list[tuple[str, int]]:
     return [literal] if literal else (lister or _listed)(pattern)
 
 
-def _folder_files(folder: str, files: list[tuple[str, int]],
-                  skipped: dict[str, str]) -> tuple[list[tuple[str, int]], dict[str, str]]:
+def _folder_files(
+    folder: str, files: list[tuple[str, int]], skipped: dict[str, str]
+) -> tuple[list[tuple[str, int]], dict[str, str]]:
     """What a folder named as input stands for, given the files directly in it and what was left out there: where
     it is an extraction's output, the documents its manifest lists (not the errors, the manifest, or anything else
     there); else every file, and what was left out."""
@@ -262,10 +271,13 @@ def _folder_files(folder: str, files: list[tuple[str, int]],
     manifest = FileSystems.join(folder, "manifest.json")
     documents = _documents_listed_in(manifest) if manifest in sizes else None
     if documents is None:
-        if manifest not in sizes and any(fnmatch.fnmatchcase(FileSystems.split(path)[1], DOCUMENTS_GLOB)
-                                         for path in sizes):
-            raise InputError(f"{folder} holds documents files but no manifest.json, so the extraction that wrote "
-                             f"them did not finish: rerun it, or name the files to read them as they are")
+        if manifest not in sizes and any(
+            fnmatch.fnmatchcase(FileSystems.split(path)[1], DOCUMENTS_GLOB) for path in sizes
+        ):
+            raise InputError(
+                f"{folder} holds documents files but no manifest.json, so the extraction that wrote "
+                f"them did not finish: rerun it, or name the files to read them as they are"
+            )
         return files, skipped
     listed = []
     for entry in documents:
@@ -273,8 +285,10 @@ def _folder_files(folder: str, files: list[tuple[str, int]],
         if path not in sizes:
             raise InputError(f"{manifest} lists {entry['path']}, which is not in {folder}")
         if sizes[path] != entry["bytes"]:
-            raise InputError(f"{path} has {sizes[path]:,} bytes, not the {entry['bytes']:,} that {manifest} "
-                             f"lists: it changed after the extraction wrote it")
+            raise InputError(
+                f"{path} has {sizes[path]:,} bytes, not the {entry['bytes']:,} that {manifest} "
+                f"lists: it changed after the extraction wrote it"
+            )
         listed.append((path, sizes[path]))
     return listed, {}
 

@@ -5,6 +5,7 @@ Every file boundary is a document boundary. A line format may be read in byte sp
 belongs to the span that holds its first byte, and ids that fall back to a position use the byte offset, which
 no split changes.
 """
+
 from __future__ import annotations
 
 import codecs
@@ -13,10 +14,12 @@ import io
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
-from bertcorpus.pipeline.inputs.streams import COMPRESSED_SUFFIXES, lines_of
+from bertcorpus.pipeline.inputs.streams import lines_of
+from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES
 
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
@@ -28,8 +31,8 @@ class InputError(ValueError):
 @dataclass
 class SourceDocument:
     id: str
-    text: str | None = None              # paragraphs separated by blank lines, to be split into sentences
-    sentences: list[str] | None = None   # already one sentence per entry (reference-format text)
+    text: str | None = None  # paragraphs separated by blank lines, to be split into sentences
+    sentences: list[str] | None = None  # already one sentence per entry (reference-format text)
 
 
 @dataclass
@@ -38,14 +41,14 @@ class ReadStats:
     size: int = 0
     sha256: str = ""
     documents: int = 0
-    replaced_chars: int = 0   # U+FFFD substituted for invalid UTF-8 and for JSONL's lone surrogates
+    replaced_chars: int = 0  # U+FFFD substituted for invalid UTF-8 and for JSONL's lone surrogates
     skipped: dict[str, int] = field(default_factory=dict)  # records set aside on purpose (a null text), by reason
-    errors: dict[str, int] = field(default_factory=dict)   # records that could not be read, by reason
+    errors: dict[str, int] = field(default_factory=dict)  # records that could not be read, by reason
 
     def skip(self, reason: str, records: int = 1) -> None:
         self.skipped[reason] = self.skipped.get(reason, 0) + records
 
-    def reject(self, where: str, reason: str, detail: str) -> "Rejected":
+    def reject(self, where: str, reason: str, detail: str) -> Rejected:
         """A dead letter for a record of this file that could not be read, counted."""
         self.errors[reason] = self.errors.get(reason, 0) + 1
         return Rejected(self.path, where, reason, detail)
@@ -54,8 +57,9 @@ class ReadStats:
 @dataclass(frozen=True)
 class Rejected:
     """What a reader yields, among the documents, for a record it could not read: a dead-letter record."""
+
     input: str
-    where: str    # "byte N" of the file, "row group N", or "file"
+    where: str  # "byte N" of the file, "row group N", or "file"
     reason: str
     detail: str
 
@@ -88,6 +92,7 @@ class Span:
     """The documents of a file that one reader yields: those whose first byte lies in [start, stop). The reader
     starts at line_start, the start of the line holding byte start - 1 (0 for a span at the file's start), and
     reads a document begun inside the span through to its end."""
+
     start: int = 0
     stop: float = float("inf")
     line_start: int = 0
@@ -129,12 +134,13 @@ def read_text_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Spa
         yield SourceDocument(f"{stem}:{first}", sentences=sentences)
 
 
-def _bad_line(stats: ReadStats, at: int, what: str) -> "Rejected":
-    return stats.reject(f"byte {at}", "bad_jsonl_line", f"{what} (a line holds {{\"id\", \"text\"}})")
+def _bad_line(stats: ReadStats, at: int, what: str) -> Rejected:
+    return stats.reject(f"byte {at}", "bad_jsonl_line", f'{what} (a line holds {{"id", "text"}})')
 
 
-def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats,
-                         span: Span) -> Iterator[SourceDocument | Rejected]:
+def read_jsonl_documents(
+    stream: BinaryIO, path: str, stats: ReadStats, span: Span
+) -> Iterator[SourceDocument | Rejected]:
     """One {"id", "text"} object per line, belonging to the span that holds its first byte; a missing id falls
     back to the file stem and the line's offset. A line that is no such object is a dead letter; a null text is
     skipped (null_text), as in documents Parquet."""
@@ -161,7 +167,7 @@ def read_jsonl_documents(stream: BinaryIO, path: str, stats: ReadStats,
             yield _bad_line(stats, at, f"a {type(record).__name__}, not an object")
             continue
         if "text" not in record:
-            yield _bad_line(stats, at, "no \"text\"")
+            yield _bad_line(stats, at, 'no "text"')
             continue
         text = record["text"]
         if text is None:
@@ -220,9 +226,11 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
                 batch = next(batches, None)
             except (OSError, pa.ArrowInvalid) as e:  # what a damaged page, header or compressed block raises
                 stats.skip("damaged_parquet_row", rows - done)
-                yield stats.reject(f"row group {group}", "damaged_parquet_row_group",
-                                   f"rows {first_row + done} to {first_row + rows - 1} lost: "
-                                   f"{str(e).splitlines()[0]}")
+                yield stats.reject(
+                    f"row group {group}",
+                    "damaged_parquet_row_group",
+                    f"rows {first_row + done} to {first_row + rows - 1} lost: {str(e).splitlines()[0]}",
+                )
                 break
             if batch is None:
                 break
@@ -261,4 +269,3 @@ def _values(column, stats: ReadStats) -> list:
 
 
 LINE_READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents}  # the line formats; Parquet is read whole
-

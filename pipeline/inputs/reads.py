@@ -2,19 +2,30 @@
 spans (plan_reads), every other file has one reader; read_documents reads one span or file, and the per-reader
 file stats are merged back into one entry per file. Files are opened through Beam's FileSystems, so gs:// works
 on Dataflow."""
+
 from __future__ import annotations
 
 import math
 import os
-from typing import BinaryIO, Iterator
+from collections.abc import Iterator
+from typing import BinaryIO
 
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.inputs.discovery import remote_matches
-from bertcorpus.pipeline.inputs.formats import LINE_READERS, ReadStats, Rejected, SourceDocument, Span, guess_format, read_parquet_documents
-from bertcorpus.pipeline.inputs.streams import COMPRESSED_SUFFIXES, MIB, HashingReader, decompressed, hashed_to_the_end, is_cut
+from bertcorpus.pipeline.inputs.formats import (
+    LINE_READERS,
+    ReadStats,
+    Rejected,
+    SourceDocument,
+    Span,
+    guess_format,
+    read_parquet_documents,
+)
+from bertcorpus.pipeline.inputs.streams import HashingReader, hashed_to_the_end
 from bertcorpus.pipeline.sinks.output import is_remote
+from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES, MIB, decompressed_by_suffix, is_cut
 
 MIN_RANGE_MB, MAX_RANGE_MB = 1, 32  # the bounds of auto_range_bytes
 
@@ -43,8 +54,9 @@ def plan_reads(path: str, size: int, input_format: str) -> list[tuple[str, int, 
     return [(path, start, stop) for start, stop in zip(bounds, bounds[1:])]
 
 
-def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 0,
-                   stop: int = -1) -> Iterator[SourceDocument | Rejected]:
+def read_documents(
+    path: str, input_format: str, stats: ReadStats, start: int = 0, stop: int = -1
+) -> Iterator[SourceDocument | Rejected]:
     """The documents of one file, or of its byte span [start, stop) (plan_reads), and the file's fingerprint;
     among them a Rejected dead letter for each record (line, row group, damaged or foreign file) that could not
     be read, also counted in stats.errors.
@@ -58,8 +70,9 @@ def read_documents(path: str, input_format: str, stats: ReadStats, start: int = 
         raise
 
 
-def _read_documents(path: str, input_format: str, stats: ReadStats, start: int,
-                    stop: int) -> Iterator[SourceDocument | Rejected]:
+def _read_documents(
+    path: str, input_format: str, stats: ReadStats, start: int, stop: int
+) -> Iterator[SourceDocument | Rejected]:
     fmt = guess_format(path) if input_format == "auto" else input_format
     with FileSystems.open(path, compression_type="uncompressed") as raw:
         if fmt == "documents":
@@ -73,7 +86,7 @@ def _read_documents(path: str, input_format: str, stats: ReadStats, start: int,
                 _fingerprint(path, stats)
             return
         hashed = HashingReader(raw, stats)
-        stream = decompressed(hashed, path)
+        stream = decompressed_by_suffix(hashed, path)
         try:
             yield from _counted(LINE_READERS[fmt](stream, path, stats, Span()), stats)
             if is_cut(stream):
@@ -81,15 +94,18 @@ def _read_documents(path: str, input_format: str, stats: ReadStats, start: int,
                 # A file of no bytes is empty whatever its suffix (bz2 alone calls it cut), as in extract-books.
                 hashed_to_the_end(hashed)
                 if stats.size:
-                    yield stats.reject("file", "damaged_compressed_file", "cut short or damaged, or not compressed "
-                                       f"as its name says; the {stats.documents:,} documents before the damage were "
-                                       "kept")
+                    yield stats.reject(
+                        "file",
+                        "damaged_compressed_file",
+                        "cut short or damaged, or not compressed "
+                        f"as its name says; the {stats.documents:,} documents before the damage were "
+                        "kept",
+                    )
         finally:
             hashed.close()
 
 
-def _counted(documents: Iterator[SourceDocument | Rejected],
-             stats: ReadStats) -> Iterator[SourceDocument | Rejected]:
+def _counted(documents: Iterator[SourceDocument | Rejected], stats: ReadStats) -> Iterator[SourceDocument | Rejected]:
     for doc in documents:
         stats.documents += isinstance(doc, SourceDocument)
         yield doc
@@ -120,8 +136,18 @@ def merge_file_stats(parts: list[dict]) -> list[dict]:
     """Per-reader file stats (one per span) → one entry per file: counts summed, the fingerprint kept."""
     merged: dict[str, dict] = {}
     for part in sorted(parts, key=lambda p: p["path"]):
-        entry = merged.setdefault(part["path"], {"path": part["path"], "size": 0, "sha256": "", "documents": 0,
-                                                 "replaced_chars": 0, "skipped": {}, "errors": {}})
+        entry = merged.setdefault(
+            part["path"],
+            {
+                "path": part["path"],
+                "size": 0,
+                "sha256": "",
+                "documents": 0,
+                "replaced_chars": 0,
+                "skipped": {},
+                "errors": {},
+            },
+        )
         if part["sha256"]:
             entry["size"], entry["sha256"] = part["size"], part["sha256"]
         entry["documents"] += part["documents"]
@@ -138,7 +164,9 @@ def match_on_worker(pattern: str) -> Iterator[tuple[str, int]]:
     if not is_remote(pattern):
         yield pattern, os.path.getsize(pattern)
         return
-    yield from remote_matches(pattern, lambda p: [(m.path, m.size_in_bytes) for m in FileSystems.match([p])[0].metadata_list])
+    yield from remote_matches(
+        pattern, lambda p: [(m.path, m.size_in_bytes) for m in FileSystems.match([p])[0].metadata_list]
+    )
 
 
 class PlanReads(beam.PTransform):
@@ -151,10 +179,10 @@ class PlanReads(beam.PTransform):
 
     def expand(self, pbegin):
         # → (file path, size) → (file path, start, stop)
-        return (pbegin
-                | "list inputs" >> beam.Create(self.inputs)
-                | "match inputs" >> beam.FlatMap(match_on_worker)
-                | "plan spans" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), self.input_format)
-                | "spread reads" >> beam.Reshuffle())
-
-
+        return (
+            pbegin
+            | "list inputs" >> beam.Create(self.inputs)
+            | "match inputs" >> beam.FlatMap(match_on_worker)
+            | "plan spans" >> beam.FlatMap(lambda file, fmt: plan_reads(*file, fmt), self.input_format)
+            | "spread reads" >> beam.Reshuffle()
+        )

@@ -14,6 +14,7 @@ Counts travel as tally dicts (pipeline/tally.py) with these names: `read` for ev
 `characters` (their text) and `skipped:duplicate_id`. The manifest states read = kept + skipped + errors, and
 publishing refuses to write one where that does not hold.
 """
+
 from __future__ import annotations
 
 import json
@@ -25,24 +26,26 @@ import apache_beam as beam
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.seeding import stable_hash
 
-METRICS = "documents"          # the Beam metrics namespace of every document count
+METRICS = "documents"  # the Beam metrics namespace of every document count
 SHARD_TEXT_BYTES = 128 * 2**20  # the default shard size: about this much text per documents file
-ROW_GROUP_ROWS = 4096          # rows per Parquet row group, so that readers can stream a shard
+ROW_GROUP_ROWS = 4096  # rows per Parquet row group, so that readers can stream a shard
 DOCUMENTS_GLOB = "documents-*.parquet"
 OWNED_GLOBS = [DOCUMENTS_GLOB, "errors-*.jsonl"]
 
 COLUMNS = ("id", "source", "title", "text", "url")
-SCHEMA = pa.schema([
-    pa.field("id", pa.string(), nullable=False),
-    pa.field("source", pa.string(), nullable=False),
-    pa.field("title", pa.string()),
-    pa.field("text", pa.string(), nullable=False),
-    pa.field("url", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        pa.field("id", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("title", pa.string()),
+        pa.field("text", pa.string(), nullable=False),
+        pa.field("url", pa.string()),
+    ]
+)
 ERROR_FIELDS = ("input", "where", "reason", "detail")
 
 
@@ -60,8 +63,11 @@ def parquet_bytes(documents: list[dict]) -> bytes:
 def _encode_documents(documents: list[dict]) -> tuple[bytes, int, dict]:
     """Sorted documents → (Parquet bytes, records, counts); of documents sharing an id only the first is kept."""
     unique = [d for i, d in enumerate(documents) if not i or d["id"] != documents[i - 1]["id"]]
-    counts = {"kept": len(unique), "characters": sum(len(d["text"]) for d in unique),
-              "skipped:duplicate_id": len(documents) - len(unique)}
+    counts = {
+        "kept": len(unique),
+        "characters": sum(len(d["text"]) for d in unique),
+        "skipped:duplicate_id": len(documents) - len(unique),
+    }
     return parquet_bytes(unique), len(unique), counts
 
 
@@ -74,8 +80,9 @@ def _encode_errors(errors: list[dict]) -> tuple[bytes, int, dict]:
 def _sort_key(record: dict, fields: tuple[str, ...]) -> tuple:
     """The fields in order (the first is the id), None before any string: a total order on distinct records. An
     error's `where` goes by the numbers in it ("byte 20" before "byte 100"), then as text."""
-    return tuple((record[f] is not None, _natural_key(record[f] or "") if f == "where" else record[f] or "")
-                 for f in fields)
+    return tuple(
+        (record[f] is not None, _natural_key(record[f] or "") if f == "where" else record[f] or "") for f in fields
+    )
 
 
 def _natural_key(text: str) -> tuple:
@@ -126,15 +133,20 @@ class _WriteShards(beam.PTransform):
         writer = self.writer
         # record → (shard, row of its fields) → (shard, [rows]) → a staged file per shard that has records
         keyed = records | "assign shards" >> beam.Map(_keyed, writer.fields, writer.num_shards).with_output_types(
-            tuple[int, typing.Any])
-        written = (keyed
-                   | "group into shards" >> beam.GroupByKey()
-                   | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files"))
+            tuple[int, typing.Any]
+        )
+        written = (
+            keyed
+            | "group into shards" >> beam.GroupByKey()
+            | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files")
+        )
         # Shards that drew no record get their (empty) file here. Only file infos pass: a Flatten of the records
         # themselves would be one more trip of every record through a local runner.
-        empty = (written.files
-                 | "list written shards" >> beam.combiners.ToList()
-                 | "write empty shards" >> beam.FlatMap(self._write_missing))
+        empty = (
+            written.files
+            | "list written shards" >> beam.combiners.ToList()
+            | "write empty shards" >> beam.FlatMap(self._write_missing)
+        )
         return {"files": (written.files, empty) | "all shards" >> beam.Flatten(), tally.TALLY: written[tally.TALLY]}
 
     def _write_missing(self, written: list[dict]):
@@ -167,17 +179,35 @@ class AccountingError(RuntimeError):
 def build_manifest(job: str, config: dict, inputs: list[dict], files: list[dict], counts: dict) -> dict:
     skipped = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("skipped:")}
     errors = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("errors:") and v}
-    docs = {"read": counts.get("read", 0), "kept": counts.get("kept", 0), "skipped": skipped,
-            "errors": sum(errors.values()), "errors_by_reason": errors, "characters": counts.get("characters", 0)}
+    docs = {
+        "read": counts.get("read", 0),
+        "kept": counts.get("kept", 0),
+        "skipped": skipped,
+        "errors": sum(errors.values()),
+        "errors_by_reason": errors,
+        "characters": counts.get("characters", 0),
+    }
     outputs = {kind: [f for f in files if f["path"].startswith(f"{kind}-")] for kind in ("documents", "errors")}
-    problems = [f"{what} {a:,} != {b:,}" for what, a, b in (
-        ("read != kept + skipped + errors:", docs["read"], docs["kept"] + sum(skipped.values()) + docs["errors"]),
-        ("documents kept vs written:", docs["kept"], sum(f["records"] for f in outputs["documents"])),
-        ("errors counted vs written:", docs["errors"], sum(f["records"] for f in outputs["errors"]))) if a != b]
+    problems = [
+        f"{what} {a:,} != {b:,}"
+        for what, a, b in (
+            ("read != kept + skipped + errors:", docs["read"], docs["kept"] + sum(skipped.values()) + docs["errors"]),
+            ("documents kept vs written:", docs["kept"], sum(f["records"] for f in outputs["documents"])),
+            ("errors counted vs written:", docs["errors"], sum(f["records"] for f in outputs["errors"])),
+        )
+        if a != b
+    ]
     if problems:
         raise AccountingError(f"{job}: the counts do not add up, so no manifest was written: {'; '.join(problems)}")
-    return {"tool": "bertcorpus", "version": output.TOOL_VERSION, "job": job, "config": config,
-            "inputs": sorted(inputs, key=lambda i: i["path"]), "documents": docs, "outputs": outputs}
+    return {
+        "tool": "bertcorpus",
+        "version": output.TOOL_VERSION,
+        "job": job,
+        "config": config,
+        "inputs": sorted(inputs, key=lambda i: i["path"]),
+        "documents": docs,
+        "outputs": outputs,
+    }
 
 
 class _Publish(beam.DoFn):
@@ -186,8 +216,12 @@ class _Publish(beam.DoFn):
 
     def process(self, files, counts, inputs):
         manifest = build_manifest(self.job, self.config, inputs, sorted(files, key=lambda f: f["path"]), counts)
-        output.publish(self.output_dir, [f["path"] for f in manifest["outputs"]["documents"]]
-                       + [f["path"] for f in manifest["outputs"]["errors"]], manifest, OWNED_GLOBS)
+        output.publish(
+            self.output_dir,
+            [f["path"] for f in manifest["outputs"]["documents"]] + [f["path"] for f in manifest["outputs"]["errors"]],
+            manifest,
+            OWNED_GLOBS,
+        )
         yield manifest
 
 
@@ -201,23 +235,31 @@ class PublishDocuments(beam.PTransform):
         self.publisher = _Publish(output_dir, job, config)
 
     def expand(self, parts):
-        files = ((parts["documents"], parts["errors"])
-                 | "merge file lists" >> beam.Flatten()
-                 | "list files" >> beam.combiners.ToList())
+        files = (
+            (parts["documents"], parts["errors"])
+            | "merge file lists" >> beam.Flatten()
+            | "list files" >> beam.combiners.ToList()
+        )
         counts = parts["counts"] | "sum counts" >> beam.CombineGlobally(tally.SumCounts())
         inputs = parts["inputs"] | "list inputs" >> beam.combiners.ToList()
-        return files | "write manifest" >> beam.ParDo(self.publisher, beam.pvalue.AsSingleton(counts),
-                                                      beam.pvalue.AsSingleton(inputs))
+        return files | "write manifest" >> beam.ParDo(
+            self.publisher, beam.pvalue.AsSingleton(counts), beam.pvalue.AsSingleton(inputs)
+        )
 
 
 # ---------------------------------------------------------------------------------------------- command line
+
 
 def summary_rows(manifest: dict) -> list[tuple[str, str]]:
     """The closing summary of an extraction job, every number from the manifest."""
     docs, outputs = manifest["documents"], manifest["outputs"]
     skipped = sum(docs["skipped"].values())
-    rows = [("documents", f"read {docs['read']:,} = kept {docs['kept']:,} + skipped {skipped:,} "
-                          f"+ errors {docs['errors']:,}")]
+    rows = [
+        (
+            "documents",
+            f"read {docs['read']:,} = kept {docs['kept']:,} + skipped {skipped:,} + errors {docs['errors']:,}",
+        )
+    ]
     rows += [(f"skipped ({reason})", f"{n:,}") for reason, n in docs["skipped"].items() if n]
     rows += [(f"errors ({reason})", f"{n:,}") for reason, n in docs["errors_by_reason"].items()]
     rows.append(("text kept", f"{docs['characters']:,} characters"))
@@ -242,8 +284,10 @@ def exit_problems(manifest: dict, unit: str, strict: bool, max_error_rate: float
     yield nothing_kept(manifest, unit)
     for problem in (*checks, error_check(manifest, strict, max_error_rate)):
         if problem:
-            yield (f"{problem}; the output is complete, and {manifest['config']['output']}/errors-*.jsonl says what "
-                   "was rejected")
+            yield (
+                f"{problem}; the output is complete, and {manifest['config']['output']}/errors-*.jsonl says what "
+                "was rejected"
+            )
 
 
 def nothing_kept(manifest: dict, unit: str) -> str | None:
@@ -255,7 +299,9 @@ def nothing_kept(manifest: dict, unit: str) -> str | None:
         return None
     if not docs["read"]:
         return f"no {unit} found in {size:,} bytes of input"
-    why = "; ".join(f"{kind} " + ", ".join(f"{reason} {n:,}" for reason, n in counts.items() if n)
-                    for kind, counts in (("skipped", docs["skipped"]), ("errors", docs["errors_by_reason"]))
-                    if any(counts.values()))
+    why = "; ".join(
+        f"{kind} " + ", ".join(f"{reason} {n:,}" for reason, n in counts.items() if n)
+        for kind, counts in (("skipped", docs["skipped"]), ("errors", docs["errors_by_reason"]))
+        if any(counts.values())
+    )
     return f"no documents kept from {size:,} bytes of input ({docs['read']:,} read: {why})"

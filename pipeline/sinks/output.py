@@ -15,6 +15,7 @@ refuses in one line; the kernel drops the lock of a process that dies, however i
 run. Object stores offer no lock and no create-if-absent; there publish() checks again, before it moves anything,
 that no other run published meanwhile.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,7 +26,7 @@ import hashlib
 import json
 import os
 import threading
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 from apache_beam.io.filesystem import BeamIOError
 from apache_beam.io.filesystems import FileSystems
@@ -41,7 +42,7 @@ except ImportError:  # google-cloud-storage before 3.0, as Beam 2.71 installs it
 
 MANIFEST = "manifest.json"
 STAGING = ".staging"
-WRITE_CHECK = ".write-check"   # written and deleted at launch, so that an unwritable output fails early
+WRITE_CHECK = ".write-check"  # written and deleted at launch, so that an unwritable output fails early
 TOOL_VERSION = __version__
 # What filesystems raise when they refuse an operation: OSError locally (and for a broken connection), BeamIOError
 # from Beam's own filesystem layer, GoogleAPIError from Cloud Storage's JSON API and InvalidResponse from its
@@ -112,8 +113,10 @@ def prepare_output_dir(output: str, overwrite: bool) -> None:
         with _output_errors("replace", manifest):
             if exists(manifest):
                 if not overwrite:
-                    raise OutputExistsError(f"{output} already holds a finished run ({MANIFEST} exists); "
-                                            "choose another --output or pass --overwrite")
+                    raise OutputExistsError(
+                        f"{output} already holds a finished run ({MANIFEST} exists); "
+                        "choose another --output or pass --overwrite"
+                    )
                 # Without its manifest the old output no longer looks complete while the new run works.
                 FileSystems.delete([manifest])
         _clear_staging(output)
@@ -139,8 +142,9 @@ def claim_output(output: str) -> None:
                 fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(held)
-                raise OutputExistsError(f"another run is writing into {output}; wait for it to end or choose "
-                                        "another --output") from None
+                raise OutputExistsError(
+                    f"another run is writing into {output}; wait for it to end or choose another --output"
+                ) from None
             except OSError as e:
                 os.close(held)
                 if e.errno in _NO_LOCKS:  # a filesystem without locks: publish's check is all there is
@@ -190,8 +194,8 @@ def check_apart(outputs: Iterable[str | None], inputs: Iterable[str]) -> None:
     would replace an input. Paths are compared resolved (absolute, symbolic links followed) or, remote, without
     trailing slashes. A pattern stands for the folder before its first wildcard, unless it names an existing
     local path; an output inside that folder is refused only where the pattern may match it, a folder above it or
-    a file below it (`data/documents-*.parquet` leaves `data/records` alone, `data/*` does not). An output of None (an optional one not given)
-    is passed over."""
+    a file below it (`data/documents-*.parquet` leaves `data/records` alone, `data/*` does not). An output of None
+    (an optional one not given) is passed over."""
     given = [(pattern, _compared(pattern)) for pattern in inputs]
     for out in (o for o in outputs if o):
         where = _compared(out, pattern=False)[0]
@@ -201,8 +205,11 @@ def check_apart(outputs: Iterable[str | None], inputs: Iterable[str]) -> None:
             if where == folder:
                 relation = f"is the folder of the input {pattern}" if is_pattern else f"is the input {pattern}"
             elif _inside(where, folder) and (not is_pattern or _matched_on_the_way(where, folder, pattern)):
-                relation = f"lies inside {folder}, the folder of the input {pattern}" if is_pattern else \
-                    f"lies inside the input {pattern}"
+                relation = (
+                    f"lies inside {folder}, the folder of the input {pattern}"
+                    if is_pattern
+                    else f"lies inside the input {pattern}"
+                )
             elif _inside(folder, where):
                 relation = f"contains the input {pattern}"
             else:
@@ -227,7 +234,7 @@ def has_glob(pattern: str) -> bool:
 def glob_folder(pattern: str) -> str:
     """The folder part of a pattern before its first wildcard, with its last '/' ("" where there is none)."""
     cut = min((i for i in (pattern.find(c) for c in "*?[") if i >= 0), default=len(pattern))
-    return pattern[:pattern.rfind("/", 0, cut) + 1]
+    return pattern[: pattern.rfind("/", 0, cut) + 1]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -237,8 +244,8 @@ def _inside(path: str, folder: str) -> bool:
 def _matched_on_the_way(where: str, folder: str, pattern: str) -> bool:
     """Whether the pattern, whose fixed folder holds `where`, may match `where`, a folder above it or a file below
     it: its segments match the path's segments as far as both go (a `**` segment matches anything)."""
-    segments = pattern[len(glob_folder(pattern) or "."):].split("/")
-    parts = where[len(folder.rstrip("/")) + 1:].split("/")
+    segments = pattern[len(glob_folder(pattern) or ".") :].split("/")
+    parts = where[len(folder.rstrip("/")) + 1 :].split("/")
     return "**" in segments or all(fnmatch.fnmatchcase(part, segment) for part, segment in zip(parts, segments))
 
 
@@ -310,8 +317,10 @@ def publish(output: str, relative_paths: list[str], manifest: dict, owned_globs:
     """
     if _published_by_another_run(output, manifest):
         _clear_staging(output)
-        raise OutputExistsError(f"another run published into {output} while this one ran; this run published "
-                                "nothing (choose another --output, or rerun with --overwrite to replace it)")
+        raise OutputExistsError(
+            f"another run published into {output} while this one ran; this run published "
+            "nothing (choose another --output, or rerun with --overwrite to replace it)"
+        )
     with _output_errors("publish into", output):
         sources, targets = [], []
         for rel in relative_paths:
@@ -326,9 +335,13 @@ def publish(output: str, relative_paths: list[str], manifest: dict, owned_globs:
         if sources:
             FileSystems.rename(sources, targets)
         keep = {join(output, *rel.split("/")) for rel in relative_paths}
-        stale = [m.path for pattern in owned_globs
-                 for result in FileSystems.match([join(output, pattern)])
-                 for m in result.metadata_list if m.path not in keep]
+        stale = [
+            m.path
+            for pattern in owned_globs
+            for result in FileSystems.match([join(output, pattern)])
+            for m in result.metadata_list
+            if m.path not in keep
+        ]
         if stale:
             FileSystems.delete(stale)
     _clear_staging(output)

@@ -12,21 +12,22 @@
 Memory is bounded by construction: fixed-size counters, one Parquet row group or one batch of records at a time
 (and for records of the Parquet form, one flag per instance of a split: which of them the loader gave already).
 """
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
 
-DOCUMENT_BATCH = 1024      # documents read at once
+DOCUMENT_BATCH = 1024  # documents read at once
 TOP_UNKNOWN_WORDS = 20
 
 
 # ---------------------------------------------------------------------------------------------- vocab
+
 
 def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnings: list[str]):
     """The vocab to use and where it came from; checks its sha256 against each records manifest."""
@@ -38,12 +39,21 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
         named = str(records[0].manifest.get("vocab", {}).get("path", ""))
         # The output's own copy of its vocab (the Parquet form has one) first: it moves with the output.
         copy = records[0].manifest.get("vocab", {}).get("copy")
-        candidates = [named] if "://" in named else [str(p) for p in dict.fromkeys(
-            ([records[0].dir / str(copy)] if copy else []) + [Path(named), records[0].dir / named, root / named])
-            if p.is_file()]
+        candidates = (
+            [named]
+            if "://" in named
+            else [
+                str(p)
+                for p in dict.fromkeys(
+                    ([records[0].dir / str(copy)] if copy else []) + [Path(named), records[0].dir / named, root / named]
+                )
+                if p.is_file()
+            ]
+        )
         if not named or not candidates:
-            raise UserError(f"the vocab {named or '(none)'} named in {records[0].dir / MANIFEST} was not found; "
-                            "pass --vocab")
+            raise UserError(
+                f"the vocab {named or '(none)'} named in {records[0].dir / MANIFEST} was not found; pass --vocab"
+            )
         path = candidates[0]
         vocab = Vocab.load(path)
     else:
@@ -51,13 +61,16 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
     for stage in records:
         expected = stage.manifest.get("vocab", {}).get("sha256")
         if expected != vocab.sha256:
-            warnings.append(f"the vocab {path} has sha256 {vocab.sha256}, but {stage.name}/{MANIFEST} records "
-                            f"{expected}: the records were made with another vocab, so token statistics may "
-                            "be wrong")
+            warnings.append(
+                f"the vocab {path} has sha256 {vocab.sha256}, but {stage.name}/{MANIFEST} records "
+                f"{expected}: the records were made with another vocab, so token statistics may "
+                "be wrong"
+            )
     return vocab, path
 
 
 # ---------------------------------------------------------------------------------------------- documents pass
+
 
 def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: int):
     """One read of every documents file: DocumentStats, and UnknownWords when there is a vocab."""
@@ -77,12 +90,13 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
     # disable=None: no bar where stderr is not a terminal, whose log its redraws would fill.
     with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
         for path in files:
-            for batch in pq.ParquetFile(path).iter_batches(columns=["id", "source", "title", "text"],
-                                                           batch_size=DOCUMENT_BATCH):
+            for batch in pq.ParquetFile(path).iter_batches(
+                columns=["id", "source", "title", "text"], batch_size=DOCUMENT_BATCH
+            ):
                 ids, sources, titles, texts = (c.to_pylist() for c in batch.columns)
                 stats.add(ids, sources, titles, texts)
                 if unknown is not None:
-                    for text in texts[:max(0, max_documents - unknown.documents)]:
+                    for text in texts[: max(0, max_documents - unknown.documents)]:
                         unknown.add(text)
                 bar.update(len(ids))
     return stats, unknown
@@ -92,12 +106,20 @@ def documents_counts(stage: Stage) -> dict:
     """What the extraction manifest says about every input item: read, kept, skipped and errors by reason."""
     docs = stage.manifest.get("documents", {})
     skipped = dict(docs.get("skipped", {}))
-    return {"job": stage.job, "read": docs.get("read"), "kept": docs.get("kept"), "skipped": skipped,
-            "errors": docs.get("errors"), "errors_by_reason": docs.get("errors_by_reason", {}),
-            "duplicates_dropped": skipped.get("duplicate_id", 0), "characters": docs.get("characters")}
+    return {
+        "job": stage.job,
+        "read": docs.get("read"),
+        "kept": docs.get("kept"),
+        "skipped": skipped,
+        "errors": docs.get("errors"),
+        "errors_by_reason": docs.get("errors_by_reason", {}),
+        "duplicates_dropped": skipped.get("duplicate_id", 0),
+        "characters": docs.get("characters"),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- lineage
+
 
 def _fingerprint(entry: dict) -> dict:
     keep = ("path", "size", "bytes", "records", "documents", "sha256", "sha256_first_and_last_mib")
@@ -110,9 +132,15 @@ def _files_in(node) -> list[dict]:
     if isinstance(node, dict):
         if "path" in node and ("sha256" in node or "sha256_first_and_last_mib" in node):
             return [_fingerprint(node)]
-        return [f for key, value in node.items()
-                for f in _files_in({"path": key, **value} if isinstance(value, dict) and "sha256" in value
-                                   and "path" not in value else value)]
+        return [
+            f
+            for key, value in node.items()
+            for f in _files_in(
+                {"path": key, **value}
+                if isinstance(value, dict) and "sha256" in value and "path" not in value
+                else value
+            )
+        ]
     if isinstance(node, list):
         return [f for value in node for f in _files_in(value)]
     return []
@@ -145,8 +173,15 @@ def build_lineage(stages: list[Stage]) -> dict:
         outputs.append({"path": MANIFEST, "bytes": stage.manifest_bytes, "sha256": stage.manifest_sha256})
         for f in outputs:
             produced.setdefault((Path(f["path"]).name, f.get("sha256", "")), stage.name)
-        described.append({"stage": stage.name, "job": stage.job, "kind": stage.kind,
-                          "inputs": _stage_inputs(stage), "outputs": outputs})
+        described.append(
+            {
+                "stage": stage.name,
+                "job": stage.job,
+                "kind": stage.kind,
+                "inputs": _stage_inputs(stage),
+                "outputs": outputs,
+            }
+        )
     links: dict[tuple[str, str], int] = {}
     for d in described:
         for entry in d["inputs"]:
@@ -154,11 +189,11 @@ def build_lineage(stages: list[Stage]) -> dict:
             if source is not None and source != d["stage"]:
                 entry["from"] = source
                 links[(source, d["stage"])] = links.get((source, d["stage"]), 0) + 1
-    return {"stages": described,
-            "links": [{"from": a, "to": b, "files": n} for (a, b), n in sorted(links.items())]}
+    return {"stages": described, "links": [{"from": a, "to": b, "files": n} for (a, b), n in sorted(links.items())]}
 
 
 # ---------------------------------------------------------------------------------------------- the card
+
 
 def build_card(root: Path, vocab_arg: str | None, max_records: int, max_documents: int) -> tuple[dict, dict]:
     """(stats.json content, what the plots need beyond it: the record accumulators)."""
@@ -169,32 +204,47 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
     warnings: list[str] = []
     stages = find_stages(root, warnings)
     if not stages:
-        raise UserError(f"no {MANIFEST} in {root} or one or two levels below it; stats reads finished outputs of "
-                        "extract-wiki, extract-books or create (a directory without a manifest is incomplete)")
+        raise UserError(
+            f"no {MANIFEST} in {root} or one or two levels below it; stats reads finished outputs of "
+            "extract-wiki, extract-books or create (a directory without a manifest is incomplete)"
+        )
     documents = [s for s in stages if s.kind == "documents"]
     records = [s for s in stages if s.kind == "records"]
     vocab, vocab_path = resolve_vocab(vocab_arg, records, root, warnings)
     lowercase = bool(records[0].manifest.get("config", {}).get("do_lower_case", True)) if records else True
-    card: dict = {"tool": "bertcorpus", "version": TOOL_VERSION, "job": "stats", "directory": str(root),
-                  "options": {"vocab": vocab_path, "max_records": max_records or None,
-                              "max_documents": max_documents or None},
-                  "warnings": warnings, "lineage": build_lineage(stages)}
+    card: dict = {
+        "tool": "bertcorpus",
+        "version": TOOL_VERSION,
+        "job": "stats",
+        "directory": str(root),
+        "options": {"vocab": vocab_path, "max_records": max_records or None, "max_documents": max_documents or None},
+        "warnings": warnings,
+        "lineage": build_lineage(stages),
+    }
     for entry in (i for st in card["lineage"]["stages"] for i in st["inputs"] if i["role"] == "vocab" and vocab):
         # The vocab is usually made outside the run; the file in hand shows whether it is the one recorded.
         entry["checked"] = {"path": vocab_path, "sha256_matches": entry.get("sha256") == vocab.sha256}
     if documents:
         doc_stats, unknown = documents_pass(documents, vocab, lowercase, max_documents or sys.maxsize)
-        card["documents"] = {"stages": {s.name: documents_counts(s) for s in documents},
-                             "bin_edges": EDGES.tolist(), **doc_stats.summary()}
-        card["unknown_words"] = (unknown.summary(TOP_UNKNOWN_WORDS) if unknown is not None else
-                                 {"absent": "no vocab: pass --vocab to list the words that become [UNK]"})
+        card["documents"] = {
+            "stages": {s.name: documents_counts(s) for s in documents},
+            "bin_edges": EDGES.tolist(),
+            **doc_stats.summary(),
+        }
+        card["unknown_words"] = (
+            unknown.summary(TOP_UNKNOWN_WORDS)
+            if unknown is not None
+            else {"absent": "no vocab: pass --vocab to list the words that become [UNK]"}
+        )
         if unknown is not None:
             card["unknown_words"].update(vocab=vocab_path, lowercase=lowercase)
     else:
         card["documents"] = {"absent": f"no documents (documents-*.parquet with a {MANIFEST}) in {root}"}
-        card["unknown_words"] = {"absent": "the words behind [UNK] need the source text, and there are no "
-                                           f"documents in {root}; the [UNK] token rate of the records is given "
-                                           "per sequence configuration"}
+        card["unknown_words"] = {
+            "absent": "the words behind [UNK] need the source text, and there are no "
+            f"documents in {root}; the [UNK] token rate of the records is given "
+            "per sequence configuration"
+        }
     accumulators = {}
     card["records"] = {}
     if not records:
@@ -215,15 +265,27 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
                 for split, summary in summaries.items():
                     summary["padding"] = bin_padding(summary["real_tokens_hist"], bin_size, info["max_seq_length"])
                     counted = {str(b["width"]): b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
-                    if (split in manifest_bins and read == info["instances"]
-                            and counted != {k: v for k, v in manifest_bins[split].items() if v}):
-                        warnings.append(f"{stage.dir / MANIFEST} counts {seq} {split} instances per bin as "
-                                        f"{manifest_bins[split]}, but their lengths give {counted}")
+                    if (
+                        split in manifest_bins
+                        and read == info["instances"]
+                        and counted != {k: v for k, v in manifest_bins[split].items() if v}
+                    ):
+                        warnings.append(
+                            f"{stage.dir / MANIFEST} counts {seq} {split} instances per bin as "
+                            f"{manifest_bins[split]}, but their lengths give {counted}"
+                        )
             per_seq[seq] = {**info, "records_read": read, "sampled": read != info["instances"], **summaries}
-        card["records"][stage.name] = {"vocab": {"path": vocab_path, "sha256": vocab.sha256, "size": len(vocab),
-                                                 "manifest_sha256": stage.manifest.get("vocab", {}).get("sha256")},
-                                       "form": record_form(stage), "made_from": records_source(stage),
-                                       "seq_configs": per_seq}
+        card["records"][stage.name] = {
+            "vocab": {
+                "path": vocab_path,
+                "sha256": vocab.sha256,
+                "size": len(vocab),
+                "manifest_sha256": stage.manifest.get("vocab", {}).get("sha256"),
+            },
+            "form": record_form(stage),
+            "made_from": records_source(stage),
+            "seq_configs": per_seq,
+        }
     return card, accumulators
 
 
@@ -233,10 +295,15 @@ RECIPE_SETTINGS = ("dupe_factor", "masked_lm_prob", "short_seq_prob", "whole_wor
 
 def records_source(stage: Stage) -> dict:
     """What create read and how it was set, from its manifest: documents, sentences and tokens, and the settings."""
+
     def section(key: str) -> dict:
         value = stage.manifest.get(key)
         return value if isinstance(value, dict) else {}
 
     documents, counts, config = section("documents"), section("counts"), section("config")
-    return {"documents": documents.get("kept"), "sentences": counts.get("sentences"), "tokens": counts.get("tokens"),
-            "settings": {k: config[k] for k in RECIPE_SETTINGS if k in config}}
+    return {
+        "documents": documents.get("kept"),
+        "sentences": counts.get("sentences"),
+        "tokens": counts.get("tokens"),
+        "settings": {k: config[k] for k in RECIPE_SETTINGS if k in config},
+    }

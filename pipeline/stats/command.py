@@ -11,13 +11,13 @@
 
 This is not a Beam job: the statistics of even a full corpus are a single sequential read, and a sample cap
 (--max-records, --max-documents) bounds the time. Memory is bounded by construction: fixed-size counters,
-one Parquet row group or one batch of records at a time (see stats_records.py for the Parquet form's one flag per
+one Parquet row group or one batch of records at a time (see records.py for the Parquet form's one flag per
 instance).
 
-stats_stages.py finds the stages, stats_card.py reads them into the card (stats_records.py its records), stats_plots.py draws
-its plots, stats_html.py writes the report:
-what was built first, then the plots, the documents, and the lineage last.
+stages.py finds the stages, card.py reads them into the card (records.py its records), plots.py draws its plots,
+html.py writes the report: what was built first, then the plots, the documents, and the lineage last.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,25 +26,38 @@ from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.card import build_card
-from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
 from bertcorpus.pipeline.stats.html import render_html
 from bertcorpus.pipeline.stats.plots import write_plots
+from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
 
 ACCEPTS_BEAM_OPTIONS = False
 REPORT = "report.html"
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("dir", metavar="DIR",
-                        help="a documents directory, a records directory, or a run directory holding both "
-                             "(manifests are searched one and two levels down)")
+    parser.add_argument(
+        "dir",
+        metavar="DIR",
+        help="a documents directory, a records directory, or a run directory holding both "
+        "(manifests are searched one and two levels down)",
+    )
     parser.add_argument("--vocab", help="vocab.txt (default: the one named in the records manifest)")
     parser.add_argument("--output", help="where stats.json, report.html and report_files/ go (default: DIR)")
-    parser.add_argument("--max-records", type=int, default=0, metavar="N",
-                        help="read at most N records per seq config, spread over the shards (default: all)")
-    parser.add_argument("--max-documents", type=int, default=0, metavar="N",
-                        help="tokenise at most N documents for the [UNK] word list (default: all); the other "
-                             "document statistics always cover every document")
+    parser.add_argument(
+        "--max-records",
+        type=int,
+        default=0,
+        metavar="N",
+        help="read at most N records per seq config, spread over the shards (default: all)",
+    )
+    parser.add_argument(
+        "--max-documents",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tokenise at most N documents for the [UNK] word list (default: all); the other "
+        "document statistics always cover every document",
+    )
 
 
 def run(args, beam_args: list[str]) -> int:

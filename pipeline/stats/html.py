@@ -4,13 +4,14 @@ The page leads with what was built (instances, label and masking shares, tokens,
 documents, and the lineage last, in the order data flows. A row that would say only zero, a table without rows and a
 row that repeats another are left out; stats.json keeps every number.
 """
+
 from __future__ import annotations
 
 import html
 import re
 
-from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
 from bertcorpus.pipeline.stats.plots import PLOT_PIXELS
+from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 72em;
@@ -52,8 +53,12 @@ def _table(header: list[str], rows: list[list], numeric: set[int] = frozenset())
     if not rows:
         return ""
     head = "".join(f"<th>{h}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f'<td class="n">{_n(c)}</td>' if i in numeric else f"<td>{c}</td>"
-                                    for i, c in enumerate(row)) + "</tr>" for row in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="n">{_n(c)}</td>' if i in numeric else f"<td>{c}</td>" for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
     return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
@@ -65,8 +70,10 @@ def _figure_html(plots: dict[str, str], key: str, caption: str) -> str:
     if key not in plots:
         return ""
     width, height = PLOT_PIXELS
-    return (f'<figure><img src="{REPORT_FILES}/{_e(plots[key])}" alt="{_e(caption)}" width="{width}" '
-            f'height="{height}"><figcaption>{_e(caption)}</figcaption></figure>')
+    return (
+        f'<figure><img src="{REPORT_FILES}/{_e(plots[key])}" alt="{_e(caption)}" width="{width}" '
+        f'height="{height}"><figcaption>{_e(caption)}</figcaption></figure>'
+    )
 
 
 def _plot_grid(figures: list[str]) -> str:
@@ -75,7 +82,7 @@ def _plot_grid(figures: list[str]) -> str:
 
 
 def _short(sha: str | None) -> str:
-    return f"<code title=\"{_e(sha)}\">{_e(sha[:16])}…</code>" if sha else "—"
+    return f'<code title="{_e(sha)}">{_e(sha[:16])}…</code>' if sha else "—"
 
 
 def _stage_dir(name: str) -> str:
@@ -88,8 +95,7 @@ def _stage_dir(name: str) -> str:
 LABELS = {"random_next": "random next", "swapped": "swapped"}
 MASKING = {"static": "masks fixed in the records", "dynamic": "masks drawn at load time"}
 FILE_FORMATS = {"tfrecord": "TFRecord files", "parquet": "Parquet files"}
-PAIR_OBJECTIVES = {"nsp": "next-sentence prediction", "sop": "sentence-order prediction",
-                   "none": "no pair objective"}
+PAIR_OBJECTIVES = {"nsp": "next-sentence prediction", "sop": "sentence-order prediction", "none": "no pair objective"}
 # How create's settings read in the lead, or nothing where the default says nothing worth a word.
 SETTINGS = {
     "dupe_factor": lambda v: f"dupe factor {_e(v)}",
@@ -104,14 +110,19 @@ SETTINGS = {
 def _records_lead(name: str, info: dict) -> str:
     form, source = info["form"], info["made_from"]
     where = "This directory" if name == "." else _stage_dir(name)
-    text = (f"{where} holds {_e(FILE_FORMATS.get(form['file_format'], form['file_format']))} with "
-            f"{_e(MASKING.get(form['masking'], form['masking']))} and "
-            f"{_e(PAIR_OBJECTIVES.get(form['pair_objective'], form['pair_objective']))}")
+    text = (
+        f"{where} holds {_e(FILE_FORMATS.get(form['file_format'], form['file_format']))} with "
+        f"{_e(MASKING.get(form['masking'], form['masking']))} and "
+        f"{_e(PAIR_OBJECTIVES.get(form['pair_objective'], form['pair_objective']))}"
+    )
     if form.get("bin_size"):
         text += f", in length bins of {_e(form['bin_size'])} tokens"
     if source["documents"] is not None:
-        read = ", ".join(f"{source[k]:,} {what}" for k, what in (("sentences", "sentences"),
-                                                                 ("tokens", "WordPiece tokens")) if source[k])
+        read = ", ".join(
+            f"{source[k]:,} {what}"
+            for k, what in (("sentences", "sentences"), ("tokens", "WordPiece tokens"))
+            if source[k]
+        )
         text += f", made from {source['documents']:,} documents" + (f" ({read})" if read else "")
     text += f" with a vocab of {info['vocab']['size']:,} ids"
     named = [said for key, value in source["settings"].items() if (said := SETTINGS[key](value))]
@@ -122,38 +133,69 @@ def _records_lead(name: str, info: dict) -> str:
     for seq, s in info["seq_configs"].items():
         splits = [split for split in ("train", "eval") if split in s and s["instances"][split]]
         if s["sampled"]:
-            sampled.append(f"{_e(seq)}: {sum(s['records_read'].values()):,} of {sum(s['instances'].values()):,} "
-                           "records read")
+            sampled.append(
+                f"{_e(seq)}: {sum(s['records_read'].values()):,} of {sum(s['instances'].values()):,} records read"
+            )
         for i, split in enumerate(splits):
             x, built, mean = s[split], s["instances"][split], s[split]["mean_real_tokens"]
             tokens = f"≈ {mean * built:,.0f}" if s["sampled"] and mean else _n(x["real_tokens"])
-            cells = ([f'<td rowspan="{len(splits)}"><code>{_e(seq)}</code><br>{s["max_seq_length"]} tokens, '
-                      f'≤ {s["max_predictions_per_seq"]} masked</td>'] if i == 0 else [])
+            cells = (
+                [
+                    f'<td rowspan="{len(splits)}"><code>{_e(seq)}</code><br>{s["max_seq_length"]} tokens, '
+                    f"≤ {s['max_predictions_per_seq']} masked</td>"
+                ]
+                if i == 0
+                else []
+            )
             cells.append(f"<td>{split}</td>")
             values = [_n(built), tokens, None if mean is None else f"{mean:.1f}", _share(x["full_length_share"], 1)]
             values += [_share(x["label_share"])] if label else []
-            values += [_share(x["mask_share"]), _share(x["keep_share"]), _share(x["random_share"]),
-                       _share(x["unk_token_rate"], 4)]
+            values += [
+                _share(x["mask_share"]),
+                _share(x["keep_share"]),
+                _share(x["random_share"]),
+                _share(x["unk_token_rate"], 4),
+            ]
             cells += [f'<td class="n">{v if v is not None else "—"}</td>' for v in values]
             rows.append("<tr>" + "".join(cells) + "</tr>")
     if rows:
-        spanned = ["sequences", "split", "instances", "real tokens", "mean real tokens", "full length",
-                   *([f"{label} (label 1)"] if label else [])]
-        head = ("<tr>" + "".join(f'<th rowspan="2">{_e(h)}</th>' for h in spanned)
-                + '<th colspan="3">masked positions shown as</th><th rowspan="2">[UNK] of text tokens</th></tr>'
-                + "<tr><th>[MASK]</th><th>original</th><th>random token</th></tr>")
+        spanned = [
+            "sequences",
+            "split",
+            "instances",
+            "real tokens",
+            "mean real tokens",
+            "full length",
+            *([f"{label} (label 1)"] if label else []),
+        ]
+        head = (
+            "<tr>"
+            + "".join(f'<th rowspan="2">{_e(h)}</th>' for h in spanned)
+            + '<th colspan="3">masked positions shown as</th><th rowspan="2">[UNK] of text tokens</th></tr>'
+            + "<tr><th>[MASK]</th><th>original</th><th>random token</th></tr>"
+        )
         parts.append(f'<div class="table"><table><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table></div>')
     expected = (f"{label} 50%, " if label else "") + "[MASK] / original / random token 80% / 10% / 10%"
     unlabelled = "" if label else " Without a pair objective there is no label to predict: the label slot holds 0."
-    parts.append(f'<p class="note">Expected: {expected}.{unlabelled} Real tokens include [CLS] and [SEP]; full '
-                 "length is the share of instances without padding."
-                 + _masks_note(info) + (f" Shares and means are those of a sample ({'; '.join(sampled)}), "
-                                        f"{SAMPLES[form['file_format'] == 'parquet']}." if sampled else "") + "</p>")
+    parts.append(
+        f'<p class="note">Expected: {expected}.{unlabelled} Real tokens include [CLS] and [SEP]; full '
+        "length is the share of instances without padding."
+        + _masks_note(info)
+        + (
+            f" Shares and means are those of a sample ({'; '.join(sampled)}), "
+            f"{SAMPLES[form['file_format'] == 'parquet']}."
+            if sampled
+            else ""
+        )
+        + "</p>"
+    )
     return "".join(parts)
 
 
-SAMPLES = ("drawn from every shard in proportion to its size",
-           "the first instances of the loader's epoch 0, which it draws from every shard")
+SAMPLES = (
+    "drawn from every shard in proportion to its size",
+    "the first instances of the loader's epoch 0, which it draws from every shard",
+)
 
 
 def _masks_note(info: dict) -> str:
@@ -162,20 +204,24 @@ def _masks_note(info: dict) -> str:
     if not masks:
         return ""
     m = masks[0]
-    return (f" Masks are drawn anew each epoch; the masked positions counted here are those that "
-            f"<code>{_e(m['drawn_by'])}</code> draws for epoch {m['epoch']} with seed {m['seed']} and the "
-            f"manifest's settings ({m['masked_lm_prob']:.0%} of tokens, at most {m['max_predictions_per_seq']} per "
-            f"instance{', whole words' if m['whole_word_mask'] else ''}), as a trainer that leaves them alone "
-            "sees them in its first epoch.")
+    return (
+        f" Masks are drawn anew each epoch; the masked positions counted here are those that "
+        f"<code>{_e(m['drawn_by'])}</code> draws for epoch {m['epoch']} with seed {m['seed']} and the "
+        f"manifest's settings ({m['masked_lm_prob']:.0%} of tokens, at most {m['max_predictions_per_seq']} per "
+        f"instance{', whole words' if m['whole_word_mask'] else ''}), as a trainer that leaves them alone "
+        "sees them in its first epoch."
+    )
 
 
 def _documents_lead(docs: dict, unknown: dict) -> str:
     stages = docs["stages"].values()
     read = sum(c["read"] or 0 for c in stages)
     sources = ", ".join(f"{_e(s)} {n:,}" for s, n in docs["by_source"].items())
-    text = (f"<p>Documents: {docs['documents']:,} kept of {read:,} read by {len(docs['stages'])} "
-            f"extraction{'s' if len(docs['stages']) > 1 else ''} ({sources}); {docs['chars']['total']:,} "
-            f"characters, {docs['words']['total']:,} words")
+    text = (
+        f"<p>Documents: {docs['documents']:,} kept of {read:,} read by {len(docs['stages'])} "
+        f"extraction{'s' if len(docs['stages']) > 1 else ''} ({sources}); {docs['chars']['total']:,} "
+        f"characters, {docs['words']['total']:,} words"
+    )
     if "absent" not in unknown and unknown["unk_word_rate"] is not None:
         text += f"; {unknown['unk_word_rate']:.4%} of words contain [UNK]"
     return text + ".</p>"
@@ -205,29 +251,42 @@ DETAIL_ROWS = (
     ("padded share at full length", "padded_share", "{:.1%}"),
     ("vocab coverage", "vocab_coverage", "{:.1%}"),
 )
-PLOTS = (("lengths", "Real tokens per instance, train and eval (log scale)"),
-         ("segments", "Tokens in segment A and in segment B"),
-         ("masked", "Masked positions per instance"),
-         ("vocab", "Vocab ids by how often they occur in the text tokens (before masking)"),
-         ("shards", "Records per shard"))
+PLOTS = (
+    ("lengths", "Real tokens per instance, train and eval (log scale)"),
+    ("segments", "Tokens in segment A and in segment B"),
+    ("masked", "Masked positions per instance"),
+    ("vocab", "Vocab ids by how often they occur in the text tokens (before masking)"),
+    ("shards", "Records per shard"),
+)
 
 
 def _seq_plots_html(title: str, s: dict, plots: dict[str, str], prefix: str) -> str:
-    parts = [f"<h3><code>{_e(title)}</code>: {s['max_seq_length']} tokens, up to {s['max_predictions_per_seq']} "
-             "predictions</h3>"]
+    parts = [
+        f"<h3><code>{_e(title)}</code>: {s['max_seq_length']} tokens, up to {s['max_predictions_per_seq']} "
+        "predictions</h3>"
+    ]
     columns = [c for c in ("train", "eval") if c in s and s[c]["instances"]]
     columns += ["all"] if len(columns) > 1 else []
     rows = [["instances read"] + [s[c]["instances"] for c in columns]] if s["sampled"] else []
-    rows += [[label] + [fmt.format(s[c][key]) if s[c][key] is not None else None for c in columns]
-             for label, key, fmt in DETAIL_ROWS if any(s[c][key] for c in columns)]
+    rows += [
+        [label] + [fmt.format(s[c][key]) if s[c][key] is not None else None for c in columns]
+        for label, key, fmt in DETAIL_ROWS
+        if any(s[c][key] for c in columns)
+    ]
     details, padding = _table([""] + columns, rows, set(range(1, len(columns) + 1))), _padding_html(s)
     parts.append(f'<div class="side"><div>{details}</div><div>{padding}</div></div>' if padding else details)
     parts.append(_plot_grid([_figure_html(plots, f"{prefix} {key}", caption) for key, caption in PLOTS]))
-    rows = [[f"<code>{_e(r['path'])}</code>", r["records"], r["bytes"], r["file_bytes"]]
-            + ([r["records_read"]] if s["sampled"] else []) for r in s["shards"]]
+    rows = [
+        [f"<code>{_e(r['path'])}</code>", r["records"], r["bytes"], r["file_bytes"]]
+        + ([r["records_read"]] if s["sampled"] else [])
+        for r in s["shards"]
+    ]
     header = ["shard", "records (manifest)", "bytes (manifest)", "bytes (file)"] + (["records read"] * s["sampled"])
-    parts.append(f"<details><summary>{len(rows):,} shards</summary>"
-                 + _table(header, rows, set(range(1, len(header)))) + "</details>")
+    parts.append(
+        f"<details><summary>{len(rows):,} shards</summary>"
+        + _table(header, rows, set(range(1, len(header))))
+        + "</details>"
+    )
     return "".join(parts)
 
 
@@ -239,30 +298,45 @@ def _padding_html(s: dict) -> str:
     rows, first = [], 1
     for b in padding["bins"]:
         if b["instances"]:
-            rows.append([f"{first}–{b['width']} tokens", b["instances"], b["width"],
-                         _share(b["padded_share"], 1)])
+            rows.append([f"{first}–{b['width']} tokens", b["instances"], b["width"], _share(b["padded_share"], 1)])
         first = b["width"] + 1
     rows.append(["<b>all, batched by bins</b>", s["all"]["instances"], None, _share(padding["padded_share"], 1)])
     length = s["max_seq_length"]
-    rows.append([f"all, padded to {length} (no bins)", s["all"]["instances"], length,
-                 _share(padding["padded_share_without_bins"], 1)])
-    stored = ("The records themselves stay padded to the full length; this is what the loader pads when it "
-              "batches them by bins." if "drawn_by" not in s["masks"] else "As the loader pads its batches.")
-    return (_table([f"length (bins of {padding['bin_size']})", "instances", "padded width", "padded share"], rows,
-                   {1, 2, 3})
-            + f'<p class="note">Padding by length bin, train and eval together. {stored}</p>')
+    rows.append(
+        [
+            f"all, padded to {length} (no bins)",
+            s["all"]["instances"],
+            length,
+            _share(padding["padded_share_without_bins"], 1),
+        ]
+    )
+    stored = (
+        "The records themselves stay padded to the full length; this is what the loader pads when it "
+        "batches them by bins."
+        if "drawn_by" not in s["masks"]
+        else "As the loader pads its batches."
+    )
+    return (
+        _table(
+            [f"length (bins of {padding['bin_size']})", "instances", "padded width", "padded share"], rows, {1, 2, 3}
+        )
+        + f'<p class="note">Padding by length bin, train and eval together. {stored}</p>'
+    )
 
 
 def _plots_html(records: dict, plots: dict[str, str]) -> str:
     stages = {name: info for name, info in records.items() if name != "absent"}
     several = len(stages) > 1
-    return "".join(_seq_plots_html(seq if stage == "." else f"{stage}/{seq}", s, plots,
-                                   f"{stage} {seq}" if several else seq)
-                   for stage, info in stages.items() for seq, s in info["seq_configs"].items()
-                   if s["all"]["instances"])
+    return "".join(
+        _seq_plots_html(seq if stage == "." else f"{stage}/{seq}", s, plots, f"{stage} {seq}" if several else seq)
+        for stage, info in stages.items()
+        for seq, s in info["seq_configs"].items()
+        if s["all"]["instances"]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- documents
+
 
 def _inputs_html(stages: dict) -> str:
     """Every extraction's counts side by side: read, kept, then each reason for a skip or an error."""
@@ -273,10 +347,14 @@ def _inputs_html(stages: dict) -> str:
         return sorted({r for c in counts for r, n in c[key].items() if n})
 
     rows = [["read"] + [c["read"] for c in counts], ["kept"] + [c["kept"] for c in counts]]
-    rows += [["duplicates dropped" if r == "duplicate_id" else f"skipped: {_e(r)}"]
-             + [c["skipped"].get(r, 0) for c in counts] for r in reasons("skipped")]
-    rows += [[f"error: {_e(r)}"] + [c["errors_by_reason"].get(r, 0) for c in counts]
-             for r in reasons("errors_by_reason")]
+    rows += [
+        ["duplicates dropped" if r == "duplicate_id" else f"skipped: {_e(r)}"]
+        + [c["skipped"].get(r, 0) for c in counts]
+        for r in reasons("skipped")
+    ]
+    rows += [
+        [f"error: {_e(r)}"] + [c["errors_by_reason"].get(r, 0) for c in counts] for r in reasons("errors_by_reason")
+    ]
     unexplained = [(c["errors"] or 0) - sum(c["errors_by_reason"].values()) for c in counts]
     rows += [["errors, reason not recorded"] + unexplained] if any(unexplained) else []
     header = ["inputs"] + [f"{_e(c['job'])} → {_stage_dir(n)}" for n, c in zip(names, counts)]
@@ -286,29 +364,56 @@ def _inputs_html(stages: dict) -> str:
 def _sources_html(docs: dict) -> str:
     def row(label: str, chars: dict, words: dict) -> list:
         median = f"{chars['median_bin'][0]:,.0f} – {chars['median_bin'][1]:,.0f}" if chars["median_bin"] else None
+
         def whole(mean):
             return None if mean is None else round(mean)
 
-        return [label, chars["documents"], chars["total"], words["total"], whole(chars["mean"]), median,
-                chars["min"], chars["max"], whole(words["mean"])]
+        return [
+            label,
+            chars["documents"],
+            chars["total"],
+            words["total"],
+            whole(chars["mean"]),
+            median,
+            chars["min"],
+            chars["max"],
+            whole(words["mean"]),
+        ]
 
     rows = [row(_e(s), docs["chars_by_source"][s], docs["words_by_source"][s]) for s in docs["by_source"]]
     rows += [row("<b>all</b>", docs["chars"], docs["words"])] if len(rows) > 1 else []
-    return _table(["source", "documents", "characters", "words", "mean characters", "median characters (bin)",
-                   "min characters", "max characters", "mean words"], rows, {1, 2, 3, 4, 5, 6, 7, 8})
+    return _table(
+        [
+            "source",
+            "documents",
+            "characters",
+            "words",
+            "mean characters",
+            "median characters (bin)",
+            "min characters",
+            "max characters",
+            "mean words",
+        ],
+        rows,
+        {1, 2, 3, 4, 5, 6, 7, 8},
+    )
 
 
 def _documents_html(docs: dict, unknown: dict, plots: dict[str, str]) -> str:
     if "absent" in docs:
         return f"<p>{_e(docs['absent'])}.</p>" + _unknown_html(unknown)
     parts = [_inputs_html(docs["stages"]), "<h3>By source</h3>", _sources_html(docs)]
-    parts.append(_plot_grid([_figure_html(plots, "document_chars", "Characters per document, by source"),
-                             _figure_html(plots, "document_words",
-                                          "Words (whitespace-separated) per document, by source")]))
+    parts.append(
+        _plot_grid(
+            [
+                _figure_html(plots, "document_chars", "Characters per document, by source"),
+                _figure_html(plots, "document_words", "Words (whitespace-separated) per document, by source"),
+            ]
+        )
+    )
     extremes = []
     for title, key in (("Largest documents", "largest"), ("Smallest documents", "smallest")):
-        rows = [[f"<code>{_e(d['id'])}</code>", _e(d["source"]), _e(d["title"] or "—"), d["chars"]]
-                for d in docs[key]]
+        rows = [[f"<code>{_e(d['id'])}</code>", _e(d["source"]), _e(d["title"] or "—"), d["chars"]] for d in docs[key]]
         table = _table(["id", "source", "title", "characters"], rows, {3})
         extremes.append(f"<div><h3>{title}</h3>{table}</div>" if table else "")
     parts.append(f'<div class="side">{"".join(extremes)}</div>')
@@ -319,11 +424,13 @@ def _unknown_html(unknown: dict) -> str:
     parts = ["<h3>Words that become [UNK]</h3>"]
     if "absent" in unknown:
         return parts[0] + f"<p>{_e(unknown['absent'])}.</p>"
-    parts.append(f"<p>{unknown['unk_words']:,} of {unknown['words']:,} whitespace-separated words "
-                 f"({(unknown['unk_word_rate'] or 0):.4%}) in {unknown['documents']:,} documents contain [UNK] "
-                 f"when tokenised with <code>{_e(unknown['vocab'])}</code>"
-                 f"{' (lower-cased)' if unknown['lowercase'] else ''}."
-                 f"{'' if unknown['counts_exact'] else ' Counts are lower bounds: too many distinct words.'}</p>")
+    parts.append(
+        f"<p>{unknown['unk_words']:,} of {unknown['words']:,} whitespace-separated words "
+        f"({(unknown['unk_word_rate'] or 0):.4%}) in {unknown['documents']:,} documents contain [UNK] "
+        f"when tokenised with <code>{_e(unknown['vocab'])}</code>"
+        f"{' (lower-cased)' if unknown['lowercase'] else ''}."
+        f"{'' if unknown['counts_exact'] else ' Counts are lower bounds: too many distinct words.'}</p>"
+    )
     rows = [[f"<code>{_e(w['word'])}</code>", _e(_code_points(w["word"])), w["count"]] for w in unknown["top"]]
     return "".join(parts) + _table(["word", "characters outside ASCII", "count"], rows, {2})
 
@@ -347,14 +454,20 @@ def _output_rows(outputs: list[dict]) -> list[list]:
         groups.setdefault(_SHARD_NUMBER.sub(r"-*-of-\1", o["path"]), []).append(o)
     rows = []
     for pattern, files in groups.items():
-        def total(key: str):
+
+        def total(key: str, files=files):
             values = [f.get(key) for f in files]
             return None if None in values else sum(values)
 
         single = len(files) == 1
-        rows.append([f"<code>{_e(files[0]['path'] if single else pattern)}</code>",
-                     total("records") if "records" in files[0] else total("documents"), total("bytes"),
-                     _short(files[0].get("sha256")) if single else f"{len(files)} files: each in {STATS}"])
+        rows.append(
+            [
+                f"<code>{_e(files[0]['path'] if single else pattern)}</code>",
+                total("records") if "records" in files[0] else total("documents"),
+                total("bytes"),
+                _short(files[0].get("sha256")) if single else f"{len(files)} files: each in {STATS}",
+            ]
+        )
     return rows
 
 
@@ -372,12 +485,22 @@ def _written_by(entry: dict) -> str:
 def _stage_html(stage: dict) -> str:
     inputs = [i for i in stage["inputs"] if i["role"] != "vocab"]
     roles = {i["role"] for i in inputs} != {"input"}
-    rows = [([_e(i["role"])] if roles else []) + [f"<code>{_e(i['path'])}</code>", i.get("size"),
-            _short(i.get("sha256") or i.get("sha256_first_and_last_mib")), _written_by(i)] for i in inputs]
+    rows = [
+        ([_e(i["role"])] if roles else [])
+        + [
+            f"<code>{_e(i['path'])}</code>",
+            i.get("size"),
+            _short(i.get("sha256") or i.get("sha256_first_and_last_mib")),
+            _written_by(i),
+        ]
+        for i in inputs
+    ]
     header = (["role"] if roles else []) + ["input", "bytes", "sha256", "written by"]
-    return (f"<h3>{_e(stage['job'])} → {_stage_dir(stage['stage'])}</h3>"
-            + _table(header, rows, {int(roles) + 1})
-            + _outputs_table(stage["outputs"]))
+    return (
+        f"<h3>{_e(stage['job'])} → {_stage_dir(stage['stage'])}</h3>"
+        + _table(header, rows, {int(roles) + 1})
+        + _outputs_table(stage["outputs"])
+    )
 
 
 def _vocab_html(stages: list[dict]) -> str:
@@ -387,8 +510,16 @@ def _vocab_html(stages: list[dict]) -> str:
         for entry in stage["inputs"]:
             if entry["role"] == "vocab":
                 used.setdefault((entry["path"], entry.get("sha256")), (entry, []))[1].append(stage["stage"])
-    rows = [[f"<code>{_e(entry['path'])}</code>", _short(entry.get("sha256")), _written_by(entry),
-             _vocab_found(entry), ", ".join(_stage_dir(s) for s in users)] for entry, users in used.values()]
+    rows = [
+        [
+            f"<code>{_e(entry['path'])}</code>",
+            _short(entry.get("sha256")),
+            _written_by(entry),
+            _vocab_found(entry),
+            ", ".join(_stage_dir(s) for s in users),
+        ]
+        for entry, users in used.values()
+    ]
     table = _table(["vocab", "sha256", "written by", "the file read here", "read by"], rows)
     return f"<h3>The vocab create read</h3>{table}" if table else ""
 
@@ -403,13 +534,19 @@ def _vocab_found(entry: dict) -> str:
 
 def _lineage_html(lineage: dict) -> str:
     if lineage["links"]:
-        chain = "; ".join(f"{_stage_dir(l['from'])} → {_stage_dir(l['to'])} ({l['files']} "
-                          f"file{'s' if l['files'] > 1 else ''})" for l in lineage["links"])
-        parts = [f"<p>Stages in the order data flows through them, linked by files that one wrote and the next "
-                 f"read (same name and sha256): {chain}.</p>"]
+        chain = "; ".join(
+            f"{_stage_dir(link['from'])} → {_stage_dir(link['to'])} "
+            f"({link['files']} file{'s' if link['files'] > 1 else ''})"
+            for link in lineage["links"]
+        )
+        parts = [
+            f"<p>Stages in the order data flows through them, linked by files that one wrote and the next "
+            f"read (same name and sha256): {chain}.</p>"
+        ]
     else:
-        parts = ["<p>Stages in the order data flows through them. No stage read a file that another stage here "
-                 "wrote.</p>"]
+        parts = [
+            "<p>Stages in the order data flows through them. No stage read a file that another stage here wrote.</p>"
+        ]
     stages = lineage["stages"]
     vocab_step = _vocab_html(stages)
     for stage in stages:
@@ -422,18 +559,21 @@ def _lineage_html(lineage: dict) -> str:
 
 # ---------------------------------------------------------------------------------------------- the page
 
+
 def render_html(card: dict, plots: dict[str, str]) -> str:
     warnings = "".join(f"<li>{_e(w)}</li>" for w in card["warnings"])
-    return "".join([
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>Data card: {_e(card['directory'])}</title><style>{STYLE}</style></head><body>",
-        f"<h1>Data card: <code>{_e(card['directory'])}</code></h1>",
-        f'<p class="note">bertcorpus {_e(card["version"])} stats; every number is also in {STATS}.</p>',
-        f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else "",
-        _section("built", "What was built", _built_html(card)),
-        _section("plots", "Plots", _plots_html(card["records"], plots)),
-        _section("documents", "Documents", _documents_html(card["documents"], card["unknown_words"], plots)),
-        _section("lineage", "Lineage", _lineage_html(card["lineage"])),
-        "</body></html>\n",
-    ])
+    return "".join(
+        [
+            '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>Data card: {_e(card['directory'])}</title><style>{STYLE}</style></head><body>",
+            f"<h1>Data card: <code>{_e(card['directory'])}</code></h1>",
+            f'<p class="note">bertcorpus {_e(card["version"])} stats; every number is also in {STATS}.</p>',
+            f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else "",
+            _section("built", "What was built", _built_html(card)),
+            _section("plots", "Plots", _plots_html(card["records"], plots)),
+            _section("documents", "Documents", _documents_html(card["documents"], card["unknown_words"], plots)),
+            _section("lineage", "Lineage", _lineage_html(card["lineage"])),
+            "</body></html>\n",
+        ]
+    )

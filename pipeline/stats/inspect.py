@@ -8,6 +8,7 @@ A shard lies inside its output, OUT/seq{L}/FILE, whose manifest.json (two levels
 for a Parquet shard its split and place among the split's instances, the vocab copy and the masking settings. A
 Parquet shard is read only inside its output; a TFRecord anywhere (a reference file too).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -28,19 +29,29 @@ SEARCH_BATCH = 4096  # instances per loader batch while finding the batches that
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("file", help="a .tfrecord or .parquet shard written by `bertcorpus create` (TFRecords of "
-                                     "the reference too)")
-    parser.add_argument("--vocab", help="the vocab.txt the records were made with (needed for TFRecords; for Parquet "
-                                        "the output's own vocab.txt by default)")
+    parser.add_argument(
+        "file", help="a .tfrecord or .parquet shard written by `bertcorpus create` (TFRecords of the reference too)"
+    )
+    parser.add_argument(
+        "--vocab",
+        help="the vocab.txt the records were made with (needed for TFRecords; for Parquet "
+        "the output's own vocab.txt by default)",
+    )
     parser.add_argument("-n", "--num", type=int, default=3, help="how many records to show (default 3)")
     parser.add_argument("--skip", type=int, default=0, help="records to skip first")
-    parser.add_argument("--epoch", type=int, metavar="E",
-                        help="Parquet: also show the masks that bertcorpus.trainer.loader draws for these instances in epoch E")
-    parser.add_argument("--seed", type=int, metavar="S",
-                        help="Parquet, with --epoch: the loader's seed (default: the loader's own, 0)")
+    parser.add_argument(
+        "--epoch",
+        type=int,
+        metavar="E",
+        help="Parquet: also show the masks that bertcorpus.trainer.loader draws for these instances in epoch E",
+    )
+    parser.add_argument(
+        "--seed", type=int, metavar="S", help="Parquet, with --epoch: the loader's seed (default: the loader's own, 0)"
+    )
 
 
 # ---------------------------------------------------------------------------------------------- formatting
+
 
 def _tokens_line(ids: list[int], segments: list[int], tokens: tuple[str, ...], lead: str) -> str:
     seg_a = " ".join(tokens[i] for i, s in zip(ids, segments) if s == 0)
@@ -75,28 +86,40 @@ def format_example(features: dict[str, list], tokens: tuple[str, ...], label_kin
     """A record in the reference feature layout: tokens as the model sees them, segments, label, masked positions."""
     length = sum(features["input_mask"])
     ids, segments = features["input_ids"][:length], features["segment_ids"][:length]
-    return "\n".join([_tokens_line(ids, segments, tokens, f"tokens ({length})"), _segments_line(segments),
-                      _label_line(features["next_sentence_labels"][0], label_kind),
-                      _masked_line(features, tokens, length)])
+    return "\n".join(
+        [
+            _tokens_line(ids, segments, tokens, f"tokens ({length})"),
+            _segments_line(segments),
+            _label_line(features["next_sentence_labels"][0], label_kind),
+            _masked_line(features, tokens, length),
+        ]
+    )
 
 
 def format_instance(row: dict, tokens: tuple[str, ...], label_kind: str) -> str:
     """A row of the Parquet form, unmasked: its tokens, segments (B from segment_b_start on) and label."""
     ids, length = row["input_ids"], row["length"]
     segments = [int(p >= row["segment_b_start"]) for p in range(length)]
-    return "\n".join([_tokens_line(ids, segments, tokens, f"tokens ({length})"), _segments_line(segments),
-                      _label_line(row["next_sentence_label"], label_kind)])
+    return "\n".join(
+        [
+            _tokens_line(ids, segments, tokens, f"tokens ({length})"),
+            _segments_line(segments),
+            _label_line(row["next_sentence_label"], label_kind),
+        ]
+    )
 
 
 def format_masks(features: dict[str, list], tokens: tuple[str, ...], epoch: int, seed: int) -> str:
     """The loader's masks for one instance: its tokens as the model sees them that epoch, and what they hide."""
     length = sum(features["input_mask"])
     ids, segments = features["input_ids"][:length], features["segment_ids"][:length]
-    return "\n".join([_tokens_line(ids, segments, tokens, f"epoch {epoch}, seed {seed}"),
-                      _masked_line(features, tokens, length)])
+    return "\n".join(
+        [_tokens_line(ids, segments, tokens, f"epoch {epoch}, seed {seed}"), _masked_line(features, tokens, length)]
+    )
 
 
 # ---------------------------------------------------------------------------------------------- the output around
+
 
 def _output_of(path: str) -> str:
     """OUT for OUT/seq{L}/FILE, local or remote."""
@@ -162,6 +185,7 @@ def _label_kind(manifest: dict | None) -> str:
 
 # ---------------------------------------------------------------------------------------------- the command
 
+
 def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.errors import UserError
 
@@ -176,8 +200,10 @@ def run(args, beam_args: list[str]) -> int:
     if args.file.endswith(".parquet"):
         return inspect_parquet(args)
     if args.epoch is not None:
-        raise UserError("TFRecords hold the masks create drew; --epoch shows the masks drawn at load time for "
-                        "Parquet instances (create --masking dynamic)")
+        raise UserError(
+            "TFRecords hold the masks create drew; --epoch shows the masks drawn at load time for "
+            "Parquet instances (create --masking dynamic)"
+        )
     if not args.vocab:
         raise UserError("give --vocab: the vocab.txt the records were made with")
     vocab = Vocab.load(args.vocab)
@@ -204,8 +230,15 @@ def read_records(path: str, skip: int, num: int) -> list[bytes]:
         raise UserError(f"{path}: {e.strerror or e}") from None
 
 
-FEATURES = {"input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids", "masked_lm_weights",
-            "next_sentence_labels"}
+FEATURES = {
+    "input_ids",
+    "input_mask",
+    "segment_ids",
+    "masked_lm_positions",
+    "masked_lm_ids",
+    "masked_lm_weights",
+    "next_sentence_labels",
+}
 
 
 def decoded_example(record: bytes, n: int, vocab_size: int) -> dict[str, list]:
@@ -221,8 +254,10 @@ def decoded_example(record: bytes, n: int, vocab_size: int) -> dict[str, list]:
         raise UserError(f"record {n} is not a pretraining example (lacks {', '.join(sorted(missing))})")
     beyond = max(features["input_ids"] + features["masked_lm_ids"], default=0)
     if beyond >= vocab_size:
-        raise UserError(f"record {n} has token id {beyond}, beyond the {vocab_size:,} tokens of --vocab; "
-                        "give the vocab the records were made with")
+        raise UserError(
+            f"record {n} has token id {beyond}, beyond the {vocab_size:,} tokens of --vocab; "
+            "give the vocab the records were made with"
+        )
     return features
 
 
@@ -242,8 +277,10 @@ def read_instances(path: str, skip: int, num: int) -> list[dict]:
             shard = pq.ParquetFile(f)
             missing = [c for c in INSTANCE_COLUMNS if c not in shard.schema_arrow.names]
             if missing:
-                raise UserError(f"{path} is not a Parquet file of instances (create --masking dynamic): it has no "
-                                f"column {', '.join(missing)}")
+                raise UserError(
+                    f"{path} is not a Parquet file of instances (create --masking dynamic): it has no "
+                    f"column {', '.join(missing)}"
+                )
             meta, rows, first = shard.metadata, [], 0
             for group in range(meta.num_row_groups):
                 size = meta.row_group(group).num_rows
@@ -259,8 +296,9 @@ def read_instances(path: str, skip: int, num: int) -> list[dict]:
         raise UserError(f"{path}: {e.strerror or e}") from None
 
 
-def loader_masks(output: str, seq_length: int, split: str, split_instances: int, instances: list[int], epoch: int,
-                 seed: int | None) -> tuple[dict[int, dict[str, list]], int]:
+def loader_masks(
+    output: str, seq_length: int, split: str, split_instances: int, instances: list[int], epoch: int, seed: int | None
+) -> tuple[dict[int, dict[str, list]], int]:
     """{instance: its features with the masks trainer.loader draws in that epoch}, and the seed used.
 
     A mask depends on (seed, epoch, instance) only, never on the batch: the loader's batches are searched for the
@@ -274,10 +312,16 @@ def loader_masks(output: str, seq_length: int, split: str, split_instances: int,
     with tempfile.TemporaryDirectory(prefix="bertcorpus-inspect-") as cache:  # leave no index cache behind
         try:
             # Without dropping a remainder, every instance is in some batch of the epoch.
-            loader = PretrainingLoader(output, seq_length=seq_length, split=split,
-                                       batch_size=min(SEARCH_BATCH, split_instances), epoch=epoch,
-                                       drop_remainder=False, cache_dir=cache,
-                                       **({} if seed is None else {"seed": seed}))
+            loader = PretrainingLoader(
+                output,
+                seq_length=seq_length,
+                split=split,
+                batch_size=min(SEARCH_BATCH, split_instances),
+                epoch=epoch,
+                drop_remainder=False,
+                cache_dir=cache,
+                **({} if seed is None else {"seed": seed}),
+            )
             chosen_seed = loader.state_dict(0)["seed"]
             for i in range(len(loader)):
                 ids = loader.batch_instances(i).tolist()
@@ -300,8 +344,10 @@ def inspect_parquet(args) -> int:
     output = _output_of(args.file)
     manifest = read_manifest(output)
     if manifest is None:
-        raise UserError(f"{args.file}: no {MANIFEST} in {output}; a Parquet shard is read inside the create output "
-                        f"it belongs to (OUT/seq{{L}}/FILE, with OUT/{MANIFEST})")
+        raise UserError(
+            f"{args.file}: no {MANIFEST} in {output}; a Parquet shard is read inside the create output "
+            f"it belongs to (OUT/seq{{L}}/FILE, with OUT/{MANIFEST})"
+        )
     place = find_shard(manifest, args.file)
     if place is None:
         raise UserError(f"{args.file} is not a shard that {_join(output, MANIFEST)} lists")
@@ -313,11 +359,16 @@ def inspect_parquet(args) -> int:
     for n, row in enumerate(rows, start=args.skip):
         beyond = max(row["input_ids"], default=0)
         if beyond >= len(vocab):
-            raise UserError(f"record {n} has token id {beyond}, beyond the {len(vocab):,} tokens of {vocab_path}; "
-                            "give the vocab the instances were made with")
+            raise UserError(
+                f"record {n} has token id {beyond}, beyond the {len(vocab):,} tokens of {vocab_path}; "
+                "give the vocab the instances were made with"
+            )
     instances = [before + n for n in range(args.skip, args.skip + len(rows))]
-    masks, seed = ({}, None) if args.epoch is None else loader_masks(output, seq_length, split, split_instances,
-                                                                      instances, args.epoch, args.seed)
+    masks, seed = (
+        ({}, None)
+        if args.epoch is None
+        else loader_masks(output, seq_length, split, split_instances, instances, args.epoch, args.seed)
+    )
     for n, row in enumerate(rows, start=args.skip):
         print(f"record {n} ({split} instance {before + n} of {seq}):")
         print(format_instance(row, vocab.tokens, label_kind))

@@ -3,6 +3,7 @@
 Every plot has the same size, so that the report can lay them out in a grid before they load. Constrained layout
 fits the axes around their labels, ticks and titles inside that size, so no label is cut at the edge.
 """
+
 from __future__ import annotations
 
 import re
@@ -73,8 +74,9 @@ def plot_lengths(summary: dict, length: int, path: Path) -> None:
     hist = np.asarray(summary["real_tokens_hist"])
     ax.stairs(hist, np.arange(len(hist) + 1), fill=True, color="#4472c4")
     ax.set_yscale("log")  # full-length instances dominate; a log scale shows the short ones too
-    ax.axvline(summary["mean_real_tokens"], color="#c00000", linestyle="--",
-               label=f"mean {summary['mean_real_tokens']:.1f}")
+    ax.axvline(
+        summary["mean_real_tokens"], color="#c00000", linestyle="--", label=f"mean {summary['mean_real_tokens']:.1f}"
+    )
     ax.set_xlim(0, length * 1.02 + 1)  # a gap after the full-length bar, which would hide in the frame
     ax.set_xlabel(f"real tokens per instance (sum of input_mask; max {length})")
     ax.set_ylabel("instances")
@@ -87,8 +89,12 @@ def plot_segments(summary: dict, length: int, path: Path) -> None:
     edges = np.arange(length + 2)
     for segment in ("a", "b"):
         mean = summary[f"mean_segment_{segment}_tokens"]
-        ax.stairs(summary[f"segment_{segment}_tokens_hist"], edges, linewidth=1.5,
-                  label=f"segment {segment.upper()} (mean {mean:.1f})")
+        ax.stairs(
+            summary[f"segment_{segment}_tokens_hist"],
+            edges,
+            linewidth=1.5,
+            label=f"segment {segment.upper()} (mean {mean:.1f})",
+        )
     ax.set_xlim(0, length + 1)
     ax.set_xlabel("tokens per segment (without [CLS]/[SEP])")
     ax.set_ylabel("instances")
@@ -170,7 +176,6 @@ def write_plots(card: dict, accumulators: dict, folder: Path) -> dict[str, str]:
             if info["form"]["pair_objective"] != "none":  # one segment: its length is the instance's
                 plot_segments(summary, length, target(f"{prefix} segments"))
             plot_masked(summary, s["max_predictions_per_seq"], target(f"{prefix} masked"))
-            plot_vocab(accumulators[(stage, seq)].original_counts, summary["vocab_coverage"],
-                       target(f"{prefix} vocab"))
+            plot_vocab(accumulators[(stage, seq)].original_counts, summary["vocab_coverage"], target(f"{prefix} vocab"))
             plot_shards(s["shards"], target(f"{prefix} shards"))
     return written

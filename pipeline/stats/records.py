@@ -2,6 +2,7 @@
 the reader of their stored form (RECORD_READERS: TFRecords as stored; Parquet with the masks trainer.loader draws
 for epoch 0), into the counts of transforms/record_stats.py.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -16,7 +17,7 @@ import numpy as np
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.stages import MANIFEST, SPLITS, Stage
 
-RECORD_BATCH = 4096        # records decoded at once
+RECORD_BATCH = 4096  # records decoded at once
 
 
 def token_ids(vocab):
@@ -36,7 +37,7 @@ def _quotas(sizes: list[int], cap: int) -> list[int]:
     exact = [cap * n / total for n in sizes]
     quotas = [math.floor(x) for x in exact]
     by_remainder = sorted(range(len(sizes)), key=lambda i: quotas[i] - exact[i])
-    for i in by_remainder[:cap - sum(quotas)]:
+    for i in by_remainder[: cap - sum(quotas)]:
         quotas[i] += 1
     return quotas
 
@@ -107,13 +108,23 @@ def read_parquet_split(request: SplitRead, warnings: list[str]) -> Iterator[tupl
     # The loader keeps its index of instance lengths in a cache; stats leaves nothing behind outside its output.
     with tempfile.TemporaryDirectory(prefix="bertcorpus-stats-") as cache:
         try:
-            loader = PretrainingLoader(str(request.stage.dir), seq_length=request.length, split=request.split,
-                                       batch_size=min(RECORD_BATCH, total), drop_remainder=False, cache_dir=cache)
+            loader = PretrainingLoader(
+                str(request.stage.dir),
+                seq_length=request.length,
+                split=request.split,
+                batch_size=min(RECORD_BATCH, total),
+                drop_remainder=False,
+                cache_dir=cache,
+            )
             state = loader.state_dict(0)
-            request.masks = {"drawn_by": "bertcorpus.trainer.loader.PretrainingLoader", "epoch": state["epoch"],
-                             "seed": state["seed"], "masked_lm_prob": state["masked_lm_prob"],
-                             "max_predictions_per_seq": state["max_predictions_per_seq"],
-                             "whole_word_mask": state["whole_word_mask"]}
+            request.masks = {
+                "drawn_by": "bertcorpus.PretrainingLoader",
+                "epoch": state["epoch"],
+                "seed": state["seed"],
+                "masked_lm_prob": state["masked_lm_prob"],
+                "max_predictions_per_seq": state["max_predictions_per_seq"],
+                "whole_word_mask": state["whole_word_mask"],
+            }
             seen = np.zeros(total, bool)
             taken = 0
             for i in range(len(loader)):
@@ -121,14 +132,16 @@ def read_parquet_split(request: SplitRead, warnings: list[str]) -> Iterator[tupl
                 fresh = np.zeros(len(instances), bool)
                 fresh[np.unique(instances, return_index=True)[1]] = True
                 fresh &= ~seen[instances]
-                fresh[np.flatnonzero(fresh)[wanted - taken:]] = False
+                fresh[np.flatnonzero(fresh)[wanted - taken :]] = False
                 if not fresh.any():
                     continue
                 batch = loader[i]
                 seen[instances[fresh]] = True
                 taken += int(fresh.sum())
-                yield (np.searchsorted(first_instance, instances[fresh], side="right") - 1,
-                       {name: values[fresh] for name, values in batch.items()})
+                yield (
+                    np.searchsorted(first_instance, instances[fresh], side="right") - 1,
+                    {name: values[fresh] for name, values in batch.items()},
+                )
                 if taken == wanted:
                     break
         except LoaderError as e:
@@ -139,8 +152,13 @@ def read_parquet_split(request: SplitRead, warnings: list[str]) -> Iterator[tupl
 # reference feature layout (what RecordStats counts) with each record's shard, so that a new form needs only its
 # reader here.
 RECORD_READERS = {"tfrecord": read_tfrecord_split, "parquet": read_parquet_split}
-STATIC_NSP_FORM = {"masking": "static", "pair_objective": "nsp", "bin_size": None, "file_format": "tfrecord",
-                   "label": "random_next"}
+STATIC_NSP_FORM = {
+    "masking": "static",
+    "pair_objective": "nsp",
+    "bin_size": None,
+    "file_format": "tfrecord",
+    "label": "random_next",
+}
 
 
 def record_form(stage: Stage) -> dict:
@@ -158,8 +176,10 @@ def records_pass(stage: Stage, ids, max_records: int, warnings: list[str]) -> di
     form = record_form(stage)
     reader = RECORD_READERS.get(form["file_format"])
     if reader is None:
-        raise UserError(f"{stage.dir / MANIFEST} names records stored as {form['file_format']}; stats reads "
-                        f"{', '.join(RECORD_READERS)} records")
+        raise UserError(
+            f"{stage.dir / MANIFEST} names records stored as {form['file_format']}; stats reads "
+            f"{', '.join(RECORD_READERS)} records"
+        )
     if form["label"] not in LABELS:
         raise UserError(f"{stage.dir / MANIFEST} names the label {form['label']}; stats knows {', '.join(LABELS)}")
     result = {}
@@ -167,16 +187,26 @@ def records_pass(stage: Stage, ids, max_records: int, warnings: list[str]) -> di
         length, predictions = int(out["max_seq_length"]), int(out["max_predictions_per_seq"])
         splits = [split for split in SPLITS if split in out]
         quotas = iter(_quotas([s["records"] for split in splits for s in out[split]["shards"]], max_records))
-        requests = [SplitRead(stage, split, length, predictions, out[split]["shards"],
-                              [next(quotas) for _ in out[split]["shards"]]) for split in splits]
+        requests = [
+            SplitRead(
+                stage, split, length, predictions, out[split]["shards"], [next(quotas) for _ in out[split]["shards"]]
+            )
+            for split in splits
+        ]
         for request in requests:
             for number in range(len(request.shards)):
                 if not request.path(number).is_file():
                     raise UserError(f"{request.path(number)} is named in {stage.dir / MANIFEST} but missing")
         accumulators = {split: RecordStats(length, predictions, ids, form["label"]) for split in splits}
         rows = []
-        with tqdm(total=sum(sum(r.quotas) for r in requests), desc=f"{stage.name} {seq}", unit=" records",
-                  file=sys.stderr, dynamic_ncols=True, disable=None) as bar:  # (as in documents_pass)
+        with tqdm(
+            total=sum(sum(r.quotas) for r in requests),
+            desc=f"{stage.name} {seq}",
+            unit=" records",
+            file=sys.stderr,
+            dynamic_ncols=True,
+            disable=None,
+        ) as bar:  # (as in documents_pass)
             for request in requests:
                 read = np.zeros(len(request.shards), np.int64)
                 for shard_of, batch in reader(request, warnings):
@@ -184,23 +214,34 @@ def records_pass(stage: Stage, ids, max_records: int, warnings: list[str]) -> di
                         accumulators[request.split].add(batch)
                     except RecordFormatError as e:
                         where = np.unique(shard_of)
-                        raise UserError(f"{request.path(where[0]) if len(where) == 1 else stage.dir / seq}: "
-                                        f"{e}") from None
+                        raise UserError(
+                            f"{request.path(where[0]) if len(where) == 1 else stage.dir / seq}: {e}"
+                        ) from None
                     read += np.bincount(shard_of, minlength=len(read))
                     bar.update(len(shard_of))
                 for number, shard in enumerate(request.shards):
                     path = request.path(number)
-                    row = {"path": shard["path"], "split": request.split, "records": shard["records"],
-                           "bytes": shard.get("bytes"), "file_bytes": path.stat().st_size,
-                           "records_read": int(read[number])}
+                    row = {
+                        "path": shard["path"],
+                        "split": request.split,
+                        "records": shard["records"],
+                        "bytes": shard.get("bytes"),
+                        "file_bytes": path.stat().st_size,
+                        "records_read": int(read[number]),
+                    }
                     rows.append(row)
                     if row["bytes"] is not None and row["file_bytes"] != row["bytes"]:
                         warnings.append(f"{path} has {row['file_bytes']:,} bytes, its manifest says {row['bytes']:,}")
         masks = next((r.masks for r in requests if r.masks), {"stored": "in the records, as create drew them"})
-        result[seq] = ({"max_seq_length": length, "max_predictions_per_seq": predictions,
-                        "instances": {split: out[split]["instances"] for split in splits},
-                        "manifest_bins": {split: out[split]["bins"] for split in splits if "bins" in out[split]},
-                        "masks": masks, "shards": rows}, accumulators)
+        result[seq] = (
+            {
+                "max_seq_length": length,
+                "max_predictions_per_seq": predictions,
+                "instances": {split: out[split]["instances"] for split in splits},
+                "manifest_bins": {split: out[split]["bins"] for split in splits if "bins" in out[split]},
+                "masks": masks,
+                "shards": rows,
+            },
+            accumulators,
+        )
     return result
-
-

@@ -1,6 +1,7 @@
 """The stages `bertcorpus stats` finds under DIR: every manifest.json of a finished run (DIR, one and two levels down),
 checked, with the kind of run it names.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -8,11 +9,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from bertcorpus.pipeline.errors import UserError
 
 MANIFEST = "manifest.json"
-STATS = "stats.json"           # the card
+STATS = "stats.json"  # the card
 REPORT_FILES = "report_files"  # the plots' folder, never searched for manifests
 SPLITS = ("train", "eval")
 
@@ -21,7 +21,7 @@ SPLITS = ("train", "eval")
 class Stage:
     """One finished job output: its directory and its manifest."""
 
-    name: str          # the directory relative to DIR ("." for DIR itself)
+    name: str  # the directory relative to DIR ("." for DIR itself)
     dir: Path
     manifest: dict
     manifest_sha256: str
@@ -51,15 +51,17 @@ def _shard_problem(split: str, entry) -> str | None:
     if not isinstance(entry.get("instances"), int):
         return f"its {split} output has no instance count"
     for shard in entry["shards"]:
-        if not (isinstance(shard, dict) and isinstance(shard.get("path"), str)
-                and isinstance(shard.get("records"), int)):
+        if not (
+            isinstance(shard, dict) and isinstance(shard.get("path"), str) and isinstance(shard.get("records"), int)
+        ):
             return f"a {split} shard has no path or record count: {json.dumps(shard)[:80]}"
     return None
 
 
 def _json_kind(value) -> str:
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )
 
 
 def manifest_problem(manifest) -> str | None:
@@ -73,8 +75,9 @@ def manifest_problem(manifest) -> str | None:
     outputs = manifest.get("outputs") or {}
     if "documents" in outputs:
         files = outputs["documents"]
-        if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str)
-                                                  for f in files):
+        if not isinstance(files, list) or not all(
+            isinstance(f, dict) and isinstance(f.get("path"), str) for f in files
+        ):
             return 'its "outputs" name documents files without a path'
         return None
     for seq, out in outputs.items():
@@ -110,11 +113,8 @@ def find_stages(root: Path, warnings: list[str]) -> list[Stage]:
         if problem:
             invalid.append(f"{path} is not a valid bertcorpus manifest: {problem}")
             continue
-        stages.append(Stage("/".join(parts) or ".", path.parent, manifest, hashlib.sha256(raw).hexdigest(),
-                            len(raw)))
+        stages.append(Stage("/".join(parts) or ".", path.parent, manifest, hashlib.sha256(raw).hexdigest(), len(raw)))
     if invalid and not stages:
         raise UserError("; ".join(invalid) + " (rerun the job that wrote it, or remove it)")
     warnings += [f"{message}; skipped" for message in invalid]
     return stages
-
-

@@ -9,6 +9,7 @@
 It counts exactly what count_in_process counts (pipeline/vocab/counting.py), for corpora that one machine
 cannot read in reasonable time; training then follows in the launching process, from the counts files.
 """
+
 from __future__ import annotations
 
 import glob
@@ -22,10 +23,10 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
-from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import PlanReads, merge_file_stats, read_documents
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.vocab.counting import HELD_OUT, TRAIN, CorpusCounts, DocumentCounter, VocabConfig, file_entry
 from bertcorpus.wordpiece.training import HeldOutWords, WordCounter, drop_long_words, prune_plan
 
@@ -107,12 +108,15 @@ class WriteCountsManifest(beam.DoFn):
     def process(self, tallies, train_files, held_out_files, pruning, pruned_symbols, files):
         threshold, words, occurrences = pruning
         manifest = {
-            "tool": "bertcorpus", "version": output.TOOL_VERSION, "job": "vocab-counts",
-            "config": self.cfg.describe(), "tallies": tallies,
-            "pruned": {"threshold": threshold, "words": words, "occurrences": occurrences,
-                       "symbols": pruned_symbols},
+            "tool": "bertcorpus",
+            "version": output.TOOL_VERSION,
+            "job": "vocab-counts",
+            "config": self.cfg.describe(),
+            "tallies": tallies,
+            "pruned": {"threshold": threshold, "words": words, "occurrences": occurrences, "symbols": pruned_symbols},
             "inputs": merge_file_stats(files),
-            "train_files": sorted(train_files), "heldout_files": sorted(held_out_files),
+            "train_files": sorted(train_files),
+            "heldout_files": sorted(held_out_files),
         }
         output.write_json_atomically(output.join(self.cfg.counts_dir, output.MANIFEST), manifest)
         yield manifest
@@ -129,40 +133,53 @@ class CountWords(beam.PTransform):
     def expand(self, pbegin):
         cfg = self.cfg
         # input files → (file path, start, stop) per reader → ((role, word), n) per batch of text
-        read = (pbegin
-                | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
-                | "count words" >> beam.ParDo(CountFileWords(cfg)).with_outputs("files", tally.TALLY,
-                                                                                main="words"))
+        read = (
+            pbegin
+            | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
+            | "count words" >> beam.ParDo(CountFileWords(cfg)).with_outputs("files", tally.TALLY, main="words")
+        )
         summed = read.words | "sum counts" >> beam.CombinePerKey(sum)
-        train_counts = (summed | "training words" >> beam.Filter(lambda kv: kv[0][0] == TRAIN)
-                        | "drop role" >> beam.Map(lambda kv: (kv[0][1], kv[1])))
+        train_counts = (
+            summed
+            | "training words" >> beam.Filter(lambda kv: kv[0][0] == TRAIN)
+            | "drop role" >> beam.Map(lambda kv: (kv[0][1], kv[1]))
+        )
         # The exact counts are pruned to the --max-words most frequent words, ties included or excluded
         # together, so the launcher never loads more than it may hold.
-        pruning = (train_counts
-                   | "count values" >> beam.Map(lambda kv: kv[1])
-                   | "histogram" >> beam.combiners.Count.PerElement()
-                   | "histogram list" >> beam.combiners.ToList()
-                   | "plan pruning" >> beam.Map(prune_plan, cfg.max_words))
-        pruned_symbols = (train_counts
-                          | "pruned words" >> beam.Filter(lambda kv, plan: kv[1] <= plan[0],
-                                                          beam.pvalue.AsSingleton(pruning))
-                          | "their characters" >> beam.CombineGlobally(SumSymbols()))
-        train_files = (train_counts
-                       | "prune" >> beam.Filter(lambda kv, plan: kv[1] > plan[0], beam.pvalue.AsSingleton(pruning))
-                       | "format" >> beam.MapTuple(lambda w, n: f"{w}\t{n}")
-                       | "write counts" >> beam.io.WriteToText(output.join(cfg.counts_dir, "train"),
-                                                               file_name_suffix=".tsv"))
-        held_out_files = (summed
-                          | "held-out words" >> beam.Filter(lambda kv: kv[0][0] == HELD_OUT)
-                          | "format held-out" >> beam.MapTuple(lambda k, n: f"{k[1]}\t{n}")
-                          | "write held-out" >> beam.io.WriteToText(output.join(cfg.counts_dir, "heldout"),
-                                                                    file_name_suffix=".tsv"))
+        pruning = (
+            train_counts
+            | "count values" >> beam.Map(lambda kv: kv[1])
+            | "histogram" >> beam.combiners.Count.PerElement()
+            | "histogram list" >> beam.combiners.ToList()
+            | "plan pruning" >> beam.Map(prune_plan, cfg.max_words)
+        )
+        pruned_symbols = (
+            train_counts
+            | "pruned words" >> beam.Filter(lambda kv, plan: kv[1] <= plan[0], beam.pvalue.AsSingleton(pruning))
+            | "their characters" >> beam.CombineGlobally(SumSymbols())
+        )
+        train_files = (
+            train_counts
+            | "prune" >> beam.Filter(lambda kv, plan: kv[1] > plan[0], beam.pvalue.AsSingleton(pruning))
+            | "format" >> beam.MapTuple(lambda w, n: f"{w}\t{n}")
+            | "write counts" >> beam.io.WriteToText(output.join(cfg.counts_dir, "train"), file_name_suffix=".tsv")
+        )
+        held_out_files = (
+            summed
+            | "held-out words" >> beam.Filter(lambda kv: kv[0][0] == HELD_OUT)
+            | "format held-out" >> beam.MapTuple(lambda k, n: f"{k[1]}\t{n}")
+            | "write held-out" >> beam.io.WriteToText(output.join(cfg.counts_dir, "heldout"), file_name_suffix=".tsv")
+        )
         tallies = read[tally.TALLY] | "sum tallies" >> beam.CombineGlobally(tally.SumCounts())
         files = read.files | "list file stats" >> beam.combiners.ToList()
         return tallies | "write manifest" >> beam.ParDo(
-            WriteCountsManifest(cfg), beam.pvalue.AsList(train_files), beam.pvalue.AsList(held_out_files),
-            beam.pvalue.AsSingleton(pruning), beam.pvalue.AsSingleton(pruned_symbols),
-            beam.pvalue.AsSingleton(files))
+            WriteCountsManifest(cfg),
+            beam.pvalue.AsList(train_files),
+            beam.pvalue.AsList(held_out_files),
+            beam.pvalue.AsSingleton(pruning),
+            beam.pvalue.AsSingleton(pruned_symbols),
+            beam.pvalue.AsSingleton(files),
+        )
 
 
 def _read_counts(path: str, sink, batch: int = 200_000) -> None:
@@ -189,8 +206,10 @@ def count_with_beam(cfg: VocabConfig, input_files: list[str], options) -> Corpus
     if cfg.counts_dir is not None:
         return _run_count_job(cfg, input_files, options)
     if not runners.is_local(options) and not runners.is_dry_run(options):
-        raise UserError("--count-with-beam on a remote runner needs --counts-dir on a filesystem its workers can "
-                        "write, e.g. gs://BUCKET/vocab-counts")
+        raise UserError(
+            "--count-with-beam on a remote runner needs --counts-dir on a filesystem its workers can "
+            "write, e.g. gs://BUCKET/vocab-counts"
+        )
     temporary = tempfile.mkdtemp(prefix="bertcorpus-vocab-counts-")
     try:
         return _run_count_job(replace(cfg, counts_dir=temporary), input_files, options)
@@ -199,15 +218,18 @@ def count_with_beam(cfg: VocabConfig, input_files: list[str], options) -> Corpus
 
 
 def _run_count_job(cfg: VocabConfig, input_files: list[str], options) -> CorpusCounts | None:
-    from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.cli.common import run_pipeline
+    from bertcorpus.pipeline.engines import runners
 
     if not runners.is_dry_run(options):
         output.prepare_output_dir(cfg.counts_dir, overwrite=True)
         # Count files of an earlier run, and the files a killed run's text writers left in their temporary
         # directories (on a local disk, the directories too).
-        stale = [m.path for pattern in COUNT_GLOBS + ["beam-temp-*/*"]
-                 for m in FileSystems.match([output.join(cfg.counts_dir, pattern)])[0].metadata_list]
+        stale = [
+            m.path
+            for pattern in COUNT_GLOBS + ["beam-temp-*/*"]
+            for m in FileSystems.match([output.join(cfg.counts_dir, pattern)])[0].metadata_list
+        ]
         if stale:
             FileSystems.delete(stale)
         if not output.is_remote(cfg.counts_dir):

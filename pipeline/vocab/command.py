@@ -9,6 +9,7 @@ This module is the command: its flags, the run and the summary. Counting is in p
 this process) and pipeline/vocab/beam_counts.py (--count-with-beam); training in wordpiece/training.py; the files it
 writes in pipeline/vocab/files.py.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -17,13 +18,21 @@ import sys
 import time
 from collections import Counter
 
-from bertcorpus.pipeline.sinks import output
-from bertcorpus.pipeline.inputs.discovery import find_inputs
 from bertcorpus.pipeline.cli.shared_flags import LOCAL_FOLDERS_HELP, add_files, add_input_format, add_lower_case
+from bertcorpus.pipeline.inputs.discovery import find_inputs
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.vocab.beam_counts import count_with_beam
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
 from bertcorpus.pipeline.vocab.files import TOKENIZER_FILES, check_outputs, write_vocab_files
-from bertcorpus.wordpiece.training import BERT_DEFAULT_RESERVED, LAYOUTS, Quality, TrainedVocab, TrainingConfig, measure, train
+from bertcorpus.wordpiece.training import (
+    BERT_DEFAULT_RESERVED,
+    LAYOUTS,
+    Quality,
+    TrainedVocab,
+    TrainingConfig,
+    measure,
+    train,
+)
 
 ACCEPTS_BEAM_OPTIONS = True
 # Far beyond any BERT vocab. HF's trainer allocates memory for every line before it starts, so a size mistyped by
@@ -33,83 +42,151 @@ MAX_VOCAB_SIZE = 1 << 20
 
 # ------------------------------------------------------------------------------------------- command line
 
+
 def add_arguments(parser) -> None:
     from bertcorpus.pipeline.cli.common import BooleanFlag
 
-    files = add_files(parser, metavar="GLOB", output_default="vocab.txt",
-                      inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
-                             f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
-                             "manifest lists",
-                      output="the vocab file to write, in a folder of its own: tokenizer.json, "
-                             "tokenizer_config.json and manifest.json go beside it (default: vocab.txt)")
+    files = add_files(
+        parser,
+        metavar="GLOB",
+        output_default="vocab.txt",
+        inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
+        f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
+        "manifest lists",
+        output="the vocab file to write, in a folder of its own: tokenizer.json, "
+        "tokenizer_config.json and manifest.json go beside it (default: vocab.txt)",
+    )
     add_input_format(files)
     vocab = parser.add_argument_group("vocabulary")
-    vocab.add_argument("--vocab-size", type=int, default=30000,
-                       help="lines in vocab.txt: special, reserved and learned tokens together (default: 30000)")
-    add_lower_case(vocab, "lower-case and strip accents, like bert-base-uncased; --no-do-lower-case keeps case and "
-                          "accents (default: lower-case)")
-    vocab.add_argument("--layout", choices=LAYOUTS, default="bert",
-                       help="bert: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, "
-                            "[unused99..] after them, then learned tokens (default); compact: the five special "
-                            "tokens first, then any reserved slots, then learned tokens")
-    vocab.add_argument("--reserved-tokens", type=int, default=None, metavar="N",
-                       help=f"[unusedN] slots to keep free for later use (default: {BERT_DEFAULT_RESERVED} for "
-                            "bert, as in the original vocab; 0 for compact)")
-    vocab.add_argument("--min-frequency", type=int, default=2,
-                       help="least count of a symbol pair for the trainer to merge it (default: 2)")
-    vocab.add_argument("--limit-alphabet", type=int, default=1000,
-                       help="keep the N most frequent characters; words with any other character are not "
-                            "trained on (they become [UNK]) (default: 1000)")
+    vocab.add_argument(
+        "--vocab-size",
+        type=int,
+        default=30000,
+        help="lines in vocab.txt: special, reserved and learned tokens together (default: 30000)",
+    )
+    add_lower_case(
+        vocab,
+        "lower-case and strip accents, like bert-base-uncased; --no-do-lower-case keeps case and "
+        "accents (default: lower-case)",
+    )
+    vocab.add_argument(
+        "--layout",
+        choices=LAYOUTS,
+        default="bert",
+        help="bert: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, "
+        "[unused99..] after them, then learned tokens (default); compact: the five special "
+        "tokens first, then any reserved slots, then learned tokens",
+    )
+    vocab.add_argument(
+        "--reserved-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"[unusedN] slots to keep free for later use (default: {BERT_DEFAULT_RESERVED} for "
+        "bert, as in the original vocab; 0 for compact)",
+    )
+    vocab.add_argument(
+        "--min-frequency",
+        type=int,
+        default=2,
+        help="least count of a symbol pair for the trainer to merge it (default: 2)",
+    )
+    vocab.add_argument(
+        "--limit-alphabet",
+        type=int,
+        default=1000,
+        help="keep the N most frequent characters; words with any other character are not "
+        "trained on (they become [UNK]) (default: 1000)",
+    )
     scale = parser.add_argument_group("sampling and scale")
-    scale.add_argument("--sample-fraction", type=float, default=1.0,
-                       help="train on this share of the documents, chosen by a stable hash of their ids")
-    scale.add_argument("--max-documents", type=int, default=0,
-                       help="stop after this many sampled documents, in input order (files sorted by path); "
-                            "in-process counting only")
-    scale.add_argument("--holdout-fraction", type=float, default=0.01,
-                       help="share of the lines of each sampled document held out of training (drawn with --seed) "
-                            "to measure the vocab on (default: 0.01; 0 skips the measurement)")
+    scale.add_argument(
+        "--sample-fraction",
+        type=float,
+        default=1.0,
+        help="train on this share of the documents, chosen by a stable hash of their ids",
+    )
+    scale.add_argument(
+        "--max-documents",
+        type=int,
+        default=0,
+        help="stop after this many sampled documents, in input order (files sorted by path); in-process counting only",
+    )
+    scale.add_argument(
+        "--holdout-fraction",
+        type=float,
+        default=0.01,
+        help="share of the lines of each sampled document held out of training (drawn with --seed) "
+        "to measure the vocab on (default: 0.01; 0 skips the measurement)",
+    )
     scale.add_argument("--seed", type=int, default=12345, help="salt of the sampling and hold-out hashes")
-    scale.add_argument("--max-words", type=int, default=1_000_000,
-                       help="distinct words held while counting and trained on; past it the rarest are pruned. "
-                            "Training needs ~1.6 KB per distinct word (default: 1M)")
-    scale.add_argument("--count-with-beam", action=BooleanFlag, default=False,
-                       help="count words with a Beam job (Beam options such as --runner apply), then train here")
-    scale.add_argument("--counts-dir",
-                       help="where the Beam job writes its counts (required for remote runners; by default a "
-                            "temporary directory, removed afterwards)")
+    scale.add_argument(
+        "--max-words",
+        type=int,
+        default=1_000_000,
+        help="distinct words held while counting and trained on; past it the rarest are pruned. "
+        "Training needs ~1.6 KB per distinct word (default: 1M)",
+    )
+    scale.add_argument(
+        "--count-with-beam",
+        action=BooleanFlag,
+        default=False,
+        help="count words with a Beam job (Beam options such as --runner apply), then train here",
+    )
+    scale.add_argument(
+        "--counts-dir",
+        help="where the Beam job writes its counts (required for remote runners; by default a "
+        "temporary directory, removed afterwards)",
+    )
 
 
 def config_from_args(args) -> VocabConfig:
     layout = args.layout
-    reserved = args.reserved_tokens if args.reserved_tokens is not None else \
-        (BERT_DEFAULT_RESERVED if layout == "bert" else 0)
-    training = TrainingConfig(vocab_size=args.vocab_size, lowercase=args.do_lower_case, layout=layout,
-                              reserved_tokens=reserved, min_frequency=args.min_frequency,
-                              limit_alphabet=args.limit_alphabet)
-    checks = [(args.vocab_size <= MAX_VOCAB_SIZE, f"--vocab-size must be at most {MAX_VOCAB_SIZE:,}"),
-              # before training.check, which lists the reserved lines
-              (reserved <= MAX_VOCAB_SIZE, f"--reserved-tokens must be at most {MAX_VOCAB_SIZE:,}"),
-              (0 < args.sample_fraction <= 1, "--sample-fraction must be in (0, 1]"),
-              (0 <= args.holdout_fraction < 1, "--holdout-fraction must be in [0, 1)"),
-              (args.max_documents >= 0, "--max-documents must be >= 0"),
-              (args.max_words >= 1000, "--max-words must be at least 1000"),
-              (not (args.count_with_beam and args.max_documents),
-               "--max-documents needs in-process counting (input order); use --sample-fraction with "
-               "--count-with-beam")]
+    reserved = (
+        args.reserved_tokens if args.reserved_tokens is not None else (BERT_DEFAULT_RESERVED if layout == "bert" else 0)
+    )
+    training = TrainingConfig(
+        vocab_size=args.vocab_size,
+        lowercase=args.do_lower_case,
+        layout=layout,
+        reserved_tokens=reserved,
+        min_frequency=args.min_frequency,
+        limit_alphabet=args.limit_alphabet,
+    )
+    checks = [
+        (args.vocab_size <= MAX_VOCAB_SIZE, f"--vocab-size must be at most {MAX_VOCAB_SIZE:,}"),
+        # before training.check, which lists the reserved lines
+        (reserved <= MAX_VOCAB_SIZE, f"--reserved-tokens must be at most {MAX_VOCAB_SIZE:,}"),
+        (0 < args.sample_fraction <= 1, "--sample-fraction must be in (0, 1]"),
+        (0 <= args.holdout_fraction < 1, "--holdout-fraction must be in [0, 1)"),
+        (args.max_documents >= 0, "--max-documents must be >= 0"),
+        (args.max_words >= 1000, "--max-words must be at least 1000"),
+        (
+            not (args.count_with_beam and args.max_documents),
+            "--max-documents needs in-process counting (input order); use --sample-fraction with --count-with-beam",
+        ),
+    ]
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
     training.check()
-    return VocabConfig(inputs=list(args.input), output=args.output, training=training,
-                       input_format=args.input_format, sample_fraction=args.sample_fraction,
-                       max_documents=args.max_documents, holdout_fraction=args.holdout_fraction, seed=args.seed,
-                       max_words=args.max_words, count_with_beam=args.count_with_beam, counts_dir=args.counts_dir)
+    return VocabConfig(
+        inputs=list(args.input),
+        output=args.output,
+        training=training,
+        input_format=args.input_format,
+        sample_fraction=args.sample_fraction,
+        max_documents=args.max_documents,
+        holdout_fraction=args.holdout_fraction,
+        seed=args.seed,
+        max_words=args.max_words,
+        count_with_beam=args.count_with_beam,
+        counts_dir=args.counts_dir,
+    )
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.cli.common import print_summary
+    from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.errors import UserError
 
     started = time.time()
@@ -136,18 +213,27 @@ def run(args, beam_args: list[str]) -> int:
     else:
         counts = count_in_process(found.files, cfg)
     if not counts.train.counts:
-        skipped = "".join(f"; {n:,} {kind} {reason}" for kind, set_aside in (("skipped as", "skipped"),
-                                                                              ("unreadable:", "errors"))
-                          for reason, n in sorted(_set_aside(counts, set_aside).items()))
-        raise UserError(f"no words to train on: {counts.tallies['documents_read']:,} documents read from "
-                        f"{', '.join(cfg.inputs)} ({counts.tallies['documents_sampled']:,} for training{skipped}); "
-                        "nothing was written")
-    print(f"training a {cfg.training.vocab_size:,}-token vocab from {len(counts.train.counts):,} distinct words",
-          file=sys.stderr)
+        skipped = "".join(
+            f"; {n:,} {kind} {reason}"
+            for kind, set_aside in (("skipped as", "skipped"), ("unreadable:", "errors"))
+            for reason, n in sorted(_set_aside(counts, set_aside).items())
+        )
+        raise UserError(
+            f"no words to train on: {counts.tallies['documents_read']:,} documents read from "
+            f"{', '.join(cfg.inputs)} ({counts.tallies['documents_sampled']:,} for training{skipped}); "
+            "nothing was written"
+        )
+    print(
+        f"training a {cfg.training.vocab_size:,}-token vocab from {len(counts.train.counts):,} distinct words",
+        file=sys.stderr,
+    )
     trained = train(counts.train.counts, cfg.training, counts.train.pruned_symbols)
     if trained.padding:
-        print(f"warning: the trainer learned only {trained.learned:,} tokens; the last {trained.padding:,} lines "
-              "are [unusedN] padding (more text or a lower --min-frequency would fill them)", file=sys.stderr)
+        print(
+            f"warning: the trainer learned only {trained.learned:,} tokens; the last {trained.padding:,} lines "
+            "are [unusedN] padding (more text or a lower --min-frequency would fill them)",
+            file=sys.stderr,
+        )
     quality = measure(trained.tokens, counts.held_out.counts)
     data = trained.file_bytes()
     manifest = write_vocab_files(cfg.output, data, cfg.training.lowercase, _record(cfg, counts, trained, quality))
@@ -171,21 +257,39 @@ def _record(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quali
     return {
         "config": cfg.describe(),
         "inputs": counts.files,
-        "documents": {"read": tallies["documents_read"], "sampled": tallies["documents_sampled"],
-                      "not_sampled": tallies["documents_unsampled"], "skipped": dict(_set_aside(counts, "skipped")),
-                      "errors": dict(_set_aside(counts, "errors")),
-                      "files_not_read": counts.files_not_read},
-        "words": {"corpus": words.words, "distinct_trained_on": trained.trained_words, "too_long": words.too_long,
-                  "pruned": words.pruned_occurrences, "beyond_alphabet": alphabet.dropped_occurrences,
-                  "trainer_scale": trained.scale},
-        "tokens": {"lines": len(trained.tokens), "learned": trained.learned, "padding": trained.padding,
-                   "alphabet": len(alphabet.chars), "continuations": len(alphabet.continuations)},
-        "held_out": {"fraction_of_lines": cfg.holdout_fraction, "lines": tallies["heldout_lines"],
-                     "documents": tallies["heldout_documents"], "words": counts.held_out.words,
-                     "distinct_words_sampled": counts.held_out.sampled,
-                     "unk_word_rate": quality.unk_rate if measured else None,
-                     "unk_token_share": quality.unk_token_share if measured else None,
-                     "pieces_per_word": quality.pieces_per_word if measured else None},
+        "documents": {
+            "read": tallies["documents_read"],
+            "sampled": tallies["documents_sampled"],
+            "not_sampled": tallies["documents_unsampled"],
+            "skipped": dict(_set_aside(counts, "skipped")),
+            "errors": dict(_set_aside(counts, "errors")),
+            "files_not_read": counts.files_not_read,
+        },
+        "words": {
+            "corpus": words.words,
+            "distinct_trained_on": trained.trained_words,
+            "too_long": words.too_long,
+            "pruned": words.pruned_occurrences,
+            "beyond_alphabet": alphabet.dropped_occurrences,
+            "trainer_scale": trained.scale,
+        },
+        "tokens": {
+            "lines": len(trained.tokens),
+            "learned": trained.learned,
+            "padding": trained.padding,
+            "alphabet": len(alphabet.chars),
+            "continuations": len(alphabet.continuations),
+        },
+        "held_out": {
+            "fraction_of_lines": cfg.holdout_fraction,
+            "lines": tallies["heldout_lines"],
+            "documents": tallies["heldout_documents"],
+            "words": counts.held_out.words,
+            "distinct_words_sampled": counts.held_out.sampled,
+            "unk_word_rate": quality.unk_rate if measured else None,
+            "unk_token_share": quality.unk_token_share if measured else None,
+            "pieces_per_word": quality.pieces_per_word if measured else None,
+        },
     }
 
 
@@ -193,31 +297,40 @@ def _held_out_rows(cfg: VocabConfig, counts: CorpusCounts, quality: Quality) -> 
     if not cfg.holdout_fraction:
         return [("held-out sample", "none (--holdout-fraction 0): the vocab was not measured")]
     tallies = counts.tallies
-    sample = (f"{tallies['heldout_lines']:,} lines ({cfg.holdout_fraction:.2%} of the lines, drawn per document) "
-              f"from {tallies['heldout_documents']:,} documents, {counts.held_out.words:,} words")
+    sample = (
+        f"{tallies['heldout_lines']:,} lines ({cfg.holdout_fraction:.2%} of the lines, drawn per document) "
+        f"from {tallies['heldout_documents']:,} documents, {counts.held_out.words:,} words"
+    )
     if not quality.words:
         return [("held-out sample", f"{sample}: too little text to measure the vocab on")]
     if counts.held_out.sampled:
         sample += " (rates from a hash sample of its distinct words)"
-    return [("held-out sample", sample),
-            ("[UNK] rate", f"{quality.unk_rate:.4%} of words, {quality.unk_token_share:.4%} of wordpieces"),
-            ("wordpieces per word", f"{quality.pieces_per_word:.4f}")]
+    return [
+        ("held-out sample", sample),
+        ("[UNK] rate", f"{quality.unk_rate:.4%} of words, {quality.unk_token_share:.4%} of wordpieces"),
+        ("wordpieces per word", f"{quality.pieces_per_word:.4f}"),
+    ]
 
 
-def _summary_rows(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quality: Quality, data: bytes,
-                  seconds: float) -> list[tuple[str, str]]:
+def _summary_rows(
+    cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quality: Quality, data: bytes, seconds: float
+) -> list[tuple[str, str]]:
     tallies, words, alphabet = counts.tallies, counts.train, trained.alphabet
     replaced = sum(f.get("replaced_chars", 0) for f in counts.files)
-    rows = [("input", f"{len(counts.files):,} files, {sum(f['size'] for f in counts.files) / 1e6:,.1f} MB"),
-            ("documents read", f"{tallies['documents_read']:,}")]
+    rows = [
+        ("input", f"{len(counts.files):,} files, {sum(f['size'] for f in counts.files) / 1e6:,.1f} MB"),
+        ("documents read", f"{tallies['documents_read']:,}"),
+    ]
     if tallies["documents_unsampled"]:
         rows.append(("  not sampled", f"{tallies['documents_unsampled']:,}"))
     rows += [(f"  skipped ({reason})", f"{n:,}") for reason, n in sorted(_set_aside(counts, "skipped").items())]
-    rows += [(f"  unreadable records ({reason})", f"{n:,}")
-             for reason, n in sorted(_set_aside(counts, "errors").items())]
+    rows += [
+        (f"  unreadable records ({reason})", f"{n:,}") for reason, n in sorted(_set_aside(counts, "errors").items())
+    ]
     if cfg.max_documents and tallies["documents_sampled"] >= cfg.max_documents:
-        rows.append(("stopped", f"at --max-documents {cfg.max_documents:,}; {counts.files_not_read:,} files "
-                                "not opened"))
+        rows.append(
+            ("stopped", f"at --max-documents {cfg.max_documents:,}; {counts.files_not_read:,} files not opened")
+        )
     if replaced:
         rows.append(("invalid UTF-8", f"{replaced:,} characters replaced by U+FFFD"))
     rows.append(("corpus words", f"{words.words:,} ({trained.trained_words:,} distinct trained on)"))
@@ -225,8 +338,10 @@ def _summary_rows(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab,
     if words.too_long:
         dropped.append(f"{words.too_long:,} over 200 characters")
     if alphabet.dropped_occurrences:
-        dropped.append(f"{alphabet.dropped_occurrences:,} of {alphabet.dropped_words:,} words with one of "
-                       f"{alphabet.dropped_chars:,} characters beyond --limit-alphabet")
+        dropped.append(
+            f"{alphabet.dropped_occurrences:,} of {alphabet.dropped_words:,} words with one of "
+            f"{alphabet.dropped_chars:,} characters beyond --limit-alphabet"
+        )
     if words.pruned_occurrences:
         dropped.append(f"{words.pruned_occurrences:,} of {words.pruned_words:,} rare words (--max-words)")
     if dropped:
@@ -236,10 +351,20 @@ def _summary_rows(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab,
     rows.append(("alphabet", f"{len(alphabet.chars):,} characters + {len(alphabet.continuations):,} ##continuations"))
     head = len(trained.tokens) - trained.learned - trained.padding
     padding = f" + {trained.padding:,} [unusedN] padding" if trained.padding else ""
-    rows.append(("vocab", f"{len(trained.tokens):,} lines ({cfg.training.layout} layout: {head:,} special/reserved"
-                          f" + {trained.learned:,} learned{padding})"))
+    rows.append(
+        (
+            "vocab",
+            f"{len(trained.tokens):,} lines ({cfg.training.layout} layout: {head:,} special/reserved"
+            f" + {trained.learned:,} learned{padding})",
+        )
+    )
     rows += _held_out_rows(cfg, counts, quality)
-    rows += [("output", f"{cfg.output} (sha256 {hashlib.sha256(data).hexdigest()[:16]}…), with "
-                        f"{', '.join(TOKENIZER_FILES)} and {output.MANIFEST} beside it"),
-             ("time", f"{seconds:.1f} s")]
+    rows += [
+        (
+            "output",
+            f"{cfg.output} (sha256 {hashlib.sha256(data).hexdigest()[:16]}…), with "
+            f"{', '.join(TOKENIZER_FILES)} and {output.MANIFEST} beside it",
+        ),
+        ("time", f"{seconds:.1f} s"),
+    ]
     return rows

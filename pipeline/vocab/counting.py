@@ -16,6 +16,7 @@ generator seeded with a stable hash of (seed, document id), so it spreads over t
 has few documents, and every run and driver draws the same lines. Words never span a newline, so taking lines
 out changes no word.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -31,7 +32,7 @@ from bertcorpus.transforms.seeding import stable_hash, unit_interval
 from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
 
 TRAIN, HELD_OUT = "train", "heldout"
-PIECE_CHARS = 1 << 20   # text handed to a chunk batch at a time (text_pieces)
+PIECE_CHARS = 1 << 20  # text handed to a chunk batch at a time (text_pieces)
 _MASK64 = (1 << 64) - 1
 
 
@@ -42,11 +43,11 @@ class VocabConfig:
     training: TrainingConfig
     input_format: str = "auto"
     sample_fraction: float = 1.0
-    max_documents: int = 0          # 0 = no limit
+    max_documents: int = 0  # 0 = no limit
     holdout_fraction: float = 0.01  # of the lines of the sampled documents
     seed: int = 12345
-    max_words: int = 1_000_000      # distinct words held while counting and trained on
-    batch_chars: int = 1 << 25      # text per chunk batch before it becomes word counts
+    max_words: int = 1_000_000  # distinct words held while counting and trained on
+    batch_chars: int = 1 << 25  # text per chunk batch before it becomes word counts
     count_with_beam: bool = False
     counts_dir: str | None = None
 
@@ -67,7 +68,7 @@ def is_sampled(doc_id: str, cfg: VocabConfig) -> bool:
 _LCG_A, _LCG_C = 6364136223846793005, 1442695040888963407
 # Fewer lines are drawn one at a time, where numpy's cost per call would outweigh the loop.
 _DRAW_AT_ONCE_FROM = 32
-_jumps = (np.array([_LCG_A], np.uint64), np.array([_LCG_C], np.uint64))   # (a**k, c_k) for k = 1, 2, ...
+_jumps = (np.array([_LCG_A], np.uint64), np.array([_LCG_C], np.uint64))  # (a**k, c_k) for k = 1, 2, ...
 
 
 def _jump_table(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -172,11 +173,12 @@ class DocumentCounter:
 @dataclass
 class CorpusCounts:
     """What counting produced, whichever driver ran."""
+
     train: WordCounter
     held_out: HeldOutWords
-    tallies: Counter = field(default_factory=Counter)   # documents_read, _sampled, _unsampled, heldout_lines, ...
+    tallies: Counter = field(default_factory=Counter)  # documents_read, _sampled, _unsampled, heldout_lines, ...
     files: list[dict] = field(default_factory=list)
-    files_not_read: int = 0                             # files left unopened at --max-documents
+    files_not_read: int = 0  # files left unopened at --max-documents
 
     def add(self, role: str, words: Counter) -> None:
         (self.train if role == TRAIN else self.held_out).add_counts(words)

@@ -11,6 +11,7 @@ manifest is missing, or names other digests, is not a finished vocab. The tokeni
 tools look for them), so a folder holds one vocab: a second one into the same folder is refused without
 --overwrite, and a folder holding another job's manifest (an extraction's, a `create` output) is refused always.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -19,8 +20,8 @@ import os
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.errors import UserError
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.wordpiece.tokenizer import standalone_tokenizer, tokenizer_config
 from bertcorpus.wordpiece.vocab import Vocab
 
@@ -58,8 +59,10 @@ def check_outputs(vocab_path: str, overwrite: bool) -> None:
     if output.exists(manifest):
         job = _manifest_job(manifest)
         if job != JOB:
-            raise UserError(f"{manifest} belongs to another job ({job}); write the vocab into a folder of its own, "
-                            "where its tokenizer files and manifest go beside it")
+            raise UserError(
+                f"{manifest} belongs to another job ({job}); write the vocab into a folder of its own, "
+                "where its tokenizer files and manifest go beside it"
+            )
     if overwrite:
         return
     if output.exists(vocab_path):
@@ -68,14 +71,17 @@ def check_outputs(vocab_path: str, overwrite: bool) -> None:
         if output.exists(path):
             raise output.OutputExistsError(
                 f"{path} already exists (the tokenizer files and manifest beside a vocab have fixed names, so each "
-                "vocab needs a folder of its own); choose another --output folder or pass --overwrite")
+                "vocab needs a folder of its own); choose another --output folder or pass --overwrite"
+            )
 
 
 def tokenizer_files(data: bytes, lowercase: bool) -> dict[str, bytes]:
     """tokenizer.json and tokenizer_config.json for the vocab file's bytes."""
     vocab = Vocab.from_bytes(data)
-    return {"tokenizer.json": standalone_tokenizer(vocab, lowercase).to_str(pretty=True).encode() + b"\n",
-            "tokenizer_config.json": _json_bytes(tokenizer_config(lowercase))}
+    return {
+        "tokenizer.json": standalone_tokenizer(vocab, lowercase).to_str(pretty=True).encode() + b"\n",
+        "tokenizer_config.json": _json_bytes(tokenizer_config(lowercase)),
+    }
 
 
 def _json_bytes(payload: dict) -> bytes:
@@ -92,10 +98,17 @@ def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dic
     files = {**tokenizer_files(data, lowercase), name: data}
     for file_name, content in files.items():
         output.write_atomically(vocab_path if file_name == name else beside(vocab_path, file_name), content)
-    manifest = {"tool": "bertcorpus", "version": output.TOOL_VERSION, "job": JOB, **record,
-                "outputs": {file_name: {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
-                            for file_name, content in files.items()},
-                "vocab_file": name}
+    manifest = {
+        "tool": "bertcorpus",
+        "version": output.TOOL_VERSION,
+        "job": JOB,
+        **record,
+        "outputs": {
+            file_name: {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
+            for file_name, content in files.items()
+        },
+        "vocab_file": name,
+    }
     output.write_json_atomically(manifest_path, manifest)
     return manifest
 
