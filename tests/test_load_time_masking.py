@@ -7,8 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
-from bertcorpus.trainer.loader import PretrainingLoader
+from bertcorpus.trainer.loader import LoaderError, PretrainingLoader
 from bertcorpus.transforms.masking import Assembled, mask_tokens, num_to_predict, special_ids
 from bertcorpus.transforms.row_streams import RowStreams, row_keys
 from bertcorpus.wordpiece.vocab import Vocab
@@ -100,8 +101,8 @@ def test_each_row_draws_from_its_own_stream(sample_dynamic_copy, index_cache):
     ids, length = rows["original"][pick], rows["input_mask"][pick].sum(axis=1)
     len_a = np.argmax(rows["segment_ids"][pick], axis=1) - 2
     keys = row_keys(1234, 5, pick)
-    for whole_word in (False, True):
-        batch = mask_tokens(Assembled(ids, length, len_a), 0.15, P, SPECIAL, RowStreams(keys), whole_word)
+    for whole_word, keyed in ((False, False), (True, False), (False, True)):
+        batch = mask_tokens(Assembled(ids, length, len_a), 0.15, P, SPECIAL, RowStreams(keys), whole_word, keyed=keyed)
         for r in (0, 17, 99):
             width = int(length[r]) + 3
             alone = mask_tokens(
@@ -111,6 +112,7 @@ def test_each_row_draws_from_its_own_stream(sample_dynamic_copy, index_cache):
                 SPECIAL,
                 RowStreams(keys[r : r + 1]),
                 whole_word,
+                keyed=keyed,
             )
             np.testing.assert_array_equal(alone.positions[0], batch.positions[r])
             np.testing.assert_array_equal(alone.input_ids[0], batch.input_ids[r, :width])
@@ -176,3 +178,112 @@ def test_the_separators_between_documents_are_never_masked(tmp_path, index_cache
     candidates = length - 2 - inner.sum(axis=1)
     np.testing.assert_array_equal(real.sum(axis=1), np.minimum(num_to_predict(length, 0.15, P), candidates))
     assert abs(shares(rows)["mask"] - 0.8) < 0.02
+
+
+# ------------------------------------------------------------------------------------------------ masking policies
+
+
+def bound(share: float, n: int) -> float:
+    """Five standard errors of a share measured over n draws."""
+    return 5 * np.sqrt(share * (1 - share) / n)
+
+
+def test_thirty_percent_with_80_10_10(sample_dynamic_copy, index_cache):
+    rows = epoch(sample_dynamic_copy, index_cache, seed=6, masked_lm_prob=0.3)
+    # The cap scales with the rate: the manifest's 20 at 15% is 40 at 30%, above round(128 × 0.3) = 38.
+    assert rows["masked_lm_positions"].shape[1] == 2 * P
+    length = rows["input_mask"].sum(axis=1)
+    np.testing.assert_array_equal(rows["masked_lm_weights"].sum(axis=1), num_to_predict(length, 0.3, 2 * P))
+    got, n = shares(rows), int(rows["masked_lm_weights"].sum())
+    assert n > 100_000
+    assert abs(got["predicted"] - 0.3) < 0.005
+    for name, share in (("mask", 0.8), ("kept", 0.1), ("random", 0.1)):
+        assert abs(got[name] - share) < bound(share, n), (name, got[name])
+    assert_no_special_token_masked(rows)
+    # Every candidate position equally likely: the share masked at the first and the second half of each row.
+    real = rows["masked_lm_weights"] > 0
+    relative = (rows["masked_lm_positions"] / length[:, None])[real]
+    assert abs(relative.mean() - 0.5) < 0.01
+
+
+def test_twenty_percent_all_mask(sample_dynamic_copy, index_cache):
+    rows = epoch(
+        sample_dynamic_copy, index_cache, seed=7, masked_lm_prob=0.2, mask_replace_prob=1.0, random_replace_prob=0.0
+    )
+    got, n = shares(rows), int(rows["masked_lm_weights"].sum())
+    assert abs(got["predicted"] - 0.2) < 0.005 and n > 100_000
+    assert got["mask"] == 1.0 and got["kept"] == 0.0 and got["random"] == 0.0  # NeoBERT: every choice [MASK]
+    length = rows["input_mask"].sum(axis=1)
+    np.testing.assert_array_equal(
+        rows["masked_lm_weights"].sum(axis=1), num_to_predict(length, 0.2, rows["masked_lm_positions"].shape[1])
+    )
+
+
+def test_a_rate_schedule_by_epoch_and_within_one(sample_dynamic_copy, index_cache):
+    schedule = "0:0.3,1:0.15,2.5:0.05"
+    rates = [
+        shares(epoch(sample_dynamic_copy, index_cache, seed=8, epoch=e, masked_lm_prob=schedule))["predicted"]
+        for e in (0, 1)
+    ]
+    assert abs(rates[0] - 0.3) < 0.005 and abs(rates[1] - 0.15) < 0.005
+    # Half-way through epoch 2 the rate drops: batch by batch, the first half at 15%, the second at 5%.
+    loader = PretrainingLoader(
+        sample_dynamic_copy,
+        seq_length=L,
+        batch_size=100,
+        seed=8,
+        epoch=2,
+        masked_lm_prob=schedule,
+        cache_dir=index_cache,
+    )
+    assert loader.max_predictions == 2 * P  # one shape for the whole schedule, from its highest rate
+    half = len(loader) // 2
+    for i, rate in ((0, 0.15), (half - 1, 0.15), (half, 0.05), (len(loader) - 1, 0.05)):
+        batch = loader[i]
+        k = num_to_predict(batch["input_mask"].sum(axis=1), rate, 2 * P)
+        np.testing.assert_array_equal(batch["masked_lm_weights"].sum(axis=1), k)
+    # The same (seed, epoch, batch) gives the same masks; the state names the schedule.
+    again = PretrainingLoader(
+        sample_dynamic_copy,
+        seq_length=L,
+        batch_size=100,
+        seed=8,
+        epoch=2,
+        masked_lm_prob=schedule,
+        cache_dir=index_cache,
+    )
+    np.testing.assert_array_equal(again[half]["masked_lm_positions"], loader[half]["masked_lm_positions"])
+    assert loader.state_dict(0)["masked_lm_prob"] == [[0.0, 0.3], [1.0, 0.15], [2.5, 0.05]]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"masked_lm_prob": float("nan")}, "masked_lm_prob must be in (0, 1), not nan"),
+        ({"masked_lm_prob": -0.1}, "masked_lm_prob must be in (0, 1), not -0.1"),
+        ({"masked_lm_prob": 1.5}, "masked_lm_prob must be in (0, 1), not 1.5"),
+        ({"masked_lm_prob": 0}, "masked_lm_prob must be in (0, 1), not 0"),
+        ({"masked_lm_prob": "0:0.3,0:0.2"}, "its epochs must start at 0 and increase"),
+        ({"masked_lm_prob": "1:0.3"}, "its epochs must start at 0 and increase"),
+        ({"max_predictions_per_seq": -1}, "max_predictions_per_seq must be at least 1, not -1"),
+        ({"mask_replace_prob": 0.9, "random_replace_prob": 0.2}, "is more than 1"),
+        ({"random_replace_prob": -0.1}, "random_replace_prob must be in [0, 1], not -0.1"),
+    ],
+)
+def test_bad_masking_settings_get_one_line(sample_dynamic_copy, index_cache, settings, message):
+    with pytest.raises(LoaderError) as e:
+        PretrainingLoader(sample_dynamic_copy, seq_length=L, batch_size=8, cache_dir=index_cache, **settings)
+    assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_static_records_refuse_another_replacement_split(sample_static, index_cache):
+    with pytest.raises(LoaderError) as e:
+        PretrainingLoader(
+            sample_static,
+            seq_length=L,
+            batch_size=8,
+            cache_dir=index_cache,
+            mask_replace_prob=1.0,
+            random_replace_prob=0.0,
+        )
+    assert "mask_replace_prob 1.0 differs from the 0.8" in str(e.value)

@@ -68,6 +68,14 @@ class EpochPlan:
     def __len__(self) -> int:
         return len(self.batch_bin)
 
+    @property
+    def window_count(self) -> int:
+        return len(self.cum) - 1
+
+    def window(self, w: int) -> list[np.ndarray]:
+        """The instances of window w in the epoch's order, one array per bin (trainer/packed_layout.py packs them)."""
+        return self._window(w)
+
     def instances(self, t: int, first: int, count: int) -> tuple[int, np.ndarray]:
         """(bin, global instance numbers) of positions first..first+count-1 of global batch t."""
         b = int(self.batch_bin[t])

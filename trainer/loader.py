@@ -4,6 +4,9 @@
     len(loader)    # batches of this rank in this epoch, the same on every rank
     loader[i]      # dict of numpy arrays in the reference layout (or layout="huggingface")
 
+    PretrainingLoader("out", seq_length=1024, layout="packed", tokens_per_batch=65536, masked_lm_prob=0.3)
+    # each batch one flat stream of whole instances with cu_seqlens, for unpadded attention
+
 It reads both forms `create` writes: static TFRecords (masks fixed in the records) and dynamic Parquet (instances
 unmasked, masks drawn here with transforms.masking, the code create masks with). The vocab and the masking settings
 come from the output's manifest.json; keyword arguments override them. docs/loader.md is the user's guide: the
@@ -29,6 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from bertcorpus.trainer.epoch_plan import EpochPlan
+from bertcorpus.trainer.masking_policy import MaskingPolicy
+from bertcorpus.trainer.packed_layout import IGNORE_INDEX, PackedPlan, packed_batch
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
     CACHED_BLOCKS,
@@ -55,9 +60,8 @@ from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
 __all__ = ["LAYOUTS", "LoaderError", "PretrainingLoader", "write_tfrecord_indexes"]
 
-LAYOUTS = ("reference", "huggingface")
+LAYOUTS = ("reference", "huggingface", "packed")
 STATE_VERSION = 1
-_IGNORE_INDEX = -100  # the label PyTorch's cross-entropy (and so Hugging Face) skips
 
 
 class PretrainingLoader:
@@ -73,7 +77,8 @@ class PretrainingLoader:
         *,
         seq_length: int,
         split: str = "train",
-        batch_size: int,
+        batch_size: int | None = None,
+        tokens_per_batch: int | None = None,
         rank: int = 0,
         world_size: int = 1,
         seed: int = 0,
@@ -84,6 +89,8 @@ class PretrainingLoader:
         masked_lm_prob: float | None = None,
         max_predictions_per_seq: int | None = None,
         whole_word_mask: bool | None = None,
+        mask_replace_prob: float | None = None,
+        random_replace_prob: float | None = None,
         cache_dir: str | os.PathLike | None = None,
     ):
         if layout not in LAYOUTS:
@@ -92,33 +99,31 @@ class PretrainingLoader:
             raise LoaderError(f"split must be 'train' or 'eval', not {split!r}")
         if world_size < 1 or not 0 <= rank < world_size:
             raise LoaderError(f"rank must be in [0, world_size): rank {rank}, world_size {world_size}")
-        if batch_size < 1:
+        packed = layout == "packed"
+        if packed != (tokens_per_batch is not None) or packed == (batch_size is not None):
+            raise LoaderError(
+                "layout='packed' takes tokens_per_batch (a token budget per batch) and no batch_size; the other "
+                "layouts take batch_size"
+            )
+        if packed and tokens_per_batch < 1:
+            raise LoaderError(f"tokens_per_batch must be at least 1, not {tokens_per_batch}")
+        if not packed and batch_size < 1:
             raise LoaderError(f"batch_size must be at least 1, not {batch_size}")
         self.dataset = read_dataset(str(output_dir), seq_length, split)
         d = self.dataset
-        if batch_size * world_size > d.instances:
+        if not packed and batch_size * world_size > d.instances:
             raise LoaderError(
                 f"a global batch of {batch_size * world_size} (batch_size {batch_size} x world_size "
                 f"{world_size}) is larger than the {split} split of seq{seq_length}, which holds "
                 f"{d.instances} instances"
             )
-        self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
+        self.batch_size, self.tokens_per_batch = batch_size, tokens_per_batch
+        self.rank, self.world_size = rank, world_size
         self.seed, self.epoch, self.drop_remainder, self.layout = seed, epoch, drop_remainder, layout
-        self.masked_lm_prob = d.masked_lm_prob if masked_lm_prob is None else float(masked_lm_prob)
-        self.max_predictions = d.max_predictions if max_predictions_per_seq is None else int(max_predictions_per_seq)
-        self.whole_word_mask = d.whole_word_mask if whole_word_mask is None else bool(whole_word_mask)
-        if d.masking == "static":
-            fixed = {
-                "masked_lm_prob": (self.masked_lm_prob, d.masked_lm_prob),
-                "max_predictions_per_seq": (self.max_predictions, d.max_predictions),
-                "whole_word_mask": (self.whole_word_mask, d.whole_word_mask),
-            }
-            for name, (asked, stored) in fixed.items():
-                if asked != stored:
-                    raise LoaderError(
-                        f"{name} {asked} differs from the {stored} the static records were masked "
-                        f"with; masks are fixed in TFRecords (create with --masking dynamic)"
-                    )
+        self.masking = MaskingPolicy.build(
+            d, masked_lm_prob, max_predictions_per_seq, whole_word_mask, mask_replace_prob, random_replace_prob
+        )
+        self.max_predictions, self.whole_word_mask = self.masking.max_predictions, self.masking.whole_word
         self.vocab_path = vocab if vocab is not None else d.vocab_path
         if d.masking == "dynamic" and not self.vocab_path:
             raise LoaderError(f"{d.output_dir}: the manifest names no vocab; pass vocab=")
@@ -140,6 +145,13 @@ class PretrainingLoader:
             ParquetShard(d.shards[0], seq_length)  # a file that is not ours is named now, not in a worker
         if d.bin_size:
             self._check_bins()
+        if packed:
+            longest = max(int(self._index(s, "lengths").max(initial=0)) for s in d.shards)
+            if tokens_per_batch < longest:
+                raise LoaderError(
+                    f"tokens_per_batch {tokens_per_batch} is smaller than the longest instance of the {split} "
+                    f"split of seq{seq_length} ({longest} tokens); instances are never split"
+                )
         self._process = None
 
     # ---------------------------------------------------------------- per-process state
@@ -208,10 +220,18 @@ class PretrainingLoader:
 
     # ---------------------------------------------------------------- epochs and batches
 
-    def _plan(self) -> EpochPlan:
+    def _plan(self) -> EpochPlan | PackedPlan:
         local = self._local()
-        key = (self.seed, self.epoch, self.batch_size * self.world_size, self.drop_remainder)
+        key = (self.seed, self.epoch, self.batch_size, self.world_size, self.drop_remainder)
         if local.plan_key != key:
+            if self.layout == "packed":  # the epoch order without bins, packed window by window
+                order = EpochPlan(
+                    self.block_start, self.block_rows, self.block_rows[:, None], None, 1, True, self.seed, self.epoch
+                )
+                lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
+                local.plan = PackedPlan(order, lengths, self.tokens_per_batch, self.world_size, self.drop_remainder)
+                local.plan_key = key
+                return local.plan
             if self.dataset.bin_size:
                 bins = local.bins(self)
                 block_of = np.repeat(np.arange(len(self.block_rows)), self.block_rows)
@@ -250,16 +270,29 @@ class PretrainingLoader:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"batch {i} of {n}")
-        return self._plan().instances(self.start + i, self.rank * self.batch_size, self.batch_size)
+        plan = self._plan()
+        if self.layout == "packed":
+            return -1, plan.instances(self.start + i, self.rank)
+        return plan.instances(self.start + i, self.rank * self.batch_size, self.batch_size)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         b, ids = self._batch(i)
-        width = self.bin_width(b)
+        width = self.bin_width(b) if b >= 0 else self.dataset.seq_length
         if self.dataset.masking == "static":
             features = self._static_features(ids, width)
         else:
-            features = self._dynamic_features(ids, width)
+            batch = self.start + (i if i >= 0 else i + len(self))
+            rate = self.masking.rate(self.epoch, batch, len(self._plan()))
+            features = self._dynamic_features(ids, width, rate)
+        if self.layout == "packed":
+            return packed_batch(features, self.dataset.pair_objective != "none")
         return features if self.layout == "reference" else self._huggingface(features)
+
+    def filled_share(self) -> float:
+        """layout="packed": the share of this epoch's token budget (batches × tokens_per_batch) that holds tokens."""
+        if self.layout != "packed":
+            raise LoaderError("filled_share() is a measure of layout='packed'")
+        return self._plan().filled()
 
     def __iter__(self):
         """The batches from loader[0] on; state_dict() then knows how many were taken."""
@@ -312,7 +345,7 @@ class PretrainingLoader:
                 out[name] = np.ascontiguousarray(out[name][:, :width])
         return out
 
-    def _dynamic_features(self, ids: np.ndarray, width: int) -> dict[str, np.ndarray]:
+    def _dynamic_features(self, ids: np.ndarray, width: int, rate: float) -> dict[str, np.ndarray]:
         n = len(ids)
         input_ids = np.zeros((n, width), np.int32)
         length, b_start, label = (np.zeros(n, np.int64) for _ in range(3))
@@ -341,8 +374,17 @@ class PretrainingLoader:
             separators = (input_ids == special.sep) & (col < length[:, None] - 1)
         rows = Assembled(input_ids, length, b_start - 2, separators)
         streams = RowStreams(row_keys(local.mask_base(self), self.epoch, ids))
+        policy = self.masking
         masked = mask_tokens(
-            rows, self.masked_lm_prob, self.max_predictions, special, streams, whole_word=self.whole_word_mask
+            rows,
+            rate,
+            self.max_predictions,
+            special,
+            streams,
+            whole_word=self.whole_word_mask,
+            mask_replace_prob=policy.mask_replace_prob,
+            random_replace_prob=policy.random_replace_prob,
+            keyed=True,
         )
         real = col < length[:, None]
         return {
@@ -358,7 +400,7 @@ class PretrainingLoader:
     def _huggingface(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """What BertForPreTraining takes: labels are -100 but at real predictions (never at padded slots)."""
         n, width = f["input_ids"].shape
-        labels = np.full((n, width), _IGNORE_INDEX, np.int64)
+        labels = np.full((n, width), IGNORE_INDEX, np.int64)
         real = f["masked_lm_weights"] > 0
         rows = np.broadcast_to(np.arange(n)[:, None], real.shape)
         labels[rows[real], f["masked_lm_positions"][real]] = f["masked_lm_ids"][real]
@@ -389,11 +431,16 @@ class PretrainingLoader:
             "seed": self.seed,
             "epoch": epoch,
             "batch": done,
-            "global_batch_size": self.batch_size * self.world_size,
+            "global_batch_size": self.batch_size * self.world_size if self.batch_size else None,
             "drop_remainder": self.drop_remainder,
-            "masked_lm_prob": self.masked_lm_prob,
+            "masked_lm_prob": self.masking.describe_rate(),
             "max_predictions_per_seq": self.max_predictions,
             "whole_word_mask": self.whole_word_mask,
+            "mask_replace_prob": self.masking.mask_replace_prob,
+            "random_replace_prob": self.masking.random_replace_prob,
+            "layout": self.layout,
+            "tokens_per_batch": self.tokens_per_batch,
+            "packed_world_size": self.world_size if self.layout == "packed" else None,  # packing depends on it
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -406,6 +453,13 @@ class PretrainingLoader:
                 "the saved state is from another dataset (its files, form, split or seq_length "
                 "differ); it cannot resume this one"
             )
+        # States saved before the replacement split and the packed layout were 80/10/10 batches of rows.
+        defaults = {
+            "mask_replace_prob": 0.8,
+            "random_replace_prob": 0.1,
+            "tokens_per_batch": None,
+            "packed_world_size": None,
+        }
         for key in (
             "seed",
             "global_batch_size",
@@ -413,10 +467,15 @@ class PretrainingLoader:
             "masked_lm_prob",
             "max_predictions_per_seq",
             "whole_word_mask",
+            "mask_replace_prob",
+            "random_replace_prob",
+            "tokens_per_batch",
+            "packed_world_size",
         ):
-            if state[key] != mine[key]:
+            saved = state.get(key, defaults.get(key))
+            if saved != mine[key]:
                 raise LoaderError(
-                    f"the saved state has {key} {state[key]!r}, this loader {mine[key]!r}; resuming "
+                    f"the saved state has {key} {saved!r}, this loader {mine[key]!r}; resuming "
                     f"would give other batches"
                 )
         self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["batch"]), 0

@@ -44,9 +44,13 @@ class Embeddings(layers.Layer):
         self.norm = layers.LayerNormalization(epsilon=LAYER_NORM_EPSILON, name="norm")
         self.dropout = layers.Dropout(config.dropout)
 
-    def call(self, input_ids, segment_ids, training=False):
-        positions = ops.arange(ops.shape(input_ids)[1])
-        x = self.token(input_ids) + self.segment(segment_ids) + self.position(positions)[None]
+    def call(self, input_ids, segment_ids, position_ids=None, training=False):
+        """position_ids: (batch, seq), for rows that hold several instances (the packed layout); default 0, 1, ..."""
+        if position_ids is None:
+            position = self.position(ops.arange(ops.shape(input_ids)[1]))[None]
+        else:
+            position = self.position(position_ids)
+        x = self.token(input_ids) + self.segment(segment_ids) + position
         return self.dropout(self.norm(x), training=training)
 
 
@@ -135,6 +139,44 @@ class BertPretrainer(keras.Model):
         # The bias reads as bf16/fp16 under mixed precision.
         outputs["mlm_logits"] = ops.cast(mlm_logits, "float32") + ops.cast(self.mlm_bias, "float32")
         return outputs
+
+    def packed_outputs(self, batch, training=False):
+        """The logits of a batch in the loader's packed layout (trainer/packed_layout.py): one stream of instances,
+        each attending only to itself (a block-diagonal mask from the restarts of position_ids), at their own
+        positions. mlm_logits (tokens, vocab) at every token; nsp_logits (instances, 2) from each [CLS]."""
+        position_ids = ops.cast(batch["position_ids"], "int32")
+        instance = ops.cumsum(ops.cast(position_ids == 0, "int32")) - 1  # the instance of each token
+        same = ops.cast(instance[:, None] == instance[None, :], "float32")
+        attention_bias = ((1.0 - same) * MASK_BIAS)[None, None]  # (1, 1, tokens, tokens)
+        x = self.embeddings(
+            batch["input_ids"][None], batch["token_type_ids"][None], position_ids[None], training=training
+        )
+        for block in self.blocks:
+            x = block(x, attention_bias, training=training)
+        x = x[0]
+        outputs = {}
+        if self.config.pair_head:
+            starts = ops.cast(batch["cu_seqlens"][:-1], "int32")
+            outputs["nsp_logits"] = ops.cast(self.nsp(self.pooler(ops.take(x, starts, axis=0))), "float32")
+        h = self.mlm_norm(self.mlm_dense(x))
+        logits = ops.einsum("th,vh->tv", h, ops.cast(self.embeddings.token.embeddings, h.dtype))
+        outputs["mlm_logits"] = ops.cast(logits, "float32") + ops.cast(self.mlm_bias, "float32")
+        return outputs
+
+
+def packed_pretraining_loss(outputs, batch):
+    """pretraining_loss for the packed layout: the masked-LM mean over the tokens whose label is not -100 (with the
+    same 1e-5 as the padded batch's weights), plus the mean next-sentence loss where there is a pair head."""
+    labels = ops.cast(batch["labels"], "int32")
+    predicted = ops.cast(labels >= 0, "float32")
+    nll = ops.sparse_categorical_crossentropy(ops.maximum(labels, 0), outputs["mlm_logits"], from_logits=True)
+    mlm_loss = ops.sum(predicted * nll) / (ops.sum(predicted) + 1e-5)
+    if "nsp_logits" not in outputs:
+        return mlm_loss, mlm_loss, None
+    nsp_loss = ops.mean(
+        ops.sparse_categorical_crossentropy(batch["next_sentence_label"], outputs["nsp_logits"], from_logits=True)
+    )
+    return mlm_loss + nsp_loss, mlm_loss, nsp_loss
 
 
 def dummy_batch(batch_size: int, seq_len: int, predictions: int) -> dict[str, object]:

@@ -3,7 +3,8 @@
 Rows are [CLS] A [SEP] B [SEP] + padding. Masking follows the reference's create_masked_lm_predictions:
 num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob))) with Python-3 rounding,
 [CLS]/[SEP] never masked, and each chosen position becomes [MASK] (80%), stays (10%) or becomes a random token
-(10%). Two deliberate fixes: random tokens are drawn from regular vocabulary entries only (never [PAD],
+(10%), or in other shares (mask_replace_prob, random_replace_prob). Two deliberate fixes: random tokens are drawn
+from regular vocabulary entries only (never [PAD],
 [unusedN], [CLS], [SEP], [MASK] or [UNK]), and whole-word masking makes the 80/10/10 choice once per word.
 
 `create` masks with a numpy Generator per bucket; the loader masks at load time with the same functions and a
@@ -132,6 +133,21 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
     return np.take_along_axis(in_order, np.minimum(drawn, in_order.shape[1] - 1), axis=1)
 
 
+def _keyed_candidates(rows: Assembled, k: np.ndarray, count: int, rng) -> np.ndarray:
+    """(N, count): in each row, its k candidates of smallest random key (a uniform k-subset), then padding.
+
+    One key per position, drawn for the whole row at once, and a partition per row: linear in the row's length
+    whatever k is, where the shuffle of _random_candidates takes k steps (slow for 30% of 8,192 tokens)."""
+    n, width = rows.input_ids.shape
+    keys = rng.random((n, width))
+    keys[~_candidates(rows)] = 2.0  # never among the k smallest: k never exceeds a row's candidates
+    out = np.zeros((n, count), np.int64)
+    for i, ki in enumerate(k.tolist()):
+        if ki:
+            out[i, :ki] = np.argpartition(keys[i], ki - 1)[:ki] if ki < width else np.arange(width)
+    return out
+
+
 def mask_tokens(
     rows: Assembled,
     masked_lm_prob: float,
@@ -139,10 +155,18 @@ def mask_tokens(
     special: SpecialIds,
     rng: np.random.Generator,
     whole_word: bool = False,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+    keyed: bool = False,
 ) -> Masked:
+    """Choose each row's predictions and replace them: [MASK] with mask_replace_prob, a random regular token with
+    random_replace_prob, the token kept otherwise (80/10/10 by default, the names Hugging Face's collator uses).
+
+    keyed: choose the positions by a random key per position (_keyed_candidates, the loader's choice, fast at any
+    rate) rather than by a partial shuffle (create's, which its static records' bytes depend on)."""
     n, width = rows.input_ids.shape
     k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
-    if rows.separators is not None:  # many short documents in one row may leave fewer candidates than k
+    if rows.separators is not None or keyed:  # many short documents in one row may leave fewer candidates than k
         k = np.minimum(k, _candidates(rows).sum(axis=1))
     if whole_word:
         chosen, word_of = _choose_whole_words(rows, _candidates(rows), k, special, rng)
@@ -150,7 +174,10 @@ def mask_tokens(
         positions = np.argsort(~chosen, axis=1, kind="stable")[:, :max_predictions]
         count = chosen.sum(axis=1)  # may fall short of k when no remaining word fits
     else:
-        chosen = _random_candidates(rows, max_predictions, rng)
+        if keyed:
+            chosen = _keyed_candidates(rows, k, max_predictions, rng)
+        else:
+            chosen = _random_candidates(rows, max_predictions, rng)
         positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], chosen, width), axis=1)
         word_of = None
         count = k
@@ -160,13 +187,16 @@ def mask_tokens(
     flat = rowix * width + positions  # into the flattened rows: take/put beat two-array indexing
     labels = np.where(real, np.take(rows.input_ids, flat), 0).astype(np.int32)
 
-    # One 80/10/10 draw per prediction, or per word with whole-word masking.
+    # One 80/10/10 draw per prediction, or per word with whole-word masking: [MASK] below mask_replace_prob, a
+    # random token from 1 - random_replace_prob on (0.8 and 0.9 exactly, as create's records were drawn).
     if word_of is None:
         u = rng.random((n, max_predictions))
     else:
         u = rng.random((n, width))[rowix, word_of[rowix, positions]]
     replacement = special.regular[rng.integers(0, len(special.regular), (n, max_predictions))]
-    new_ids = np.where(u < 0.8, special.mask, np.where(u < 0.9, labels, replacement))
+    new_ids = np.where(
+        u < mask_replace_prob, special.mask, np.where(u < 1.0 - random_replace_prob, labels, replacement)
+    )
     out = rows.input_ids.copy()
     np.put(out, flat[real], new_ids[real])
     return Masked(out, positions, labels, count)

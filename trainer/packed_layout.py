@@ -1,0 +1,110 @@
+"""The loader's padding-free layout: each rank's batch one flat stream of whole instances within a token budget,
+for unpadded attention (flash-attention's varlen kernels, Hugging Face's DataCollatorWithFlattening, ModernBERT).
+
+    input_ids, token_type_ids, labels, position_ids   (T,) int64, T <= tokens_per_batch; labels -100 where nothing
+                                                      is predicted; position_ids restart at 0 with each instance
+    cu_seqlens                                        (instances + 1,) int32: instance j is [cu[j], cu[j + 1])
+    max_seqlen                                        () int32, the longest instance of the batch
+    next_sentence_label                               (instances,) int64, where the objective has a label
+
+Packing follows the loader's epoch order: its windows of shuffled instances (trainer/epoch_plan.py) are packed one
+at a time, best fit decreasing: the window's instances longest first (ties in the window's order), each into the
+open batch with the least room that still holds it, else into a new batch; then the window's batches in an order
+seeded by (seed, epoch, window). Instances are never split, and every batch is one rank's: global step t is packed
+batches t·W .. t·W + W - 1 (W = world_size), rank r taking the r-th. So ranks get equal counts; the last fewer than
+W batches of an epoch are left out (drop_remainder) or completed by wrapping to the epoch's first batches.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections import OrderedDict
+
+import numpy as np
+
+from bertcorpus.trainer.epoch_plan import EpochPlan
+from bertcorpus.transforms.seeding import numpy_rng
+
+IGNORE_INDEX = -100  # the label PyTorch's cross-entropy (and so Hugging Face) skips
+_CACHED_WINDOWS = 4
+
+
+def best_fit_decreasing(lengths: np.ndarray, budget: int) -> list[np.ndarray]:
+    """Indices into `lengths`, one array per batch, each batch's lengths summing to at most `budget`."""
+    order = np.argsort(-lengths, kind="stable")
+    rooms: list[tuple[int, int]] = []  # (room left, batch) of the open batches, ascending
+    batches: list[list[int]] = []
+    for i, n in zip(order.tolist(), lengths[order].tolist()):
+        at = bisect_left(rooms, (n, -1))
+        if at < len(rooms):
+            room, b = rooms.pop(at)
+        else:
+            room, b = budget, len(batches)
+            batches.append([])
+        batches[b].append(i)
+        if room - n:
+            insort(rooms, (room - n, b))
+    return [np.array(b, np.int64) for b in batches]
+
+
+class PackedPlan:
+    """The packed batches of one epoch: which instances make rank r's batch at step t."""
+
+    def __init__(self, order: EpochPlan, lengths: np.ndarray, budget: int, world_size: int, drop_remainder: bool):
+        self.order, self.lengths, self.budget, self.world_size = order, lengths, budget, world_size
+        self.windows: OrderedDict = OrderedDict()
+        counts = [len(self._window(w)) for w in range(order.window_count)]
+        self.window_start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        self.batches = int(self.window_start[-1])
+        steps = self.batches // world_size
+        self.steps = steps if drop_remainder or not self.batches % world_size else steps + 1
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def _window(self, w: int) -> list[np.ndarray]:
+        found = self.windows.get(w)
+        if found is None:
+            ids = self.order.window(w)[0]
+            packed = [ids[b] for b in best_fit_decreasing(self.lengths[ids], self.budget)]
+            shuffle = numpy_rng(self.order.seed, "loader-packed", self.order.epoch, w).permutation(len(packed))
+            found = self.windows[w] = [packed[i] for i in shuffle]
+            while len(self.windows) > _CACHED_WINDOWS:
+                self.windows.popitem(last=False)
+        else:
+            self.windows.move_to_end(w)
+        return found
+
+    def instances(self, step: int, rank: int) -> np.ndarray:
+        """Global instance numbers of rank `rank`'s batch at `step`, in their place in the stream."""
+        j = (step * self.world_size + rank) % self.batches
+        w = int(np.searchsorted(self.window_start, j, side="right")) - 1
+        return self._window(w)[j - self.window_start[w]]
+
+    def filled(self) -> float:
+        """The share of the token budget of this epoch's batches that instances fill."""
+        used = sum(int(self.lengths[b].sum()) for w in range(self.order.window_count) for b in self._window(w))
+        return used / (self.budget * self.batches) if self.batches else 0.0
+
+
+def packed_batch(features: dict[str, np.ndarray], pair_label: bool) -> dict[str, np.ndarray]:
+    """A batch in the reference layout (rows padded, masks at masked_lm_positions) as one flat stream."""
+    real = features["input_mask"].astype(bool)
+    n, width = real.shape
+    lengths = real.sum(axis=1)
+    labels = np.full((n, width), IGNORE_INDEX, np.int64)
+    predicted = features["masked_lm_weights"] > 0
+    rows = np.broadcast_to(np.arange(n)[:, None], predicted.shape)
+    labels[rows[predicted], features["masked_lm_positions"][predicted]] = features["masked_lm_ids"][predicted]
+    cu_seqlens = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    out = {
+        "input_ids": features["input_ids"][real].astype(np.int64),
+        "token_type_ids": features["segment_ids"][real].astype(np.int64),
+        "labels": labels[real],
+        "cu_seqlens": cu_seqlens,
+        "position_ids": np.arange(cu_seqlens[-1], dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths),
+        "max_seqlen": np.array(lengths.max(initial=0), np.int32),
+    }
+    if pair_label:
+        out["next_sentence_label"] = features["next_sentence_labels"][:, 0].astype(np.int64)
+    return out
