@@ -33,6 +33,7 @@ import numpy as np
 
 from bertcorpus.trainer.epoch_plan import EpochPlan
 from bertcorpus.trainer.masking_policy import MaskingPolicy
+from bertcorpus.trainer.mds_files import MdsShard, check_index
 from bertcorpus.trainer.packed_layout import IGNORE_INDEX, PackedPlan, packed_batch
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
@@ -141,6 +142,9 @@ class PretrainingLoader:
         if d.file_format == "tfrecord":
             for shard in d.shards:
                 self._index(shard, "offsets")
+        elif d.file_format == "mds":
+            check_index(d)
+            MdsShard(d.shards[0], d)
         else:
             ParquetShard(d.shards[0], seq_length)  # a file that is not ours is named now, not in a worker
         if d.bin_size:
@@ -178,6 +182,8 @@ class PretrainingLoader:
                     raise LoaderError(f"{shard.path} holds {len(found) - 1} records, the manifest says {shard.records}")
             elif self.dataset.file_format == "tfrecord":
                 found = tfrecord_lengths(shard.path, self._index(shard, "offsets"), self.dataset.seq_length)
+            elif self.dataset.file_format == "mds":
+                found = MdsShard(shard, self.dataset).lengths()
             else:
                 reader = ParquetShard(shard, self.dataset.seq_length)
                 found = reader.file.read(columns=["length"]).column("length").to_numpy().astype(np.int32)
@@ -475,8 +481,7 @@ class PretrainingLoader:
             saved = state.get(key, defaults.get(key))
             if saved != mine[key]:
                 raise LoaderError(
-                    f"the saved state has {key} {saved!r}, this loader {mine[key]!r}; resuming "
-                    f"would give other batches"
+                    f"the saved state has {key} {saved!r}, this loader {mine[key]!r}; resuming would give other batches"
                 )
         self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["batch"]), 0
 
@@ -511,7 +516,9 @@ class _ProcessState:
         if rows is not None:
             self.blocks.move_to_end(key)
             return rows
-        if s not in self.shards:
+        if s not in self.shards and loader.dataset.file_format == "mds":
+            self.shards[s] = MdsShard(loader.dataset.shards[s], loader.dataset)
+        elif s not in self.shards:
             self.shards[s] = ParquetShard(loader.dataset.shards[s], loader.dataset.seq_length)
         shard = self.shards[s]
         first = block * BLOCK_ROWS

@@ -63,7 +63,7 @@ class Dataset:
     max_predictions: int
     masking: str  # static | dynamic
     pair_objective: str  # nsp | sop | none
-    file_format: str  # tfrecord | parquet
+    file_format: str  # tfrecord | parquet | mds
     bin_size: int | None
     bins: dict | None  # upper edge -> instances, as the manifest counts them
     shards: tuple[Shard, ...]
@@ -111,7 +111,7 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         )
     form = manifest.get("form") or {}  # runs from before the form field are static NSP TFRecords
     file_format = form.get("file_format", "tfrecord")
-    suffix = {"tfrecord": ".tfrecord", "parquet": ".parquet"}.get(file_format)
+    suffix = {"tfrecord": ".tfrecord", "parquet": ".parquet", "mds": ".mds"}.get(file_format)
     if suffix is None:
         raise LoaderError(f"{manifest_path}: unknown file format {file_format!r}")
     found = [n for n in list_names(join(output_dir, name)) if n.endswith((".tfrecord", ".parquet"))]
@@ -121,6 +121,8 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
             f"{join(output_dir, name)} mixes TFRecord and Parquet files; point the loader at the "
             f"output of one `bertcorpus create` run"
         )
+    if file_format == "mds":  # a folder per split, with its index.json (trainer/mds_files.py)
+        found = [n for n in list_names(join(output_dir, name, split)) if n.endswith(suffix)]
     shards = tuple(
         Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"]) for s in entry[split]["shards"]
     )

@@ -69,7 +69,7 @@ def bucket_instances(
         rng = python_rng(seed, "instances", key, seq.name, dupe)
         nrng = numpy_rng(seed, "masking", key, seq.name, dupe)
         if recipe.pair_objective == "none":
-            packed = pack_sentences(bucket, documents, seq.max_seq_length, rng)
+            packed = pack_sentences(bucket, documents, seq.max_seq_length, rng, seq.min_document_tokens)
             if not len(packed):
                 continue
             rows = assemble_packed(bucket.tokens, packed, seq.max_seq_length, special)
@@ -94,6 +94,9 @@ def bucket_instances(
         if recipe.bin_size:
             for edge, n in bin_counts(rows.length, recipe.bin_size, seq.max_seq_length).items():
                 counts[f"bin:{edge}"] = counts.get(f"bin:{edge}", 0) + n
+    if seq.min_document_tokens:
+        lengths = np.diff(bucket.sentence_starts[bucket.doc_first_sentence[: documents + 1]])
+        counts["short_documents"] = int((lengths < seq.min_document_tokens).sum())
     if not passes:
         return BucketInstances(None, np.zeros(0, np.int64), counts, skipped)
     return BucketInstances(InstanceColumns.concatenate(passes), np.concatenate(sort_keys), counts, skipped)

@@ -43,6 +43,7 @@ MAX_OWED_LABELS = 2  # IsNext labels that chunks taking a random next instead ma
 class SeqConfig:
     max_seq_length: int = 128
     max_predictions_per_seq: int = 20
+    min_document_tokens: int = 0  # documents with fewer tokens make no instance of this config (--pair-objective none)
 
     @property
     def name(self) -> str:

@@ -34,12 +34,17 @@ class PackedPieces:
         return self.count
 
 
-def pack_sentences(bucket: Bucket, documents: int, max_seq_length: int, rng: random.Random) -> PackedPieces:
+def pack_sentences(
+    bucket: Bucket, documents: int, max_seq_length: int, rng: random.Random, min_document_tokens: int = 0
+) -> PackedPieces:
     """One pass over the first `documents` documents of `bucket`, in a seeded order, packed into instances of at
-    most `max_seq_length` tokens, [CLS] and every [SEP] included."""
+    most `max_seq_length` tokens, [CLS] and every [SEP] included. Documents of fewer than `min_document_tokens`
+    tokens are left out (a long-context phase on long documents only, as NeoBERT's 1024+ and 2048+ subsets)."""
     starts, first = bucket.starts_list, bucket.first_list
     order = list(range(documents))
     rng.shuffle(order)
+    if min_document_tokens:
+        order = [d for d in order if starts[first[d + 1]] - starts[first[d]] >= min_document_tokens]
     pieces: list[tuple[int, int, int]] = []  # (instance, start, end)
     current, used = 0, 1  # the instance being filled, and its tokens so far: [CLS]
     for doc in order:

@@ -24,6 +24,8 @@ from bertcorpus.transforms.instances import SeqConfig
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
 
 MASKING_MODES = ("static", "dynamic")
+RECORD_FORMATS = ("tfrecord", "parquet", "mds")  # static masks: tfrecord; instances masked at load: parquet or mds
+MAX_STORED_LENGTH = 65_535  # Parquet and MDS store lengths and segment starts as uint16
 SHARD_TARGET_MB = 256  # of records, per train shard when --num-shards is left to the job
 RECORD_BYTES_PER_TEXT_BYTE = 2  # per dupe pass, at 128/20 and at 512/80 alike
 # The automatic eval split: 1% of the documents, but at least EVAL_TEXT_BYTES of text where the input allows (up to
@@ -55,6 +57,7 @@ class CreateConfig:
     masking: str = "static"  # static: masks drawn here, TFRecords; dynamic: unmasked Parquet, masked at load
     pair_objective: str = "nsp"  # nsp, sop or none
     bin_size: int | None = None  # length bins of this many tokens, for batches of similar lengths
+    record_format: str | None = None  # None: tfrecord for static masking, parquet for dynamic; or mds (dynamic)
     num_shards: int = 0  # train shards per seq config; 0 = sized from the input
     eval_fraction: float | None = None  # None = sized from the input (auto_eval_fraction)
     num_buckets: int = 0  # 0 = sized from the input (bucket_mb of text per bucket)
@@ -95,7 +98,7 @@ class CreateConfig:
 
     @property
     def file_format(self) -> str:
-        return "tfrecord" if self.masking == "static" else "parquet"
+        return self.record_format or ("tfrecord" if self.masking == "static" else "parquet")
 
     def recipe(self, seq: SeqConfig) -> InstanceRecipe:
         return InstanceRecipe(
@@ -111,7 +114,11 @@ class CreateConfig:
 
     def describe(self) -> dict:
         d = asdict(self)
-        d["seq_configs"] = [f"{c.max_seq_length}:{c.max_predictions_per_seq}" for c in self.seq_configs]
+        d["seq_configs"] = [
+            f"{c.max_seq_length}:{c.max_predictions_per_seq}"
+            + (f":{c.min_document_tokens}" if c.min_document_tokens else "")
+            for c in self.seq_configs
+        ]
         del d["output"]  # where the records went is not part of what they are
         return d
 
@@ -126,6 +133,8 @@ def bucket_key(doc_id: str, split: str, config: CreateConfig) -> str:
 
 
 def shard_name(config: CreateConfig, seq: SeqConfig, split: str, shard: int) -> str:
+    if config.file_format == "mds":  # MDS: a folder per split, its shards listed by an index.json
+        return f"{seq.name}/{split}/shard.{shard:05d}.mds"
     return f"{seq.name}/{split}-{shard:05d}-of-{config.shards(split):05d}.{config.file_format}"
 
 
@@ -133,18 +142,24 @@ def shard_name(config: CreateConfig, seq: SeqConfig, split: str, shard: int) -> 
 
 
 def parse_seq_configs(text: str) -> list[SeqConfig]:
-    """'128:20,512:80' → [SeqConfig(128, 20), SeqConfig(512, 80)]."""
+    """'128:20,512:80' → [SeqConfig(128, 20), SeqConfig(512, 80)]; '8192:2458:2048' → documents of 2,048 tokens
+    and more only."""
     configs = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         try:
-            length, predictions = (int(x) for x in part.split(":"))
+            length, predictions, *least = (int(x) for x in part.split(":"))
+            if len(least) > 1:
+                raise ValueError
         except ValueError:
             raise ValueError(
-                f"--seq-configs wants LENGTH:PREDICTIONS pairs such as 128:20,512:80, got {part!r}"
+                f"--seq-configs wants LENGTH:PREDICTIONS pairs such as 128:20,512:80 (or "
+                f"LENGTH:PREDICTIONS:MIN_DOCUMENT_TOKENS), got {part!r}"
             ) from None
         if length < 8 or predictions < 1 or predictions > length:
             raise ValueError(f"--seq-configs {part!r}: need LENGTH >= 8 and 1 <= PREDICTIONS <= LENGTH")
-        configs.append(SeqConfig(length, predictions))
+        if least and least[0] < 1:
+            raise ValueError(f"--seq-configs {part!r}: MIN_DOCUMENT_TOKENS must be at least 1")
+        configs.append(SeqConfig(length, predictions, least[0] if least else 0))
     if not configs:
         raise ValueError("--seq-configs is empty")
     if len({c.max_seq_length for c in configs}) != len(configs):
@@ -174,6 +189,15 @@ def add_arguments(parser) -> None:
         help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
         "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
         "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static)",
+    )
+    recipe.add_argument(
+        "--record-format",
+        choices=RECORD_FORMATS,
+        default=None,
+        help="tfrecord: the reference's records (static masking only); parquet: unmasked instances, one row "
+        "each; mds: the same instances as MosaicML streaming shards and an index.json in seq{L}/{split}/, "
+        "for ModernBERT-class trainers (StreamingDataset reads them as they are) (default: tfrecord with "
+        "--masking static, parquet with dynamic)",
     )
     recipe.add_argument(
         "--pair-objective",
@@ -207,8 +231,9 @@ def add_arguments(parser) -> None:
     shape.add_argument(
         "--seq-configs",
         metavar="L:P,...",
-        help="several configs from one tokenisation pass, e.g. 128:20,512:80 "
-        "(overrides --max-seq-length/--max-predictions-per-seq)",
+        help="several configs from one tokenisation pass, e.g. 128:20,512:80; with --pair-objective none a "
+        "third number keeps only documents of at least that many tokens for that config, e.g. "
+        "1024:308,8192:2458:2048 (overrides --max-seq-length/--max-predictions-per-seq)",
     )
     shape.add_argument(
         "--dupe-factor",
@@ -299,7 +324,26 @@ def config_from_args(args) -> CreateConfig:
     check_error_rate(args)
     dupe_factor = DUPE_FACTOR[args.masking] if args.dupe_factor is None else args.dupe_factor
     shortest = min(c.max_seq_length for c in seq_configs)
+    longest = max(c.max_seq_length for c in seq_configs)
+    record_format = args.record_format or ("tfrecord" if args.masking == "static" else "parquet")
     checks = [
+        (
+            (record_format == "tfrecord") == (args.masking == "static"),
+            f"--record-format {record_format} needs --masking dynamic (its instances are stored unmasked and "
+            f"masked at load time)"
+            if record_format != "tfrecord"
+            else "--record-format tfrecord holds static masks: it needs --masking static (dynamic masking "
+            "writes parquet or mds)",
+        ),
+        (
+            args.masking == "static" or longest <= MAX_STORED_LENGTH,
+            f"--seq-configs: a length of {longest:,} is past the {MAX_STORED_LENGTH:,} tokens that dynamic "
+            "masking's records store (uint16 lengths); split it into shorter instances",
+        ),
+        (
+            args.pair_objective == "none" or not any(c.min_document_tokens for c in seq_configs),
+            "--seq-configs: a minimum document length (LENGTH:PREDICTIONS:MIN) needs --pair-objective none",
+        ),
         (dupe_factor >= 1, "--dupe-factor must be at least 1"),
         (0 < args.masked_lm_prob < 1, "--masked-lm-prob must be between 0 and 1"),
         (0 <= args.short_seq_prob <= 1, "--short-seq-prob must be between 0 and 1"),
@@ -328,6 +372,7 @@ def config_from_args(args) -> CreateConfig:
         masking=args.masking,
         pair_objective=args.pair_objective,
         bin_size=args.bin_size,
+        record_format=args.record_format,
         num_shards=args.num_shards or 0,
         eval_fraction=args.eval_fraction,
         num_buckets=args.num_buckets or 0,

@@ -15,6 +15,7 @@ from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
+from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, index_bytes, index_entry
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
@@ -24,6 +25,10 @@ OWNED_GLOBS = [
     "seq*/eval-*.tfrecord",
     "seq*/train-*.parquet",
     "seq*/eval-*.parquet",
+    "seq*/train/shard.*.mds",
+    "seq*/eval/shard.*.mds",
+    f"seq*/train/{INDEX}",
+    f"seq*/eval/{INDEX}",
     "errors-*.jsonl",
     VOCAB_COPY,
 ]
@@ -116,12 +121,33 @@ class Publish(beam.DoFn):
             output.discard_staging(cfg.output)
             raise problem
         published = [s["path"] for s in shard_infos + errors_files]
+        if cfg.file_format == "mds":
+            published += self._write_mds_indexes(manifest)
         if cfg.masking == "dynamic":
             vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
             output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
             published.append(VOCAB_COPY)
         output.publish(cfg.output, published, manifest, OWNED_GLOBS)
         yield manifest
+
+    def _write_mds_indexes(self, manifest: dict) -> list[str]:
+        """Stage the index.json of each MDS split folder (its shards in order, as the manifest lists them)."""
+        cfg = self.config
+        vocab_size = len(self.vocab.load().tokens)
+        columns = MdsColumns.for_output(vocab_size, cfg.pair_objective)
+        written = []
+        for name, out in manifest["outputs"].items():
+            for split in ("train", "eval"):
+                if split not in out:
+                    continue
+                entries = [
+                    index_entry(s["path"].rsplit("/", 1)[1], s["records"], s["bytes"], columns)
+                    for s in out[split]["shards"]
+                ]
+                rel = out[split]["mds_index"] = f"{name}/{split}/{INDEX}"
+                output.write_bytes(output.staging_path(cfg.output, rel), [index_bytes(entries)])
+                written.append(rel)
+        return written
 
 
 def random_next_bound(instances: int) -> float:
@@ -186,12 +212,15 @@ def build_manifest(
             share = round(counts.get(f"{prefix}:positive_labels", 0) / n, 6) if n and objective != "none" else None
             entry = {
                 "instances": n,
-                "shards": [s for s in shards if s["path"].startswith(f"{seq.name}/{split}-")],
+                "shards": [s for s in shards if s["path"].startswith((f"{seq.name}/{split}-", f"{seq.name}/{split}/"))],
                 "label_share": share,
             }
             if objective == "nsp":
                 entry["random_next_share"] = share
             entry["mean_real_tokens"] = round(counts.get(f"{prefix}:real_tokens", 0) / n, 3) if n else None
+            if seq.min_document_tokens:
+                entry["min_document_tokens"] = seq.min_document_tokens
+                entry["documents_below_min"] = counts.get(f"{prefix}:short_documents", 0)
             if cfg.masking == "static":
                 entry["mean_predictions"] = round(counts.get(f"{prefix}:predictions", 0) / n, 3) if n else None
             if objective != "none":

@@ -18,6 +18,7 @@ from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
 from bertcorpus.transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.instance_mds import MdsColumns, mds_shard
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
 from bertcorpus.transforms.instances import Bucket, sample_fragments
 from bertcorpus.transforms.masking import special_ids
@@ -207,7 +208,7 @@ class BuildInstances(beam.DoFn):
 
 class WriteShards(beam.DoFn):
     """((seq config, split, shard), [InstancePiece]) → one staged shard file, its instances in the order of their
-    random keys: TFRecords (static masking) or Parquet (dynamic)."""
+    random keys: TFRecords (static masking), or Parquet or MDS (dynamic)."""
 
     def __init__(self, config: CreateConfig, vocab: JobVocab):
         self.config = config
@@ -227,7 +228,13 @@ class WriteShards(beam.DoFn):
         if self.config.masking == "static":
             chunks = _records_in_order(parts, part, row)
         else:
-            chunks = [_parquet_in_order(parts, part, row, seq.max_seq_length, self.vocab_size)]
+            instances = (
+                InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(seq.max_seq_length)
+            )
+            if self.config.file_format == "mds":
+                chunks = [mds_shard(instances, MdsColumns.for_output(self.vocab_size, self.config.pair_objective))]
+            else:
+                chunks = [_parquet_bytes(instances, self.vocab_size)]
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
         return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
 
@@ -252,10 +259,7 @@ def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.nd
         yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
 
 
-def _parquet_in_order(
-    parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, max_seq_length: int, vocab_size: int
-) -> bytes:
-    instances = InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(max_seq_length)
+def _parquet_bytes(instances: InstanceColumns, vocab_size: int) -> bytes:
     sink = io.BytesIO()
     write_instances(instances_table(instances, vocab_size), sink)
     return sink.getvalue()

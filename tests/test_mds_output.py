@@ -1,0 +1,149 @@
+"""create --record-format mds: MosaicML streaming shards written with our own code, byte-identical on any runner,
+listed in the manifest; read back by the real mosaicml-streaming package (StreamingDataset, and sample by sample as
+ModernBERT's NoStreamingDataset reads them), and by our loader, as the same instances as the Parquet form."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bertcorpus.trainer.loader import LoaderError, PretrainingLoader
+from bertcorpus.trainer.mds_files import streaming_dataset
+
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
+
+FLAGS = ["--masking", "dynamic", "--seq-configs", "128:20", "--num-shards", "3", "--eval-fraction", "0.1"]
+
+
+def create(out: Path, *flags: str) -> dict:
+    argv = ["create", "--input", *BOOKS, SAMPLE_TEXT, "--vocab", VOCAB, "--output", out, *FLAGS, *flags]
+    assert run_cli(*argv) == 0
+    return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> dict[str, Path]:
+    """The same instances as Parquet and as MDS (nsp), the MDS one again on two worker processes."""
+    base = tmp_path_factory.mktemp("mds")
+    create(base / "parquet", "--runner", "DirectRunner")
+    create(base / "mds", "--record-format", "mds", "--runner", "DirectRunner")
+    create(
+        base / "mds-2",
+        "--record-format",
+        "mds",
+        "--runner",
+        "DirectRunner",
+        "--direct_running_mode=multi_processing",
+        "--direct_num_workers=2",
+    )
+    return {name: base / name for name in ("parquet", "mds", "mds-2")}
+
+
+def parquet_rows(out: Path, split: str) -> list[dict]:
+    paths = sorted((out / "seq128").glob(f"{split}-*.parquet"))
+    return [row for path in paths for row in pq.read_table(path).to_pylist()]
+
+
+def test_mds_files_are_listed_hashed_and_the_same_on_any_runner(outputs):
+    out = outputs["mds"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["form"]["file_format"] == "mds"
+    for split in ("train", "eval"):
+        entry = manifest["outputs"]["seq128"][split]
+        assert entry["mds_index"] == f"seq128/{split}/index.json"
+        names = sorted(p.name for p in (out / "seq128" / split).iterdir())
+        assert names == sorted(["index.json", *(Path(s["path"]).name for s in entry["shards"])])
+        for shard in entry["shards"]:
+            data = (out / shard["path"]).read_bytes()
+            assert hashlib.sha256(data).hexdigest() == shard["sha256"] and len(data) == shard["bytes"]
+        index = json.loads((out / entry["mds_index"]).read_text())
+        assert [(s["raw_data"]["basename"], s["samples"]) for s in index["shards"]] == [
+            (Path(s["path"]).name, s["records"]) for s in entry["shards"]
+        ]
+        assert {s["compression"] for s in index["shards"]} == {None}
+        assert index["shards"][0]["column_encodings"] == ["ndarray:uint16", "uint16", "uint8", "uint16"]
+    for path in sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"):
+        assert (outputs["mds-2"] / path).read_bytes() == (out / path).read_bytes(), path
+
+
+def test_streaming_dataset_reads_the_parquet_forms_instances(outputs):
+    pytest.importorskip("streaming", reason="mosaicml-streaming: pip install -e '.[mds]'")
+    for split in ("train", "eval"):
+        dataset = streaming_dataset(outputs["mds"], 128, split, shuffle=False)
+        rows = parquet_rows(outputs["parquet"], split)
+        assert len(dataset) == len(rows) > 0
+        for i in range(0, len(rows), 7):
+            sample = dataset[i]
+            assert sample["input_ids"].dtype == np.uint16
+            assert sample["input_ids"].tolist() == rows[i]["input_ids"]
+            assert sample["len"] == rows[i]["length"]
+            assert sample["segment_b_start"] == rows[i]["segment_b_start"]
+            assert sample["next_sentence_label"] == rows[i]["next_sentence_label"]
+
+
+def test_uncompressed_shards_read_sample_by_sample_as_modernbert_does(outputs):
+    """ModernBERT's NoStreamingDataset: the split's index.json, a reader per shard from streaming's own format
+    code, each sample's input_ids in turn."""
+    pytest.importorskip("streaming", reason="mosaicml-streaming: pip install -e '.[mds]'")
+    from streaming.base.format import reader_from_json
+
+    folder = outputs["mds"] / "seq128"
+    index = json.loads((folder / "train" / "index.json").read_text())
+    ids = []
+    for info in index["shards"]:
+        shard = reader_from_json(str(folder), "train", info)
+        assert (folder / "train" / shard.raw_data.basename).is_file()
+        shard.validate(True)
+        ids += [shard[i]["input_ids"].tolist() for i in range(shard.samples)]
+    assert ids == [row["input_ids"] for row in parquet_rows(outputs["parquet"], "train")]
+
+
+def test_our_loader_gives_the_same_batches_from_mds_as_from_parquet(outputs, tmp_path):
+    for layout, size in (("reference", {"batch_size": 64}), ("packed", {"tokens_per_batch": 4096})):
+        kw = {"seq_length": 128, "seed": 4, "masked_lm_prob": 0.3, "layout": layout, "cache_dir": tmp_path, **size}
+        mds, parquet = PretrainingLoader(outputs["mds"], **kw), PretrainingLoader(outputs["parquet"], **kw)
+        assert len(mds) == len(parquet)
+        for i in (0, len(mds) - 1):
+            for name, values in parquet[i].items():
+                np.testing.assert_array_equal(mds[i][name], values, err_msg=name)
+
+
+def test_an_index_that_disagrees_with_its_shards_is_named(outputs, tmp_path):
+    bad = tmp_path / "bad"
+    shutil.copytree(outputs["mds"], bad)
+    path = bad / "seq128" / "train" / "index.json"
+    index = json.loads(path.read_text())
+    index["shards"][1]["samples"] += 1
+    path.write_text(json.dumps(index))
+    with pytest.raises(LoaderError) as e:
+        PretrainingLoader(bad, seq_length=128, batch_size=8, cache_dir=tmp_path)
+    message = str(e.value)
+    assert "index.json disagrees with the shards of the manifest (shard.00001.mds:" in message and "\n" not in message
+    path.unlink()
+    with pytest.raises(LoaderError) as e:
+        PretrainingLoader(bad, seq_length=128, batch_size=8, cache_dir=tmp_path)
+    assert "index.json is missing" in str(e.value)
+
+
+def test_without_mosaicml_streaming_the_extra_is_named(outputs, monkeypatch):
+    monkeypatch.setitem(sys.modules, "streaming", None)  # import streaming now raises ImportError
+    with pytest.raises(LoaderError) as e:
+        streaming_dataset(outputs["mds"], 128, "train")
+    assert "pip install 'bertcorpus[mds]'" in str(e.value)
+
+
+def test_mds_needs_dynamic_masking(tmp_path, capsys):
+    argv = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o", "--record-format", "mds"]
+    assert run_cli(*argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "bertcorpus create: error: --record-format mds needs --masking dynamic (its instances are stored "
+        "unmasked and masked at load time)"
+    ]
