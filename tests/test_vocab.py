@@ -124,6 +124,16 @@ def test_compact_layout_and_reserved_slots(small_corpus, tmp_path):
     assert tokens[:8] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "[unused2]"]
 
 
+def test_pad_to_a_multiple_of_64_with_unused_slots(small_corpus, tmp_path):
+    size = ["--vocab-size", "8010"]
+    plain = lines(train_cli(small_corpus, tmp_path / "plain" / "vocab.txt", *size))
+    padded = lines(train_cli(small_corpus, tmp_path / "padded" / "vocab.txt", *size, "--pad-to-multiple", "64"))
+    assert len(padded) == 8064 and len(set(padded)) == len(padded)
+    assert padded[:8010] == plain  # the BERT layout and the learned tokens as without padding
+    last = max(int(t[7:-1]) for t in plain if t.startswith("[unused"))
+    assert padded[8010:] == [f"[unused{i}]" for i in range(last + 1, last + 55)]
+
+
 def test_too_little_text_is_padded_with_unused_slots(tmp_path, capsys):
     out = tmp_path / "vocab.txt"
     assert (
@@ -376,6 +386,7 @@ def test_empty_corpus_is_refused_and_writes_nothing(tmp_path, capsys):
         (["--vocab-size", "999"], "leaves no room"),
         (["--reserved-tokens", "10"], "at least 99 reserved"),
         (["--sample-fraction", "0"], "--sample-fraction"),
+        (["--pad-to-multiple", "0"], "--pad-to-multiple must be at least 1, not 0"),
     ],
 )
 def test_impossible_settings_are_refused_and_write_nothing(small_corpus, tmp_path, capsys, args, message):

@@ -192,6 +192,7 @@ class TrainingConfig:
     reserved_tokens: int = BERT_DEFAULT_RESERVED
     min_frequency: int = 2
     limit_alphabet: int = 1000
+    pad_to_multiple: int = 1  # [unusedN] lines after the vocab_size lines, up to a multiple of this (tensor cores)
 
     def head(self) -> list[str]:
         """The lines before the learned tokens: special tokens and reserved [unusedN] slots."""
@@ -214,6 +215,8 @@ class TrainingConfig:
             )
         if self.min_frequency < 1 or self.limit_alphabet < 1:
             raise TrainingError("--min-frequency and --limit-alphabet must be >= 1")
+        if self.pad_to_multiple < 1:
+            raise TrainingError(f"--pad-to-multiple must be at least 1, not {self.pad_to_multiple}")
         if self.vocab_size <= len(self.head()):
             raise TrainingError(
                 f"--vocab-size {self.vocab_size} leaves no room for learned tokens after the "
@@ -330,6 +333,7 @@ class TrainedVocab:
     alphabet: Alphabet
     trained_words: int  # distinct words the trainer saw
     scale: int
+    aligned: int = 0  # [unusedN] lines after those, up to a multiple of pad_to_multiple
 
     def file_bytes(self) -> bytes:
         return ("\n".join(self.tokens) + "\n").encode("utf-8")
@@ -371,11 +375,19 @@ def train(
     if learned[: len(alphabet.symbols)] != alphabet.symbols:
         raise RuntimeError("the trainer did not keep the alphabet's ids")
     padding = budget - len(learned)
-    tokens = head + learned + [f"[unused{config.reserved_tokens + i}]" for i in range(padding)]
+    aligned = -config.vocab_size % config.pad_to_multiple
+    unused = config.reserved_tokens + np.arange(padding + aligned)
+    tokens = head + learned + [f"[unused{i}]" for i in unused.tolist()]
     if len(set(tokens)) != len(tokens):
         raise RuntimeError("the trained vocab holds a token twice")
     return TrainedVocab(
-        tokens=tokens, learned=len(learned), padding=padding, alphabet=alphabet, trained_words=len(counts), scale=scale
+        tokens=tokens,
+        learned=len(learned),
+        padding=padding,
+        alphabet=alphabet,
+        trained_words=len(counts),
+        scale=scale,
+        aligned=aligned,
     )
 
 

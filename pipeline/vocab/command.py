@@ -86,6 +86,15 @@ def add_arguments(parser) -> None:
         "bert, as in the original vocab; 0 for compact)",
     )
     vocab.add_argument(
+        "--pad-to-multiple",
+        type=int,
+        default=1,
+        metavar="N",
+        help="add [unusedN] lines after the --vocab-size lines until their count is a multiple of N, e.g. 64 for "
+        "tensor-core shapes as ModernBERT advises; the layout of the lines before is unchanged (default: 1, "
+        "no padding)",
+    )
+    vocab.add_argument(
         "--min-frequency",
         type=int,
         default=2,
@@ -151,6 +160,7 @@ def config_from_args(args) -> VocabConfig:
         reserved_tokens=reserved,
         min_frequency=args.min_frequency,
         limit_alphabet=args.limit_alphabet,
+        pad_to_multiple=args.pad_to_multiple,
     )
     checks = [
         (args.vocab_size <= MAX_VOCAB_SIZE, f"--vocab-size must be at most {MAX_VOCAB_SIZE:,}"),
@@ -349,8 +359,10 @@ def _summary_rows(
     if trained.scale > 1:
         rows.append(("trainer counts", f"divided by {trained.scale} (corpus beyond the trainer's word budget)"))
     rows.append(("alphabet", f"{len(alphabet.chars):,} characters + {len(alphabet.continuations):,} ##continuations"))
-    head = len(trained.tokens) - trained.learned - trained.padding
+    head = len(trained.tokens) - trained.learned - trained.padding - trained.aligned
     padding = f" + {trained.padding:,} [unusedN] padding" if trained.padding else ""
+    if trained.aligned:
+        padding += f" + {trained.aligned:,} [unusedN] to a multiple of {cfg.training.pad_to_multiple}"
     rows.append(
         (
             "vocab",
