@@ -364,6 +364,29 @@ def test_the_seq_config_of_an_output_with_several(records_dir):
         several.seq_length(256)
 
 
+def test_masking_flags_reach_the_loader_and_scale_the_cap(sample_dynamic_copy, records_dir):
+    from bertcorpus.trainer.devices import Devices
+    from bertcorpus.trainer.training_input import loader_args, resolve_input
+
+    config = TrainConfig(
+        data=str(sample_dynamic_copy),
+        output="",
+        masked_lm_prob="0:0.3,1:0.15",
+        mask_replace_prob=1.0,
+        random_replace_prob=0.0,
+    )
+    source = resolve_input(config)
+    assert source.predictions == 40  # the manifest's 20 at 15%, at the schedule's highest rate of 30%
+    devices = Devices(strategy="one_device", precision="fp32", replicas=1, scope=None)
+    args = loader_args(source, source.output, config, devices, "train", 8)
+    assert (args["masked_lm_prob"], args["mask_replace_prob"], args["random_replace_prob"]) == ("0:0.3,1:0.15", 1, 0)
+    with pytest.raises(TrainerError, match=r"--masked-lm-prob must be in \(0, 1\), not 1\.5"):
+        resolve_input(dataclasses.replace(config, masked_lm_prob="1.5"))
+    glob = str(records_dir / "seq128" / "train-*")
+    with pytest.raises(TrainerError, match="--masked-lm-prob set how masks are drawn at load time"):
+        resolve_input(TrainConfig(data=glob, output="", masked_lm_prob="0.3"))
+
+
 def test_init_checkpoint_loads_weights_and_starts_a_fresh_optimizer(records_dir, tmp_path):
     phase1 = tmp_path / "phase1"
     train(small_run(records_dir, phase1, steps=2))

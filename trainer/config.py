@@ -85,7 +85,10 @@ class TrainConfig:
     eval_batch_size: int | None = None  # default: batch_size
     steps: int = 100_000  # total, including the steps of earlier runs that this one resumes
     max_seq_length: int | None = None  # default: the one seq config of a `create` output, else 128
-    max_predictions_per_seq: int | None = None  # default: that config's P, else 20
+    max_predictions_per_seq: int | None = None  # default: that config's P (scaled with --masked-lm-prob), else 20
+    masked_lm_prob: str | None = None  # a rate or an EPOCH:RATE schedule, for dynamic records; default the manifest's
+    mask_replace_prob: float | None = None  # default 0.8
+    random_replace_prob: float | None = None  # default 0.1
     learning_rate: float | None = None  # default: PRESET_LEARNING_RATES[model]
     warmup_steps: int | None = None  # default: warmup_fraction × steps; capped at steps
     warmup_fraction: float = DEFAULT_WARMUP_FRACTION
@@ -159,6 +162,24 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         help=f"P (default: the manifest's; {DEFAULT_PREDICTIONS} for globs); masks drawn at load time "
         "(dynamic records) may take another",
+    )
+    parser.add_argument(
+        "--masked-lm-prob",
+        metavar="RATE|SCHEDULE",
+        help="the share of tokens to predict in dynamic records, in (0, 1), or a schedule by epoch such as "
+        "0:0.3,2:0.15,4:0.05 (epochs may be fractional); --max-predictions-per-seq then scales with its "
+        "highest rate (default: the manifest's masked_lm_prob)",
+    )
+    parser.add_argument(
+        "--mask-replace-prob",
+        type=float,
+        help="share of the predicted tokens shown as [MASK], dynamic records (default: 0.8)",
+    )
+    parser.add_argument(
+        "--random-replace-prob",
+        type=float,
+        help="share shown as a random token; the rest keep their token; 1 and 0 with --mask-replace-prob "
+        "for all [MASK] (default: 0.1)",
     )
     rates = ", ".join(f"{name} {rate:g}" for name, rate in PRESET_LEARNING_RATES.items())
     parser.add_argument("--learning-rate", type=float, help=f"peak learning rate (default by --config: {rates})")

@@ -92,6 +92,7 @@ class CreateOutput:
     pair_objective: str
     splits: dict[int, tuple[str, ...]]  # L -> the splits written for it
     vocab_size: int | None  # None where the vocab file cannot be read here
+    masked_lm_prob: float = 0.15  # the rate the output was made with
 
     @classmethod
     def read(cls, path: str) -> CreateOutput:
@@ -113,6 +114,7 @@ class CreateOutput:
             pair_objective=form.get("pair_objective", "nsp"),
             splits={L: tuple(split for split in ("train", "eval") if split in entry) for L, entry in outputs.items()},
             vocab_size=_vocab_size(path, manifest.get("vocab") or {}),
+            masked_lm_prob=float((manifest.get("config") or {}).get("masked_lm_prob", 0.15)),
         )
 
     def seq_length(self, requested: int | None) -> int:

@@ -66,6 +66,12 @@ def parse_schedule(value) -> tuple[tuple[float, float], ...]:
     return tuple(schedule)
 
 
+def scaled_cap(cap: int, seq_length: int, stored_rate: float, schedule: tuple[tuple[float, float], ...]) -> int:
+    """The manifest's cap for its rate, scaled to the highest rate of the schedule, rounded up, at most L."""
+    top = max(rate for _, rate in schedule)
+    return min(seq_length, math.ceil(round(cap * top / stored_rate, 6)))  # round(): 20 × 0.3 / 0.15 is 39.99...
+
+
 @dataclass(frozen=True)
 class MaskingPolicy:
     schedule: tuple[tuple[float, float], ...]  # (from epoch, rate), the first from epoch 0
@@ -87,9 +93,7 @@ class MaskingPolicy:
         stored = dataset.masked_lm_prob
         schedule = parse_schedule(stored if masked_lm_prob is None else masked_lm_prob)
         if max_predictions_per_seq is None:
-            top = max(rate for _, rate in schedule)
-            # round() first: 20 × 0.3 / 0.15 is 39.999... in floating point
-            cap = min(dataset.seq_length, math.ceil(round(dataset.max_predictions * top / stored, 6)))
+            cap = scaled_cap(dataset.max_predictions, dataset.seq_length, stored, schedule)
         else:
             if isinstance(max_predictions_per_seq, bool) or not float(max_predictions_per_seq).is_integer():
                 raise LoaderError(f"max_predictions_per_seq must be a whole number, not {max_predictions_per_seq!r}")

@@ -52,10 +52,19 @@ def resolve_input(config: TrainConfig) -> DataSource:
                 f"--max-predictions-per-seq {predictions} differs from the {output.seq_configs[seq_length]} "
                 f"that {output.path}'s static records were masked with"
             )
+        if output.masking == "dynamic" and config.max_predictions_per_seq is None and config.masked_lm_prob:
+            predictions = _scaled_predictions(config, output, seq_length)
         pair_objective = output.pair_objective
         vocab_size = config.vocab_size or output.vocab_size or BertConfig.vocab_size
         found = DataSource(seq_length, predictions, pair_objective, vocab_size, output=output)
     else:
+        masking = ("--masked-lm-prob", "--mask-replace-prob", "--random-replace-prob")
+        given = [flag for flag in masking if getattr(config, flag[2:].replace("-", "_")) is not None]
+        if given:
+            raise TrainerError(
+                f"{', '.join(given)} set how masks are drawn at load time, for a `create --masking dynamic` output; "
+                "TFRecords hold their masks"
+            )
         seq_length = config.max_seq_length or DEFAULT_SEQ_LENGTH
         predictions = config.max_predictions_per_seq or DEFAULT_PREDICTIONS
         vocab_size = config.vocab_size or BertConfig.vocab_size
@@ -75,6 +84,19 @@ def resolve_input(config: TrainConfig) -> DataSource:
         found.eval_files = list_files(config.eval_data)
         check_records(found.eval_files, seq_length, predictions, vocab_size)
     return found
+
+
+def _scaled_predictions(config: TrainConfig, output: CreateOutput, seq_length: int) -> int:
+    """The cap on predictions the loader takes for --masked-lm-prob (trainer/masking_policy.py): the manifest's,
+    scaled with the highest rate."""
+    from bertcorpus.trainer.masking_policy import parse_schedule, scaled_cap
+    from bertcorpus.trainer.record_files import LoaderError
+
+    try:
+        schedule = parse_schedule(config.masked_lm_prob)
+    except LoaderError as err:
+        raise TrainerError(f"--{err}".replace("masked_lm_prob", "masked-lm-prob", 1)) from None
+    return scaled_cap(output.seq_configs[seq_length], seq_length, output.masked_lm_prob, schedule)
 
 
 class TrainingInput:
@@ -129,6 +151,9 @@ def loader_args(
         "seed": config.seed,
         "drop_remainder": True,
         "max_predictions_per_seq": source.predictions,
+        "masked_lm_prob": config.masked_lm_prob,
+        "mask_replace_prob": config.mask_replace_prob,
+        "random_replace_prob": config.random_replace_prob,
     }
 
 
