@@ -204,6 +204,50 @@ def test_no_pair_objective_packs_one_segment_across_documents(tmp_path):
     assert real == manifest["counts"]["tokens"]  # every token of every document, once
 
 
+def test_a_long_context_config_keeps_long_documents_whole(tmp_path):
+    """--seq-configs L:P:MIN (NeoBERT's 1024+ subsets): the long config reads every token of every document of MIN
+    tokens or more, in order within each document, and of no shorter one; the short config reads them all."""
+    out = tmp_path / "phases"
+    flags = ["--masking", "dynamic", "--pair-objective", "none", "--eval-fraction", "0", "--num-shards", "2"]
+    manifest = create(out, *flags, "--seq-configs", "128:39,512:154:300", "--record-format", "mds")
+    tokenizer = WordPieceTokenizer(Vocab.load(str(VOCAB)), True)
+    blocks = [block for path in (*BOOKS, SAMPLE_TEXT) for block in path.read_text(encoding="utf-8").split("\n\n")]
+    sizes = [len(tokenizer.encode_sentences([line for line in block.splitlines() if line])[0]) for block in blocks]
+    documents_tokens = [n for n in sizes if n]  # as the reference text format reads them: a blank line between
+    long_docs = [n for n in documents_tokens if n >= 300]
+    entry = manifest["outputs"]["seq512"]["train"]
+    assert manifest["config"]["seq_configs"] == ["128:39", "512:154:300"]
+    assert entry["min_document_tokens"] == 300
+    assert entry["documents_below_min"] == len(documents_tokens) - len(long_docs) > 0
+    assert "min_document_tokens" not in manifest["outputs"]["seq128"]["train"]
+    from bertcorpus.transforms.instance_mds import MdsColumns, read_samples
+
+    columns = MdsColumns.for_output(30522, "none")
+    real = {}
+    for name in ("seq128", "seq512"):
+        count = 0
+        for shard in manifest["outputs"][name]["train"]["shards"]:
+            data = (out / shard["path"]).read_bytes()
+            ids, _, length, _, _ = read_samples(data, 0, shard["records"], columns)
+            count += int(length.sum()) - int((ids == SEP).sum()) - len(length)  # less [CLS] and every [SEP]
+        real[name] = count
+    assert real["seq128"] == manifest["counts"]["tokens"] == sum(documents_tokens)
+    assert real["seq512"] == sum(long_docs)
+
+
+def test_lengths_past_uint16_are_refused_before_the_run(tmp_path, capsys):
+    argv = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o", "--masking", "dynamic"]
+    assert run_cli(*argv, "--seq-configs", "70000:20") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "bertcorpus create: error: --seq-configs: a length of 70,000 is past the 65,535 tokens that dynamic "
+        "masking's records store (uint16 lengths); split it into shorter instances"
+    ]
+    assert not (tmp_path / "o").exists()
+    assert run_cli(*argv, "--seq-configs", "128:20:50") == 2
+    assert "a minimum document length (LENGTH:PREDICTIONS:MIN) needs --pair-objective none" in capsys.readouterr().err
+
+
 def test_static_default_records_are_the_same_bytes_as_ever(tmp_path):
     """The default recipe reproduces BERT: its records must not change from one release to the next."""
     out = tmp_path / "static"
