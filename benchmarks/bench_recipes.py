@@ -73,12 +73,20 @@ def disk(tmp: Path, megabytes: float) -> list[str]:
     return lines
 
 
-def padding(tmp: Path) -> list[str]:
-    wiki, books, vocab, out = tmp / "wiki", tmp / "books", tmp / "vocab.txt", tmp / "records"
+def demo_corpus(tmp: Path, *vocab_flags: str) -> tuple[list[Path], Path]:
+    """The demo's corpus: the bundled Wikipedia sample and books extracted, and a vocab of 8,000 trained on them
+    as the demo trains it: (documents globs, vocab)."""
+    wiki, books, vocab = tmp / "wiki", tmp / "books", tmp / "vocab.txt"
     bertcorpus("extract-wiki", "--input", DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2", "--output", wiki)
     bertcorpus("extract-books", "--input", DATA / "books", "--output", books)
     documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
-    bertcorpus("vocab", "--input", *documents, "--vocab-size", "8000", "--output", vocab)
+    bertcorpus("vocab", "--input", *documents, "--vocab-size", "8000", "--output", vocab, *vocab_flags)
+    return documents, vocab
+
+
+def padding(tmp: Path) -> list[str]:
+    documents, vocab = demo_corpus(tmp)
+    out = tmp / "records"
     bertcorpus(
         "create",
         "--input",

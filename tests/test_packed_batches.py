@@ -61,8 +61,14 @@ def test_ranks_get_equal_counts_and_each_instance_once(sample_dynamic_copy, inde
     assert len(np.unique(seen)) == len(seen)  # never an instance twice, never one split between two batches
     total = loaders[0].dataset.instances
     assert len(seen) > 0.97 * total  # fewer than world_size batches are left out of the epoch
-    whole = packed(sample_dynamic_copy, index_cache, rank=0, world_size=world_size, drop_remainder=False)
-    assert len(whole) == -(-loaders[0]._plan().batches // world_size)
+    # Without drop_remainder, the last batch is kept and the last step completed from the first: every instance.
+    whole = [
+        packed(sample_dynamic_copy, index_cache, rank=r, world_size=world_size, drop_remainder=False)
+        for r in range(world_size)
+    ]
+    assert len(whole[0]) == -(-(loaders[0]._plan().batches + 1) // world_size)
+    seen = np.concatenate([loader.batch_instances(i) for loader in whole for i in range(len(loader))])
+    assert len(np.unique(seen)) == total
 
 
 def test_packing_is_reproducible_seeded_and_resumes_mid_epoch(sample_dynamic_copy, index_cache):

@@ -9,10 +9,12 @@ for unpadded attention (flash-attention's varlen kernels, Hugging Face's DataCol
 
 Packing follows the loader's epoch order: its windows of shuffled instances (trainer/epoch_plan.py) are packed one
 at a time, best fit decreasing: the window's instances longest first (ties in the window's order), each into the
-open batch with the least room that still holds it, else into a new batch; then the window's batches in an order
-seeded by (seed, epoch, window). Instances are never split, and every batch is one rank's: global step t is packed
-batches t·W .. t·W + W - 1 (W = world_size), rank r taking the r-th. So ranks get equal counts; the last fewer than
-W batches of an epoch are left out (drop_remainder) or completed by wrapping to the epoch's first batches.
+open batch with the least room that still holds it, else into a new batch; the least filled batch goes on into the
+next window, whose instances fill it; then the window's batches in an order seeded by (seed, epoch, window).
+Instances are never split, and every batch is one rank's: global step t is packed batches t·W .. t·W + W - 1
+(W = world_size), rank r taking the r-th. So ranks get equal counts. With drop_remainder, the epoch's last least
+filled batch and the last fewer than W batches are left out; without, they are kept, and the last step is completed
+by wrapping to the epoch's first batches.
 """
 
 from __future__ import annotations
@@ -53,7 +55,19 @@ class PackedPlan:
     def __init__(self, order: EpochPlan, lengths: np.ndarray, budget: int, world_size: int, drop_remainder: bool):
         self.order, self.lengths, self.budget, self.world_size = order, lengths, budget, world_size
         self.windows: OrderedDict = OrderedDict()
-        counts = [len(self._window(w)) for w in range(order.window_count)]
+        # Each window's least filled batch goes on into the next window, packed again with its instances; the
+        # last window's is left out of the epoch with drop_remainder, as a remainder of rows is.
+        windows = order.window_count
+        self.carried_in = [np.zeros(0, np.int64)] * windows
+        counts = []
+        for w in range(windows):
+            counts.append(len(self._window(w)))
+            if w + 1 < windows:
+                self.carried_in[w + 1] = self._carried_out
+        if windows and not drop_remainder and len(self._carried_out):
+            self.carried_in.append(self._carried_out)  # a last window of the one batch, kept
+            counts.append(1)
+        self.left_out = len(self._carried_out) if drop_remainder else 0
         self.window_start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.batches = int(self.window_start[-1])
         steps = self.batches // world_size
@@ -65,8 +79,13 @@ class PackedPlan:
     def _window(self, w: int) -> list[np.ndarray]:
         found = self.windows.get(w)
         if found is None:
-            ids = self.order.window(w)[0]
+            if w == self.order.window_count:  # the carried batch kept at the end of the epoch
+                found = self.windows[w] = [self.carried_in[w]]
+                return found
+            ids = np.concatenate((self.carried_in[w], self.order.window(w)[0]))
             packed = [ids[b] for b in best_fit_decreasing(self.lengths[ids], self.budget)]
+            least = int(np.argmin([self.lengths[b].sum() for b in packed]))
+            self._carried_out = packed.pop(least)
             shuffle = numpy_rng(self.order.seed, "loader-packed", self.order.epoch, w).permutation(len(packed))
             found = self.windows[w] = [packed[i] for i in shuffle]
             while len(self.windows) > _CACHED_WINDOWS:
@@ -83,7 +102,8 @@ class PackedPlan:
 
     def filled(self) -> float:
         """The share of the token budget of this epoch's batches that instances fill."""
-        used = sum(int(self.lengths[b].sum()) for w in range(self.order.window_count) for b in self._window(w))
+        windows = range(len(self.window_start) - 1)
+        used = sum(int(self.lengths[b].sum()) for w in windows for b in self._window(w))
         return used / (self.budget * self.batches) if self.batches else 0.0
 
 
