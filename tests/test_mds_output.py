@@ -5,8 +5,10 @@ ModernBERT's NoStreamingDataset reads them), and by our loader, as the same inst
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -73,35 +75,57 @@ def test_mds_files_are_listed_hashed_and_the_same_on_any_runner(outputs):
         assert (outputs["mds-2"] / path).read_bytes() == (out / path).read_bytes(), path
 
 
+# mosaicml-streaming imports PyTorch and Triton, whose LLVM aborts a process that has loaded TensorFlow's (as other
+# tests here do): it reads in a process of its own, and hands back the samples as JSON.
+_READ_WITH_STREAMING = """
+import json, sys
+from streaming.base.util import clean_stale_shared_memory
+from bertcorpus.trainer.mds_files import streaming_dataset
+clean_stale_shared_memory()
+dataset = streaming_dataset(sys.argv[1], 128, sys.argv[2], shuffle=False, batch_size=1)
+samples = [dataset[i] for i in range(len(dataset))]
+print(json.dumps([{k: v.tolist() if hasattr(v, "tolist") else v for k, v in s.items()} for s in samples]))
+print(json.dumps(sorted({str(s["input_ids"].dtype) for s in samples})))
+"""
+
+# ModernBERT's NoStreamingDataset: the split's index.json, a reader per shard from streaming's own format code, each
+# sample's input_ids in turn.
+_READ_LIKE_MODERNBERT = """
+import json, os, sys
+from streaming.base.format import reader_from_json
+local, split = sys.argv[1], sys.argv[2]
+index = json.load(open(os.path.join(local, split, "index.json")))
+ids = []
+for info in index["shards"]:
+    shard = reader_from_json(local, split, info)
+    assert os.path.isfile(os.path.join(local, split, shard.raw_data.basename))
+    shard.validate(True)
+    ids += [shard[i]["input_ids"].tolist() for i in range(shard.samples)]
+print(json.dumps(ids))
+"""
+
+
+def in_own_process(code: str, *args) -> list:
+    if importlib.util.find_spec("streaming") is None:  # found, not imported: see above
+        pytest.skip("mosaicml-streaming is not installed: pip install -e '.[mds]'")
+    done = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads(line) for line in done.stdout.strip().splitlines()]
+
+
 def test_streaming_dataset_reads_the_parquet_forms_instances(outputs):
-    pytest.importorskip("streaming", reason="mosaicml-streaming: pip install -e '.[mds]'")
     for split in ("train", "eval"):
-        dataset = streaming_dataset(outputs["mds"], 128, split, shuffle=False)
+        samples, dtypes = in_own_process(_READ_WITH_STREAMING, outputs["mds"], split)
         rows = parquet_rows(outputs["parquet"], split)
-        assert len(dataset) == len(rows) > 0
-        for i in range(0, len(rows), 7):
-            sample = dataset[i]
-            assert sample["input_ids"].dtype == np.uint16
-            assert sample["input_ids"].tolist() == rows[i]["input_ids"]
-            assert sample["len"] == rows[i]["length"]
-            assert sample["segment_b_start"] == rows[i]["segment_b_start"]
-            assert sample["next_sentence_label"] == rows[i]["next_sentence_label"]
+        assert len(samples) == len(rows) > 0 and dtypes == ["uint16"]
+        for sample, row in zip(samples, rows):
+            assert sample["input_ids"] == row["input_ids"] and sample["len"] == row["length"]
+            assert sample["segment_b_start"] == row["segment_b_start"]
+            assert sample["next_sentence_label"] == row["next_sentence_label"]
 
 
 def test_uncompressed_shards_read_sample_by_sample_as_modernbert_does(outputs):
-    """ModernBERT's NoStreamingDataset: the split's index.json, a reader per shard from streaming's own format
-    code, each sample's input_ids in turn."""
-    pytest.importorskip("streaming", reason="mosaicml-streaming: pip install -e '.[mds]'")
-    from streaming.base.format import reader_from_json
-
-    folder = outputs["mds"] / "seq128"
-    index = json.loads((folder / "train" / "index.json").read_text())
-    ids = []
-    for info in index["shards"]:
-        shard = reader_from_json(str(folder), "train", info)
-        assert (folder / "train" / shard.raw_data.basename).is_file()
-        shard.validate(True)
-        ids += [shard[i]["input_ids"].tolist() for i in range(shard.samples)]
+    (ids,) = in_own_process(_READ_LIKE_MODERNBERT, outputs["mds"] / "seq128", "train")
     assert ids == [row["input_ids"] for row in parquet_rows(outputs["parquet"], "train")]
 
 

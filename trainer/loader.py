@@ -234,7 +234,7 @@ class PretrainingLoader:
                 order = EpochPlan(
                     self.block_start, self.block_rows, self.block_rows[:, None], None, 1, True, self.seed, self.epoch
                 )
-                lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
+                lengths = local.lengths(self)
                 local.plan = PackedPlan(order, lengths, self.tokens_per_batch, self.world_size, self.drop_remainder)
                 local.plan_key = key
                 return local.plan
@@ -283,7 +283,10 @@ class PretrainingLoader:
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
         b, ids = self._batch(i)
-        width = self.bin_width(b) if b >= 0 else self.dataset.seq_length
+        if b >= 0:
+            width = self.bin_width(b)
+        else:  # packed: rows as wide as the batch's longest instance, then flattened
+            width = self._packed_width(ids)
         if self.dataset.masking == "static":
             features = self._static_features(ids, width)
         else:
@@ -293,6 +296,11 @@ class PretrainingLoader:
         if self.layout == "packed":
             return packed_batch(features, self.dataset.pair_objective != "none")
         return features if self.layout == "reference" else self._huggingface(features)
+
+    def _packed_width(self, ids: np.ndarray) -> int:
+        if self.dataset.masking == "static":  # records are read whole, padded to L
+            return self.dataset.seq_length
+        return int(self._local().lengths(self)[ids].max(initial=1))
 
     def filled_share(self) -> float:
         """layout="packed": the share of this epoch's token budget (batches × tokens_per_batch) that holds tokens."""
@@ -496,8 +504,15 @@ class _ProcessState:
         self.shards: dict[int, object] = {}
         self.blocks: OrderedDict = OrderedDict()
         self._bins: np.ndarray | None = None
+        self._lengths: np.ndarray | None = None
         self._special: SpecialIds | None = None
         self._mask_base: int | None = None
+
+    def lengths(self, loader: PretrainingLoader) -> np.ndarray:
+        """Every instance's length, in manifest order (for packing)."""
+        if self._lengths is None:
+            self._lengths = np.concatenate([loader._index(s, "lengths") for s in loader.dataset.shards])
+        return self._lengths
 
     def bins(self, loader: PretrainingLoader) -> np.ndarray:
         if self._bins is None:

@@ -110,17 +110,17 @@ class PackedPlan:
 def packed_batch(features: dict[str, np.ndarray], pair_label: bool) -> dict[str, np.ndarray]:
     """A batch in the reference layout (rows padded, masks at masked_lm_positions) as one flat stream."""
     real = features["input_mask"].astype(bool)
-    n, width = real.shape
     lengths = real.sum(axis=1)
-    labels = np.full((n, width), IGNORE_INDEX, np.int64)
-    predicted = features["masked_lm_weights"] > 0
-    rows = np.broadcast_to(np.arange(n)[:, None], predicted.shape)
-    labels[rows[predicted], features["masked_lm_positions"][predicted]] = features["masked_lm_ids"][predicted]
     cu_seqlens = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    # Each prediction's place in the stream: its instance's start plus its position.
+    predicted = features["masked_lm_weights"] > 0
+    at = (cu_seqlens[:-1, None] + features["masked_lm_positions"])[predicted]
+    labels = np.full(int(cu_seqlens[-1]), IGNORE_INDEX, np.int64)
+    labels[at] = features["masked_lm_ids"][predicted]
     out = {
         "input_ids": features["input_ids"][real].astype(np.int64),
         "token_type_ids": features["segment_ids"][real].astype(np.int64),
-        "labels": labels[real],
+        "labels": labels,
         "cu_seqlens": cu_seqlens,
         "position_ids": np.arange(cu_seqlens[-1], dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths),
         "max_seqlen": np.array(lengths.max(initial=0), np.int32),
