@@ -171,3 +171,21 @@ def test_mds_needs_dynamic_masking(tmp_path, capsys):
         "bertcorpus create: error: --record-format mds needs --masking dynamic (its instances are stored "
         "unmasked and masked at load time)"
     ]
+
+
+def test_stats_reads_the_mds_form_as_the_parquet_form(outputs, tmp_path):
+    """`bertcorpus stats` counts the MDS form through the loader, as it counts Parquet: the same figures."""
+    records = {}
+    for name in ("parquet", "mds"):
+        assert run_cli("stats", outputs[name], "--output", tmp_path / name) == 0
+        card = json.loads((tmp_path / name / "stats.json").read_text())
+        records[name] = card["records"]["."]["seq_configs"]["seq128"]
+        shards = records[name].pop("shards")
+        assert [(s["records"], s["file_bytes"] == s["bytes"]) for s in shards] == [
+            (s["records"], True) for split in ("train", "eval") for s in manifests(outputs[name])[split]["shards"]
+        ]
+    assert records["mds"] == records["parquet"]
+
+
+def manifests(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]

@@ -533,7 +533,7 @@ def test_records_of_a_form_stats_does_not_read_are_refused_in_one_line(dynamic_r
     capsys.readouterr()
     assert run_cli("stats", copy) == 2
     err = capsys.readouterr().err
-    assert f"{copy / 'manifest.json'} names records stored as arrow; stats reads tfrecord, parquet records" in err
+    assert f"{copy / 'manifest.json'} names records stored as arrow; stats reads tfrecord, parquet, mds records" in err
     assert "Traceback" not in err and not (copy / "report.html").exists()
 
 

@@ -7,8 +7,9 @@
     PretrainingLoader("out", seq_length=1024, layout="packed", tokens_per_batch=65536, masked_lm_prob=0.3)
     # each batch one flat stream of whole instances with cu_seqlens, for unpadded attention
 
-It reads both forms `create` writes: static TFRecords (masks fixed in the records) and dynamic Parquet (instances
-unmasked, masks drawn here with transforms.masking, the code create masks with). The vocab and the masking settings
+It reads every form `create` writes: static TFRecords (masks fixed in the records) and dynamic Parquet or MDS
+(instances unmasked, masks drawn here with transforms.masking, the code create masks with, by the masking policy of
+trainer/masking_policy.py). The vocab and the masking settings
 come from the output's manifest.json; keyword arguments override them. docs/loader.md is the user's guide: the
 epoch order, the remainder rule, bins, masks, resume and the layouts.
 

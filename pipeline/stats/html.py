@@ -94,7 +94,7 @@ def _stage_dir(name: str) -> str:
 # What label 1 of the pair objective means, by the manifest form's label; a form without one has no label column.
 LABELS = {"random_next": "random next", "swapped": "swapped"}
 MASKING = {"static": "masks fixed in the records", "dynamic": "masks drawn at load time"}
-FILE_FORMATS = {"tfrecord": "TFRecord files", "parquet": "Parquet files"}
+FILE_FORMATS = {"tfrecord": "TFRecord files", "parquet": "Parquet files", "mds": "MDS shards"}
 PAIR_OBJECTIVES = {"nsp": "next-sentence prediction", "sop": "sentence-order prediction", "none": "no pair objective"}
 # How create's settings read in the lead, or nothing where the default says nothing worth a word.
 SETTINGS = {
@@ -183,7 +183,7 @@ def _records_lead(name: str, info: dict) -> str:
         + _masks_note(info)
         + (
             f" Shares and means are those of a sample ({'; '.join(sampled)}), "
-            f"{SAMPLES[form['file_format'] == 'parquet']}."
+            f"{SAMPLES[form['file_format'] != 'tfrecord']}."
             if sampled
             else ""
         )

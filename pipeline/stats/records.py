@@ -148,10 +148,11 @@ def read_parquet_split(request: SplitRead, warnings: list[str]) -> Iterator[tupl
             raise UserError(str(e)) from None
 
 
-# How each stored form of records is read: {manifest form's file_format: reader}. A reader yields batches in the
+# How each stored form of records is read: {manifest form's file_format: reader}. The loader reads the MDS form as
+# it reads Parquet. A reader yields batches in the
 # reference feature layout (what RecordStats counts) with each record's shard, so that a new form needs only its
 # reader here.
-RECORD_READERS = {"tfrecord": read_tfrecord_split, "parquet": read_parquet_split}
+RECORD_READERS = {"tfrecord": read_tfrecord_split, "parquet": read_parquet_split, "mds": read_parquet_split}
 STATIC_NSP_FORM = {
     "masking": "static",
     "pair_objective": "nsp",
