@@ -133,18 +133,19 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
     return np.take_along_axis(in_order, np.minimum(drawn, in_order.shape[1] - 1), axis=1)
 
 
-def _keyed_candidates(rows: Assembled, k: np.ndarray, count: int, rng) -> np.ndarray:
+def _keyed_candidates(rows: Assembled, candidates: np.ndarray, k: np.ndarray, count: int, rng) -> np.ndarray:
     """(N, count): in each row, its k candidates of smallest random key (a uniform k-subset), then padding.
 
-    One key per position, drawn for the whole row at once, and a partition per row: linear in the row's length
-    whatever k is, where the shuffle of _random_candidates takes k steps (slow for 30% of 8,192 tokens)."""
+    One key per position, drawn for the whole row at once, and a partition per group of rows with the same k:
+    linear in the row's length whatever k is, where the shuffle of _random_candidates takes k steps (slow for 30%
+    of 8,192 tokens)."""
     n, width = rows.input_ids.shape
     keys = rng.random((n, width))
-    keys[~_candidates(rows)] = 2.0  # never among the k smallest: k never exceeds a row's candidates
+    keys[~candidates] = 2.0  # never among the k smallest: k never exceeds a row's candidates
     out = np.zeros((n, count), np.int64)
-    for i, ki in enumerate(k.tolist()):
-        if ki:
-            out[i, :ki] = np.argpartition(keys[i], ki - 1)[:ki] if ki < width else np.arange(width)
+    for ki in np.unique(k[k > 0]).tolist():
+        group = np.flatnonzero(k == ki)
+        out[group, :ki] = np.argpartition(keys[group], ki - 1, axis=1)[:, :ki] if ki < width else np.arange(width)
     return out
 
 
@@ -166,8 +167,9 @@ def mask_tokens(
     rate) rather than by a partial shuffle (create's, which its static records' bytes depend on)."""
     n, width = rows.input_ids.shape
     k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
-    if rows.separators is not None or keyed:  # many short documents in one row may leave fewer candidates than k
-        k = np.minimum(k, _candidates(rows).sum(axis=1))
+    candidates = _candidates(rows) if rows.separators is not None or keyed else None
+    if candidates is not None:  # many short documents in one row may leave fewer candidates than k
+        k = np.minimum(k, candidates.sum(axis=1))
     if whole_word:
         chosen, word_of = _choose_whole_words(rows, _candidates(rows), k, special, rng)
         # Positions sorted ascending: the first k columns of a stable argsort of "not chosen".
@@ -175,7 +177,7 @@ def mask_tokens(
         count = chosen.sum(axis=1)  # may fall short of k when no remaining word fits
     else:
         if keyed:
-            chosen = _keyed_candidates(rows, k, max_predictions, rng)
+            chosen = _keyed_candidates(rows, candidates, k, max_predictions, rng)
         else:
             chosen = _random_candidates(rows, max_predictions, rng)
         positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], chosen, width), axis=1)
