@@ -22,10 +22,18 @@ _UNIT = 2.0**-53
 
 def mix64(values: np.ndarray) -> np.ndarray:
     """splitmix64 (add the golden gamma, then its finaliser) of each uint64: a bijection that scatters bits."""
-    z = np.array(values, np.uint64, ndmin=1) + _GOLDEN  # arrays (not scalars) wrap around without a warning
-    z = (z ^ (z >> _S30)) * _M1
-    z = (z ^ (z >> _S27)) * _M2
-    return z ^ (z >> _S31)
+    return _mix_in_place(np.array(values, np.uint64, ndmin=1))  # arrays (not scalars) wrap around without a warning
+
+
+def _mix_in_place(z: np.ndarray) -> np.ndarray:
+    """mix64 over z's own memory: a batch's keys are one array of rows x width, allocated once."""
+    z += _GOLDEN
+    z ^= z >> _S30
+    z *= _M1
+    z ^= z >> _S27
+    z *= _M2
+    z ^= z >> _S31
+    return z
 
 
 def row_keys(base: int, epoch: int, instances: np.ndarray) -> np.ndarray:
@@ -47,11 +55,15 @@ class RowStreams:
             raise ValueError(f"a draw of shape {shape} from {len(self.keys)} row streams")
         counters = mix64(np.arange(columns, dtype=np.uint64) + np.uint64(self.calls * _COLUMNS_PER_CALL))
         self.calls += 1
-        return mix64(self.keys[:, None] ^ counters[None, :])
+        return _mix_in_place(np.bitwise_xor.outer(self.keys, counters))
 
     def random(self, shape: tuple[int, int]) -> np.ndarray:
         """Uniform floats in [0, 1), 53 random bits each."""
-        return (self._bits(shape) >> np.uint64(11)).astype(np.float64) * _UNIT
+        bits = self._bits(shape)
+        bits >>= np.uint64(11)
+        floats = bits.astype(np.float64)
+        floats *= _UNIT
+        return floats
 
     def integers(self, low: int, high: int, shape: tuple[int, int]) -> np.ndarray:
         """Uniform ints in [low, high) (the bias of a 53-bit float scaled to the range is below 2**-30)."""
