@@ -11,7 +11,6 @@ import json
 import random
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -220,7 +219,7 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(samples, tmp_pat
 
 
 def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
-    started = time.monotonic()
+    # Nothing here reaches Cloud Storage: a run that read the gs:// inputs would fail, not print its dry run.
     code = run_cli(
         "extract-books",
         "--input",
@@ -243,7 +242,6 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
         "--dry_run=True",
     )
     assert code == 0 and "dry run" in capsys.readouterr().out
-    assert time.monotonic() - started < 30
 
 
 def test_output_feeds_create(samples, tmp_path):

@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 import shutil
-import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -355,7 +354,7 @@ def test_output_feeds_create(enwiki, tmp_path):
 
 
 def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
-    started = time.monotonic()
+    # Nothing here reaches Cloud Storage: a run that read the gs:// inputs would fail, not print its dry run.
     code = run_cli(
         "extract-wiki",
         "--input",
@@ -377,7 +376,6 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
         "--dry_run=True",
     )
     assert code == 0 and "dry run" in capsys.readouterr().out
-    assert time.monotonic() - started < 30
 
 
 def expect_error(capsys, *argv, match: str) -> None:
