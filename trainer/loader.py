@@ -29,10 +29,20 @@ from pathlib import Path
 import numpy as np
 
 from bertcorpus.trainer.epoch_plan import EpochPlan
+from bertcorpus.trainer.loader_checks import (
+    check_bin_sizes,
+    check_state,
+    epoch_number,
+    index_fits,
+    scan_and_verify,
+    verify_sha256,
+    whole_number,
+)
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
     CACHED_BLOCKS,
     IndexCache,
+    IndexMismatch,
     InstanceRows,
     LoaderError,
     ParquetShard,
@@ -40,7 +50,6 @@ from bertcorpus.trainer.record_files import (
     TFRecordShard,
     default_cache_dir,
     read_dataset,
-    scan_tfrecord_offsets,
     tfrecord_lengths,
     write_tfrecord_indexes,
 )
@@ -90,10 +99,11 @@ class PretrainingLoader:
             raise LoaderError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
         if split not in ("train", "eval"):
             raise LoaderError(f"split must be 'train' or 'eval', not {split!r}")
-        if world_size < 1 or not 0 <= rank < world_size:
+        batch_size, rank = whole_number("batch_size", batch_size, 1), whole_number("rank", rank, 0)
+        world_size, epoch = whole_number("world_size", world_size, 1), epoch_number(epoch)
+        seed = whole_number("seed", seed, -(2**63), 2**63)
+        if rank >= world_size:
             raise LoaderError(f"rank must be in [0, world_size): rank {rank}, world_size {world_size}")
-        if batch_size < 1:
-            raise LoaderError(f"batch_size must be at least 1, not {batch_size}")
         self.dataset = read_dataset(str(output_dir), seq_length, split)
         d = self.dataset
         if batch_size * world_size > d.instances:
@@ -138,6 +148,8 @@ class PretrainingLoader:
                 self._index(shard, "offsets")
         else:
             ParquetShard(d.shards[0], seq_length)  # a file that is not ours is named now, not in a worker
+        for shard in d.shards:  # hashed once per version of a local file (docs/loader.md: what is checked when)
+            verify_sha256(shard, self.cache)
         if d.bin_size:
             self._check_bins()
         self._process = None
@@ -154,21 +166,21 @@ class PretrainingLoader:
             self._process = _ProcessState(os.getpid())
         return self._process
 
-    def _index(self, shard: Shard, what: str) -> np.ndarray:
-        """A shard's offsets (TFRecord) or instance lengths, from the cache or built (and cached) now."""
-        found = self._memory.get((shard.sha256, what))
-        if found is None:
+    def _index(self, shard: Shard, what: str, rebuild: bool = False) -> np.ndarray:
+        """A shard's offsets (TFRecord) or instance lengths, from the cache or built (and cached) now; a cached
+        index that cannot be this shard's (a damaged cache file) is built again."""
+        found = None if rebuild else self._memory.get((shard.sha256, what))
+        if found is None and not rebuild:
             found = self.cache.load(shard.sha256, what)
+            if found is not None and not index_fits(found, what, shard, self.dataset.seq_length):
+                found = None
         if found is None:
             if what == "offsets":
-                found = scan_tfrecord_offsets(shard.path, shard.sha256)
-                if len(found) - 1 != shard.records:
-                    raise LoaderError(f"{shard.path} holds {len(found) - 1} records, the manifest says {shard.records}")
+                found = scan_and_verify(shard, self.cache)
             elif self.dataset.file_format == "tfrecord":
                 found = tfrecord_lengths(shard.path, self._index(shard, "offsets"), self.dataset.seq_length)
             else:
-                reader = ParquetShard(shard, self.dataset.seq_length)
-                found = reader.file.read(columns=["length"]).column("length").to_numpy().astype(np.int32)
+                found = ParquetShard(shard, self.dataset.seq_length).lengths()
             if not self.cache.store(shard.sha256, what, found):
                 self._memory[(shard.sha256, what)] = found
         return found
@@ -205,6 +217,8 @@ class PretrainingLoader:
                     f"{self.dataset.output_dir}: the instances' lengths do not give the bins the "
                     f"manifest counts ({expected} there, {found} in the files)"
                 )
+        if self.drop_remainder:
+            check_bin_sizes(self.dataset, edges, counts, self.batch_size * self.world_size)
 
     # ---------------------------------------------------------------- epochs and batches
 
@@ -238,7 +252,7 @@ class PretrainingLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch `epoch` from its first batch (call it between epochs, before making a DataLoader iterator)."""
-        self.epoch, self.start, self.consumed = epoch, 0, 0
+        self.epoch, self.start, self.consumed = epoch_number(epoch), 0, 0
 
     def batch_instances(self, i: int) -> np.ndarray:
         """The global instance numbers (manifest order) of this rank's batch i."""
@@ -291,7 +305,13 @@ class PretrainingLoader:
         local = self._local()
         records: list[bytes] = [b""] * len(ids)
         for s, rows, at in self._by_shard(ids):
-            for where, record in zip(at.tolist(), local.tfrecord(self, s).records(rows)):
+            try:
+                found = local.tfrecord(self, s).records(rows)
+            except IndexMismatch:  # the cached offsets are wrong, not the shard: index it again, once
+                self._index(d.shards[s], "offsets", rebuild=True)
+                local.shards.pop(s, None)
+                found = local.tfrecord(self, s).records(rows)
+            for where, record in zip(at.tolist(), found):
                 records[where] = record
         try:  # one parse for the whole batch, whichever shards its records come from
             parsed = parse_examples(*joined_records(records), spec)
@@ -398,9 +418,8 @@ class PretrainingLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Go on from a state_dict(): loader[0] is then the next batch of the run that saved it."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise LoaderError("not a state saved by PretrainingLoader.state_dict()")
         mine = self.state_dict(0)
+        epoch, batch = check_state(state, mine, len(self._plan()))
         if state["dataset"] != mine["dataset"]:
             raise LoaderError(
                 "the saved state is from another dataset (its files, form, split or seq_length "
@@ -419,7 +438,7 @@ class PretrainingLoader:
                     f"the saved state has {key} {state[key]!r}, this loader {mine[key]!r}; resuming "
                     f"would give other batches"
                 )
-        self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["batch"]), 0
+        self.epoch, self.start, self.consumed = epoch, batch, 0
 
 
 class _ProcessState:

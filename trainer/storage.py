@@ -66,9 +66,18 @@ def delete(paths: list[str]) -> None:
         _filesystems().delete(paths)
 
 
-def list_names(directory: str) -> list[str]:
-    """Names of the files directly in a directory (for a remote path: the objects under its prefix), sorted."""
+def file_sizes(directory: str) -> dict[str, int]:
+    """{name: bytes} of the files directly in a directory (for a remote path: the objects under its prefix), in
+    name order, from one listing."""
     if not is_remote(directory):
-        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        if not os.path.isdir(directory):
+            return {}
+        with os.scandir(directory) as entries:
+            return {e.name: e.stat().st_size for e in sorted(entries, key=lambda e: e.name) if e.is_file()}
     prefix = directory.rstrip("/") + "/"
-    return sorted(path[len(prefix) :] for path in match(prefix + "*") if "/" not in path[len(prefix) :])
+    found = _filesystems().match([prefix + "*"])[0].metadata_list
+    return {
+        m.path[len(prefix) :]: m.size_in_bytes
+        for m in sorted(found, key=lambda m: m.path)
+        if "/" not in m.path[len(prefix) :]
+    }

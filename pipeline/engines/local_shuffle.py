@@ -102,10 +102,12 @@ class SpillValues(beam.DoFn):
 
 
 def _spill_error(error: OSError, path: str) -> OSError:
+    # No colon in the text: a worker's error reaches the launcher as text, cut at the first colon after the cause.
+    folder = os.path.dirname(os.path.dirname(path)) or "."
     return OSError(
         error.errno,
-        f"{error.strerror} (a run on this machine keeps what it shuffles in spill files "
-        f"under $TMPDIR: point TMPDIR at a disk with room)",
+        f"{error.strerror} (a run on this machine keeps what it shuffles in spill files under {folder}, "
+        f"its TMPDIR; point TMPDIR at a disk with room)",
         path,
     )
 

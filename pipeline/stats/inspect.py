@@ -191,8 +191,8 @@ def run(args, beam_args: list[str]) -> int:
 
     if args.num < 0 or args.skip < 0:
         raise UserError("--num and --skip must be >= 0")
-    if args.epoch is not None and args.epoch < 0:
-        raise UserError("--epoch must be >= 0")
+    if args.epoch is not None and not 0 <= args.epoch < 2**63:
+        raise UserError("--epoch must be >= 0 and below 2**63")
     if args.seed is not None and args.epoch is None:
         raise UserError("--seed chooses the loader's masks; give --epoch with it")
     if not FileSystems.exists(args.file):
