@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -33,6 +34,25 @@ def wait_until(condition, run, what: str, timeout: float = 300) -> None:
         assert run.poll() is None, f"the run ended before {what}: {run.communicate()}"
         assert time.time() < deadline, f"no {what} after {timeout} s"
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(where: Path, options: str):
+    """A real small filesystem at `where` (a full disk: "size=256k"; read-only: "size=64k,ro"), or a skip where
+    this machine cannot mount one."""
+    import shutil
+    import subprocess
+
+    where.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
 
 
 def file_digests(out: Path, pattern: str) -> dict[str, str]:

@@ -10,6 +10,7 @@ TensorFlow is imported only to read globs.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -26,6 +27,7 @@ from bertcorpus.trainer.storage import exists, is_remote, read_text
 MANIFEST = "manifest.json"
 NO_EVAL = "none"
 READ_AHEAD = 4  # batches a loader thread prepares before the step asks for them
+WIDTH_FEATURES = ("input_ids", "input_mask", "segment_ids")  # padded to the batch's length bin, with bins
 
 
 def _loader_module():
@@ -92,6 +94,7 @@ class CreateOutput:
     pair_objective: str
     splits: dict[int, tuple[str, ...]]  # L -> the splits written for it
     vocab_size: int | None  # None where the vocab file cannot be read here
+    bin_size: int | None = None  # --bin-size: batches are then padded to their length bin, not to L
 
     @classmethod
     def read(cls, path: str) -> CreateOutput:
@@ -113,6 +116,7 @@ class CreateOutput:
             pair_objective=form.get("pair_objective", "nsp"),
             splits={L: tuple(split for split in ("train", "eval") if split in entry) for L, entry in outputs.items()},
             vocab_size=_vocab_size(path, manifest.get("vocab") or {}),
+            bin_size=form.get("bin_size"),
         )
 
     def seq_length(self, requested: int | None) -> int:
@@ -241,6 +245,22 @@ class LoaderBatches(keras.utils.PyDataset):
             future.cancel()
         self._ahead.clear()
         self._pool.shutdown(wait=True)
+
+
+def tf_batches(read, first: dict[str, np.ndarray], count: int | None = None):
+    """Batches read(0), read(1), ... (`count` of them, or without end) as a tf.data.Dataset whose width may change
+    from batch to batch, as a binned output's does: on TensorFlow, Keras's adapter of a PyDataset fixes every shape
+    from the first two batches, and then fails on the first batch of another bin."""
+    tf = _tf()
+    spec = {
+        name: tf.TensorSpec((len(v), None) if name in WIDTH_FEATURES else v.shape, tf.as_dtype(v.dtype))
+        for name, v in first.items()
+    }
+    batches = tf.data.Dataset.from_generator(
+        lambda: (read(i) for i in (itertools.count() if count is None else range(count))), output_signature=spec
+    )
+    # A known length lets Keras end an evaluation where the batches end, rather than at a "ran out of data".
+    return batches if count is None else batches.apply(tf.data.experimental.assert_cardinality(count))
 
 
 class EvalBatches(keras.utils.PyDataset):
