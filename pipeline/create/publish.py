@@ -250,7 +250,14 @@ def build_manifest(
         "errors_files": errors_files,
         "counts": {
             k: counts.get(k, 0)
-            for k in ("sentences", "tokens", "unk_tokens", "replaced_chars", "single_sentence_documents")
+            for k in (
+                "sentences",
+                "tokens",
+                "unk_tokens",
+                "replaced_chars",
+                "single_sentence_documents",
+                "long_sentences_cut",
+            )
         },
         "outputs": outputs,
     }

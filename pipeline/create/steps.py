@@ -19,7 +19,7 @@ from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
-from bertcorpus.transforms.instances import Bucket, sample_fragments
+from bertcorpus.transforms.instances import Bucket, cut_long_sentences, sample_fragments
 from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.seeding import python_rng, stable_hash
 from bertcorpus.transforms.sentences import document_sentences
@@ -97,6 +97,8 @@ class TokenizeBuckets(beam.DoFn):
         vocab = self.vocab.load()
         self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
         self.unk = vocab.ids[UNK]
+        # A sentence longer than a pair of the shortest seq config can hold is cut into pieces (and counted).
+        self.longest_sentence = min(seq.max_seq_length for seq in self.config.seq_configs) - 3
 
     def process(self, element, targets: dict):
         key, docs = element
@@ -128,6 +130,7 @@ class TokenizeBuckets(beam.DoFn):
             "tokens": 0,
             "unk_tokens": 0,
             "single_sentence_documents": 0,
+            "long_sentences_cut": 0,
             "documents_skipped:empty": 0,
         }
         for doc in docs:
@@ -137,6 +140,8 @@ class TokenizeBuckets(beam.DoFn):
             if not len(ids):
                 counts["documents_skipped:empty"] += 1
                 continue
+            lengths, cut = cut_long_sentences(lengths, self.longest_sentence)
+            counts["long_sentences_cut"] += cut
             tokenized.append((doc.id, ids, lengths))
             counts["documents_kept"] += 1
             counts["sentences"] += len(lengths)
