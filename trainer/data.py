@@ -23,6 +23,7 @@ import numpy as np
 
 from bertcorpus.trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError
 from bertcorpus.trainer.storage import exists, is_remote, read_text
+from bertcorpus.transforms.local_files import special_file_problem
 
 MANIFEST = "manifest.json"
 NO_EVAL = "none"
@@ -311,6 +312,9 @@ def list_files(patterns: str) -> list[str]:
             raise TrainerError(f"cannot list {pattern}: {str(err).splitlines()[0]}") from None
         if not matches:
             raise TrainerError(f"no files match {pattern!r}")
+        for match in matches:
+            if problem := special_file_problem(match, "the record file"):
+                raise TrainerError(problem)
         files.extend(matches)
     if not files:
         raise TrainerError(f"no files match {patterns!r}")

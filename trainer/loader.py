@@ -56,6 +56,7 @@ from bertcorpus.trainer.record_files import (
 from bertcorpus.trainer.storage import read_bytes
 from bertcorpus.transforms.bucket_instances import bin_edges
 from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
+from bertcorpus.transforms.local_files import special_file_problem
 from bertcorpus.transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids
 from bertcorpus.transforms.row_streams import RowStreams, row_keys
 from bertcorpus.transforms.seeding import stable_hash
@@ -130,6 +131,8 @@ class PretrainingLoader:
                         f"with; masks are fixed in TFRecords (create with --masking dynamic)"
                     )
         self.vocab_path = vocab if vocab is not None else d.vocab_path
+        if self.vocab_path and (problem := special_file_problem(self.vocab_path, "the vocab")):
+            raise LoaderError(problem)
         if d.masking == "dynamic" and not self.vocab_path:
             raise LoaderError(f"{d.output_dir}: the manifest names no vocab; pass vocab=")
         self.cache = IndexCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())

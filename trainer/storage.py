@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from bertcorpus.transforms.local_files import special_kind
+
 
 def is_remote(path: str) -> bool:
     return "://" in path
@@ -21,8 +23,11 @@ def _filesystems():
 
 
 def open_binary(path: str):
-    """A binary file object for reading, the bytes as stored (no decompression by the file's suffix)."""
+    """A binary file object for reading, the bytes as stored (no decompression by the file's suffix); a local FIFO,
+    socket or device, which would never be read to its end, is an OSError instead."""
     if not is_remote(path):
+        if kind := special_kind(path):
+            raise OSError(f"{path} is a {kind}, not a regular file")
         return open(path, "rb")
     return _filesystems().open(path, compression_type="uncompressed")
 

@@ -12,6 +12,7 @@ import apache_beam as beam
 from bertcorpus.pipeline.create.config import CreateConfig, shard_name
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
@@ -72,7 +73,7 @@ class EmptySplitError(InputError):
     """A split that was asked for and holds no instance."""
 
 
-class Publish(beam.DoFn):
+class Publish(WatchedDoFn):
     """The single last step: check, move shards into place, write the manifest."""
 
     def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, inputs_skipped: dict[str, int]):

@@ -13,6 +13,7 @@ from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
@@ -31,7 +32,7 @@ NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments
 NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
 
 
-class ReadFiles(beam.DoFn):
+class ReadFiles(WatchedDoFn):
     """(file path, start, stop) → SourceDocument; a tagged 'errors' output carries a dead-letter record for each
     record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
     first-span reader, its fingerprint)."""
@@ -83,7 +84,7 @@ def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[st
     return targets
 
 
-class TokenizeBuckets(beam.DoFn):
+class TokenizeBuckets(WatchedDoFn):
     """(bucket key, [SourceDocument]) → (bucket key, its tokenised documents) and, for each bucket it sends
     fragments to, (that key, fragments of its documents); counts to TALLY.
 
@@ -94,6 +95,7 @@ class TokenizeBuckets(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
+        super().setup()
         vocab = self.vocab.load()
         self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
         self.unk = vocab.ids[UNK]
@@ -157,7 +159,7 @@ class UnbalancedSplitError(InputError):
     """A split whose documents cannot give random next segments: no other document to draw from."""
 
 
-class BuildInstances(beam.DoFn):
+class BuildInstances(WatchedDoFn):
     """(bucket key, [its own BucketMessage, fragments from other buckets]) → ((seq config, split, shard),
     InstancePiece) for every shard its instances go to; counts to TALLY."""
 
@@ -166,6 +168,7 @@ class BuildInstances(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
+        super().setup()
         self.special = special_ids(self.vocab.load())
 
     def process(self, element):
@@ -210,7 +213,7 @@ class BuildInstances(beam.DoFn):
                 )
 
 
-class WriteShards(beam.DoFn):
+class WriteShards(WatchedDoFn):
     """((seq config, split, shard), [InstancePiece]) → one staged shard file, its instances in the order of their
     random keys: TFRecords (static masking) or Parquet (dynamic)."""
 
@@ -219,6 +222,7 @@ class WriteShards(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
+        super().setup()
         self.vocab_size = len(self.vocab.load().tokens) if self.config.masking == "dynamic" else 0
 
     def process(self, element):

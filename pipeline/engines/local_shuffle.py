@@ -25,6 +25,8 @@ import uuid
 import apache_beam as beam
 from apache_beam import typehints
 
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
+
 SPILL_PREFIX = "bertcorpus-shuffle-"
 
 
@@ -62,7 +64,7 @@ class SpilledGroupByKey(beam.PTransform):
         )
 
 
-class SpillValues(beam.DoFn):
+class SpillValues(WatchedDoFn):
     """(key, value) → (key, (file, offset, size)); each bundle appends to a file of its own, which is closed, and
     so complete, before the bundle ends and before any step after the grouping reads it."""
 

@@ -38,6 +38,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     positive_float,
     positive_int,
 )
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.extract.wiki_losses import (
     count_loss,
     loss_check,
@@ -46,7 +47,7 @@ from bertcorpus.pipeline.extract.wiki_losses import (
     pages_lost_entry,
     with_pages_lost,
 )
-from bertcorpus.pipeline.inputs.discovery import match_inputs
+from bertcorpus.pipeline.inputs.discovery import match_inputs, refuse_special_file
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
 from bertcorpus.pipeline.inputs.streams import HashingReader, estimated_text_bytes, hashed_to_the_end
@@ -170,7 +171,7 @@ def _route(dump: Dump, items, losses: Counter):
         yield tally.emit(documents.METRICS, counts)
 
 
-class ReadDumpFiles(beam.DoFn):
+class ReadDumpFiles(WatchedDoFn):
     """dump path → (Dump, Page) per page, bad pages and damage to 'errors'; the file's size and sha256, and the
     pages lost with damaged stretches, go to 'inputs'.
 
@@ -189,7 +190,7 @@ class ReadDumpFiles(beam.DoFn):
         )
 
 
-class PlanByteRanges(beam.DoFn):
+class PlanByteRanges(WatchedDoFn):
     """(dump path, index path) → (Dump, start, end, {stream offset: pages the index lists there}) per byte range of
     whole bz2 streams; the dump's size and fingerprint and the index's sha256 go to 'inputs', and index offsets
     beyond the end of the dump to 'errors', with the pages they list to 'losses'. A dump is too big to hash in one
@@ -255,7 +256,7 @@ class PlanByteRanges(beam.DoFn):
         )
 
 
-class ReadByteRanges(beam.DoFn):
+class ReadByteRanges(WatchedDoFn):
     """(Dump, start, end, listed) → (Dump, Page) for every page of the bz2 streams that start in the range; bad pages
     and damage to 'errors', and (dump path, the pages its damage lost) to 'losses'."""
 
@@ -268,7 +269,7 @@ class ReadByteRanges(beam.DoFn):
             yield beam.pvalue.TaggedOutput("losses", (dump.path, dict(losses)))
 
 
-class CleanText(beam.DoFn):
+class CleanText(WatchedDoFn):
     """(Dump, Page) → a document dict for an article; every other page counted by the reason it is skipped."""
 
     def __init__(self, source: str, min_chars: int):
@@ -426,6 +427,8 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    for path in index:
+        refuse_special_file(path, "--index")
     if index:
         # Each dump pairs with the index in the same position, so the order is kept and each names one file.
         listed = [_list_inputs([p], dry_run) for p in args.input]

@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.sinks.documents import DOCUMENTS_GLOB
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, filesystem_error_cause, glob_folder, has_glob, is_remote
+from bertcorpus.transforms.local_files import SPECIAL_FILES, special_file_problem
 
 # Paths that input discovery meets but does not read, by reason: (one, several, why), for the note and the manifest.
 SKIPPED = {
@@ -28,12 +29,6 @@ SKIPPED = {
     "broken_symlink": ("broken symbolic link", "broken symbolic links", "the file it names does not exist"),
 }
 _SHOWN = 5  # paths a note names for each reason before it says how many more
-_SPECIAL_FILES = {
-    stat.S_IFIFO: "named pipe (FIFO)",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-}
 
 
 @dataclass
@@ -142,7 +137,13 @@ def local_kind(path: str) -> str:
         return "file"
     if stat.S_ISDIR(mode):
         return "folder"
-    return _SPECIAL_FILES.get(stat.S_IFMT(mode), "special file")
+    return SPECIAL_FILES.get(stat.S_IFMT(mode), "special file")
+
+
+def refuse_special_file(path: str, what: str) -> None:
+    """InputError for a special file (a FIFO, a socket, a device) named as a file argument, `what` ("--vocab")."""
+    if problem := special_file_problem(path, what):
+        raise InputError(problem)
 
 
 def refuse_unreadable(path: str, kind: str) -> None:

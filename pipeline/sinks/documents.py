@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.seeding import stable_hash
 
@@ -97,7 +98,7 @@ def _keyed(record: dict, fields: tuple[str, ...], num_shards: int) -> tuple[int,
     return stable_hash(row[0]) % num_shards, row
 
 
-class _WriteShard(beam.DoFn):
+class _WriteShard(WatchedDoFn):
     """(shard, records) → one staged file holding the records sorted; yields its file info, counts to TALLY."""
 
     def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
@@ -210,7 +211,7 @@ def build_manifest(job: str, config: dict, inputs: list[dict], files: list[dict]
     }
 
 
-class _Publish(beam.DoFn):
+class _Publish(WatchedDoFn):
     def __init__(self, output_dir: str, job: str, config: dict):
         self.output_dir, self.job, self.config = output_dir, job, config
 
