@@ -80,7 +80,8 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
             labels = np.array([r["next_sentence_label"] for r in found])
             assert entry["label_share"] == pytest.approx(labels.mean(), abs=1e-6)
             edges = np.minimum((np.array([r["length"] for r in found]) - 1) // 64 * 64 + 64, length)
-            assert entry["bins"] == {str(e): int((edges == e).sum()) for e in np.unique(edges)}
+            # by width, as numbers: [{"width": 64, "instances": n}, {"width": 128, ...}]
+            assert entry["bins"] == [{"width": int(e), "instances": int((edges == e).sum())} for e in np.unique(edges)]
             for r in found:
                 ids, b = r["input_ids"], r["segment_b_start"]
                 assert len(ids) == r["length"] <= length and ids[0] == CLS and ids[b - 1] == SEP == ids[-1]

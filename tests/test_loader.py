@@ -200,7 +200,7 @@ def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, index_cache, tmp
     # Each bin gives all the global batches its instances fill (drop_remainder: less than one per bin dropped).
     per_bin = json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["bins"]
     assert {w: widths.count(w) for w in set(widths)} == {
-        int(edge): n // (40 * world) for edge, n in per_bin.items() if n >= 40 * world
+        b["width"]: b["instances"] // (40 * world) for b in per_bin if b["instances"] >= 40 * world
     }
     assert {32, 64, 96, 128} <= set(widths)
 

@@ -21,6 +21,7 @@ import numpy as np
 from google_crc32c import value as crc32c
 
 from bertcorpus.trainer.storage import file_sizes, is_remote, join, open_binary, read_bytes
+from bertcorpus.transforms.bucket_instances import bins_of_manifest
 from bertcorpus.transforms.example_decoding import joined_records, parse_examples
 from bertcorpus.transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
 from bertcorpus.transforms.tfrecord import masked_crc32c
@@ -152,7 +153,7 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         form.get("pair_objective", "nsp"),
         file_format,
         form.get("bin_size"),
-        entry[split].get("bins"),
+        bins_of_manifest(entry[split].get("bins")),
         shards,
         float(config.get("masked_lm_prob", 0.15)),
         bool(config.get("whole_word_mask", False)),

@@ -16,6 +16,7 @@ from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
+from bertcorpus.transforms.bucket_instances import manifest_bins
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
@@ -153,6 +154,43 @@ def unbalanced_outputs(manifest: dict) -> UnbalancedSplitError | None:
     )
 
 
+# Random next segments drawn per distinct one and per dupe pass above which a warning says the negatives repeat: a
+# bucket draws them from the fragments other buckets sent it, each from its first sentence, so with a ring of five
+# buckets or more each serves about half a negative per pass, with two about two per pass; two documents, one of them
+# short, once made every one of 438 negatives the same segment.
+REPEATED_NEGATIVES_PER_PASS = 4
+
+
+def output_notes(manifest: dict) -> list[str]:
+    """Warnings about a published output: an eval split that got no instance although one was asked for (the split
+    is by document, and a few large documents may all fall on the train side), and NSP negatives that repeat."""
+    notes = []
+    config, objective = manifest["config"], manifest["form"]["pair_objective"]
+    for name, out in manifest["outputs"].items():
+        evaluated = out.get("eval")
+        if evaluated is not None and not evaluated["instances"] and config["eval_fraction"]:
+            notes.append(
+                f"the eval split of {name} holds no instance: --eval-fraction {config['eval_fraction']:g} of "
+                f"{manifest['documents']['kept']:,} documents (split by document) drew none; pass a larger "
+                "--eval-fraction, or give more, smaller documents"
+            )
+        for split in ("train", "eval"):
+            entry = out.get(split) or {}
+            segments = entry.get("random_next_segments")
+            if objective != "nsp" or not segments:
+                continue
+            negatives = round(entry["instances"] * entry["label_share"])
+            if negatives >= 100 and negatives > REPEATED_NEGATIVES_PER_PASS * config["dupe_factor"] * segments:
+                notes.append(
+                    f"the {negatives:,} random next segments of {name} {split} start at only {segments:,} distinct "
+                    f"place{'s' * (segments != 1)} ({negatives / segments:,.0f} draws each): too few other documents "
+                    "to draw negatives "
+                    "from, so next-sentence prediction learns little; give create more documents, or use "
+                    "--pair-objective sop"
+                )
+    return notes
+
+
 def empty_train_split(manifest: dict) -> EmptySplitError | None:
     """The error for a run whose train split holds no instance (its documents all went to eval, say)."""
     empty = [name for name, out in manifest["outputs"].items() if not out["train"]["instances"]]
@@ -192,6 +230,8 @@ def build_manifest(
             }
             if objective == "nsp":
                 entry["random_next_share"] = share
+                # summed over buckets: a bucket's negatives starting where another of its own started count once
+                entry["random_next_segments"] = counts.get(f"{prefix}:random_next_segments", 0)
             entry["mean_real_tokens"] = round(counts.get(f"{prefix}:real_tokens", 0) / n, 3) if n else None
             if cfg.masking == "static":
                 entry["mean_predictions"] = round(counts.get(f"{prefix}:predictions", 0) / n, 3) if n else None
@@ -200,13 +240,9 @@ def build_manifest(
                     k.rsplit(":", 1)[1]: v for k, v in counts.items() if k.startswith(f"{prefix}:skipped:")
                 }
             if cfg.bin_size:
-                entry["bins"] = {
-                    k.rsplit(":", 1)[1]: v
-                    for k, v in sorted(
-                        ((k, v) for k, v in counts.items() if k.startswith(f"{prefix}:bin:")),
-                        key=lambda kv: int(kv[0].rsplit(":", 1)[1]),
-                    )
-                }
+                entry["bins"] = manifest_bins(
+                    {int(k.rsplit(":", 1)[1]): v for k, v in counts.items() if k.startswith(f"{prefix}:bin:")}
+                )
             per_split[split] = entry
         outputs[seq.name] = {
             "max_seq_length": seq.max_seq_length,

@@ -115,12 +115,18 @@ def _holds_one_of(folder: str, sorted_paths: list[str]) -> bool:
     return at < len(sorted_paths) and sorted_paths[at].startswith(folder + "/")
 
 
-def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:
+def match_inputs(
+    patterns: list[str], allow_missing: bool = False, skipped: dict[str, int] | None = None
+) -> list[tuple[str, int]]:
     """find_inputs' files, for a job that matches them again on its workers with Beam's matching (extract-wiki):
     (a pattern that matches exactly that file, size), the file's path with any glob character bracketed
-    (data[1].xml → data[[]1].xml). What find_inputs left out is said in a note on stderr."""
+    (data[1].xml → data[[]1].xml). What find_inputs left out is said in a note on stderr, and added to `skipped`
+    (by reason, as a manifest's inputs_skipped counts it) where one is given."""
     found = find_inputs(patterns, allow_missing)
     found.print_note()
+    if skipped is not None:
+        for reason, n in found.skipped_counts().items():
+            skipped[reason] = skipped.get(reason, 0) + n
     return [(glob.escape(path), size) for path, size in found.files]
 
 

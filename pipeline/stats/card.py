@@ -267,7 +267,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
             if bin_size:
                 for split, summary in summaries.items():
                     summary["padding"] = bin_padding(summary["real_tokens_hist"], bin_size, info["max_seq_length"])
-                    counted = {str(b["width"]): b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
+                    counted = {b["width"]: b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
                     if (
                         split in manifest_bins
                         and read == info["instances"]
