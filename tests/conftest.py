@@ -36,6 +36,28 @@ def wait_until(condition, run, what: str, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
+@pytest.fixture
+def network_attempts(monkeypatch) -> list[tuple[str, tuple]]:
+    """Every name lookup and connection the test makes, refused and recorded: a command that must work offline is
+    proved to by an empty list, whatever the machine's load."""
+    import socket
+
+    attempts: list[tuple[str, tuple]] = []
+
+    def refused(what: str):
+        def call(*args, **kwargs):
+            attempts.append((what, args))
+            raise OSError(f"no network in this test ({what})")
+
+        return call
+
+    for name in ("connect", "connect_ex"):
+        monkeypatch.setattr(socket.socket, name, refused(name))
+    for name in ("getaddrinfo", "create_connection", "gethostbyname"):
+        monkeypatch.setattr(socket, name, refused(name))
+    return attempts
+
+
 @contextlib.contextmanager
 def mounted_tmpfs(where: Path, options: str):
     """A real small filesystem at `where` (a full disk: "size=256k"; read-only: "size=64k,ro"), or a skip where

@@ -170,7 +170,7 @@ def _finish(run: subprocess.Popen) -> str:
 def _assert_nothing_left(out: Path, marker: str) -> None:
     assert not (out / "manifest.json").exists()
     assert not (out / ".staging").exists()
-    deadline = time.time() + 10
+    deadline = time.time() + 60  # a bound on waiting only: a loaded machine may take seconds to reap them
     while _processes_marked(marker) and time.time() < deadline:
         time.sleep(0.1)
     assert _processes_marked(marker) == []
