@@ -659,3 +659,20 @@ def test_a_corpus_too_small_for_its_eval_split_or_its_negatives_is_warned_about(
         f"({negatives / train['random_next_segments']:,.0f} draws each): too few other documents to draw negatives "
         "from, so next-sentence prediction learns little; give create more documents, or use --pair-objective sop",
     ]
+
+
+def test_a_split_of_two_buckets_draws_negatives_from_as_large_a_pool(tmp_path, capsys):
+    """Each bucket's fragments are shared among the buckets it sends to: with two buckets the one receiver gets
+    them all, so the random next segments of 1,614 paragraphs start at about as many places as with twenty."""
+    books = sorted((Path(__file__).parent / "data" / "create").glob("*.txt"))
+    per_segment = {}
+    for buckets in (2, 20):
+        out = tmp_path / str(buckets)
+        flags = ["--vocab", VOCAB, "--output", out, "--num-buckets", str(buckets), "--masking", "dynamic"]
+        assert run_cli("create", "--input", *books, *flags, "--eval-fraction", "0") == 0
+        train = json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]["train"]
+        negatives = round(train["instances"] * train["label_share"])
+        per_segment[buckets] = negatives / train["random_next_segments"]
+        assert negatives > 1000
+    assert per_segment[2] < 2 and per_segment[2] < 1.5 * per_segment[20]  # 5.4 when one receiver got a quarter
+    assert "random next segments" not in capsys.readouterr().err

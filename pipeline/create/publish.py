@@ -155,8 +155,8 @@ def unbalanced_outputs(manifest: dict) -> UnbalancedSplitError | None:
 
 
 # Random next segments drawn per distinct one and per dupe pass above which a warning says the negatives repeat: a
-# bucket draws them from the fragments other buckets sent it, each from its first sentence, so with a ring of five
-# buckets or more each serves about half a negative per pass, with two about two per pass; two documents, one of them
+# bucket draws them from the fragments other buckets sent it (about its own tokens' worth, whatever the number of
+# buckets), each from its first sentence, so each serves one or two negatives per pass; two documents, one of them
 # short, once made every one of 438 negatives the same segment.
 REPEATED_NEGATIVES_PER_PASS = 4
 

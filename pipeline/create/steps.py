@@ -115,9 +115,13 @@ class TokenizeBuckets(WatchedDoFn):
                 yield from self._fragments(bucket, key, receivers)
 
     def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
-        """(receiver, fragments of this bucket's documents) for every bucket this one sends to."""
+        """(receiver, fragments of this bucket's documents) for every bucket this one sends to. Its tokens, in
+        all, are shared among its receivers: a bucket gets as many from as many senders as there are (one in a split
+        of two buckets, four from five up), so its pool holds about its own tokens' worth of distinct segments."""
+        if not receivers:  # a split of one bucket draws from its own documents
+            return
         fragment_tokens = max(seq.max_seq_length for seq in self.config.seq_configs)
-        count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
+        count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (len(receivers) * fragment_tokens)))
         for receiver in receivers:
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)
             fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
