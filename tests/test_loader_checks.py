@@ -141,6 +141,8 @@ def test_bins_smaller_than_a_global_batch(sample_dynamic_copy, tmp_path):
         ({"rank": -1}, "rank must be at least 0"),
         ({"world_size": 0}, "world_size must be at least 1"),
         ({"seed": None}, "seed must be a whole number"),
+        ({"drop_remainder": "False"}, "drop_remainder must be True or False, not 'False'"),
+        ({"whole_word_mask": "false"}, "whole_word_mask must be True or False, not 'false'"),
     ],
 )
 def test_typed_arguments_give_one_line(sample_static, index_cache, arguments, message):
@@ -180,3 +182,32 @@ def test_a_bad_saved_state_gives_one_line(sample_static, index_cache):
     resumed = loader(sample_static, index_cache, seed=2)
     resumed.load_state_dict(good)
     np.testing.assert_array_equal(resumed[0]["input_ids"], batches[4]["input_ids"])
+
+
+def test_batch_counts_and_indexes_that_are_no_place_in_the_epoch_give_one_line(sample_static, index_cache):
+    batches = loader(sample_static, index_cache)
+    n = len(batches)
+    for bad, message in ((-1, "batches must be in [0, "), (n + 1, f"batches must be in [0, {n + 1:,}), not {n + 1:,}")):
+        with pytest.raises(LoaderError) as e:
+            batches.state_dict(bad)
+        assert message in one_line(e)
+    assert batches.state_dict(n)["epoch"] == 1 and batches.state_dict(n)["batch"] == 0  # an epoch done: the next
+    with pytest.raises(LoaderError) as e:
+        batches[1.0]
+    assert one_line(e) == "a batch index must be a whole number, not 1.0"
+    with pytest.raises(IndexError):  # the end of a sequence, for `for batch in loader`
+        batches[n]
+
+
+def test_a_vocab_copy_changed_after_create_is_refused(sample_dynamic_copy, tmp_path):
+    """The masks of the dynamic form draw from the output's own vocab copy: swapping two of its entries would
+    serve other tokens without a word."""
+    out = tmp_path / "copy"
+    shutil.copytree(sample_dynamic_copy, out)
+    lines = (out / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    lines[2000], lines[2001] = lines[2001], lines[2000]
+    (out / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(LoaderError) as e:
+        loader(out, tmp_path / "cache")[0]
+    assert f"vocab {out / 'vocab.txt'} is not the one the ids came from" in one_line(e)
+    loader(out, tmp_path / "cache", vocab=str(sample_dynamic_copy / "vocab.txt"))[0]  # the same file elsewhere

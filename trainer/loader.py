@@ -21,6 +21,8 @@ in each process, so a loader pickles small and cleanly (DataLoader workers).
 
 from __future__ import annotations
 
+import hashlib
+import numbers
 import os
 import sys
 from collections import OrderedDict
@@ -37,6 +39,7 @@ from bertcorpus.trainer.loader_checks import (
     scan_and_verify,
     verify_sha256,
     whole_number,
+    yes_or_no,
 )
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
@@ -114,10 +117,13 @@ class PretrainingLoader:
                 f"{d.instances} instances"
             )
         self.batch_size, self.rank, self.world_size = batch_size, rank, world_size
-        self.seed, self.epoch, self.drop_remainder, self.layout = seed, epoch, drop_remainder, layout
+        self.seed, self.epoch, self.layout = seed, epoch, layout
+        self.drop_remainder = yes_or_no("drop_remainder", drop_remainder)
         self.masked_lm_prob = d.masked_lm_prob if masked_lm_prob is None else float(masked_lm_prob)
         self.max_predictions = d.max_predictions if max_predictions_per_seq is None else int(max_predictions_per_seq)
-        self.whole_word_mask = d.whole_word_mask if whole_word_mask is None else bool(whole_word_mask)
+        self.whole_word_mask = (
+            d.whole_word_mask if whole_word_mask is None else yes_or_no("whole_word_mask", whole_word_mask)
+        )
         if d.masking == "static":
             fixed = {
                 "masked_lm_prob": (self.masked_lm_prob, d.masked_lm_prob),
@@ -263,6 +269,8 @@ class PretrainingLoader:
 
     def _batch(self, i: int) -> tuple[int, np.ndarray]:
         n = len(self)
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise LoaderError(f"a batch index must be a whole number, not {i!r}")
         if i < 0:
             i += n
         if not 0 <= i < n:
@@ -400,7 +408,8 @@ class PretrainingLoader:
     def state_dict(self, batches: int | None = None) -> dict:
         """Where this rank stands: `batches` of loader[0], loader[1], ... have been consumed (default: as many as
         iterating over this loader has yielded). A loader given this state by load_state_dict goes on from there."""
-        done = self.start + (self.consumed if batches is None else int(batches))
+        # A count past the epoch's end, or below 0, is no place in it: refused rather than rounded to one.
+        done = self.start + (self.consumed if batches is None else whole_number("batches", batches, 0, len(self) + 1))
         epoch = self.epoch
         if done >= len(self._plan()):  # a finished epoch resumes at the next one
             epoch, done = epoch + 1, 0
@@ -486,9 +495,16 @@ class _ProcessState:
     def special(self, loader: PretrainingLoader) -> SpecialIds:
         if self._special is None:
             try:
-                vocab = Vocab.from_bytes(read_bytes(loader.vocab_path), loader.vocab_path)
+                data = read_bytes(loader.vocab_path)
+                vocab = Vocab.from_bytes(data, loader.vocab_path)
             except (OSError, VocabError) as e:
                 raise LoaderError(f"cannot read vocab {loader.vocab_path}: {e}") from None
+            expected = loader.dataset.vocab_sha256
+            if expected and (found := hashlib.sha256(data).hexdigest()) != expected:
+                raise LoaderError(
+                    f"vocab {loader.vocab_path} is not the one the ids came from (sha256 {found[:12]}..., the "
+                    f"manifest's {expected[:12]}...): its masks would draw from other tokens"
+                )
             self._special = special_ids(vocab)
         return self._special
 

@@ -42,6 +42,13 @@ def whole_number(name: str, value, low: int, high: int | None = None) -> int:
     return int(value)
 
 
+def yes_or_no(name: str, value) -> bool:
+    """value, when it is a bool (Python's or numpy's); a string such as "false" would otherwise count as True."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise LoaderError(f"{name} must be True or False, not {value!r}")
+    return bool(value)
+
+
 def epoch_number(value) -> int:
     return whole_number("epoch", value, 0, EPOCHS)
 

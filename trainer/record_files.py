@@ -82,6 +82,7 @@ class Dataset:
     masked_lm_prob: float
     whole_word_mask: bool
     vocab_path: str | None
+    vocab_sha256: str | None  # of the vocab the ids came from, as the manifest records it
 
     @property
     def instances(self) -> int:
@@ -158,6 +159,7 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         float(config.get("masked_lm_prob", 0.15)),
         bool(config.get("whole_word_mask", False)),
         vocab_path,
+        vocab.get("sha256"),
     )
     for shard in shards:
         check_size(shard, sizes[Path(shard.name).name])
