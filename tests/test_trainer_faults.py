@@ -205,3 +205,11 @@ def test_bins_smaller_than_a_batch_are_named_before_training(binned, tmp_path):
         )
     assert not (tmp_path / "run").exists()
     assert sum(bins) > largest + 1  # the split holds a global batch: only its bins do not
+
+
+def test_an_output_that_is_a_file_is_named_before_training(binned, tmp_path):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    with pytest.raises(TrainerError, match=rf"^--output {taken} is a file, not a folder"):
+        train(TrainConfig(data=str(binned), output=str(taken), model="tiny", batch_size=BATCH, steps=STEPS))
+    assert taken.read_text() == "mine"

@@ -183,6 +183,8 @@ def train(config: TrainConfig) -> TrainResult:
 def check_config(config: TrainConfig) -> None:
     if not config.output:
         raise TrainerError("--output is required")
+    if os.path.exists(config.output) and not os.path.isdir(config.output):  # a remote path never exists here
+        raise TrainerError(f"--output {config.output} is a file, not a folder: name a new folder or a run's folder")
     if config.model not in PRESETS:
         raise TrainerError(f"unknown --config {config.model!r}; choose from {', '.join(PRESETS)}")
     if config.optimizer not in ("adamw", "lamb"):
