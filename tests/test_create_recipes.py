@@ -272,6 +272,19 @@ def test_an_empty_train_split_is_refused(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert "train split of seq128 holds no instance" in err and not (tmp_path / "o" / "manifest.json").exists()
+    assert "; lower --eval-fraction, or give more documents; nothing was published" in err
+
+
+def test_sop_on_one_sentence_documents_names_them_not_the_eval_split(tmp_path, capsys):
+    ones = tmp_path / "ones.txt"
+    ones.write_text("One sentence only.\n\nAnother lone one.\n\nA third alone.\n")
+    flags = ["--vocab", VOCAB, "--output", tmp_path / "o", "--pair-objective", "sop", "--eval-fraction", "0", *LOCAL]
+    assert run_cli("create", "--input", ones, *flags) == 2  # 30 draws: one per document and pass of 10
+    assert capsys.readouterr().err.endswith(
+        "error: the train split of seq128 holds no instance (--eval-fraction 0.0 of 3 documents; 30 sop draws "
+        "skipped as single_sentence_document); give documents of two sentences or more, or use --pair-objective "
+        "none, or give more documents; nothing was published\n"
+    )
 
 
 def test_a_casing_flag_that_disagrees_with_the_vocab_is_named_with_its_unk_share(tmp_path, capsys, books_jsonl):

@@ -196,11 +196,18 @@ def empty_train_split(manifest: dict) -> EmptySplitError | None:
     empty = [name for name, out in manifest["outputs"].items() if not out["train"]["instances"]]
     if not empty:
         return None
-    config = manifest["config"]
+    config, objective = manifest["config"], manifest["form"]["pair_objective"]
+    train = manifest["outputs"][empty[0]]["train"]
+    skipped = {k: v for k, v in sorted(train.get(f"{objective}_draws_skipped", {}).items()) if v}
+    drawn = "".join(f"; {n:,} {objective} draws skipped as {reason}" for reason, n in skipped.items())
+    advice = ["lower --eval-fraction"] if config["eval_fraction"] else []
+    if "single_sentence_document" in skipped:  # a pair needs two sentences: one-line documents, say
+        advice.append("give documents of two sentences or more, or use --pair-objective none")
+    advice.append("give more documents")
     return EmptySplitError(
         f"the train split of {', '.join(empty)} holds no instance (--eval-fraction "
-        f"{config['eval_fraction']} of {manifest['documents']['kept']:,} documents); "
-        "lower --eval-fraction or give more documents; nothing was published"
+        f"{config['eval_fraction']} of {manifest['documents']['kept']:,} documents{drawn}); "
+        f"{', or '.join(advice)}; nothing was published"
     )
 
 
