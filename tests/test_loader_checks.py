@@ -208,6 +208,9 @@ def test_a_vocab_copy_changed_after_create_is_refused(sample_dynamic_copy, tmp_p
     lines[2000], lines[2001] = lines[2001], lines[2000]
     (out / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     with pytest.raises(LoaderError) as e:
-        loader(out, tmp_path / "cache")[0]
+        loader(out, tmp_path / "cache")  # when the loader is made, not at its first batch in a worker
     assert f"vocab {out / 'vocab.txt'} is not the one the ids came from" in one_line(e)
+    with pytest.raises(LoaderError) as e:
+        loader(out, tmp_path / "cache", vocab=str(tmp_path))
+    assert one_line(e).startswith(f"cannot read vocab {tmp_path}: ")
     loader(out, tmp_path / "cache", vocab=str(sample_dynamic_copy / "vocab.txt"))[0]  # the same file elsewhere

@@ -162,6 +162,8 @@ class PretrainingLoader:
         if d.bin_size:
             self._check_bins()
         self._process = None
+        if d.masking == "dynamic":  # a vocab that cannot be read, or is not the ids' own, is named now
+            self._local().special(self)
 
     # ---------------------------------------------------------------- per-process state
 
