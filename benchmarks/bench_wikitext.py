@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from bertcorpus.transforms.compression import open_decompressed
+from bertcorpus.transforms.local_files import special_file_problem
 from bertcorpus.transforms.wiki_pages import Page, iter_pages
 from bertcorpus.transforms.wikitext import clean_wikitext
 
@@ -97,6 +98,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--extract-to", type=Path, help=argparse.SUPPRESS)  # the child-process run of our code
     args = parser.parse_args()
+    if problem := special_file_problem(str(args.dump), "--dump"):
+        parser.exit(2, f"{parser.prog}: error: {problem}\n")
 
     if args.extract_to is not None:
         with open(args.extract_to, "w", encoding="utf-8") as out:

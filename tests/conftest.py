@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -33,6 +34,47 @@ def wait_until(condition, run, what: str, timeout: float = 300) -> None:
         assert run.poll() is None, f"the run ended before {what}: {run.communicate()}"
         assert time.time() < deadline, f"no {what} after {timeout} s"
         time.sleep(0.05)
+
+
+@pytest.fixture
+def network_attempts(monkeypatch) -> list[tuple[str, tuple]]:
+    """Every name lookup and connection the test makes, refused and recorded: a command that must work offline is
+    proved to by an empty list, whatever the machine's load."""
+    import socket
+
+    attempts: list[tuple[str, tuple]] = []
+
+    def refused(what: str):
+        def call(*args, **kwargs):
+            attempts.append((what, args))
+            raise OSError(f"no network in this test ({what})")
+
+        return call
+
+    for name in ("connect", "connect_ex"):
+        monkeypatch.setattr(socket.socket, name, refused(name))
+    for name in ("getaddrinfo", "create_connection", "gethostbyname"):
+        monkeypatch.setattr(socket, name, refused(name))
+    return attempts
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(where: Path, options: str):
+    """A real small filesystem at `where` (a full disk: "size=256k"; read-only: "size=64k,ro"), or a skip where
+    this machine cannot mount one."""
+    import shutil
+    import subprocess
+
+    where.mkdir()
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], check=True)
 
 
 def file_digests(out: Path, pattern: str) -> dict[str, str]:

@@ -95,12 +95,13 @@ def write_instances(path: Path, instances: list[tuple[list[int], int, int]]) -> 
     }
 
 
-def bin_counts(lengths: list[int], bin_size: int, seq_length: int) -> dict[str, int]:
-    counts: dict[str, int] = {}
+def bin_counts(lengths: list[int], bin_size: int, seq_length: int) -> list[dict]:
+    """Instances per bin as create's manifest lists them: [{"width": 32, "instances": n}, ...] by width."""
+    counts: dict[int, int] = {}
     for n in lengths:
         edge = min(((n - 1) // bin_size + 1) * bin_size, seq_length)
-        counts[str(edge)] = counts.get(str(edge), 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: int(kv[0])))
+        counts[edge] = counts.get(edge, 0) + 1
+    return [{"width": edge, "instances": k} for edge, k in sorted(counts.items())]
 
 
 def dynamic_copy(static: Path, out: Path, pair_objective: str = "nsp", bin_size: int | None = None) -> Path:

@@ -3,16 +3,14 @@ with one clear line and a non-zero exit, never a traceback, and a flag is never 
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_TEXT, TESTS, VOCAB, run_cli
+from conftest import SAMPLE_TEXT, TESTS, VOCAB, mounted_tmpfs, run_cli
 
 
 def _create(out: Path, *extra) -> int:
@@ -160,30 +158,16 @@ EXTRACTIONS = {
 }
 
 
-@contextlib.contextmanager
-def _mounted_tmpfs(where: Path, options: str):
-    where.mkdir()
-    if shutil.which("mount") is None:
-        pytest.skip("no mount command")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(where)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a small filesystem here: {done.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", str(where)], check=True)
-
-
 @pytest.fixture
 def full_disk(tmp_path):
     """A real 256 kB filesystem, which every job's output overflows."""
-    with _mounted_tmpfs(tmp_path / "disk", "size=256k") as disk:
+    with mounted_tmpfs(tmp_path / "disk", "size=256k") as disk:
         yield disk
 
 
 @pytest.fixture
 def read_only_disk(tmp_path):
-    with _mounted_tmpfs(tmp_path / "ro", "size=64k,ro") as disk:
+    with mounted_tmpfs(tmp_path / "ro", "size=64k,ro") as disk:
         yield disk
 
 

@@ -631,3 +631,48 @@ def test_random_next_is_balanced_in_a_corpus_of_a_few_long_books(tmp_path):
     assert manifest["documents"]["kept"] == 5 and manifest["config"]["num_buckets"] >= 4
     instances, share = nsp_shares(out)["train"]
     assert instances >= 10_000 and abs(share - 0.5) <= 0.01
+
+
+def test_a_corpus_too_small_for_its_eval_split_or_its_negatives_is_warned_about(tmp_path, capsys):
+    """A book and its one-paragraph licence note: the default eval split (by document) gets neither, and every random
+    next segment of the book can only come from the note, the same few sentences each time."""
+    corpus = tmp_path / "two.jsonl"
+    book = Path(__file__).parent / "data" / "create" / "84-0.txt"
+    note = book.read_text(encoding="utf-8").split("\n\n")[0]  # the book's title paragraph
+    with open(corpus, "w") as f:
+        f.write(json.dumps({"id": "frankenstein", "text": book.read_text(encoding="utf-8")}) + "\n")
+        f.write(json.dumps({"id": "title", "text": note}) + "\n")
+    out = tmp_path / "out"
+    flags = ["--vocab", VOCAB, "--output", out, "--num-buckets", "2", "--masking", "dynamic"]
+    assert run_cli("create", "--input", corpus, *flags) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    train, evaluated = manifest["outputs"]["seq128"]["train"], manifest["outputs"]["seq128"]["eval"]
+    negatives = round(train["instances"] * train["label_share"])
+    assert evaluated["instances"] == 0 and negatives > 100 and train["random_next_segments"] <= 5
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
+        f"warning: the eval split of seq128 holds no instance: --eval-fraction {manifest['config']['eval_fraction']:g}"
+        " of 2 documents (split by document) drew none; pass a larger --eval-fraction, or give more, smaller "
+        "documents",
+        f"warning: the {negatives:,} random next segments of seq128 train start at only "
+        f"{train['random_next_segments']:,} distinct place{'s' * (train['random_next_segments'] != 1)} "
+        f"({negatives / train['random_next_segments']:,.0f} draws each): too few other documents to draw negatives "
+        "from, so next-sentence prediction learns little; give create more documents, or use --pair-objective sop",
+    ]
+
+
+def test_a_split_of_two_buckets_draws_negatives_from_as_large_a_pool(tmp_path, capsys):
+    """Each bucket's fragments are shared among the buckets it sends to: with two buckets the one receiver gets
+    them all, so the random next segments of 1,614 paragraphs start at about as many places as with twenty."""
+    books = sorted((Path(__file__).parent / "data" / "create").glob("*.txt"))
+    per_segment = {}
+    for buckets in (2, 20):
+        out = tmp_path / str(buckets)
+        flags = ["--vocab", VOCAB, "--output", out, "--num-buckets", str(buckets), "--masking", "dynamic"]
+        assert run_cli("create", "--input", *books, *flags, "--eval-fraction", "0") == 0
+        train = json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]["train"]
+        negatives = round(train["instances"] * train["label_share"])
+        per_segment[buckets] = negatives / train["random_next_segments"]
+        assert negatives > 1000
+    assert per_segment[2] < 2 and per_segment[2] < 1.5 * per_segment[20]  # 5.4 when one receiver got a quarter
+    assert "random next segments" not in capsys.readouterr().err

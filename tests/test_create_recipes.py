@@ -80,7 +80,8 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
             labels = np.array([r["next_sentence_label"] for r in found])
             assert entry["label_share"] == pytest.approx(labels.mean(), abs=1e-6)
             edges = np.minimum((np.array([r["length"] for r in found]) - 1) // 64 * 64 + 64, length)
-            assert entry["bins"] == {str(e): int((edges == e).sum()) for e in np.unique(edges)}
+            # by width, as numbers: [{"width": 64, "instances": n}, {"width": 128, ...}]
+            assert entry["bins"] == [{"width": int(e), "instances": int((edges == e).sum())} for e in np.unique(edges)]
             for r in found:
                 ids, b = r["input_ids"], r["segment_b_start"]
                 assert len(ids) == r["length"] <= length and ids[0] == CLS and ids[b - 1] == SEP == ids[-1]
@@ -315,6 +316,19 @@ def test_an_empty_train_split_is_refused(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     assert "train split of seq128 holds no instance" in err and not (tmp_path / "o" / "manifest.json").exists()
+    assert "; lower --eval-fraction, or give more documents; nothing was published" in err
+
+
+def test_sop_on_one_sentence_documents_names_them_not_the_eval_split(tmp_path, capsys):
+    ones = tmp_path / "ones.txt"
+    ones.write_text("One sentence only.\n\nAnother lone one.\n\nA third alone.\n")
+    flags = ["--vocab", VOCAB, "--output", tmp_path / "o", "--pair-objective", "sop", "--eval-fraction", "0", *LOCAL]
+    assert run_cli("create", "--input", ones, *flags) == 2  # 30 draws: one per document and pass of 10
+    assert capsys.readouterr().err.endswith(
+        "error: the train split of seq128 holds no instance (--eval-fraction 0.0 of 3 documents; 30 sop draws "
+        "skipped as single_sentence_document); give documents of two sentences or more, or use --pair-objective "
+        "none, or give more documents; nothing was published\n"
+    )
 
 
 def test_a_casing_flag_that_disagrees_with_the_vocab_is_named_with_its_unk_share(tmp_path, capsys, books_jsonl):

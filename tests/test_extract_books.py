@@ -218,8 +218,7 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(samples, tmp_pat
     assert_same_extraction(manifest, tmp_path, samples)
 
 
-def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
-    # Nothing here reaches Cloud Storage: a run that read the gs:// inputs would fail, not print its dry run.
+def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys, network_attempts):
     code = run_cli(
         "extract-books",
         "--input",
@@ -242,6 +241,7 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys):
         "--dry_run=True",
     )
     assert code == 0 and "dry run" in capsys.readouterr().out
+    assert network_attempts == []  # no gs:// file was listed or read, and no service asked
 
 
 def test_output_feeds_create(samples, tmp_path):

@@ -143,9 +143,12 @@ def test_every_command_says_what_it_left_out_of_an_input_folder(corpus_with_extr
         "extract-wiki": ["--output", out, *LOCAL],
     }[command]
     assert run_cli(command, "--input", corpus, *args) == 0
-    assert (
-        f"note: {left_out_note(corpus_with_extras['folder'], corpus_with_extras['link'])}\n" in capsys.readouterr().err
-    )
+    printed = capsys.readouterr()
+    assert f"note: {left_out_note(corpus_with_extras['folder'], corpus_with_extras['link'])}\n" in printed.err
+    # and the manifest counts them, as the summary says
+    manifest = json.loads(((out.parent if command == "vocab" else out) / "manifest.json").read_text())
+    assert manifest["inputs_skipped"] == {"broken_symlink": 1, "folder": 1}
+    assert "inputs left out (broken symlink)" in printed.out and "inputs left out (folder)" in printed.out
 
 
 def test_extract_books_records_a_broken_link_as_a_book_it_cannot_read(tmp_path):

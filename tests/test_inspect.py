@@ -202,4 +202,5 @@ def test_mistakes_are_one_line(dynamic, tmp_path, capsys):
         error(shard, "--seed", "3")
         == "bertcorpus inspect: error: --seed chooses the loader's masks; give --epoch with it"
     )
-    assert error(shard, "--epoch", "-1") == "bertcorpus inspect: error: --epoch must be >= 0"
+    for epoch in ("-1", str(2**64)):
+        assert error(shard, "--epoch", epoch) == "bertcorpus inspect: error: --epoch must be >= 0 and below 2**63"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from bertcorpus.pipeline.engines.launcher_watch import THREAD_NAME
+from bertcorpus.pipeline.engines.local_shuffle import SPILL_PREFIX
 from bertcorpus.pipeline.engines.run_watch import RunWatch
 
 from conftest import TESTS, VOCAB, wait_until
@@ -114,13 +116,36 @@ def _command_line(pid: int) -> str:
         return ""
 
 
+def _watching(pid: int) -> bool:
+    """Whether a worker process runs the watch on its launcher (pipeline/engines/launcher_watch.py): a thread that
+    names itself in the kernel, and starts when the worker sets up the job's first DoFn."""
+    try:
+        return any((task / "comm").read_text().strip() == THREAD_NAME for task in Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process runs (a zombie has ended: only its parent has not collected it yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def _spilled(out: Path) -> bool:
+    return any((out.parent / "tmp").glob(f"*{SPILL_PREFIX}*/*.spill"))
+
+
 def _wait_for_work(run: subprocess.Popen, out: Path, marker: str, mode: str) -> None:
-    """Until the job is running: its output is prepared and, in multi_processing mode, its worker processes have
-    started; then two seconds into its work (of some fifteen)."""
+    """Until the job is at work (of some fifteen seconds): its output is prepared, the documents it read reach the
+    first shuffle's spill files and, in multi_processing mode, both worker processes run our DoFns."""
     wait_until(out.exists, run, "output directory")
     if mode == "multi_processing":
         wait_until(lambda: len(_workers(marker)) == 2, run, "two worker processes")
-    time.sleep(2)
+        wait_until(lambda: all(_watching(pid) for pid in _workers(marker)), run, "two workers at work")
+    wait_until(lambda: _spilled(out), run, "spill files of the first shuffle")
     assert run.poll() is None, f"the run ended before it could be stopped: {run.communicate()}"
 
 
@@ -145,7 +170,7 @@ def _finish(run: subprocess.Popen) -> str:
 def _assert_nothing_left(out: Path, marker: str) -> None:
     assert not (out / "manifest.json").exists()
     assert not (out / ".staging").exists()
-    deadline = time.time() + 10
+    deadline = time.time() + 60  # a bound on waiting only: a loaded machine may take seconds to reap them
     while _processes_marked(marker) and time.time() < deadline:
         time.sleep(0.1)
     assert _processes_marked(marker) == []
@@ -197,6 +222,56 @@ def test_a_killed_worker_is_one_line_naming_the_stage(tmp_path, long_input, star
     )
     assert err.endswith(" (out of memory?); the run stopped and published nothing\n")
     _assert_nothing_left(out, marker)
+
+
+def test_the_workers_of_a_killed_launcher_end_themselves(tmp_path, long_input, start_create):
+    """SIGKILL leaves the launcher no chance to stop its workers: each ends itself once its launcher is gone (they
+    used to wait on its channel for some 25 minutes, holding their memory)."""
+    out = tmp_path / "out"
+    run, marker = start_create(long_input, out, "multi_processing")
+    _wait_for_work(run, out, marker, "multi_processing")
+    workers = _workers(marker)
+    run.kill()
+    run.wait()
+    deadline = time.time() + 60  # a bound on waiting only: they poll every half second
+    while any(_alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in workers), "the orphaned workers are still running"
+
+
+def test_the_watch_ends_a_process_whose_launcher_is_gone_and_only_then(tmp_path):
+    """watch_launcher in a process started through a shell by a 'launcher' process, as Beam starts its workers: it
+    runs on while the launcher lives, and ends itself once the launcher is killed."""
+    ready = tmp_path / "ready"
+    worker = tmp_path / "worker.py"
+    worker.write_text(
+        "import os, time\n"
+        "from bertcorpus.pipeline.engines.launcher_watch import watch_launcher\n"
+        "watch_launcher()\n"
+        f"open({str(ready)!r}, 'w').write(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    launcher = (
+        "import subprocess, time\n"
+        "from bertcorpus.pipeline.engines.launcher_watch import mark_launcher\n"
+        "mark_launcher()\n"
+        f"subprocess.Popen({f'{sys.executable} {worker}'!r}, shell=True)\n"
+        "time.sleep(600)\n"
+    )
+    run = subprocess.Popen([sys.executable, "-c", launcher], cwd=TESTS.parent, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until(ready.exists, run, "the worker", timeout=120)
+        wait_until(lambda: ready.read_text().isdigit(), run, "the worker's pid", timeout=120)
+        pid = int(ready.read_text())
+        wait_until(lambda: _watching(pid), run, "the watch", timeout=120)
+        assert _alive(pid)  # the launcher lives: the worker runs on
+    finally:
+        run.kill()
+        run.wait()
+    deadline = time.time() + 60
+    while _alive(pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pid)
 
 
 # --------------------------------------------------------------------- an interrupt at an awkward moment

@@ -63,15 +63,18 @@ def test_static_batches_are_the_records_as_the_reference_spec_parses_them(sample
         assert hashlib.sha256((sample_static / shard["path"]).read_bytes()).hexdigest() == shard["sha256"]
 
 
-def test_the_cached_index_is_used_rather_than_a_new_scan(sample_static, index_cache, monkeypatch):
-    loader(sample_static, index_cache)  # builds or finds the index
-    import bertcorpus.trainer.loader as module
+@pytest.mark.parametrize("form", ["sample_static", "sample_dynamic_copy"])  # fixture names
+def test_the_cached_index_is_used_rather_than_a_new_scan(form, request, index_cache, monkeypatch):
+    out = request.getfixturevalue(form)
+    loader(out, index_cache)  # builds or finds the index, and hashes the shards once
+    import bertcorpus.trainer.loader_checks as checks
 
     def no_scan(*args, **kwargs):
-        raise AssertionError("scanned again")
+        raise AssertionError("scanned or hashed again")
 
-    monkeypatch.setattr(module, "scan_tfrecord_offsets", no_scan)
-    assert len(loader(sample_static, index_cache)[0]["input_ids"]) == 64
+    monkeypatch.setattr(checks, "scan_tfrecord_offsets", no_scan)
+    monkeypatch.setattr(checks, "file_sha256", no_scan)
+    assert len(loader(out, index_cache)[0]["input_ids"]) == 64
 
 
 def test_dynamic_batches_hold_the_same_instances_unmasked(sample_dynamic_copy, index_cache, static_records):
@@ -197,7 +200,7 @@ def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, index_cache, tmp
     # Each bin gives all the global batches its instances fill (drop_remainder: less than one per bin dropped).
     per_bin = json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["bins"]
     assert {w: widths.count(w) for w in set(widths)} == {
-        int(edge): n // (40 * world) for edge, n in per_bin.items() if n >= 40 * world
+        b["width"]: b["instances"] // (40 * world) for b in per_bin if b["instances"] >= 40 * world
     }
     assert {32, 64, 96, 128} <= set(widths)
 
@@ -270,6 +273,17 @@ def test_tfrecord_index_files_point_at_every_record(sample_static, index_cache, 
     )
 
 
+def listed_as_is(out: Path, shard: dict) -> None:
+    """Make the manifest list a shard's present bytes (a file made elsewhere under a manifest made for it)."""
+    manifest = json.loads((out / "manifest.json").read_text())
+    data = (out / shard["path"]).read_bytes()
+    for split in manifest["outputs"][f"seq{L}"].values():
+        for entry in split.get("shards", []) if isinstance(split, dict) else []:
+            if entry["path"] == shard["path"]:
+                entry.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest())
+    (out / "manifest.json").write_text(json.dumps(manifest))
+
+
 def one_line(error: pytest.ExceptionInfo) -> str:
     message = str(error.value)
     assert isinstance(error.value, ValueError) and "\n" not in message
@@ -307,6 +321,7 @@ def test_bad_input_gets_one_clear_line(sample_static, dynamic, index_cache, tmp_
     pq.write_table(
         pa.table({"tokens": pa.array([[1, 2, 3]] * shard["records"], pa.list_(pa.int64()))}), foreign / shard["path"]
     )
+    listed_as_is(foreign, shard)
     with pytest.raises(LoaderError) as e:
         loader(foreign, index_cache)
     assert shard["path"] in one_line(e) and "no column input_ids" in str(e.value)
@@ -320,15 +335,15 @@ def test_a_changed_or_damaged_record_file_is_named(sample_static, index_cache, t
     damaged = tmp_path / "damaged"
     shutil.copytree(sample_static, damaged)
     shard = json.loads((damaged / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["shards"][0]
+    batches = loader(damaged, index_cache, batch_size=500)  # made, and the shard hashed, before the damage
     data = bytearray((damaged / shard["path"]).read_bytes())
     data[len(data) // 2] ^= 0x01  # one bit inside a record's data
     (damaged / shard["path"]).write_bytes(bytes(data))
-    with pytest.raises(LoaderError) as e:  # a first loader scans the shard, and its sha256 differs
-        loader(damaged, tmp_path / "fresh-cache")
-    assert shard["path"] in one_line(e) and "sha256 differs" in str(e.value)
-    loader(sample_static, index_cache)  # the intact file's offsets are in this index_cache, under the manifest's sha256
-    batches = loader(damaged, index_cache, batch_size=500)  # so no scan: the damaged record fails its CRC when read
-    with pytest.raises(LoaderError) as e:
+    for cache in (tmp_path / "fresh-cache", index_cache):  # a first scan, or the index cached for the intact file
+        with pytest.raises(LoaderError) as e:  # this version of the file was never hashed: its sha256 differs
+            loader(damaged, cache)
+        assert shard["path"] in one_line(e) and "sha256 differs" in str(e.value)
+    with pytest.raises(LoaderError) as e:  # a loader made before: the damaged record fails its CRC when read
         for i in range(len(batches)):
             batches[i]
     assert shard["path"] in one_line(e) and "checksum" in str(e.value)
@@ -345,6 +360,7 @@ def test_a_parquet_file_of_the_wrong_types_is_named(dynamic, index_cache, tmp_pa
     pq.write_table(
         rows.set_column(0, "input_ids", pa.array([str(x) for x in rows.column(0).to_pylist()])), out / shard["path"]
     )
+    listed_as_is(out, shard)
     with pytest.raises(LoaderError) as e:
         loader(out, index_cache)
     assert shard["path"] in one_line(e) and "input_ids is string" in str(e.value)

@@ -95,6 +95,23 @@ def test_a_spill_directory_that_cannot_be_written_says_what_to_do(tmp_path):
     assert raised.value.errno == errno.ENOENT and str(tmp_path / "gone") in raised.value.filename
 
 
+def test_a_full_tmpdir_is_one_balanced_line_naming_the_folder(tmp_path):
+    """A full disk under the spill files, as the launcher reads it: in process, and as the text of a worker's error
+    (which the launcher cuts at the first colon after the cause)."""
+    from bertcorpus.pipeline.engines.local_shuffle import _spill_error
+    from bertcorpus.pipeline.errors import user_message
+
+    path = str(tmp_path / "bertcorpus-spill-x" / "3.spill")
+    full = _spill_error(OSError(errno.ENOSPC, "No space left on device"), path)
+    expected = (
+        f"{path}: No space left on device (a run on this machine keeps what it shuffles in spill files under "
+        f"{tmp_path}, its TMPDIR; point TMPDIR at a disk with room)"
+    )
+    assert user_message(full) == expected
+    in_worker = RuntimeError(f"Traceback ...\nOSError: {full} [while running 'group into buckets/spill']")
+    assert user_message(in_worker) == f"{expected} (in step 'group into buckets/spill')"
+
+
 def step_labels(pipeline) -> set[str]:
     return set(common.step_names(pipeline))
 

@@ -175,3 +175,41 @@ def test_whole_word_masking_masks_words_and_decides_once_per_word(vocab, special
                 else:
                     mixed += 1
     assert consistent > 1000 and mixed == 0
+
+
+def test_a_whole_word_has_one_fate_but_a_random_piece_may_draw_its_own_original(vocab, special):
+    """Each masked piece shows [MASK], its original, or another token. The pieces of one word share one 80/10/10
+    draw, so a word mixes fates only where a piece replaced at random drew its own original: seen as 'kept' beside
+    its 'random' pieces. With two replacement ids that happens often, and every mixed word is of that kind."""
+    from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+
+    ids, tok = vocab.ids, WordPieceTokenizer(vocab, True)
+    words = [tok.tokenize(w) for w in ("unaffable", "gingerbread", "angstrom", "the", "cat")]
+    replacements = np.array(sorted({ids[p] for w in words[:2] for p in w})[:2])  # two of the pieces themselves
+    few = SpecialIds(special.cls, special.sep, special.mask, replacements, special.is_continuation)
+    rng = np.random.default_rng(8)
+    pieces = [p for i in rng.integers(len(words), size=60) for p in words[i]]
+    tokens = np.array([ids[p] for p in pieces * (82_000 // len(pieces) + 1)], np.int32)
+    batch = InstanceBatch()
+    for i in range(2000):
+        batch.add(i * 40, i * 40 + 40, i * 40 + 40, i * 40 + 80, False)
+    rows = assemble(tokens, batch.columns(), L, few, np.random.default_rng(5))
+    m = mask_tokens(rows, 0.15, P, few, np.random.default_rng(6), whole_word=True)
+    fates = Counter()
+    for i in range(len(rows.length)):
+        shown, row = m.input_ids[i], rows.input_ids[i]
+        positions = sorted(m.positions[i][: m.count[i]].tolist())
+        fate = {
+            p: "mask" if shown[p] == few.mask else "original" if shown[p] == row[p] else "random" for p in positions
+        }
+        word: list[int] = []
+        for p in positions + [None]:
+            if p is None or not few.is_continuation[row[p]] or p == rows.len_a[i] + 2 or not word or p != word[-1] + 1:
+                if len(word) > 1:
+                    fates[frozenset(fate[q] for q in word)] += 1
+                word = []
+            if p is not None:
+                word.append(p)
+    mixed = {k: n for k, n in fates.items() if len(k) > 1}
+    assert fates[frozenset({"mask"})] > 1000 and fates[frozenset({"random"})] > 20
+    assert set(mixed) == {frozenset({"random", "original"})} and mixed[frozenset({"random", "original"})] > 20

@@ -411,7 +411,9 @@ def test_the_card_of_the_parquet_form_counts_what_its_files_hold(dynamic_run, dy
         assert [(b["width"], b["instances"]) for b in padding["bins"]] == [
             (w, k) for w, k, _ in padding_by_bin(lengths, BIN, 128)
         ]
-        assert {str(b["width"]): b["instances"] for b in padding["bins"] if b["instances"]} == out["bins"]
+        assert [{"width": b["width"], "instances": b["instances"]} for b in padding["bins"] if b["instances"]] == out[
+            "bins"
+        ]
         for b, (_, _, share) in zip(padding["bins"], padding_by_bin(lengths, BIN, 128)):
             assert b["padded_share"] == pytest.approx(share, rel=1e-12)
         assert padding["padded_share_without_bins"] == pytest.approx(1 - lengths.sum() / (n * 128), rel=1e-12)
@@ -512,13 +514,17 @@ def test_static_records_with_bins_show_what_batching_by_bins_would_pad(tmp_path)
         for b, (width, instances, share) in zip(padding["bins"], padding_by_bin(lengths, BIN, 128), strict=True):
             assert (b["width"], b["instances"]) == (width, instances)
             assert b["padded_share"] == pytest.approx(share, rel=1e-12)
-        assert {str(b["width"]): b["instances"] for b in padding["bins"] if b["instances"]} == manifest["outputs"][
-            "seq128"
-        ][split]["bins"]
+        assert [{"width": b["width"], "instances": b["instances"]} for b in padding["bins"] if b["instances"]] == (
+            manifest["outputs"]["seq128"][split]["bins"]
+        )
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "length (bins of 32)" in page and "The records themselves stay padded to the full length" in page
+    # The pair draws that create skipped, which the manifest counts, are on the card too.
+    skipped = manifest["outputs"]["seq128"]["train"]["nsp_draws_skipped"]
+    assert skipped and "Pair draws that create skipped (<code>nsp_draws_skipped</code>)" in page
+    assert all(f"{reason.replace('_', ' ')} {n:,}" in page for reason, n in skipped.items())
     # Counts per bin that the lengths do not give are named.
-    manifest["outputs"]["seq128"]["train"]["bins"]["32"] += 1
+    manifest["outputs"]["seq128"]["train"]["bins"][0]["instances"] += 1
     (out / "manifest.json").write_text(json.dumps(manifest))
     warnings = stats(out, "--output", tmp_path / "again")["warnings"]
     assert len(warnings) == 1 and "seq128 train instances per bin" in warnings[0]

@@ -221,7 +221,9 @@ def test_an_unk_share_far_above_the_vocabs_own_is_reported(uncased):
     assert unk / total > 0.02
     assert "are [UNK]" in unk_share_mismatch(unk, total, recorded, str(uncased))
     assert unk_share_mismatch(*unk_share(vocab, lowercase=True), recorded, str(uncased)) is None
-    assert unk_share_mismatch(unk, 1000, recorded, str(uncased)) is None  # too few tokens to judge
+    assert unk_share_mismatch(50, 1000, recorded, str(uncased)) is None  # too few tokens and [UNK]s to judge
+    # A small text in a script the vocab lacks: few wordpieces, but 100 [UNK]s are far beyond chance.
+    assert "10.00% of the wordpieces (100 of 1,000) are [UNK]" in unk_share_mismatch(100, 1000, recorded, "v")
 
 
 def test_the_original_vocab_records_no_share_and_is_judged_by_a_fixed_limit():

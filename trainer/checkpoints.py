@@ -4,11 +4,13 @@ A run resumes from its own last checkpoint exactly; phase 2 starts from another 
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
 import shutil
 import tempfile
+import traceback
 
 import keras
 import numpy as np
@@ -56,26 +58,59 @@ def refuse_old_checkpoints(output: str) -> None:
 
 def save_checkpoint(model: keras.Model, output: str, step: int, meta: dict, keep: int) -> None:
     """Write checkpoints/ckpt-STEP whole or not at all (locally renamed into place; remotely its checkpoint.json goes
-    last), then remove all but the last `keep`."""
+    last), then remove all but the last `keep`. A write that fails (a full disk) leaves nothing of the new checkpoint
+    and ends the run with one line; the run resumes from its last whole checkpoint."""
     final = join(output, CHECKPOINTS, f"ckpt-{step}")
-    if is_remote(final):
-        with tempfile.TemporaryDirectory() as scratch:
-            _write_checkpoint_files(model, scratch, step, meta)
-            for name in (WEIGHTS_FILE, RANDOM_STATE_FILE, CHECKPOINT_META):
-                with open(os.path.join(scratch, name), "rb") as f:
-                    write_bytes(join(final, name), f.read())
-    else:
-        staging = f"{final}.partial"
-        shutil.rmtree(staging, ignore_errors=True)
-        os.makedirs(staging)
-        _write_checkpoint_files(model, staging, step, meta)
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(staging, final)
+    try:
+        if is_remote(final):
+            with tempfile.TemporaryDirectory() as scratch:
+                _write_or_discard(model, scratch, step, meta)
+                for name in (WEIGHTS_FILE, RANDOM_STATE_FILE, CHECKPOINT_META):
+                    with open(os.path.join(scratch, name), "rb") as f:
+                        write_bytes(join(final, name), f.read())
+        else:
+            staging = f"{final}.partial"
+            shutil.rmtree(staging, ignore_errors=True)
+            os.makedirs(staging)
+            _write_or_discard(model, staging, step, meta)
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(staging, final)
+    except OSError as err:
+        last = list(checkpoint_steps(output))
+        resume = f"resumes from step {last[-1]}" if last else "starts again from step 0"
+        raise TrainerError(
+            f"cannot write the checkpoint {final}: {_reason(err)}; nothing of it is left: make room and run the same "
+            f"command again (it {resume})"
+        ) from None
     for folder in list(checkpoint_steps(output).values())[:-keep]:
         if is_remote(folder):
             delete(match(join(folder, "*")))
         else:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _write_or_discard(model: keras.Model, folder: str, step: int, meta: dict) -> None:
+    """The checkpoint's files in `folder`; when a write fails, the folder goes, after the space its files hold is
+    given back and HDF5 has let go of the weights file (Keras leaves it open on an error, and HDF5 would flush it to
+    the full disk when Python exits, and crash)."""
+    try:
+        _write_checkpoint_files(model, folder, step, meta)
+    except OSError as err:
+        for name in os.listdir(folder):
+            try:
+                os.truncate(os.path.join(folder, name), 0)
+            except OSError:
+                pass
+        traceback.clear_frames(err.__traceback__)  # the frames hold Keras's open weights store
+        gc.collect()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _reason(err: OSError) -> str:
+    """The cause of a failed write in a few words: h5py puts HDF5's errno inside a long message of its own."""
+    number = err.errno or next(iter(re.findall(r"errno = (\d+)", str(err))), None)
+    return os.strerror(int(number)) if number else str(err).splitlines()[0]
 
 
 def _write_checkpoint_files(model: keras.Model, folder: str, step: int, meta: dict) -> None:

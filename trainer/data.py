@@ -10,6 +10,7 @@ TensorFlow is imported only to read globs.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import re
@@ -22,10 +23,12 @@ import numpy as np
 
 from bertcorpus.trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError
 from bertcorpus.trainer.storage import exists, is_remote, read_text
+from bertcorpus.transforms.local_files import special_file_problem
 
 MANIFEST = "manifest.json"
 NO_EVAL = "none"
 READ_AHEAD = 4  # batches a loader thread prepares before the step asks for them
+WIDTH_FEATURES = ("input_ids", "input_mask", "segment_ids")  # padded to the batch's length bin, with bins
 
 
 def _loader_module():
@@ -93,6 +96,7 @@ class CreateOutput:
     splits: dict[int, tuple[str, ...]]  # L -> the splits written for it
     vocab_size: int | None  # None where the vocab file cannot be read here
     masked_lm_prob: float = 0.15  # the rate the output was made with
+    bin_size: int | None = None  # --bin-size: batches are then padded to their length bin, not to L
 
     @classmethod
     def read(cls, path: str) -> CreateOutput:
@@ -115,6 +119,7 @@ class CreateOutput:
             splits={L: tuple(split for split in ("train", "eval") if split in entry) for L, entry in outputs.items()},
             vocab_size=_vocab_size(path, manifest.get("vocab") or {}),
             masked_lm_prob=float((manifest.get("config") or {}).get("masked_lm_prob", 0.15)),
+            bin_size=form.get("bin_size"),
         )
 
     def seq_length(self, requested: int | None) -> int:
@@ -245,6 +250,22 @@ class LoaderBatches(keras.utils.PyDataset):
         self._pool.shutdown(wait=True)
 
 
+def tf_batches(read, first: dict[str, np.ndarray], count: int | None = None):
+    """Batches read(0), read(1), ... (`count` of them, or without end) as a tf.data.Dataset whose width may change
+    from batch to batch, as a binned output's does: on TensorFlow, Keras's adapter of a PyDataset fixes every shape
+    from the first two batches, and then fails on the first batch of another bin."""
+    tf = _tf()
+    spec = {
+        name: tf.TensorSpec((len(v), None) if name in WIDTH_FEATURES else v.shape, tf.as_dtype(v.dtype))
+        for name, v in first.items()
+    }
+    batches = tf.data.Dataset.from_generator(
+        lambda: (read(i) for i in (itertools.count() if count is None else range(count))), output_signature=spec
+    )
+    # A known length lets Keras end an evaluation where the batches end, rather than at a "ran out of data".
+    return batches if count is None else batches.apply(tf.data.experimental.assert_cardinality(count))
+
+
 class EvalBatches(keras.utils.PyDataset):
     """One pass over a `create` output's eval split (whole batches only), for Keras's evaluate."""
 
@@ -293,6 +314,9 @@ def list_files(patterns: str) -> list[str]:
             raise TrainerError(f"cannot list {pattern}: {str(err).splitlines()[0]}") from None
         if not matches:
             raise TrainerError(f"no files match {pattern!r}")
+        for match in matches:
+            if problem := special_file_problem(match, "the record file"):
+                raise TrainerError(problem)
         files.extend(matches)
     if not files:
         raise TrainerError(f"no files match {patterns!r}")

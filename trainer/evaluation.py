@@ -9,7 +9,7 @@ import numpy as np
 from keras import ops
 
 from bertcorpus.trainer.config import TrainConfig, TrainerError
-from bertcorpus.trainer.data import EvalBatches, eval_dataset, new_loader
+from bertcorpus.trainer.data import EvalBatches, eval_dataset, new_loader, tf_batches
 from bertcorpus.trainer.devices import Devices
 from bertcorpus.trainer.model import prediction_losses
 from bertcorpus.trainer.training_input import DataSource, input_error, loader_args
@@ -91,23 +91,33 @@ class PretrainingEvalSums(keras.metrics.Metric):
         return {**results, "eval_sequences": int(sequences)}
 
 
+def eval_data(source: DataSource, config: TrainConfig, devices: Devices):
+    """The eval batches (a PyDataset or a tf.data.Dataset), checked to hold at least one batch: train() makes them
+    before its first step too, so that a run never trains to its end to find that it cannot evaluate."""
+    batch_size = config.eval_batch_size or config.batch_size
+    if source.eval_output is not None:
+        try:
+            loader = new_loader(**loader_args(source, source.eval_output, config, devices, "eval", batch_size))
+        except TrainerError as err:
+            raise TrainerError(f"cannot evaluate: {err} (--eval-data none trains without evaluation)") from None
+        data = EvalBatches(loader, config.eval_steps)
+        if source.eval_output.bin_size and config.backend == "tensorflow":
+            data = tf_batches(data.__getitem__, data[0], data.steps)
+        return data
+    data = eval_dataset(source.eval_files, batch_size, source.seq_length, source.predictions)
+    if config.eval_steps:
+        data = data.take(config.eval_steps)
+    if next(iter(data.take(1)), None) is None:
+        raise TrainerError(f"--eval-data {config.eval_data!r} holds fewer records than one batch of {batch_size}")
+    return data
+
+
 def evaluate(model: keras.Model, source: DataSource, config: TrainConfig, devices: Devices) -> dict[str, float]:
     """The reference's eval metrics (masked-LM accuracy and loss weighted by masked_lm_weights; NSP means),
     each accuracy with the baseline that predicting without looking at the input reaches on the same data."""
     batch_size = config.eval_batch_size or config.batch_size
-    if source.eval_output is not None:
-        data = EvalBatches(
-            new_loader(**loader_args(source, source.eval_output, config, devices, "eval", batch_size)),
-            config.eval_steps,
-        )
-        where = source.eval_output.path
-    else:
-        data = eval_dataset(source.eval_files, batch_size, source.seq_length, source.predictions)
-        if config.eval_steps:
-            data = data.take(config.eval_steps)
-        if next(iter(data.take(1)), None) is None:
-            raise TrainerError(f"--eval-data {config.eval_data!r} holds fewer records than one batch of {batch_size}")
-        where = config.eval_data
+    data = eval_data(source, config, devices)
+    where = source.eval_output.path if source.eval_output is not None else config.eval_data
     try:
         model.evaluate(data, verbose=0)
     except Exception as err:

@@ -25,6 +25,8 @@ in each process, so a loader pickles small and cleanly (DataLoader workers).
 
 from __future__ import annotations
 
+import hashlib
+import numbers
 import os
 import sys
 from collections import OrderedDict
@@ -33,6 +35,16 @@ from pathlib import Path
 import numpy as np
 
 from bertcorpus.trainer.epoch_plan import EpochPlan
+from bertcorpus.trainer.loader_checks import (
+    check_bin_sizes,
+    check_state,
+    epoch_number,
+    index_fits,
+    scan_and_verify,
+    verify_sha256,
+    whole_number,
+    yes_or_no,
+)
 from bertcorpus.trainer.masking_policy import MaskingPolicy
 from bertcorpus.trainer.mds_files import MdsShard, check_index
 from bertcorpus.trainer.packed_layout import IGNORE_INDEX, PackedPlan, packed_batch
@@ -40,6 +52,7 @@ from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
     CACHED_BLOCKS,
     IndexCache,
+    IndexMismatch,
     InstanceRows,
     LoaderError,
     ParquetShard,
@@ -47,13 +60,13 @@ from bertcorpus.trainer.record_files import (
     TFRecordShard,
     default_cache_dir,
     read_dataset,
-    scan_tfrecord_offsets,
     tfrecord_lengths,
     write_tfrecord_indexes,
 )
 from bertcorpus.trainer.storage import read_bytes
 from bertcorpus.transforms.bucket_instances import bin_edges
 from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
+from bertcorpus.transforms.local_files import special_file_problem
 from bertcorpus.transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids
 from bertcorpus.transforms.row_streams import RowStreams, row_keys
 from bertcorpus.transforms.seeding import stable_hash
@@ -99,7 +112,10 @@ class PretrainingLoader:
             raise LoaderError(f"layout must be one of {', '.join(LAYOUTS)}, not {layout!r}")
         if split not in ("train", "eval"):
             raise LoaderError(f"split must be 'train' or 'eval', not {split!r}")
-        if world_size < 1 or not 0 <= rank < world_size:
+        rank = whole_number("rank", rank, 0)
+        world_size, epoch = whole_number("world_size", world_size, 1), epoch_number(epoch)
+        seed = whole_number("seed", seed, -(2**63), 2**63)
+        if rank >= world_size:
             raise LoaderError(f"rank must be in [0, world_size): rank {rank}, world_size {world_size}")
         packed = layout == "packed"
         if packed != (tokens_per_batch is not None) or packed == (batch_size is not None):
@@ -107,10 +123,10 @@ class PretrainingLoader:
                 "layout='packed' takes tokens_per_batch (a token budget per batch) and no batch_size; the other "
                 "layouts take batch_size"
             )
-        if packed and tokens_per_batch < 1:
-            raise LoaderError(f"tokens_per_batch must be at least 1, not {tokens_per_batch}")
-        if not packed and batch_size < 1:
-            raise LoaderError(f"batch_size must be at least 1, not {batch_size}")
+        if packed:
+            tokens_per_batch = whole_number("tokens_per_batch", tokens_per_batch, 1)
+        else:
+            batch_size = whole_number("batch_size", batch_size, 1)
         self.dataset = read_dataset(str(output_dir), seq_length, split)
         d = self.dataset
         if not packed and batch_size * world_size > d.instances:
@@ -121,12 +137,17 @@ class PretrainingLoader:
             )
         self.batch_size, self.tokens_per_batch = batch_size, tokens_per_batch
         self.rank, self.world_size = rank, world_size
-        self.seed, self.epoch, self.drop_remainder, self.layout = seed, epoch, drop_remainder, layout
+        self.seed, self.epoch, self.layout = seed, epoch, layout
+        self.drop_remainder = yes_or_no("drop_remainder", drop_remainder)
+        if whole_word_mask is not None:
+            whole_word_mask = yes_or_no("whole_word_mask", whole_word_mask)
         self.masking = MaskingPolicy.build(
             d, masked_lm_prob, max_predictions_per_seq, whole_word_mask, mask_replace_prob, random_replace_prob
         )
         self.max_predictions, self.whole_word_mask = self.masking.max_predictions, self.masking.whole_word
         self.vocab_path = vocab if vocab is not None else d.vocab_path
+        if self.vocab_path and (problem := special_file_problem(self.vocab_path, "the vocab")):
+            raise LoaderError(problem)
         if d.masking == "dynamic" and not self.vocab_path:
             raise LoaderError(f"{d.output_dir}: the manifest names no vocab; pass vocab=")
         self.cache = IndexCache(Path(cache_dir) if cache_dir is not None else default_cache_dir())
@@ -148,6 +169,8 @@ class PretrainingLoader:
             MdsShard(d.shards[0], d)
         else:
             ParquetShard(d.shards[0], seq_length)  # a file that is not ours is named now, not in a worker
+        for shard in d.shards:  # hashed once per version of a local file (docs/loader.md: what is checked when)
+            verify_sha256(shard, self.cache)
         if d.bin_size:
             self._check_bins()
         if packed:
@@ -158,6 +181,8 @@ class PretrainingLoader:
                     f"split of seq{seq_length} ({longest} tokens); instances are never split"
                 )
         self._process = None
+        if d.masking == "dynamic":  # a vocab that cannot be read, or is not the ids' own, is named now
+            self._local().special(self)
 
     # ---------------------------------------------------------------- per-process state
 
@@ -171,23 +196,23 @@ class PretrainingLoader:
             self._process = _ProcessState(os.getpid())
         return self._process
 
-    def _index(self, shard: Shard, what: str) -> np.ndarray:
-        """A shard's offsets (TFRecord) or instance lengths, from the cache or built (and cached) now."""
-        found = self._memory.get((shard.sha256, what))
-        if found is None:
+    def _index(self, shard: Shard, what: str, rebuild: bool = False) -> np.ndarray:
+        """A shard's offsets (TFRecord) or instance lengths, from the cache or built (and cached) now; a cached
+        index that cannot be this shard's (a damaged cache file) is built again."""
+        found = None if rebuild else self._memory.get((shard.sha256, what))
+        if found is None and not rebuild:
             found = self.cache.load(shard.sha256, what)
+            if found is not None and not index_fits(found, what, shard, self.dataset.seq_length):
+                found = None
         if found is None:
             if what == "offsets":
-                found = scan_tfrecord_offsets(shard.path, shard.sha256)
-                if len(found) - 1 != shard.records:
-                    raise LoaderError(f"{shard.path} holds {len(found) - 1} records, the manifest says {shard.records}")
+                found = scan_and_verify(shard, self.cache)
             elif self.dataset.file_format == "tfrecord":
                 found = tfrecord_lengths(shard.path, self._index(shard, "offsets"), self.dataset.seq_length)
             elif self.dataset.file_format == "mds":
                 found = MdsShard(shard, self.dataset).lengths()
             else:
-                reader = ParquetShard(shard, self.dataset.seq_length)
-                found = reader.file.read(columns=["length"]).column("length").to_numpy().astype(np.int32)
+                found = ParquetShard(shard, self.dataset.seq_length).lengths()
             if not self.cache.store(shard.sha256, what, found):
                 self._memory[(shard.sha256, what)] = found
         return found
@@ -224,6 +249,8 @@ class PretrainingLoader:
                     f"{self.dataset.output_dir}: the instances' lengths do not give the bins the "
                     f"manifest counts ({expected} there, {found} in the files)"
                 )
+        if self.drop_remainder:
+            check_bin_sizes(self.dataset, edges, counts, self.batch_size * self.world_size)
 
     # ---------------------------------------------------------------- epochs and batches
 
@@ -265,7 +292,7 @@ class PretrainingLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch `epoch` from its first batch (call it between epochs, before making a DataLoader iterator)."""
-        self.epoch, self.start, self.consumed = epoch, 0, 0
+        self.epoch, self.start, self.consumed = epoch_number(epoch), 0, 0
 
     def batch_instances(self, i: int) -> np.ndarray:
         """The global instance numbers (manifest order) of this rank's batch i."""
@@ -273,6 +300,8 @@ class PretrainingLoader:
 
     def _batch(self, i: int) -> tuple[int, np.ndarray]:
         n = len(self)
+        if isinstance(i, bool) or not isinstance(i, numbers.Integral):
+            raise LoaderError(f"a batch index must be a whole number, not {i!r}")
         if i < 0:
             i += n
         if not 0 <= i < n:
@@ -339,7 +368,13 @@ class PretrainingLoader:
         local = self._local()
         records: list[bytes] = [b""] * len(ids)
         for s, rows, at in self._by_shard(ids):
-            for where, record in zip(at.tolist(), local.tfrecord(self, s).records(rows)):
+            try:
+                found = local.tfrecord(self, s).records(rows)
+            except IndexMismatch:  # the cached offsets are wrong, not the shard: index it again, once
+                self._index(d.shards[s], "offsets", rebuild=True)
+                local.shards.pop(s, None)
+                found = local.tfrecord(self, s).records(rows)
+            for where, record in zip(at.tolist(), found):
                 records[where] = record
         try:  # one parse for the whole batch, whichever shards its records come from
             parsed = parse_examples(*joined_records(records), spec)
@@ -434,7 +469,8 @@ class PretrainingLoader:
     def state_dict(self, batches: int | None = None) -> dict:
         """Where this rank stands: `batches` of loader[0], loader[1], ... have been consumed (default: as many as
         iterating over this loader has yielded). A loader given this state by load_state_dict goes on from there."""
-        done = self.start + (self.consumed if batches is None else int(batches))
+        # A count past the epoch's end, or below 0, is no place in it: refused rather than rounded to one.
+        done = self.start + (self.consumed if batches is None else whole_number("batches", batches, 0, len(self) + 1))
         epoch = self.epoch
         if done >= len(self._plan()):  # a finished epoch resumes at the next one
             epoch, done = epoch + 1, 0
@@ -460,9 +496,8 @@ class PretrainingLoader:
 
     def load_state_dict(self, state: dict) -> None:
         """Go on from a state_dict(): loader[0] is then the next batch of the run that saved it."""
-        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
-            raise LoaderError("not a state saved by PretrainingLoader.state_dict()")
         mine = self.state_dict(0)
+        epoch, batch = check_state(state, mine, len(self._plan()))
         if state["dataset"] != mine["dataset"]:
             raise LoaderError(
                 "the saved state is from another dataset (its files, form, split or seq_length "
@@ -492,7 +527,7 @@ class PretrainingLoader:
                 raise LoaderError(
                     f"the saved state has {key} {saved!r}, this loader {mine[key]!r}; resuming would give other batches"
                 )
-        self.epoch, self.start, self.consumed = int(state["epoch"]), int(state["batch"]), 0
+        self.epoch, self.start, self.consumed = epoch, batch, 0
 
 
 class _ProcessState:
@@ -546,9 +581,16 @@ class _ProcessState:
     def special(self, loader: PretrainingLoader) -> SpecialIds:
         if self._special is None:
             try:
-                vocab = Vocab.from_bytes(read_bytes(loader.vocab_path), loader.vocab_path)
+                data = read_bytes(loader.vocab_path)
+                vocab = Vocab.from_bytes(data, loader.vocab_path)
             except (OSError, VocabError) as e:
                 raise LoaderError(f"cannot read vocab {loader.vocab_path}: {e}") from None
+            expected = loader.dataset.vocab_sha256
+            if expected and (found := hashlib.sha256(data).hexdigest()) != expected:
+                raise LoaderError(
+                    f"vocab {loader.vocab_path} is not the one the ids came from (sha256 {found[:12]}..., the "
+                    f"manifest's {expected[:12]}...): its masks would draw from other tokens"
+                )
             self._special = special_ids(vocab)
         return self._special
 

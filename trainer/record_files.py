@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 from google_crc32c import value as crc32c
 
-from bertcorpus.trainer.storage import is_remote, join, list_names, open_binary, read_bytes
+from bertcorpus.trainer.storage import file_sizes, is_remote, join, open_binary, read_bytes
+from bertcorpus.transforms.bucket_instances import bins_of_manifest
 from bertcorpus.transforms.example_decoding import joined_records, parse_examples
 from bertcorpus.transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
 from bertcorpus.transforms.tfrecord import masked_crc32c
@@ -33,6 +34,10 @@ _INSTANCE_COLUMNS = tuple(instance_schema(0).names)
 
 class LoaderError(ValueError):
     """Input the loader cannot use (a path, an argument, the data, a saved state); the message is one line."""
+
+
+def changed(path: str, how: str) -> LoaderError:
+    return LoaderError(f"{path} is not the file that `create` wrote ({how}); recreate the output or restore the file")
 
 
 def default_cache_dir() -> Path:
@@ -51,6 +56,13 @@ class Shard:
     name: str  # as the manifest names it, relative to the output
     records: int
     sha256: str
+    bytes: int | None = None  # as the manifest lists it (older manifests may not)
+
+
+def check_size(shard: Shard, size: int) -> None:
+    """A shard's size, found in a listing or by a process that opened it, against the manifest."""
+    if shard.bytes is not None and size != shard.bytes:
+        raise changed(shard.path, f"it has {size:,} bytes, the manifest lists {shard.bytes:,}")
 
 
 @dataclass(frozen=True)
@@ -70,6 +82,7 @@ class Dataset:
     masked_lm_prob: float
     whole_word_mask: bool
     vocab_path: str | None
+    vocab_sha256: str | None  # of the vocab the ids came from, as the manifest records it
 
     @property
     def instances(self) -> int:
@@ -114,7 +127,8 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     suffix = {"tfrecord": ".tfrecord", "parquet": ".parquet", "mds": ".mds"}.get(file_format)
     if suffix is None:
         raise LoaderError(f"{manifest_path}: unknown file format {file_format!r}")
-    found = [n for n in list_names(join(output_dir, name)) if n.endswith((".tfrecord", ".parquet"))]
+    sizes = file_sizes(join(output_dir, name))
+    found = [n for n in sizes if n.endswith((".tfrecord", ".parquet"))]
     kinds = {n.rsplit(".", 1)[1] for n in found}
     if len(kinds) > 1:
         raise LoaderError(
@@ -124,7 +138,8 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     if file_format == "mds":  # a folder per split, with its index.json (trainer/mds_files.py)
         found = [n for n in list_names(join(output_dir, name, split)) if n.endswith(suffix)]
     shards = tuple(
-        Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"]) for s in entry[split]["shards"]
+        Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"], s.get("bytes"))
+        for s in entry[split]["shards"]
     )
     for shard in shards:
         if not shard.name.endswith(suffix) or Path(shard.name).name not in found:
@@ -132,7 +147,7 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     config = manifest.get("config") or {}
     vocab = manifest.get("vocab") or {}
     vocab_path = join(output_dir, vocab["copy"]) if vocab.get("copy") else vocab.get("path")
-    return Dataset(
+    dataset = Dataset(
         output_dir,
         seq_length,
         split,
@@ -141,12 +156,16 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         form.get("pair_objective", "nsp"),
         file_format,
         form.get("bin_size"),
-        entry[split].get("bins"),
+        bins_of_manifest(entry[split].get("bins")),
         shards,
         float(config.get("masked_lm_prob", 0.15)),
         bool(config.get("whole_word_mask", False)),
         vocab_path,
+        vocab.get("sha256"),
     )
+    for shard in shards:
+        check_size(shard, sizes[Path(shard.name).name])
+    return dataset
 
 
 # ------------------------------------------------------------------------------------------------ index cache
@@ -215,7 +234,7 @@ def scan_tfrecord_offsets(path: str, sha256: str | None = None) -> np.ndarray:
     if pos != buf_start + len(buf) or buf:
         raise LoaderError(f"corrupt record file {path}: truncated record at byte {offsets[-2]}")
     if sha256 is not None and digest.hexdigest() != sha256:
-        raise LoaderError(f"{path} is not the file the manifest lists (its sha256 differs)")
+        raise changed(path, "its sha256 differs")
     return np.asarray(offsets, np.int64)
 
 
@@ -257,8 +276,11 @@ class ParquetShard:
 
         self.shard = shard
         self.seq_length = seq_length
+        source = open_binary(shard.path)
+        if not is_remote(shard.path):
+            check_size(shard, os.fstat(source.fileno()).st_size)
         try:
-            self.file = pq.ParquetFile(open_binary(shard.path))
+            self.file = pq.ParquetFile(source)
         except Exception as e:  # pyarrow's ArrowInvalid and friends: the file is no Parquet
             raise LoaderError(f"{shard.path} is not a Parquet file: {str(e).splitlines()[0]}") from None
         _check_instance_schema(self.file.schema_arrow, shard.path)
@@ -269,12 +291,40 @@ class ParquetShard:
         if self.group_starts[-1] != shard.records:
             raise LoaderError(f"{shard.path} holds {self.group_starts[-1]} rows, the manifest says {shard.records}")
 
+    def _read(self, groups: list[int], columns: list[str]):
+        """Row groups of the file; one that cannot be decoded is named."""
+        import pyarrow as pa
+
+        try:
+            return self.file.read_row_groups(groups, columns=columns)
+        except (OSError, pa.ArrowException):
+            for group in groups:  # which one: the error does not say
+                try:
+                    self.file.read_row_group(group, columns=columns)
+                except (OSError, pa.ArrowException) as e:
+                    reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+                    raise LoaderError(
+                        f"corrupt Parquet file {self.shard.path}: row group {group} of "
+                        f"{self.file.metadata.num_row_groups} cannot be read ({reason})"
+                    ) from None
+            raise
+
+    def lengths(self) -> np.ndarray:
+        """The length of every instance of the shard."""
+        table = self._read(list(range(self.file.metadata.num_row_groups)), ["length"])
+        return table.column("length").to_numpy().astype(np.int32)
+
+    def check_readable(self) -> None:
+        """Decode every row group, one at a time: a LoaderError names the first that fails."""
+        for group in range(self.file.metadata.num_row_groups):
+            self._read([group], list(_INSTANCE_COLUMNS))
+
     def rows(self, first: int, stop: int) -> InstanceRows:
         groups = np.arange(
             np.searchsorted(self.group_starts, first, side="right") - 1,
             np.searchsorted(self.group_starts, stop, side="left"),
         )
-        table = self.file.read_row_groups(groups.tolist(), columns=list(_INSTANCE_COLUMNS))
+        table = self._read(groups.tolist(), list(_INSTANCE_COLUMNS))
         table = table.slice(first - self.group_starts[groups[0]], stop - first)
         ids = table.column("input_ids").combine_chunks()
         if ids.null_count:
@@ -291,6 +341,11 @@ class ParquetShard:
         return rows
 
 
+class IndexMismatch(LoaderError):
+    """A record's frame header disagrees with the offsets index: the index, not the shard, is wrong (a shard that
+    changed is found by its size or sha256 first)."""
+
+
 class TFRecordShard:
     """Records by number: locally through a memory map of the file, remotely in blocks read on demand."""
 
@@ -302,13 +357,15 @@ class TFRecordShard:
         if not is_remote(shard.path):
             with open(shard.path, "rb") as f:
                 self.map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            check_size(shard, len(self.map))
             if len(self.map) != offsets[-1]:
-                raise LoaderError(f"{shard.path} changed since its records were indexed (its size differs)")
+                raise IndexMismatch(f"the offsets index of {shard.path} ends at byte {offsets[-1]}, not at its end")
 
     def records(self, rows: np.ndarray) -> list[bytes]:
-        """The data of each record (a serialized Example), its CRC checked."""
-        starts = (self.offsets[rows] + 12).tolist()
-        stops = (self.offsets[rows + 1]).tolist()  # the data and its 4-byte CRC
+        """The data of each record (a serialized Example), its CRC checked; and each frame's length header against
+        the offsets index."""
+        starts = (self.offsets[rows]).tolist()
+        stops = (self.offsets[rows + 1]).tolist()  # the length, its CRC, the data and its CRC
         if self.map is not None:
             framed = [self.map[a:z] for a, z in zip(starts, stops)]
         else:
@@ -316,11 +373,14 @@ class TFRecordShard:
             for row, a, z in zip(rows.tolist(), starts, stops):
                 first, data = self._block(row // BLOCK_ROWS)
                 framed.append(data[a - first : z - first])
-        found = np.fromiter((crc32c(f[:-4]) for f in framed), np.uint32, len(framed))
+        headers = np.frombuffer(b"".join(f[:8] for f in framed), "<u8")
+        if (headers != np.asarray(stops, np.int64) - np.asarray(starts, np.int64) - 16).any():
+            raise IndexMismatch(f"the offsets index of {self.shard.path} does not point at its records")
+        found = np.fromiter((crc32c(f[12:-4]) for f in framed), np.uint32, len(framed))
         expected = np.frombuffer(b"".join(f[-4:] for f in framed), "<u4")
         if (_masked(found) != expected).any():
             raise LoaderError(f"corrupt record file {self.shard.path}: a record's data checksum does not match")
-        return [f[:-4] for f in framed]
+        return [f[12:-4] for f in framed]
 
     def _block(self, block: int) -> tuple[int, bytes]:
         """(offset of its first byte, bytes) of a block of a remote shard, read once and kept a while."""

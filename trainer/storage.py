@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+from bertcorpus.transforms.local_files import special_kind
+
 
 def is_remote(path: str) -> bool:
     return "://" in path
@@ -21,8 +23,11 @@ def _filesystems():
 
 
 def open_binary(path: str):
-    """A binary file object for reading, the bytes as stored (no decompression by the file's suffix)."""
+    """A binary file object for reading, the bytes as stored (no decompression by the file's suffix); a local FIFO,
+    socket or device, which would never be read to its end, is an OSError instead."""
     if not is_remote(path):
+        if kind := special_kind(path):
+            raise OSError(f"{path} is a {kind}, not a regular file")
         return open(path, "rb")
     return _filesystems().open(path, compression_type="uncompressed")
 
@@ -66,9 +71,18 @@ def delete(paths: list[str]) -> None:
         _filesystems().delete(paths)
 
 
-def list_names(directory: str) -> list[str]:
-    """Names of the files directly in a directory (for a remote path: the objects under its prefix), sorted."""
+def file_sizes(directory: str) -> dict[str, int]:
+    """{name: bytes} of the files directly in a directory (for a remote path: the objects under its prefix), in
+    name order, from one listing."""
     if not is_remote(directory):
-        return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+        if not os.path.isdir(directory):
+            return {}
+        with os.scandir(directory) as entries:
+            return {e.name: e.stat().st_size for e in sorted(entries, key=lambda e: e.name) if e.is_file()}
     prefix = directory.rstrip("/") + "/"
-    return sorted(path[len(prefix) :] for path in match(prefix + "*") if "/" not in path[len(prefix) :])
+    found = _filesystems().match([prefix + "*"])[0].metadata_list
+    return {
+        m.path[len(prefix) :]: m.size_in_bytes
+        for m in sorted(found, key=lambda m: m.path)
+        if "/" not in m.path[len(prefix) :]
+    }

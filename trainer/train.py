@@ -59,12 +59,12 @@ from bertcorpus.trainer.checkpoints import (
 )
 from bertcorpus.trainer.config import PRESETS, BertConfig, TrainConfig, add_train_arguments, config_from_args
 from bertcorpus.trainer.devices import Devices, choose_devices
-from bertcorpus.trainer.evaluation import PretrainingEvalSums, eval_summary, evaluate
+from bertcorpus.trainer.evaluation import PretrainingEvalSums, eval_data, eval_summary, evaluate
 from bertcorpus.trainer.model import BertPretrainer, dummy_batch, parameter_count, pretraining_loss
 from bertcorpus.trainer.optimization import make_optimizer, with_schedule_defaults
 from bertcorpus.trainer.storage import join, write_text
 from bertcorpus.trainer.train_log import StepLog, scalar_writer
-from bertcorpus.trainer.training_input import TrainingInput, input_error, resolve_input
+from bertcorpus.trainer.training_input import TrainingInput, check_train_data, input_error, resolve_input
 
 KERAS_POLICIES = {"fp32": "float32", "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 
@@ -103,6 +103,10 @@ def train(config: TrainConfig) -> TrainResult:
         if size % devices.replicas:
             raise TrainerError(f"{flag} {size} is not a multiple of the {devices.replicas} replicas")
 
+    # Data that cannot give a batch (bins smaller than one, an eval split too small) is named before the model is built.
+    check_train_data(source, config, devices)
+    if source.has_eval:
+        eval_data(source, config, devices)
     seed_everything(config.seed)
     bert_config = BertConfig.preset(
         config.model, vocab_size=source.vocab_size, pair_head=source.pair_objective != "none"
@@ -179,6 +183,8 @@ def train(config: TrainConfig) -> TrainResult:
 def check_config(config: TrainConfig) -> None:
     if not config.output:
         raise TrainerError("--output is required")
+    if os.path.exists(config.output) and not os.path.isdir(config.output):  # a remote path never exists here
+        raise TrainerError(f"--output {config.output} is a file, not a folder: name a new folder or a run's folder")
     if config.model not in PRESETS:
         raise TrainerError(f"unknown --config {config.model!r}; choose from {', '.join(PRESETS)}")
     if config.optimizer not in ("adamw", "lamb"):

@@ -19,6 +19,8 @@ from bertcorpus.trainer.data import (
     find_corrupt_file,
     is_create_output,
     list_files,
+    new_loader,
+    tf_batches,
     train_dataset,
 )
 from bertcorpus.trainer.devices import Devices
@@ -116,6 +118,8 @@ class TrainingInput:
     def for_fit(self, step: int):
         if self.batches is not None:
             self.batches.offset = step - self.start  # batch k of this run is the loader's k-th after the resume point
+            if self.source.output.bin_size and self.config.backend == "tensorflow":
+                return tf_batches(self.batches.__getitem__, self.batches.first())
             return self.batches
         # A tf.data pipeline starts anew for each fit call; a new shuffle seed keeps it from replaying batches.
         c = self.config
@@ -134,6 +138,12 @@ class TrainingInput:
     def close(self) -> None:
         if self.batches is not None:
             self.batches.close()
+
+
+def check_train_data(source: DataSource, config: TrainConfig, devices: Devices) -> None:
+    """A `create` output's train split as a loader of this run's batches (refused in one line if it cannot be)."""
+    if source.output is not None:
+        new_loader(**loader_args(source, source.output, config, devices, "train", config.batch_size))
 
 
 def loader_args(

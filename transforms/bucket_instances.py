@@ -64,6 +64,7 @@ def bucket_instances(
     sort_keys: list[np.ndarray] = []
     counts = {"instances": 0, "positive_labels": 0, "real_tokens": 0, "predictions": 0}
     skipped: dict[str, int] = {}
+    negatives: list[np.ndarray] = []  # where each random next segment starts (nsp): how many distinct ones
     owed = 0  # the label balance, carried from pass to pass: a pass's end drops no label it owes
     for dupe in range(recipe.dupe_factor):
         rng = python_rng(seed, "instances", key, seq.name, dupe)
@@ -83,7 +84,10 @@ def bucket_instances(
                 skipped[reason] = skipped.get(reason, 0) + n
             if not len(batch):
                 continue
-            rows = assemble(bucket.tokens, batch.columns(), seq.max_seq_length, special, nrng)
+            columns = batch.columns()
+            if recipe.pair_objective == "nsp":
+                negatives.append(columns[2][columns[4] == 1])
+            rows = assemble(bucket.tokens, columns, seq.max_seq_length, special, nrng)
             labels = batch.labels()
         passes.append(_masked(rows, labels, recipe, special, nrng))
         sort_keys.append(nrng.integers(0, 2**63, len(labels), dtype=np.int64))
@@ -97,6 +101,8 @@ def bucket_instances(
     if seq.min_document_tokens:
         lengths = np.diff(bucket.sentence_starts[bucket.doc_first_sentence[: documents + 1]])
         counts["short_documents"] = int((lengths < seq.min_document_tokens).sum())
+    if negatives:
+        counts["random_next_segments"] = len(np.unique(np.concatenate(negatives)))
     if not passes:
         return BucketInstances(None, np.zeros(0, np.int64), counts, skipped)
     return BucketInstances(InstanceColumns.concatenate(passes), np.concatenate(sort_keys), counts, skipped)
@@ -148,6 +154,21 @@ def bin_counts(lengths: np.ndarray, bin_size: int, max_seq_length: int) -> dict[
     edges = bin_edges(lengths, bin_size, max_seq_length)
     values, n = np.unique(edges, return_counts=True)
     return dict(zip(values.tolist(), n.tolist()))
+
+
+def manifest_bins(counts: dict[int, int]) -> list[dict]:
+    """Instances per bin as a manifest lists them: [{"width": upper edge, "instances": n}, ...] by width (a JSON
+    object's keys would be strings, and a manifest written with sorted keys would put "128" before "32")."""
+    return [{"width": int(width), "instances": int(n)} for width, n in sorted(counts.items())]
+
+
+def bins_of_manifest(listed) -> dict[int, int] | None:
+    """{width: instances} from a manifest's bins: the list above, or the {"edge": n} object of earlier versions."""
+    if listed is None:
+        return None
+    if isinstance(listed, dict):
+        return {int(width): int(n) for width, n in listed.items()}
+    return {int(b["width"]): int(b["instances"]) for b in listed}
 
 
 def bin_edges(lengths: np.ndarray, bin_size: int, max_seq_length: int) -> np.ndarray:

@@ -288,6 +288,24 @@ def _extend_to_length(starts: list[int], first: int, end: int, length: int) -> i
     return min(last, end - 1)
 
 
+def cut_long_sentences(lengths: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
+    """Sentence lengths (tokens) with every sentence of more than `limit` tokens cut into near-equal consecutive
+    pieces of at most limit // 2 tokens, so that two of them can make a pair; and how many sentences were cut.
+
+    A text whose boundaries no splitter finds (a script without stops, a long list) is otherwise one "sentence" that
+    no instance holds whole: a single-sentence document that sentence-order prediction drops and that NSP can only
+    truncate. Sentences up to `limit` tokens are left as they are."""
+    long = lengths > limit
+    if not long.any():
+        return lengths, 0
+    size = max(1, limit // 2)
+    parts = np.where(long, -(-lengths // size), 1)
+    first = np.repeat(np.cumsum(parts) - parts, parts)
+    place = np.arange(len(first)) - first  # a piece's number within its sentence
+    base, extra = np.repeat(lengths // parts, parts), np.repeat(lengths % parts, parts)
+    return (base + (place < extra)).astype(lengths.dtype), int(long.sum())
+
+
 def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:
     """Final lengths after the reference's truncate_seq_pair, in closed form.
 

@@ -1,4 +1,4 @@
-"""English sentence splitting: paragraphs of plain text → sentences.
+"""Sentence splitting: paragraphs of plain text → sentences, by English rules, and at the stops of other scripts.
 
 A rule-based splitter built from a few compiled regular expressions, so it is fast in CPython (docs/benchmarks.md)
 and needs no model or data download. A sentence ends at `.`, `!`, `?` or `…` (optionally followed by closing quotes or
@@ -6,6 +6,10 @@ brackets) that is followed by whitespace and then something that can start a sen
 digit, an opening quote or bracket, or a lower-case word with an inner capital ("iPhone"). A full stop is not an
 end when the token before it is a known abbreviation or an initial; docs/sentence_splitting.md gives the measured
 quality and speed, and tests/data/sentences/ is the hand-checked gold standard every rule here was scored on.
+
+Scripts with stops of their own (CJK, Devanagari, Arabic, Armenian, Ethiopic, Myanmar, Khmer, Tibetan, ...) are
+split after those stops whatever follows, since none of them marks an abbreviation; a paragraph without any such
+character pays one search for them.
 """
 
 from __future__ import annotations
@@ -119,6 +123,25 @@ _OPENER = re.compile(
 )
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 
+# Sentence terminators of scripts whose stops are never abbreviations, decimal points or initials, so that they end
+# a sentence with no space or capital after them: the CJK full stops, exclamation and question marks (full-width,
+# half-width and small forms), the Devanagari and Bengali danda and double danda, the Arabic question mark and the
+# Urdu full stop, the Armenian full stop, the Ethiopic full stop and question mark, the Myanmar section mark, the
+# Khmer khan and bariyoosan, the Tibetan shad and its doubled forms, the Syriac, Mongolian and Canadian syllabics
+# full stops and the Philippine (Baybayin) double punctuation.
+_SCRIPT_STOPS = (
+    "\u3002\uff01\uff1f\uff0e\uff61\ufe12\ufe52\ufe56\ufe57"
+    "\u0964\u0965\u061f\u06d4\u0589\u1362\u1367\u104b\u17d4\u17d5"
+    "\u0f0d\u0f0e\u0f0f\u0700\u0701\u0702\u1803\u166e\u1736"
+)
+# What may close a sentence after such a stop: the quotes and brackets of those scripts and the ASCII ones.
+_SCRIPT_CLOSERS = "\"'\u201d\u2019)\\]\u300d\u300f\u3011\u3015\u3017\u3019\u300b\u3009\uff09\uff3d\uff63\u00bb"
+# Ethiopic text typed without the full stop ። often writes two wordspaces (፡፡) for it.
+_SCRIPT_BOUNDARY = re.compile(rf"((?:[{_SCRIPT_STOPS}]|\u1361\u1361)+)([{_SCRIPT_CLOSERS}]*)(\s*)(?=\S)")
+_HAS_SCRIPT_STOP = re.compile(rf"[{_SCRIPT_STOPS}]|\u1361\u1361")
+_FULLWIDTH_STOP = "\uff0e"  # also a decimal point between full-width digits (３．１４)
+_HIRAGANA = re.compile("[\u3041-\u309f]")
+
 
 def split_paragraphs(text: str) -> list[str]:
     """Blank-line separated blocks, with soft line breaks inside a block turned into spaces."""
@@ -152,8 +175,9 @@ def _is_false_stop(paragraph: str, stop_at: int, next_at: int) -> bool:
 
 
 def split_sentences(paragraph: str) -> list[str]:
-    """Sentences of one paragraph, in order, with each run of whitespace turned into one space, so that
-    " ".join(sentences) == " ".join(paragraph.split())."""
+    """Sentences of one paragraph, in order, with each run of whitespace turned into one space: joined with a space
+    where the paragraph had whitespace between them, and with nothing where it had none (after a CJK full stop,
+    say), they give " ".join(paragraph.split())."""
     return _split_line(" ".join(paragraph.split()))
 
 
@@ -168,7 +192,28 @@ def _split_line(line: str) -> list[str]:
         start = m.end()
     if start < len(line):
         sentences.append(line[start:])
-    return sentences
+    if _HAS_SCRIPT_STOP.search(line) is None:  # English and the like: one search, and nothing more to do
+        return sentences
+    return [piece for sentence in sentences for piece in _split_at_script_stops(sentence)]
+
+
+def _split_at_script_stops(sentence: str) -> list[str]:
+    """A sentence cut after each run of the terminators of _SCRIPT_STOPS (and its closing quotes), whatever
+    follows, but where a quotation closed by the stop goes on with a particle (Japanese 「…。」と言った) or a
+    full-width full stop stands between digits."""
+    pieces: list[str] = []
+    start = 0
+    for m in _SCRIPT_BOUNDARY.finditer(sentence):
+        after = sentence[m.end() : m.end() + 1]
+        if m.group(2) and _HIRAGANA.match(after):
+            continue
+        if m.group(1) == _FULLWIDTH_STOP and after.isdigit() and sentence[m.start(1) - 1 : m.start(1)].isdigit():
+            continue
+        pieces.append(sentence[start : m.end(2)])
+        start = m.end()
+    if start < len(sentence):
+        pieces.append(sentence[start:])
+    return pieces
 
 
 def document_sentences(text: str) -> list[str]:

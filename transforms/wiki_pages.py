@@ -13,10 +13,13 @@ Elements are known by their local names, so any export schema version reads, wit
 from __future__ import annotations
 
 import codecs
+import dataclasses
+import math
 import re
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import BinaryIO
 from urllib.parse import quote
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
@@ -33,7 +36,7 @@ MAX_PAGE_SIZE = 1 << 26
 
 # Errors a decompressing or network-backed reader raises on damaged data.
 READ_ERRORS = (*DECOMPRESSION_ERRORS, ValueError)
-# Page starts on each side of a gap that give the mean page size the pages it held are estimated with.
+# Page starts (and ids) on each side of a gap that bound the pages it held.
 ESTIMATE_PAGES = 32
 _UNDECODABLE_MARK = "wiki_pages.mark_undecodable"
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -72,11 +75,12 @@ class Page:
 
 @dataclass(frozen=True)
 class Loss:
-    """The pages a damaged stretch took with it, beyond the items read: counted, estimated, or None where that
-    cannot be told."""
+    """The pages a damaged stretch took with it, beyond the items read: counted, at most (bound by the ids of the
+    pages on either side), estimated, or None where that cannot be told."""
 
     pages: int | None
     estimated: bool = False
+    bound: bool = False  # pages is at least what was lost (the page ids on either side of the gap bound it)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,8 @@ class _Gap:
     lost_bytes: int
     before: list[int]
     after: list[int]
+    ids_before: list[int]  # the ids of the pages read before the gap, in order
+    ids_after: list[int] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,7 @@ class _PageReader:
         self.root_started = False
         self.root_prefix: bytes | str | None = None  # the prefix a synthetic root declares; None: the document's own
         self.page_starts: deque[int] = deque(maxlen=ESTIMATE_PAGES)  # offsets of the last pages begun
+        self.page_ids: deque[int] = deque(maxlen=ESTIMATE_PAGES)  # ids of the last pages read
         self.gaps: list[_Gap] = []  # gaps waiting for the pages after them
 
     def _use_tokens(self, str_data: bool) -> None:
@@ -322,7 +329,17 @@ class _PageReader:
             yield self._error(at, damage.reason, detail + counted, cut_page, Loss(damage.lost_pages))
         elif damage.lost_bytes is not None:
             self.gaps.append(
-                _Gap(at, damage.reason, detail, cut_page, self._after(), damage.lost_bytes, list(self.page_starts), [])
+                _Gap(
+                    at,
+                    damage.reason,
+                    detail,
+                    cut_page,
+                    self._after(),
+                    damage.lost_bytes,
+                    list(self.page_starts),
+                    [],
+                    list(self.page_ids),
+                )
             )
         else:
             yield self._error(
@@ -391,27 +408,39 @@ class _PageReader:
                 yield from self._estimate_gaps()
 
     def _estimate_gaps(self) -> Iterator[PageError]:
-        """The errors of the gaps seen so far, each with the pages it held estimated: its XML bytes over the mean
-        size of the pages on either side of it."""
+        """The errors of the gaps seen so far, each with the pages it held bound from above: by the ids of the pages
+        on either side where the dump orders its pages by id (as Wikipedia's do), else by its XML bytes over the
+        size of the smallest page around it."""
         for gap in self.gaps:
-            spans = [starts[-1] - starts[0] for starts in (gap.before, gap.after) if len(starts) > 1]
-            intervals = sum(len(starts) - 1 for starts in (gap.before, gap.after) if len(starts) > 1)
-            if not intervals:
-                said, loss = "how many pages it held cannot be told: too few pages around it", Loss(None)
-            else:
-                # offsets count characters where the XML is decoded here: sizes in bytes come through the ratio
-                bytes_per_unit = self.bytes_read / max(self.base + len(self.buffer), 1) if self.decoder else 1.0
-                page_bytes = sum(spans) / intervals * bytes_per_unit
-                pages = round(gap.lost_bytes / page_bytes) + bool(gap.cut_page)
-                said = (
-                    f"about {pages:,} pages lost (an estimate: about {gap.lost_bytes:,} bytes of XML, at "
-                    f"{page_bytes:,.0f} bytes per page around them)"
-                )
-                if gap.reason == "truncated":
-                    said += ", and what followed the cut is not known"
-                loss = Loss(pages, estimated=True)
-            yield self._error(gap.offset, gap.reason, f"{gap.detail}; {said}", gap.cut_page, loss, gap.last_page)
+            yield self._error(gap.offset, gap.reason, *self._gap_loss(gap), gap.last_page)
         self.gaps = []
+
+    def _gap_loss(self, gap: _Gap) -> tuple[str, bytes | str, Loss]:
+        """(the error's detail, the cut page, the Loss) of a gap."""
+        ids = [*gap.ids_before, *gap.ids_after[:1]]
+        if gap.ids_before and gap.ids_after and all(a < b for a, b in pairwise(ids)):
+            # every page lost has an id between the last one read before the gap and the first one after it
+            pages = gap.ids_after[0] - gap.ids_before[-1] - 1 - bool(gap.cut_page)
+            said = (
+                f"at most {pages:,} pages lost (a bound: the pages on either side are {gap.ids_before[-1]} and "
+                f"{gap.ids_after[0]}, in order of id)"
+            )
+            return f"{gap.detail}; {said}", gap.cut_page, Loss(pages, estimated=True, bound=True)
+        sizes = [b - a for starts in (gap.before, gap.after) for a, b in pairwise(starts)]
+        if not sizes:
+            said = "how many pages it held cannot be told: too few pages around it"
+            return f"{gap.detail}; {said}", gap.cut_page, Loss(None)
+        # offsets count characters where the XML is decoded here: sizes in bytes come through the ratio
+        bytes_per_unit = self.bytes_read / max(self.base + len(self.buffer), 1) if self.decoder else 1.0
+        smallest = max(1.0, min(sizes) * bytes_per_unit)
+        pages = math.ceil(gap.lost_bytes / smallest)
+        said = (
+            f"at most about {pages:,} pages lost (an estimate: about {gap.lost_bytes:,} bytes of XML, at "
+            f"{smallest:,.0f} bytes for the smallest page around them)"
+        )
+        if gap.reason == "truncated":
+            said += ", and what followed the cut is not known"
+        return f"{gap.detail}; {said}", gap.cut_page, Loss(pages, estimated=True)
 
     def _page_prefix(self, start) -> None:
         """Look for the end tag of the page just found with the prefix its start tag has."""
@@ -511,6 +540,9 @@ class _PageReader:
         item = _page_from_element(page)
         if isinstance(item, Page):
             self.last_page = str(item.page_id)
+            self.page_ids.append(item.page_id)
+            for gap in self.gaps:
+                gap.ids_after.append(item.page_id)
         yield item
 
     def _parse_problem(self, exc: ParseError, piece: bytes | str) -> tuple[str, str]:

@@ -18,8 +18,11 @@ MIN_CASED_TOKENS = 20
 # Lower-cased text has no upper-case letter at all, so an uncased vocab has (almost) none; a cased vocab learned
 # from text with capitals has far more than this share.
 CASED_SHARE = 0.01
-# The wordpieces an [UNK] share is judged on, at least; below this the share says little.
+# The wordpieces an [UNK] share is judged on, at least; below this the share says little, unless it rests on
+# MIN_JUDGED_UNK [UNK]s or more: ten times the vocab's own share would then be far beyond chance (a text in a script
+# the vocab lacks turns each of its words into one [UNK], so a small corpus of it has few wordpieces, all [UNK]).
 MIN_JUDGED_TOKENS = 10_000
+MIN_JUDGED_UNK = 100
 # An observed share above both FACTOR times the vocab's own and the floor is not noise but a mismatch.
 UNK_FACTOR = 10.0
 UNK_FLOOR = 0.001
@@ -89,7 +92,7 @@ def unk_share_mismatch(unk_tokens: int, tokens: int, recorded_share: float | Non
     """A one-line message when the [UNK] share of wordpieces a run observed (unk_tokens of tokens) is far above the
     vocab's own share on its held-out text (recorded_share; None for a vocab without that record); None when it
     is not, or when too few tokens were seen to judge."""
-    if tokens < MIN_JUDGED_TOKENS:
+    if tokens < MIN_JUDGED_TOKENS and unk_tokens < MIN_JUDGED_UNK:
         return None
     share = unk_tokens / tokens
     if share <= unk_share_limit(recorded_share):

@@ -18,11 +18,13 @@ def run_pipeline(pipeline, options, what: str):
     Ctrl-C raises KeyboardInterrupt (Terminated for SIGTERM), whatever Beam made of it, and one whose worker process
     died WorkerDiedError."""
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.engines.launcher_watch import mark_launcher
     from bertcorpus.pipeline.engines.run_watch import RunWatch
     from bertcorpus.pipeline.errors import WorkerDiedError, user_message
 
     if not runners.is_local(options):
         return _run_and_wait(pipeline, options, what)
+    mark_launcher()  # local worker processes end themselves if this one is killed (engines/launcher_watch.py)
     from apache_beam.options.pipeline_options import DirectOptions
 
     quiet = options.view_as(

@@ -8,6 +8,7 @@ from pathlib import Path
 import yaml
 
 from bertcorpus.pipeline.errors import UserError
+from bertcorpus.transforms.local_files import special_file_problem
 
 ACCEPTS_BEAM_OPTIONS = True
 DEFAULT_FILE = "beam_jobs.yaml"
@@ -37,6 +38,8 @@ def load_jobs_file(path: str | None) -> dict:
     candidates = [path] if path else [DEFAULT_FILE, str(Path(__file__).resolve().parents[2] / DEFAULT_FILE)]
     for candidate in candidates:
         if candidate and os.path.exists(candidate):
+            if problem := special_file_problem(candidate, "--jobs-file"):
+                raise UserError(problem)
             data = _read_yaml(candidate)
             if (
                 not isinstance(data, dict)

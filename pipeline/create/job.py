@@ -30,7 +30,7 @@ from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, config_from_args
 from bertcorpus.pipeline.create.config import add_arguments as add_arguments  # the command's flags, for the CLI
 from bertcorpus.pipeline.create.job_vocab import JobVocab, read_job_vocab
-from bertcorpus.pipeline.create.publish import Publish, RunOutcome, keyed_by_kind
+from bertcorpus.pipeline.create.publish import Publish, RunOutcome, keyed_by_kind, output_notes
 from bertcorpus.pipeline.create.steps import (
     BuildInstances,
     ReadFiles,
@@ -161,6 +161,8 @@ def run(args, beam_args: list[str]) -> int:
     if manifest is None:
         return 0
     counts = manifest["counts"]
+    for note in output_notes(manifest):
+        print(f"warning: {note}", file=sys.stderr)
     if problem := unk_share_mismatch(
         counts["unk_tokens"], counts["tokens"], recorded_unk_share(config.vocab, vocab_sha), config.vocab
     ):
@@ -182,7 +184,7 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
     rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
     rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
     rows += [(f"errors ({k})", f"{v:,} in errors-*.jsonl") for k, v in docs["errors_by_reason"].items()]
-    rows += [(f"inputs left out ({k.replace('_', ' ')})", f"{v:,}") for k, v in manifest["inputs_skipped"].items() if v]
+    rows += documents.skipped_rows(manifest["inputs_skipped"])
     rows += [(k.replace("_", " "), f"{v:,}") for k, v in manifest["counts"].items()]
     rows.append(
         (

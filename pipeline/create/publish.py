@@ -12,10 +12,12 @@ import apache_beam as beam
 from bertcorpus.pipeline.create.config import CreateConfig, shard_name
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, index_bytes, index_entry
+from bertcorpus.transforms.bucket_instances import manifest_bins
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
@@ -77,7 +79,7 @@ class EmptySplitError(InputError):
     """A split that was asked for and holds no instance."""
 
 
-class Publish(beam.DoFn):
+class Publish(WatchedDoFn):
     """The single last step: check, move shards into place, write the manifest."""
 
     def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, inputs_skipped: dict[str, int]):
@@ -178,16 +180,60 @@ def unbalanced_outputs(manifest: dict) -> UnbalancedSplitError | None:
     )
 
 
+# Random next segments drawn per distinct one and per dupe pass above which a warning says the negatives repeat: a
+# bucket draws them from the fragments other buckets sent it (about its own tokens' worth, whatever the number of
+# buckets), each from its first sentence, so each serves one or two negatives per pass; two documents, one of them
+# short, once made every one of 438 negatives the same segment.
+REPEATED_NEGATIVES_PER_PASS = 4
+
+
+def output_notes(manifest: dict) -> list[str]:
+    """Warnings about a published output: an eval split that got no instance although one was asked for (the split
+    is by document, and a few large documents may all fall on the train side), and NSP negatives that repeat."""
+    notes = []
+    config, objective = manifest["config"], manifest["form"]["pair_objective"]
+    for name, out in manifest["outputs"].items():
+        evaluated = out.get("eval")
+        if evaluated is not None and not evaluated["instances"] and config["eval_fraction"]:
+            notes.append(
+                f"the eval split of {name} holds no instance: --eval-fraction {config['eval_fraction']:g} of "
+                f"{manifest['documents']['kept']:,} documents (split by document) drew none; pass a larger "
+                "--eval-fraction, or give more, smaller documents"
+            )
+        for split in ("train", "eval"):
+            entry = out.get(split) or {}
+            segments = entry.get("random_next_segments")
+            if objective != "nsp" or not segments:
+                continue
+            negatives = round(entry["instances"] * entry["label_share"])
+            if negatives >= 100 and negatives > REPEATED_NEGATIVES_PER_PASS * config["dupe_factor"] * segments:
+                notes.append(
+                    f"the {negatives:,} random next segments of {name} {split} start at only {segments:,} distinct "
+                    f"place{'s' * (segments != 1)} ({negatives / segments:,.0f} draws each): too few other documents "
+                    "to draw negatives "
+                    "from, so next-sentence prediction learns little; give create more documents, or use "
+                    "--pair-objective sop"
+                )
+    return notes
+
+
 def empty_train_split(manifest: dict) -> EmptySplitError | None:
     """The error for a run whose train split holds no instance (its documents all went to eval, say)."""
     empty = [name for name, out in manifest["outputs"].items() if not out["train"]["instances"]]
     if not empty:
         return None
-    config = manifest["config"]
+    config, objective = manifest["config"], manifest["form"]["pair_objective"]
+    train = manifest["outputs"][empty[0]]["train"]
+    skipped = {k: v for k, v in sorted(train.get(f"{objective}_draws_skipped", {}).items()) if v}
+    drawn = "".join(f"; {n:,} {objective} draws skipped as {reason}" for reason, n in skipped.items())
+    advice = ["lower --eval-fraction"] if config["eval_fraction"] else []
+    if "single_sentence_document" in skipped:  # a pair needs two sentences: one-line documents, say
+        advice.append("give documents of two sentences or more, or use --pair-objective none")
+    advice.append("give more documents")
     return EmptySplitError(
         f"the train split of {', '.join(empty)} holds no instance (--eval-fraction "
-        f"{config['eval_fraction']} of {manifest['documents']['kept']:,} documents); "
-        "lower --eval-fraction or give more documents; nothing was published"
+        f"{config['eval_fraction']} of {manifest['documents']['kept']:,} documents{drawn}); "
+        f"{', or '.join(advice)}; nothing was published"
     )
 
 
@@ -217,6 +263,8 @@ def build_manifest(
             }
             if objective == "nsp":
                 entry["random_next_share"] = share
+                # summed over buckets: a bucket's negatives starting where another of its own started count once
+                entry["random_next_segments"] = counts.get(f"{prefix}:random_next_segments", 0)
             entry["mean_real_tokens"] = round(counts.get(f"{prefix}:real_tokens", 0) / n, 3) if n else None
             if seq.min_document_tokens:
                 entry["min_document_tokens"] = seq.min_document_tokens
@@ -228,13 +276,9 @@ def build_manifest(
                     k.rsplit(":", 1)[1]: v for k, v in counts.items() if k.startswith(f"{prefix}:skipped:")
                 }
             if cfg.bin_size:
-                entry["bins"] = {
-                    k.rsplit(":", 1)[1]: v
-                    for k, v in sorted(
-                        ((k, v) for k, v in counts.items() if k.startswith(f"{prefix}:bin:")),
-                        key=lambda kv: int(kv[0].rsplit(":", 1)[1]),
-                    )
-                }
+                entry["bins"] = manifest_bins(
+                    {int(k.rsplit(":", 1)[1]): v for k, v in counts.items() if k.startswith(f"{prefix}:bin:")}
+                )
             per_split[split] = entry
         outputs[seq.name] = {
             "max_seq_length": seq.max_seq_length,
@@ -279,7 +323,14 @@ def build_manifest(
         "errors_files": errors_files,
         "counts": {
             k: counts.get(k, 0)
-            for k in ("sentences", "tokens", "unk_tokens", "replaced_chars", "single_sentence_documents")
+            for k in (
+                "sentences",
+                "tokens",
+                "unk_tokens",
+                "replaced_chars",
+                "single_sentence_documents",
+                "long_sentences_cut",
+            )
         },
         "outputs": outputs,
     }

@@ -13,6 +13,7 @@ from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
@@ -20,7 +21,7 @@ from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import MdsColumns, mds_shard
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
-from bertcorpus.transforms.instances import Bucket, sample_fragments
+from bertcorpus.transforms.instances import Bucket, cut_long_sentences, sample_fragments
 from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.seeding import python_rng, stable_hash
 from bertcorpus.transforms.sentences import document_sentences
@@ -32,7 +33,7 @@ NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments
 NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
 
 
-class ReadFiles(beam.DoFn):
+class ReadFiles(WatchedDoFn):
     """(file path, start, stop) → SourceDocument; a tagged 'errors' output carries a dead-letter record for each
     record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
     first-span reader, its fingerprint)."""
@@ -84,7 +85,7 @@ def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[st
     return targets
 
 
-class TokenizeBuckets(beam.DoFn):
+class TokenizeBuckets(WatchedDoFn):
     """(bucket key, [SourceDocument]) → (bucket key, its tokenised documents) and, for each bucket it sends
     fragments to, (that key, fragments of its documents); counts to TALLY.
 
@@ -95,9 +96,12 @@ class TokenizeBuckets(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
+        super().setup()
         vocab = self.vocab.load()
         self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
         self.unk = vocab.ids[UNK]
+        # A sentence longer than a pair of the shortest seq config can hold is cut into pieces (and counted).
+        self.longest_sentence = min(seq.max_seq_length for seq in self.config.seq_configs) - 3
 
     def process(self, element, targets: dict):
         key, docs = element
@@ -112,9 +116,13 @@ class TokenizeBuckets(beam.DoFn):
                 yield from self._fragments(bucket, key, receivers)
 
     def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
-        """(receiver, fragments of this bucket's documents) for every bucket this one sends to."""
+        """(receiver, fragments of this bucket's documents) for every bucket this one sends to. Its tokens, in
+        all, are shared among its receivers: a bucket gets as many from as many senders as there are (one in a split
+        of two buckets, four from five up), so its pool holds about its own tokens' worth of distinct segments."""
+        if not receivers:  # a split of one bucket draws from its own documents
+            return
         fragment_tokens = max(seq.max_seq_length for seq in self.config.seq_configs)
-        count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (NEGATIVE_TARGETS * fragment_tokens)))
+        count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (len(receivers) * fragment_tokens)))
         for receiver in receivers:
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)
             fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
@@ -129,6 +137,7 @@ class TokenizeBuckets(beam.DoFn):
             "tokens": 0,
             "unk_tokens": 0,
             "single_sentence_documents": 0,
+            "long_sentences_cut": 0,
             "documents_skipped:empty": 0,
         }
         for doc in docs:
@@ -138,6 +147,8 @@ class TokenizeBuckets(beam.DoFn):
             if not len(ids):
                 counts["documents_skipped:empty"] += 1
                 continue
+            lengths, cut = cut_long_sentences(lengths, self.longest_sentence)
+            counts["long_sentences_cut"] += cut
             tokenized.append((doc.id, ids, lengths))
             counts["documents_kept"] += 1
             counts["sentences"] += len(lengths)
@@ -153,7 +164,7 @@ class UnbalancedSplitError(InputError):
     """A split whose documents cannot give random next segments: no other document to draw from."""
 
 
-class BuildInstances(beam.DoFn):
+class BuildInstances(WatchedDoFn):
     """(bucket key, [its own BucketMessage, fragments from other buckets]) → ((seq config, split, shard),
     InstancePiece) for every shard its instances go to; counts to TALLY."""
 
@@ -162,6 +173,7 @@ class BuildInstances(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
+        super().setup()
         self.special = special_ids(self.vocab.load())
 
     def process(self, element):
@@ -206,7 +218,7 @@ class BuildInstances(beam.DoFn):
                 )
 
 
-class WriteShards(beam.DoFn):
+class WriteShards(WatchedDoFn):
     """((seq config, split, shard), [InstancePiece]) → one staged shard file, its instances in the order of their
     random keys: TFRecords (static masking), or Parquet or MDS (dynamic)."""
 
@@ -215,6 +227,7 @@ class WriteShards(beam.DoFn):
         self.vocab = vocab
 
     def setup(self):
+        super().setup()
         self.vocab_size = len(self.vocab.load().tokens) if self.config.masking == "dynamic" else 0
 
     def process(self, element):

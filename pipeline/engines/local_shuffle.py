@@ -25,6 +25,8 @@ import uuid
 import apache_beam as beam
 from apache_beam import typehints
 
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
+
 SPILL_PREFIX = "bertcorpus-shuffle-"
 
 
@@ -62,7 +64,7 @@ class SpilledGroupByKey(beam.PTransform):
         )
 
 
-class SpillValues(beam.DoFn):
+class SpillValues(WatchedDoFn):
     """(key, value) → (key, (file, offset, size)); each bundle appends to a file of its own, which is closed, and
     so complete, before the bundle ends and before any step after the grouping reads it."""
 
@@ -102,10 +104,12 @@ class SpillValues(beam.DoFn):
 
 
 def _spill_error(error: OSError, path: str) -> OSError:
+    # No colon in the text: a worker's error reaches the launcher as text, cut at the first colon after the cause.
+    folder = os.path.dirname(os.path.dirname(path)) or "."
     return OSError(
         error.errno,
-        f"{error.strerror} (a run on this machine keeps what it shuffles in spill files "
-        f"under $TMPDIR: point TMPDIR at a disk with room)",
+        f"{error.strerror} (a run on this machine keeps what it shuffles in spill files under {folder}, "
+        f"its TMPDIR; point TMPDIR at a disk with room)",
         path,
     )
 

@@ -28,7 +28,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.cli.shared_flags import add_error_limits, add_files, check_error_rate, positive_int
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.extract.book_files import MIB, beside, book_id, list_inputs, load_book, metadata_table
+from bertcorpus.pipeline.inputs.discovery import refuse_special_file
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents, output
@@ -97,7 +99,7 @@ def _reject(source: dict, rejection: BookRejection):
     yield tally.emit(documents.METRICS, {"read": 1, f"errors:{rejection.reason}": 1})
 
 
-class ListBookFiles(beam.DoFn):
+class ListBookFiles(WatchedDoFn):
     """pattern → (path, size) per book file; the metadata.csv files it matches go to 'metadata'."""
 
     def process(self, pattern: str):
@@ -109,7 +111,7 @@ class ListBookFiles(beam.DoFn):
             yield beam.pvalue.TaggedOutput("metadata", path)
 
 
-class ReadMetadata(beam.DoFn):
+class ReadMetadata(WatchedDoFn):
     """(metadata.csv path, whether it was named or listed) → (path, (that, {id: (title, url)})). A named or listed
     file must exist; a path guessed beside the books that is not there gives nothing."""
 
@@ -122,7 +124,7 @@ class ReadMetadata(beam.DoFn):
         yield path, (named, metadata_table(path))
 
 
-class ReadBooks(beam.DoFn):
+class ReadBooks(WatchedDoFn):
     """(path, size) → ({path, size, sha256}, bytes); files that cannot be read go to 'errors'."""
 
     def __init__(self, max_bytes: int):
@@ -136,7 +138,7 @@ class ReadBooks(beam.DoFn):
             yield source, data
 
 
-class DecodeBooks(beam.DoFn):
+class DecodeBooks(WatchedDoFn):
     """({path, size, sha256}, bytes) → (that, DecodedBook); empty, binary and undecodable files go to 'errors'."""
 
     def process(self, element):
@@ -148,7 +150,7 @@ class DecodeBooks(beam.DoFn):
             yield source, decoded
 
 
-class CleanBooks(beam.DoFn):
+class CleanBooks(WatchedDoFn):
     """({path, size, sha256}, DecodedBook) → Book, with its dedup key and MinHash signature when they are used;
     the file's description, with its encoding and removed lines, goes to 'inputs'."""
 
@@ -216,7 +218,7 @@ def _exact_copies(element):
         yield path, "duplicate"
 
 
-class KeepSurvivors(beam.DoFn):
+class KeepSurvivors(WatchedDoFn):
     """(path, {'book': [document], 'verdict': [reasons]}) → the document, or a count of why it was dropped."""
 
     def process(self, element):
@@ -450,6 +452,8 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
         return path if output.is_remote(path) else os.path.abspath(path) + "/" * path.endswith("/")
 
     inputs, metadata = [resolved(p) for p in args.input], [resolved(p) for p in args.metadata]
+    for path in metadata:
+        refuse_special_file(path, "--metadata")
     missing = [p for p in metadata if not output.is_remote(p) and not os.path.isfile(p)]
     if missing:
         raise InputError(f"--metadata {missing[0]} is not a file")

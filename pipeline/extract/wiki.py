@@ -38,6 +38,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     positive_float,
     positive_int,
 )
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.extract.wiki_losses import (
     count_loss,
     loss_check,
@@ -46,7 +47,7 @@ from bertcorpus.pipeline.extract.wiki_losses import (
     pages_lost_entry,
     with_pages_lost,
 )
-from bertcorpus.pipeline.inputs.discovery import match_inputs
+from bertcorpus.pipeline.inputs.discovery import SKIPPED, match_inputs, refuse_special_file
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
 from bertcorpus.pipeline.inputs.streams import HashingReader, estimated_text_bytes, hashed_to_the_end
@@ -79,9 +80,10 @@ class WikiConfig:
     range_mb: float = 0.0  # 0: auto_range_bytes
     strict: bool = False
     max_error_rate: float = 0.01
+    inputs_skipped: dict = field(default_factory=dict)  # paths the inputs named but no reader was given, by reason
 
     def describe(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "inputs_skipped"}
 
 
 @dataclass(frozen=True)
@@ -170,7 +172,7 @@ def _route(dump: Dump, items, losses: Counter):
         yield tally.emit(documents.METRICS, counts)
 
 
-class ReadDumpFiles(beam.DoFn):
+class ReadDumpFiles(WatchedDoFn):
     """dump path → (Dump, Page) per page, bad pages and damage to 'errors'; the file's size and sha256, and the
     pages lost with damaged stretches, go to 'inputs'.
 
@@ -189,7 +191,7 @@ class ReadDumpFiles(beam.DoFn):
         )
 
 
-class PlanByteRanges(beam.DoFn):
+class PlanByteRanges(WatchedDoFn):
     """(dump path, index path) → (Dump, start, end, {stream offset: pages the index lists there}) per byte range of
     whole bz2 streams; the dump's size and fingerprint and the index's sha256 go to 'inputs', and index offsets
     beyond the end of the dump to 'errors', with the pages they list to 'losses'. A dump is too big to hash in one
@@ -255,7 +257,7 @@ class PlanByteRanges(beam.DoFn):
         )
 
 
-class ReadByteRanges(beam.DoFn):
+class ReadByteRanges(WatchedDoFn):
     """(Dump, start, end, listed) → (Dump, Page) for every page of the bz2 streams that start in the range; bad pages
     and damage to 'errors', and (dump path, the pages its damage lost) to 'losses'."""
 
@@ -268,7 +270,7 @@ class ReadByteRanges(beam.DoFn):
             yield beam.pvalue.TaggedOutput("losses", (dump.path, dict(losses)))
 
 
-class CleanText(beam.DoFn):
+class CleanText(WatchedDoFn):
     """(Dump, Page) → a document dict for an article; every other page counted by the reason it is skipped."""
 
     def __init__(self, source: str, min_chars: int):
@@ -344,7 +346,7 @@ class ExtractWikipedia(beam.PTransform):
             "errors": errors["files"],
             "counts": counts,
             "inputs": inputs,
-        } | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe())
+        } | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe(), cfg.inputs_skipped)
 
 
 # ---------------------------------------------------------------------------------------------- command line
@@ -397,14 +399,14 @@ def add_arguments(parser) -> None:
     )
 
 
-def _list_inputs(patterns: list[str], dry_run: bool) -> list[tuple[str, int]]:
+def _list_inputs(patterns: list[str], dry_run: bool, skipped: dict[str, int] | None = None) -> list[tuple[str, int]]:
     """(path, size) of every file the patterns match, as create and vocab list theirs; no file is read. A pattern
     that matches nothing fails here, before any output is touched. A dry run (also a graph drawing) needs only the
     job's shape and must work offline: there remote patterns, and local ones that match nothing, stay as given
-    with size 0."""
+    with size 0. The paths left out (folders, broken links) are counted in `skipped`."""
     if not dry_run:
-        return match_inputs(patterns)
-    return sorted({f for pattern in patterns for f in match_inputs([pattern], allow_missing=True) or [(pattern, 0)]})
+        return match_inputs(patterns, skipped=skipped)
+    return sorted({f for pattern in patterns for f in match_inputs([pattern], True, skipped) or [(pattern, 0)]})
 
 
 def config_from_args(args, dry_run: bool) -> WikiConfig:
@@ -426,15 +428,18 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    for path in index:
+        refuse_special_file(path, "--index")
+    skipped: dict[str, int] = dict.fromkeys(SKIPPED, 0)
     if index:
         # Each dump pairs with the index in the same position, so the order is kept and each names one file.
-        listed = [_list_inputs([p], dry_run) for p in args.input]
+        listed = [_list_inputs([p], dry_run, skipped) for p in args.input]
         if any(len(found) > 1 for found in listed):
             raise ValueError("with --index, each --input names a single dump file, not a directory")
         _list_inputs(index, dry_run)  # a missing local index fails now rather than on a worker
         inputs, files = list(args.input), [f for found in listed for f in found]
     else:
-        files = _list_inputs(args.input, dry_run)
+        files = _list_inputs(args.input, dry_run, skipped)
         inputs = [path for path, _ in files]
     num_shards = args.num_shards or documents.default_num_shards(
         math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files))
@@ -449,6 +454,7 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
         range_mb=args.range_mb or 0.0,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
+        inputs_skipped=skipped,
     )
 
 

@@ -21,6 +21,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.sinks.documents import DOCUMENTS_GLOB
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, filesystem_error_cause, glob_folder, has_glob, is_remote
+from bertcorpus.transforms.local_files import SPECIAL_FILES, special_file_problem
 
 # Paths that input discovery meets but does not read, by reason: (one, several, why), for the note and the manifest.
 SKIPPED = {
@@ -28,12 +29,6 @@ SKIPPED = {
     "broken_symlink": ("broken symbolic link", "broken symbolic links", "the file it names does not exist"),
 }
 _SHOWN = 5  # paths a note names for each reason before it says how many more
-_SPECIAL_FILES = {
-    stat.S_IFIFO: "named pipe (FIFO)",
-    stat.S_IFSOCK: "socket",
-    stat.S_IFCHR: "character device",
-    stat.S_IFBLK: "block device",
-}
 
 
 @dataclass
@@ -120,12 +115,18 @@ def _holds_one_of(folder: str, sorted_paths: list[str]) -> bool:
     return at < len(sorted_paths) and sorted_paths[at].startswith(folder + "/")
 
 
-def match_inputs(patterns: list[str], allow_missing: bool = False) -> list[tuple[str, int]]:
+def match_inputs(
+    patterns: list[str], allow_missing: bool = False, skipped: dict[str, int] | None = None
+) -> list[tuple[str, int]]:
     """find_inputs' files, for a job that matches them again on its workers with Beam's matching (extract-wiki):
     (a pattern that matches exactly that file, size), the file's path with any glob character bracketed
-    (data[1].xml → data[[]1].xml). What find_inputs left out is said in a note on stderr."""
+    (data[1].xml → data[[]1].xml). What find_inputs left out is said in a note on stderr, and added to `skipped`
+    (by reason, as a manifest's inputs_skipped counts it) where one is given."""
     found = find_inputs(patterns, allow_missing)
     found.print_note()
+    if skipped is not None:
+        for reason, n in found.skipped_counts().items():
+            skipped[reason] = skipped.get(reason, 0) + n
     return [(glob.escape(path), size) for path, size in found.files]
 
 
@@ -142,7 +143,13 @@ def local_kind(path: str) -> str:
         return "file"
     if stat.S_ISDIR(mode):
         return "folder"
-    return _SPECIAL_FILES.get(stat.S_IFMT(mode), "special file")
+    return SPECIAL_FILES.get(stat.S_IFMT(mode), "special file")
+
+
+def refuse_special_file(path: str, what: str) -> None:
+    """InputError for a special file (a FIFO, a socket, a device) named as a file argument, `what` ("--vocab")."""
+    if problem := special_file_problem(path, what):
+        raise InputError(problem)
 
 
 def refuse_unreadable(path: str, kind: str) -> None:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.seeding import stable_hash
 
@@ -97,7 +98,7 @@ def _keyed(record: dict, fields: tuple[str, ...], num_shards: int) -> tuple[int,
     return stable_hash(row[0]) % num_shards, row
 
 
-class _WriteShard(beam.DoFn):
+class _WriteShard(WatchedDoFn):
     """(shard, records) → one staged file holding the records sorted; yields its file info, counts to TALLY."""
 
     def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
@@ -176,7 +177,9 @@ class AccountingError(RuntimeError):
     """The counts do not add up: a bug, and no manifest is written that would claim otherwise."""
 
 
-def build_manifest(job: str, config: dict, inputs: list[dict], files: list[dict], counts: dict) -> dict:
+def build_manifest(
+    job: str, config: dict, inputs: list[dict], files: list[dict], counts: dict, inputs_skipped: dict | None = None
+) -> dict:
     skipped = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("skipped:")}
     errors = {k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith("errors:") and v}
     docs = {
@@ -199,7 +202,7 @@ def build_manifest(job: str, config: dict, inputs: list[dict], files: list[dict]
     ]
     if problems:
         raise AccountingError(f"{job}: the counts do not add up, so no manifest was written: {'; '.join(problems)}")
-    return {
+    manifest = {
         "tool": "bertcorpus",
         "version": output.TOOL_VERSION,
         "job": job,
@@ -208,14 +211,18 @@ def build_manifest(job: str, config: dict, inputs: list[dict], files: list[dict]
         "documents": docs,
         "outputs": outputs,
     }
+    if inputs_skipped is not None:  # paths the inputs named but no reader was given (folders, broken links)
+        manifest["inputs_skipped"] = dict(sorted(inputs_skipped.items()))
+    return manifest
 
 
-class _Publish(beam.DoFn):
-    def __init__(self, output_dir: str, job: str, config: dict):
-        self.output_dir, self.job, self.config = output_dir, job, config
+class _Publish(WatchedDoFn):
+    def __init__(self, output_dir: str, job: str, config: dict, inputs_skipped: dict | None):
+        self.output_dir, self.job, self.config, self.inputs_skipped = output_dir, job, config, inputs_skipped
 
     def process(self, files, counts, inputs):
-        manifest = build_manifest(self.job, self.config, inputs, sorted(files, key=lambda f: f["path"]), counts)
+        files = sorted(files, key=lambda f: f["path"])
+        manifest = build_manifest(self.job, self.config, inputs, files, counts, self.inputs_skipped)
         output.publish(
             self.output_dir,
             [f["path"] for f in manifest["outputs"]["documents"]] + [f["path"] for f in manifest["outputs"]["errors"]],
@@ -230,9 +237,9 @@ class PublishDocuments(beam.PTransform):
     'counts' (tally dicts) and 'inputs' (one description per input file); moves the staged files into place and
     writes manifest.json last. Returns the PCollection holding the manifest."""
 
-    def __init__(self, output_dir: str, job: str, config: dict):
+    def __init__(self, output_dir: str, job: str, config: dict, inputs_skipped: dict | None = None):
         super().__init__()
-        self.publisher = _Publish(output_dir, job, config)
+        self.publisher = _Publish(output_dir, job, config, inputs_skipped)
 
     def expand(self, parts):
         files = (
@@ -250,6 +257,11 @@ class PublishDocuments(beam.PTransform):
 # ---------------------------------------------------------------------------------------------- command line
 
 
+def skipped_rows(inputs_skipped: dict[str, int]) -> list[tuple[str, str]]:
+    """The summary rows of a manifest's inputs_skipped: one per reason that left any path out."""
+    return [(f"inputs left out ({k.replace('_', ' ')})", f"{v:,}") for k, v in inputs_skipped.items() if v]
+
+
 def summary_rows(manifest: dict) -> list[tuple[str, str]]:
     """The closing summary of an extraction job, every number from the manifest."""
     docs, outputs = manifest["documents"], manifest["outputs"]
@@ -262,6 +274,7 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
     ]
     rows += [(f"skipped ({reason})", f"{n:,}") for reason, n in docs["skipped"].items() if n]
     rows += [(f"errors ({reason})", f"{n:,}") for reason, n in docs["errors_by_reason"].items()]
+    rows += skipped_rows(manifest.get("inputs_skipped", {}))
     rows.append(("text kept", f"{docs['characters']:,} characters"))
     for kind in ("documents", "errors"):
         rows.append((f"{kind} files", f"{len(outputs[kind])} in {manifest['config']['output']}"))

@@ -21,6 +21,7 @@ from pathlib import Path
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
+from bertcorpus.transforms.local_files import special_file_problem
 
 DOCUMENT_BATCH = 1024  # documents read at once
 TOP_UNKNOWN_WORDS = 20
@@ -34,6 +35,8 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
     from bertcorpus.wordpiece.vocab import Vocab
 
     if explicit:
+        if problem := special_file_problem(explicit, "--vocab"):
+            raise UserError(problem)
         vocab, path = Vocab.load(explicit), explicit
     elif records:
         named = str(records[0].manifest.get("vocab", {}).get("path", ""))
@@ -264,7 +267,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
             if bin_size:
                 for split, summary in summaries.items():
                     summary["padding"] = bin_padding(summary["real_tokens_hist"], bin_size, info["max_seq_length"])
-                    counted = {str(b["width"]): b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
+                    counted = {b["width"]: b["instances"] for b in summary["padding"]["bins"] if b["instances"]}
                     if (
                         split in manifest_bins
                         and read == info["instances"]

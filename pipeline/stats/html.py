@@ -181,6 +181,7 @@ def _records_lead(name: str, info: dict) -> str:
         f'<p class="note">Expected: {expected}.{unlabelled} Real tokens include [CLS] and [SEP]; full '
         "length is the share of instances without padding."
         + _masks_note(info)
+        + _draws_note(info, form["pair_objective"])
         + (
             f" Shares and means are those of a sample ({'; '.join(sampled)}), "
             f"{SAMPLES[form['file_format'] != 'tfrecord']}."
@@ -196,6 +197,22 @@ SAMPLES = (
     "drawn from every shard in proportion to its size",
     "the first instances of the loader's epoch 0, which it draws from every shard",
 )
+
+
+def _draws_note(info: dict, objective: str) -> str:
+    """The pair draws that create could not honour (the manifest's nsp_draws_skipped or sop_draws_skipped), by seq
+    config, split and reason: one-sentence documents, labels left unpaired, random next segments with nowhere to
+    come from."""
+    said = [
+        f"{_e(seq)} {split}: "
+        + ", ".join(f"{_e(reason.replace('_', ' '))} {n:,}" for reason, n in sorted(reasons.items()))
+        for seq, s in info["seq_configs"].items()
+        for split, reasons in s.get("draws_skipped", {}).items()
+        if reasons
+    ]
+    if not said:
+        return ""
+    return f" Pair draws that create skipped (<code>{_e(objective)}_draws_skipped</code>): {'; '.join(said)}."
 
 
 def _masks_note(info: dict) -> str:

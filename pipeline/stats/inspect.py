@@ -18,6 +18,7 @@ import posixpath
 
 from apache_beam.io.filesystems import FileSystems
 
+from bertcorpus.transforms.local_files import special_file_problem
 from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example
 from bertcorpus.wordpiece.vocab import Vocab
 
@@ -191,12 +192,15 @@ def run(args, beam_args: list[str]) -> int:
 
     if args.num < 0 or args.skip < 0:
         raise UserError("--num and --skip must be >= 0")
-    if args.epoch is not None and args.epoch < 0:
-        raise UserError("--epoch must be >= 0")
+    if args.epoch is not None and not 0 <= args.epoch < 2**63:
+        raise UserError("--epoch must be >= 0 and below 2**63")
     if args.seed is not None and args.epoch is None:
         raise UserError("--seed chooses the loader's masks; give --epoch with it")
     if not FileSystems.exists(args.file):
         raise UserError(f"no such file: {args.file}")
+    for path, what in ((args.file, "the shard"), (args.vocab, "--vocab")):
+        if path and (problem := special_file_problem(path, what)):
+            raise UserError(problem)
     if args.file.endswith(".parquet"):
         return inspect_parquet(args)
     if args.epoch is not None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.stages import MANIFEST, SPLITS, Stage
+from bertcorpus.transforms.bucket_instances import bins_of_manifest
 
 RECORD_BATCH = 4096  # records decoded at once
 
@@ -239,7 +240,15 @@ def records_pass(stage: Stage, ids, max_records: int, warnings: list[str]) -> di
                 "max_seq_length": length,
                 "max_predictions_per_seq": predictions,
                 "instances": {split: out[split]["instances"] for split in splits},
-                "manifest_bins": {split: out[split]["bins"] for split in splits if "bins" in out[split]},
+                "manifest_bins": {
+                    split: bins_of_manifest(out[split]["bins"]) for split in splits if "bins" in out[split]
+                },
+                "draws_skipped": {
+                    split: skipped
+                    for split in splits
+                    for key, skipped in out[split].items()
+                    if key.endswith("_draws_skipped")
+                },
                 "masks": masks,
                 "shards": rows,
             },

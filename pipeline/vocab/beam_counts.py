@@ -24,6 +24,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms.window import GlobalWindows
 
 from bertcorpus.pipeline import tally
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import PlanReads, merge_file_stats, read_documents
 from bertcorpus.pipeline.sinks import output
@@ -33,7 +34,7 @@ from bertcorpus.wordpiece.training import HeldOutWords, WordCounter, drop_long_w
 COUNT_GLOBS = ["train-*.tsv", "heldout-*.tsv"]
 
 
-class CountFileWords(beam.DoFn):
+class CountFileWords(WatchedDoFn):
     """(file path, start, stop) → ((role, word), count) per batch of text; tagged outputs carry the file's stats
     (its fingerprint from the whole-file or first-span reader) and tallies."""
 
@@ -99,7 +100,7 @@ class SumSymbols(beam.CombineFn):
         return {"first": dict(acc[0]), "rest": dict(acc[1])}
 
 
-class WriteCountsManifest(beam.DoFn):
+class WriteCountsManifest(WatchedDoFn):
     """The last step: the manifest naming the counts files, written once they all exist."""
 
     def __init__(self, cfg: VocabConfig):

@@ -20,7 +20,7 @@ from collections import Counter
 
 from bertcorpus.pipeline.cli.shared_flags import LOCAL_FOLDERS_HELP, add_files, add_input_format, add_lower_case
 from bertcorpus.pipeline.inputs.discovery import find_inputs
-from bertcorpus.pipeline.sinks import output
+from bertcorpus.pipeline.sinks import documents, output
 from bertcorpus.pipeline.vocab.beam_counts import count_with_beam
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
 from bertcorpus.pipeline.vocab.files import TOKENIZER_FILES, check_outputs, write_vocab_files
@@ -246,8 +246,10 @@ def run(args, beam_args: list[str]) -> int:
         )
     quality = measure(trained.tokens, counts.held_out.counts)
     data = trained.file_bytes()
-    manifest = write_vocab_files(cfg.output, data, cfg.training.lowercase, _record(cfg, counts, trained, quality))
-    print_summary("vocab", manifest, _summary_rows(cfg, counts, trained, quality, data, time.time() - started))
+    record = {**_record(cfg, counts, trained, quality), "inputs_skipped": found.skipped_counts()}
+    manifest = write_vocab_files(cfg.output, data, cfg.training.lowercase, record)
+    rows = _summary_rows(cfg, counts, trained, quality, data, time.time() - started)
+    print_summary("vocab", manifest, rows[:1] + documents.skipped_rows(record["inputs_skipped"]) + rows[1:])
     return 0
 
 
