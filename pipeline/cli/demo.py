@@ -24,8 +24,8 @@ DATA = ROOT / "tests" / "data"
 
 def add_arguments(parser) -> None:
     parser.add_argument("--output", default="demo-out", help="where every stage writes (default: demo-out)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="the demo vocab's size (default 8000)")
-    parser.add_argument("--train-steps", type=int, default=300, help="tiny-model training steps (default 300)")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="the demo vocab's size (default: 8000)")
+    parser.add_argument("--train-steps", type=int, default=300, help="tiny-model training steps (default: 300)")
     parser.add_argument("--skip-train", action="store_true", help="stop after the data card")
 
 

@@ -257,7 +257,7 @@ def add_arguments(parser) -> None:
         "--eval-fraction",
         type=float,
         default=None,
-        help="share of documents held out for eval shards (0 disables the eval split; default: "
+        help="share of documents held out for eval shards; 0 disables the eval split (default: "
         "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
         "input under ~320 KB)",
     )
@@ -277,8 +277,7 @@ def add_arguments(parser) -> None:
     add_error_limits(
         parser,
         "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
-        "this share of the records read (default 0.01); the output is written and complete "
-        "either way",
+        "this share of the records read; the output is written and complete either way",
     )
 
 

@@ -361,14 +361,14 @@ def add_arguments(parser) -> None:
         default=[],
         metavar="CSV",
         help="PG-19 style metadata.csv files (id,title,year,url) giving titles and URLs by file stem; "
-        "a metadata.csv beside the books or one directory up is used without being named",
+        "a metadata.csv beside the books or one directory up is used without being named (default: none)",
     )
     books = parser.add_argument_group("books")
     books.add_argument(
         "--min-chars",
         type=int,
         default=1000,
-        help="skip books with less clean text than this (default 1000: a stub or a failed conversion, not a book)",
+        help="skip books with less clean text than this: a stub or a failed conversion, not a book (default: 1000)",
     )
     books.add_argument("--source", default="books", help="the documents' source label (default: books)")
     books.add_argument(
@@ -382,15 +382,15 @@ def add_arguments(parser) -> None:
         type=float,
         default=0.9,
         help="also drop books whose estimated word 5-shingle Jaccard similarity (MinHash) with a "
-        "book of smaller id is at least this; 0 turns it off (default 0.9: other editions "
-        "and corrected reprints)",
+        "book of smaller id is at least this, such as other editions and corrected reprints; 0 "
+        "turns it off (default: 0.9)",
     )
     books.add_argument(
         "--max-book-mb",
         type=float,
         default=64.0,
         help="reject files larger than this, stored or decompressed, so that a worker's memory "
-        "stays bounded (default 64)",
+        "stays bounded (default: 64)",
     )
     layout = parser.add_argument_group("layout")
     layout.add_argument(
@@ -401,8 +401,7 @@ def add_arguments(parser) -> None:
     )
     add_error_limits(
         parser,
-        "exit non-zero when errors / files read is above this (default 0.01); the output is "
-        "written and complete either way",
+        "exit non-zero when errors / files read is above this; the output is written and complete either way",
     )
 
 

@@ -371,8 +371,8 @@ def add_arguments(parser) -> None:
         "--min-chars",
         type=int,
         default=100,
-        help="skip articles with less clean text than this (default 100: drops what list and "
-        "undeclared disambiguation pages leave, keeps two-sentence stubs)",
+        help="skip articles with less clean text than this; 100 drops what list and undeclared "
+        "disambiguation pages leave, and keeps two-sentence stubs (default: 100)",
     )
     pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
     layout = parser.add_argument_group("layout and scale")
@@ -391,9 +391,9 @@ def add_arguments(parser) -> None:
     )
     add_error_limits(
         parser,
-        "exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
-        "(default 0.01), the pages lost with damaged data counted from the index or estimated; "
-        "the output is written and complete either way",
+        "exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this, the "
+        "pages lost with damaged data counted from the index or estimated; the output is written "
+        "and complete either way",
     )
 
 

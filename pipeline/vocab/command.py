@@ -74,8 +74,8 @@ def add_arguments(parser) -> None:
         choices=LAYOUTS,
         default="bert",
         help="bert: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, "
-        "[unused99..] after them, then learned tokens (default); compact: the five special "
-        "tokens first, then any reserved slots, then learned tokens",
+        "[unused99..] after them, then learned tokens; compact: the five special tokens first, "
+        "then any reserved slots, then learned tokens (default: bert)",
     )
     vocab.add_argument(
         "--reserved-tokens",
@@ -103,13 +103,14 @@ def add_arguments(parser) -> None:
         "--sample-fraction",
         type=float,
         default=1.0,
-        help="train on this share of the documents, chosen by a stable hash of their ids",
+        help="train on this share of the documents, chosen by a stable hash of their ids (default: 1.0, all)",
     )
     scale.add_argument(
         "--max-documents",
         type=int,
         default=0,
-        help="stop after this many sampled documents, in input order (files sorted by path); in-process counting only",
+        help="stop after this many sampled documents, in input order (files sorted by path); in-process "
+        "counting only (default: 0, no limit)",
     )
     scale.add_argument(
         "--holdout-fraction",
@@ -118,7 +119,9 @@ def add_arguments(parser) -> None:
         help="share of the lines of each sampled document held out of training (drawn with --seed) "
         "to measure the vocab on (default: 0.01; 0 skips the measurement)",
     )
-    scale.add_argument("--seed", type=int, default=12345, help="salt of the sampling and hold-out hashes")
+    scale.add_argument(
+        "--seed", type=int, default=12345, help="salt of the sampling and hold-out hashes (default: 12345)"
+    )
     scale.add_argument(
         "--max-words",
         type=int,
@@ -130,12 +133,12 @@ def add_arguments(parser) -> None:
         "--count-with-beam",
         action=BooleanFlag,
         default=False,
-        help="count words with a Beam job (Beam options such as --runner apply), then train here",
+        help="count words with a Beam job (Beam options such as --runner apply), then train here (default: off)",
     )
     scale.add_argument(
         "--counts-dir",
-        help="where the Beam job writes its counts (required for remote runners; by default a "
-        "temporary directory, removed afterwards)",
+        help="where the Beam job writes its counts; required for remote runners (default: a temporary "
+        "directory, removed afterwards)",
     )
 
 
