@@ -1,4 +1,6 @@
-"""`bertcorpus run JOB --profile P --set key=value`: named jobs and runner profiles from beam_jobs.yaml."""
+"""`bertcorpus run JOB --profile P --set key=value`: named jobs and runner profiles from beam_jobs.yaml. A job whose
+output is up to date (its manifest records the same inputs, config and version) is kept, not run again: `run` gives
+the job's command --reuse (which replaces an output that is out of date), or with --force --overwrite."""
 
 from __future__ import annotations
 
@@ -32,6 +34,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--list", action="store_true", help="list jobs and profiles and exit")
     parser.add_argument("--print-command", action="store_true", help="print the command line instead of running")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run the job also when its output is up to date, replacing it (default: off: an up-to-date output "
+        "is kept)",
+    )
 
 
 def load_jobs_file(path: str | None) -> dict:
@@ -146,6 +154,9 @@ def run(args, beam_args: list[str]) -> int:
         print_jobs(spec)
         return 0
     words = command_line(spec, args.job, args.profile, args.set, beam_args)
+    wanted = "--overwrite" if args.force else "--reuse"
+    if wanted in commands.command_flags(words[0]) and wanted not in words:
+        words.insert(1, wanted)
     if args.print_command:
         print(shlex.join(["bertcorpus", *words]))  # quoted as a shell needs it: a glob stays a glob for bertcorpus
         return 0

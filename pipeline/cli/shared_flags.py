@@ -54,6 +54,17 @@ def add_files(
     return files
 
 
+def add_reuse(group) -> None:
+    """--reuse, for a job whose manifest records its inputs' digests (pipeline/sinks/up_to_date.py)."""
+    group.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep a finished run in --output that is up to date (its manifest records this bertcorpus version, "
+        "the same config and the same input files, by size and sha256) and say so; otherwise run, replacing it "
+        "(default: off; `run` and `demo` turn it on unless --force)",
+    )
+
+
 def add_input_format(group) -> None:
     group.add_argument(
         "--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto", help=INPUT_FORMATS_HELP

@@ -16,6 +16,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     add_files,
     add_input_format,
     add_lower_case,
+    add_reuse,
     check_error_rate,
     positive_int,
 )
@@ -164,6 +165,7 @@ def add_arguments(parser) -> None:
         output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
         "seq{L}/eval-*, manifest.json",
     )
+    add_reuse(files)
     add_input_format(files)
     files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
     recipe = parser.add_argument_group("recipe")

@@ -27,7 +27,13 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.cli.shared_flags import add_error_limits, add_files, check_error_rate, positive_int
+from bertcorpus.pipeline.cli.shared_flags import (
+    add_error_limits,
+    add_files,
+    add_reuse,
+    check_error_rate,
+    positive_int,
+)
 from bertcorpus.pipeline.extract.book_files import MIB, beside, book_id, list_inputs, load_book, metadata_table
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
@@ -70,9 +76,11 @@ class BooksConfig:
     max_book_mb: float = 64.0
     strict: bool = False
     max_error_rate: float = 0.01
+    # The book files as listed at launch, (path, size): what the run reads, not a setting (describe leaves it out).
+    input_files: list[tuple[str, int]] = field(default_factory=list)
 
     def describe(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "input_files"}
 
 
 @dataclass(frozen=True)
@@ -355,6 +363,7 @@ def add_arguments(parser) -> None:
         "text or as Parquet with a `text` column",
         output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json",
     )
+    add_reuse(files)
     files.add_argument(
         "--metadata",
         nargs="+",
@@ -473,6 +482,7 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
         max_book_mb=args.max_book_mb,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
+        input_files=files,
     )
 
 
@@ -502,17 +512,26 @@ def book_rows(manifest: dict) -> list[tuple[str, str]]:
 def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
-    manifest = run_job(
-        JOB, options, "extract books" >> ExtractBooks(config), config.output, args.input + args.metadata, args.overwrite
+    run = run_job(
+        JOB,
+        options,
+        "extract books" >> ExtractBooks(config),
+        config.output,
+        args.input + args.metadata,
+        args.overwrite,
+        documents.progress_plan(config.input_files, "books"),
+        Reuse(config.describe(), config.input_files) if args.reuse else None,
     )
-    if manifest is None:
+    if run is None:
         return 0
+    manifest = run.manifest
     return finish(
         JOB,
-        manifest,
+        run,
         documents.summary_rows(manifest) + book_rows(manifest),
         documents.exit_problems(manifest, "books", config.strict, config.max_error_rate),
     )

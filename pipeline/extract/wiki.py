@@ -34,6 +34,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     LOCAL_FOLDERS_HELP,
     add_error_limits,
     add_files,
+    add_reuse,
     check_error_rate,
     positive_float,
     positive_int,
@@ -49,7 +50,13 @@ from bertcorpus.pipeline.extract.wiki_losses import (
 from bertcorpus.pipeline.inputs.discovery import match_inputs
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
-from bertcorpus.pipeline.inputs.streams import HashingReader, estimated_text_bytes, hashed_to_the_end
+from bertcorpus.pipeline.inputs.streams import (
+    HashingReader,
+    ReadProgress,
+    estimated_text_bytes,
+    hashed_to_the_end,
+    head_tail_sha256,
+)
 from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.sinks.output import has_glob
 from bertcorpus.transforms.compression import MIB, open_decompressed
@@ -79,9 +86,12 @@ class WikiConfig:
     range_mb: float = 0.0  # 0: auto_range_bytes
     strict: bool = False
     max_error_rate: float = 0.01
+    # The files the run reads, as listed at launch and named as its manifest names them, (path, size): the dumps and
+    # their indexes. Not a setting: describe leaves it out.
+    input_files: list[tuple[str, int]] = field(default_factory=list)
 
     def describe(self) -> dict:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "input_files"}
 
 
 @dataclass(frozen=True)
@@ -141,12 +151,10 @@ def _read_dump_header(path: str) -> Dump:
 
 def _head_tail_fingerprint(f, size: int) -> dict:
     """A file too big to hash cheaply is fingerprinted by its size and a sha256 of its first and last MiB."""
-    f.seek(0)
     if size <= 2 * MIB:
+        f.seek(0)
         return {"sha256": hashlib.sha256(f.read()).hexdigest()}
-    head = f.read(MIB)
-    f.seek(size - MIB)
-    return {"sha256_first_and_last_mib": hashlib.sha256(head + f.read(MIB)).hexdigest()}
+    return {"sha256_first_and_last_mib": head_tail_sha256(f, size)}
 
 
 def _route(dump: Dump, items, losses: Counter):
@@ -180,7 +188,7 @@ class ReadDumpFiles(beam.DoFn):
         dump = _read_dump_header(path)
         stats = ReadStats(path)
         losses = Counter()
-        with _open(path) as raw:
+        with _open(path) as opened, ReadProgress(opened) as raw:
             hashed = HashingReader(raw, stats)
             yield from _route(dump, iter_pages(open_decompressed(hashed)), losses)
             hashed_to_the_end(hashed)
@@ -205,7 +213,7 @@ class PlanByteRanges(beam.DoFn):
     def process(self, element):
         path, index = element
         stats = ReadStats(index)
-        with _open(index) as raw:
+        with _open(index) as opened, ReadProgress(opened) as raw:
             hashed = HashingReader(raw, stats)
             try:
                 listed = read_stream_pages(hashed)
@@ -262,7 +270,7 @@ class ReadByteRanges(beam.DoFn):
     def process(self, element):
         dump, start, end, listed = element
         losses = Counter()
-        with _open(dump.path) as f:
+        with _open(dump.path) as opened, ReadProgress(opened) as f:
             yield from _route(dump, iter_range_pages(f, start, end, listed), losses)
         if losses:
             yield beam.pvalue.TaggedOutput("losses", (dump.path, dict(losses)))
@@ -358,6 +366,7 @@ def add_arguments(parser) -> None:
         f"({LOCAL_FOLDERS_HELP}), local or on any Beam filesystem (gs://...)",
         output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json",
     )
+    add_reuse(files)
     files.add_argument(
         "--index",
         nargs="+",
@@ -431,11 +440,13 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
         listed = [_list_inputs([p], dry_run) for p in args.input]
         if any(len(found) > 1 for found in listed):
             raise ValueError("with --index, each --input names a single dump file, not a directory")
-        _list_inputs(index, dry_run)  # a missing local index fails now rather than on a worker
+        indexes = _list_inputs(index, dry_run)  # a missing local index fails now rather than on a worker
         inputs, files = list(args.input), [f for found in listed for f in found]
+        # Named as given, as the manifest names them: each dump and its index, every byte of which a worker reads.
+        read = [(p, size) for p, (_, size) in zip([*inputs, *index], [*files, *indexes])]
     else:
         files = _list_inputs(args.input, dry_run)
-        inputs = [path for path, _ in files]
+        inputs, read = [path for path, _ in files], files
     num_shards = args.num_shards or documents.default_num_shards(
         math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files))
     )
@@ -449,29 +460,34 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
         range_mb=args.range_mb or 0.0,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
+        input_files=read,
     )
 
 
 def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
-    manifest = run_job(
+    run = run_job(
         JOB,
         options,
         "extract wikipedia" >> ExtractWikipedia(config),
         config.output,
         args.input + (args.index or []),
         args.overwrite,
+        documents.progress_plan(config.input_files, "pages"),
+        Reuse(config.describe(), config.input_files) if args.reuse else None,
     )
-    if manifest is None:
+    if run is None:
         return 0
+    manifest = run.manifest
     rows = documents.summary_rows(manifest)
     return finish(
         JOB,
-        manifest,
+        run,
         rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:],
         documents.exit_problems(
             manifest, "pages", config.strict, config.max_error_rate, loss_check(manifest, config.max_error_rate)

@@ -18,12 +18,19 @@ import sys
 import time
 from collections import Counter
 
-from bertcorpus.pipeline.cli.shared_flags import LOCAL_FOLDERS_HELP, add_files, add_input_format, add_lower_case
+from bertcorpus.pipeline.cli.shared_flags import (
+    LOCAL_FOLDERS_HELP,
+    add_files,
+    add_input_format,
+    add_lower_case,
+    add_reuse,
+)
 from bertcorpus.pipeline.inputs.discovery import find_inputs
 from bertcorpus.pipeline.sinks import output
+from bertcorpus.pipeline.sinks.up_to_date import Reuse
 from bertcorpus.pipeline.vocab.beam_counts import count_with_beam
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
-from bertcorpus.pipeline.vocab.files import TOKENIZER_FILES, check_outputs, write_vocab_files
+from bertcorpus.pipeline.vocab.files import JOB, TOKENIZER_FILES, beside, check_outputs, write_vocab_files
 from bertcorpus.wordpiece.training import (
     BERT_DEFAULT_RESERVED,
     LAYOUTS,
@@ -56,6 +63,7 @@ def add_arguments(parser) -> None:
         output="the vocab file to write, in a folder of its own: tokenizer.json, "
         "tokenizer_config.json and manifest.json go beside it (default: vocab.txt)",
     )
+    add_reuse(files)
     add_input_format(files)
     vocab = parser.add_argument_group("vocabulary")
     vocab.add_argument(
@@ -201,16 +209,24 @@ def run(args, beam_args: list[str]) -> int:
     if not output.is_remote(cfg.output) and os.path.isdir(cfg.output):
         raise UserError(f"--output {cfg.output} is a directory; name the vocab file, e.g. {cfg.output}/vocab.txt")
     dry_run = runners.is_dry_run(options)
+    found, outcome = None, "run"
+    if args.reuse and not dry_run:
+        found = find_inputs(cfg.inputs)
+        outcome = Reuse(cfg.describe(), found.files).outcome(JOB, cfg.output, beside(cfg.output, output.MANIFEST))
+        if outcome == "keep":
+            return 0
     if not dry_run:
-        check_outputs(cfg.output, args.overwrite)
+        check_outputs(cfg.output, args.overwrite or outcome == "replace")
         output.check_writable(cfg.output, output.temporary_name(cfg.output))
-    found = find_inputs(cfg.inputs, allow_missing=dry_run)
+    found = found or find_inputs(cfg.inputs, allow_missing=dry_run)
     found.print_note()
     if not found.files and not dry_run:
         raise UserError("no input files given")
     if cfg.count_with_beam:
         # A dry run needs only the job's shape: remote patterns stay as given.
-        counts = count_with_beam(cfg, [p for p, _ in found.files] or list(cfg.inputs), options)
+        counts = count_with_beam(
+            cfg, [p for p, _ in found.files] or list(cfg.inputs), options, sum(size for _, size in found.files)
+        )
         if counts is None:
             return 0
     else:
