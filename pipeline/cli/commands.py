@@ -42,11 +42,11 @@ def _commands() -> dict:
     """name → (module, one-line help)."""
     return {
         "extract-wiki": (
-            "bertcorpus.pipeline.extract.wiki",
+            "bertcorpus.pipeline.extract.wiki_command",
             "Wikipedia XML dumps → article prose as documents Parquet",
         ),
         "extract-books": (
-            "bertcorpus.pipeline.extract.books",
+            "bertcorpus.pipeline.extract.books_command",
             "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet",
         ),
         "vocab": (
