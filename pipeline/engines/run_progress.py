@@ -47,16 +47,18 @@ def _working_steps(readable: str, movers: set[str]) -> list[str]:
     return [step for step in steps if step not in movers] or steps
 
 
-def _named(steps: list[str], readable: str) -> str:
-    """Steps without the label of the job that holds them all."""
-    return " + ".join(dict.fromkeys(step.split("/", 1)[1] for step in steps)) or readable
+def _named(steps: list[str], readable: str, most: int = 0) -> str:
+    """Steps without the label of the job that holds them all; with `most`, the first so many, and '…' for more."""
+    names = list(dict.fromkeys(step.split("/", 1)[1] for step in steps))
+    if most and len(names) > most:
+        names = [*names[:most], "…"]
+    return " + ".join(names) or readable
 
 
 def short_stage(readable: str, movers: set[str] = frozenset(), most: int = 0) -> str:
     """A stage ('create pretraining data/group into buckets + create pretraining data/tokenize buckets + Write') →
     the job's steps that work in it ('tokenize buckets'); with `most`, the first so many of them, and '…' for more."""
-    steps = _working_steps(readable, movers)
-    return _named(steps[:most] if most else steps, readable) + (" + …" if most and len(steps) > most else "")
+    return _named(_working_steps(readable, movers), readable, most)
 
 
 def step_seconds(monitoring_infos) -> dict[str, float]:
@@ -73,12 +75,12 @@ def step_seconds(monitoring_infos) -> dict[str, float]:
     return seconds
 
 
-def busiest(readable: str, movers: set[str], worked: dict[str, float]) -> str:
+def busiest(readable: str, movers: set[str], worked: dict[str, float], most: int = 3) -> str:
     """A stage named by the steps that worked most in it: those with at least a third of the busiest one's time,
-    as Beam measured it; by all its working steps where it measured none."""
+    as Beam measured it, by all its working steps where it measured none; the first `most` of them."""
     steps = _working_steps(readable, movers)
     top = max((worked.get(step, 0.0) for step in steps), default=0.0)
-    return _named([step for step in steps if worked.get(step, 0.0) >= top / 3] if top else steps, readable)
+    return _named([step for step in steps if worked.get(step, 0.0) >= top / 3] if top else steps, readable, most)
 
 
 def stage_time_rows(times: list[tuple[str, float]], share: float = 0.03) -> list[tuple[str, str]]:
