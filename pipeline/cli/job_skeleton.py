@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 
 import apache_beam as beam
 
+from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.cli.common import print_summary, run_pipeline
 from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.engines.run_progress import ProgressPlan
-from bertcorpus.pipeline.sinks import output
+from bertcorpus.pipeline.sinks import documents, output
 from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
 
@@ -61,6 +62,28 @@ def run_job(
     if finished is None:
         return None
     return JobRun(output.read_manifest(output_dir), finished.time_rows())
+
+
+def run_extraction(
+    name: str, args, options, job: beam.PTransform, config, inputs: list[str], items: str
+) -> JobRun | None:
+    """run_job for a job that writes documents: its progress line counts the bytes of `config.input_files` (the
+    files listed at launch), the `items` read (pages, books) and the documents written, and --reuse compares those
+    files and `config.describe()` with its output's manifest."""
+    return run_job(
+        name,
+        options,
+        job,
+        config.output,
+        inputs,
+        args.overwrite,
+        ProgressPlan(
+            sum(size for _, size in config.input_files),
+            (f"{documents.METRICS}/read", items),
+            (f"{tally.PROGRESS}/documents_written", "documents"),
+        ),
+        Reuse(config.describe(), config.input_files) if args.reuse else None,
+    )
 
 
 def finish(name: str, run: JobRun, rows: list[tuple[str, str]], problems: Iterable[str | None] = ()) -> int:

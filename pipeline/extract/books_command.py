@@ -175,21 +175,13 @@ def book_rows(manifest: dict) -> list[tuple[str, str]]:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
+    from bertcorpus.pipeline.cli.job_skeleton import finish, run_extraction
     from bertcorpus.pipeline.engines import runners
-    from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
-    run = run_job(
-        JOB,
-        options,
-        "extract books" >> ExtractBooks(config),
-        config.output,
-        args.input + args.metadata,
-        args.overwrite,
-        documents.progress_plan(config.input_files, "books"),
-        Reuse(config.describe(), config.input_files) if args.reuse else None,
+    run = run_extraction(
+        JOB, args, options, "extract books" >> ExtractBooks(config), config, args.input + args.metadata, "books"
     )
     if run is None:
         return 0

@@ -134,21 +134,19 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
+    from bertcorpus.pipeline.cli.job_skeleton import finish, run_extraction
     from bertcorpus.pipeline.engines import runners
-    from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
-    run = run_job(
+    run = run_extraction(
         JOB,
+        args,
         options,
         "extract wikipedia" >> ExtractWikipedia(config),
-        config.output,
+        config,
         args.input + (args.index or []),
-        args.overwrite,
-        documents.progress_plan(config.input_files, "pages"),
-        Reuse(config.describe(), config.input_files) if args.reuse else None,
+        "pages",
     )
     if run is None:
         return 0

@@ -27,7 +27,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.engines.run_progress import ProgressPlan
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.seeding import stable_hash
 
@@ -250,16 +249,6 @@ class PublishDocuments(beam.PTransform):
 
 
 # ---------------------------------------------------------------------------------------------- command line
-
-
-def progress_plan(input_files: list[tuple[str, int]], items: str) -> ProgressPlan:
-    """An extraction's progress line: the bytes of its input files, the `items` read (pages, books), the documents
-    written."""
-    return ProgressPlan(
-        sum(size for _, size in input_files),
-        (f"{METRICS}/read", items),
-        (f"{tally.PROGRESS}/documents_written", "documents"),
-    )
 
 
 def summary_rows(manifest: dict) -> list[tuple[str, str]]:
