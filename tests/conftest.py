@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Progress lines come every 30 s, so how many a run prints depends on how loaded the machine is: tests that read a
+# command's whole output get none, and the tests of progress lines set the interval they need.
+os.environ["BERTCORPUS_PROGRESS_INTERVAL"] = "86400"
 TESTS = Path(__file__).resolve().parent
 DATA = TESTS / "data"
 VOCAB = DATA / "reference" / "bert-base-uncased-vocab.txt"

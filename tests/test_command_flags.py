@@ -1,17 +1,21 @@
-"""The flags users meet first: one spelling per idea across commands (older spellings still accepted, hidden), and
-every create flag with a help text that gives its default."""
+"""The flags users meet first: one spelling per idea across commands (older spellings still accepted, hidden), every
+flag with a help text that gives its default in one format, and usage mistakes in one line."""
 
 from __future__ import annotations
 
 import argparse
 import re
+import shlex
+from pathlib import Path
 
 import pytest
+import yaml
 
-from bertcorpus.pipeline.cli import shared_flags
-from bertcorpus.pipeline.create import config
+from bertcorpus.pipeline.cli import commands, shared_flags
 
 from conftest import SAMPLE_TEXT, run_cli
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def help_of(capsys, *argv: str) -> str:
@@ -20,29 +24,30 @@ def help_of(capsys, *argv: str) -> str:
     return capsys.readouterr().out
 
 
-class Recorded:
-    """A parser, or one of its groups, that keeps the actions its arguments make."""
-
-    def __init__(self, container, actions: list):
-        self.container, self.actions = container, actions
-
-    def add_argument(self, *names, **kwargs):
-        self.actions.append(self.container.add_argument(*names, **kwargs))
-        return self.actions[-1]
-
-    def add_argument_group(self, *args, **kwargs):
-        return Recorded(self.container.add_argument_group(*args, **kwargs), self.actions)
+def command_options(command: str) -> list[argparse.Action]:
+    """The options a command's --help lists."""
+    parser, _ = commands._build_parsers(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    return [a for a in sub._actions if a.option_strings and a.help != argparse.SUPPRESS and a.dest != "help"]
 
 
-def test_every_create_flag_has_a_help_text_that_gives_its_default():
-    actions: list = []
-    config.add_arguments(Recorded(argparse.ArgumentParser(), actions))
-    shown = [a for a in actions if a.help != argparse.SUPPRESS]
-    assert len(shown) > 20
-    for action in shown:
-        assert action.help, action.option_strings
-        if not action.required and action.dest not in ("seq_configs", "overwrite"):
-            assert "default" in action.help, f"{action.option_strings} does not say its default"
+@pytest.mark.parametrize("command", list(commands._commands()))
+def test_every_flag_ends_its_help_with_its_default_in_one_format(command):
+    """A setting with a default (a value, or a --x/--no-x switch) ends its help with `(default: X)`, as does any
+    help that speaks of a default; no help gives two."""
+    for action in command_options(command):
+        assert action.help, f"{command} {action.option_strings} has no help text"
+        text = action.help % {"default": action.default}
+        valued = action.default not in (None, argparse.SUPPRESS, []) and not isinstance(action.default, bool)
+        switch = isinstance(action, argparse.BooleanOptionalAction)
+        if valued or switch or "default" in text:
+            assert re.search(r"\(default: [^()]+(\([^()]*\)[^()]*)*\)$", text), f"{command} {action.option_strings}"
+            assert text.count("default") == 1, f"{command} {action.option_strings}: {text}"
+
+
+def test_the_demo_help_gives_its_defaults_as_every_command_does(capsys):
+    text = " ".join(help_of(capsys, "demo").split())
+    assert "(default: 8000)" in text and "(default: 300)" in text and "(default 8000)" not in text
 
 
 @pytest.mark.parametrize("command", ["create", "vocab"])
@@ -69,18 +74,63 @@ def test_graph_writes_into_output_like_every_command(capsys, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "command, flag",
+    "command, flag, value",
     [
-        ("create", "--num-shards"),
-        ("create", "--num-buckets"),
-        ("extract-books", "--num-shards"),
-        ("extract-wiki", "--num-shards"),
-        ("extract-wiki", "--range-mb"),
+        ("create", "--num-shards", "0"),
+        ("create", "--num-buckets", "0"),
+        ("create", "--bin-size", "abc"),
+        ("extract-books", "--num-shards", "0"),
+        ("extract-wiki", "--num-shards", "0"),
+        ("extract-wiki", "--range-mb", "0"),
     ],
 )
-def test_a_size_of_zero_is_refused_rather_than_read_as_automatic(capsys, tmp_path, command, flag):
+def test_a_bad_flag_value_is_one_line(capsys, tmp_path, command, flag, value):
+    """A size of zero is refused rather than read as automatic; argparse's usage, which --help shows, is left out."""
     extra = ["--vocab", str(SAMPLE_TEXT)] if command == "create" else []
     with pytest.raises(SystemExit) as exit_:
-        run_cli(command, "--input", SAMPLE_TEXT, "--output", tmp_path / "o", *extra, flag, "0")
+        run_cli(command, "--input", SAMPLE_TEXT, "--output", tmp_path / "o", *extra, f"{flag}={value}")
     assert exit_.value.code == 2
-    assert f"argument {flag}: must " in capsys.readouterr().err and not (tmp_path / "o").exists()
+    err = capsys.readouterr().err
+    assert err.startswith(f"bertcorpus {command}: error: argument {flag}: ") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["create", "--input", "x"],
+            "bertcorpus create: error: the following arguments are required: --output, --vocab",
+        ),
+        (
+            ["extract-wiki", "--output", "o"],
+            "bertcorpus extract-wiki: error: the following arguments are required: --input",
+        ),
+        (["train", "--data", "d"], "bertcorpus train: error: the following arguments are required: --output"),
+        ([], "bertcorpus: error: the following arguments are required: COMMAND"),
+    ],
+)
+def test_a_missing_required_flag_is_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        run_cli(*argv)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == message + "\n"
+
+
+def test_print_command_quotes_globs_as_a_shell_needs_them(capsys):
+    assert run_cli("run", "pretraining-both", "--print-command") == 0
+    printed = capsys.readouterr().out.strip()
+    assert "'data/documents-wiki/documents-*.parquet'" in printed
+    words = shlex.split(printed)  # what a shell hands bertcorpus when the line is pasted
+    assert words[:2] == ["bertcorpus", "create"] and "data/documents-books/documents-*.parquet" in words
+
+
+def test_run_list_aligns_its_columns(capsys):
+    jobs = yaml.safe_load((REPO / "beam_jobs.yaml").read_text())["jobs"]
+    assert run_cli("run", "--list") == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: line for line in lines if line.startswith("  ")}
+    assert set(rows) == set(jobs)
+    commands_at = {rows[name].index(f" {job['command']} ", 2 + len(name)) for name, job in jobs.items()}
+    helps_at = {rows[name].index(job["help"]) for name, job in jobs.items()}
+    assert len(commands_at) == 1 and len(helps_at) == 1, lines

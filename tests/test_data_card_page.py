@@ -304,3 +304,51 @@ def test_the_lead_says_what_label_1_means_for_the_pair_objective(objective, labe
     labels = [h for h in headers if "(label 1)" in h]
     assert labels == ([label] if label else [])
     assert ("Expected: swapped 50%" in lead) == (objective == "sop")
+
+
+def test_the_segment_spike_is_captioned_where_the_histograms_have_it(card):
+    """Pairs too long for L - 3 tokens are truncated level (the reference's truncate_seq_pair): the tallest bar of
+    each segment's histogram, and the caption under the plot names it."""
+    page = html.unescape((card / "report.html").read_text(encoding="utf-8"))
+    seq_configs = json.loads((card / "stats.json").read_text())["records"]["records"]["seq_configs"]
+    for s in seq_configs.values():
+        budget = s["max_seq_length"] - 3
+        a, b = (np.asarray(s["all"][f"segment_{x}_tokens_hist"]) for x in ("a", "b"))
+        assert (a.argmax(), b.argmax()) == ((budget + 1) // 2, budget // 2)
+        assert f"The spike at A {(budget + 1) // 2} / B {budget // 2} is the pairs too long for the {budget} " in page
+
+
+def test_vocab_coverage_counts_the_ids_of_the_text_in_the_table_and_the_plot_alike(card):
+    """Random replacement puts ids into input_ids that the text never uses: they are not coverage."""
+    vocab = len((card / "vocab" / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    page = (card / "report.html").read_text(encoding="utf-8")
+    for s in json.loads((card / "stats.json").read_text())["records"]["records"]["seq_configs"].values():
+        summary = s["all"]
+        assert summary["vocab_coverage"] == summary["vocab_ids_seen"] / vocab < 1
+        assert f'<td class="n">{summary["vocab_coverage"]:.1%}</td>' in page
+
+
+def test_the_masked_positions_plot_shows_the_bars_beside_the_tallest(card):
+    """Most instances draw the same number of predictions; on a linear axis every other bar would be a sliver."""
+    for png in sorted((card / "report_files").glob("*masked.png")):
+        pixels = np.asarray(Image.open(png).convert("RGB")).astype(int)
+        heights = (np.abs(pixels - (0x70, 0xAD, 0x47)).sum(axis=2) < 12).sum(axis=0)  # bar pixels per column
+        tallest = heights.max()
+        assert ((heights > tallest / 4) & (heights < tallest * 0.9)).sum() > 20, png.name
+
+
+def test_the_inputs_table_names_every_skip_alike():
+    from bertcorpus.pipeline.stats.html import _inputs_html
+
+    counts = {
+        "job": "extract-wiki",
+        "read": 10,
+        "kept": 6,
+        "skipped": {"duplicate_id": 1, "redirect": 2, "disambiguation": 1},
+        "errors": 0,
+        "errors_by_reason": {},
+    }
+    parser = Tables()
+    parser.feed(_inputs_html({"wiki": counts}))
+    labels = [row[0][0] for row in parser.tables[0]]
+    assert labels == ["read", "kept", "skipped: disambiguation", "skipped: duplicate_id", "skipped: redirect"]

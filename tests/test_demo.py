@@ -1,4 +1,5 @@
-"""`bertcorpus demo`: the whole chain on the bundled samples, with a short training run."""
+"""`bertcorpus demo`: the whole chain on the bundled samples, with a short training run; run again, it keeps every
+stage whose output is up to date."""
 
 from __future__ import annotations
 
@@ -7,23 +8,48 @@ import json
 from conftest import run_cli
 
 
-def test_demo_runs_the_whole_chain(tmp_path, capsys):
+def table_of(printed: str) -> list[str]:
+    return printed[printed.index("bertcorpus demo summary") :].splitlines()[1:]
+
+
+def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "demo"
-    assert run_cli("demo", "--output", out, "--train-steps", "3") == 0
+    assert run_cli("demo", "--output", "demo", "--train-steps", "3") == 0
     printed = capsys.readouterr().out
-    table = printed[printed.index("bertcorpus demo summary") :]
-    for stage in ("extract-wiki", "extract-books", "vocab", "create", "stats", "train"):
-        assert f"\n  {stage} " in table
+    table = table_of(printed)
+    # Within 100 columns, the outputs named relative to the demo's folder, which is named relative to the working one.
+    assert "\nbertcorpus demo summary (outputs in demo/)\n" in printed
+    assert max(len(line) for line in table) <= 100, table
+    rows = {line.split()[0]: line for line in table if line.startswith("  ") and line[2] != " "}
+    assert list(rows) == ["stage", "extract-wiki", "extract-books", "vocab", "create", "stats", "train"]
+    assert " vocab/ " in rows["vocab"] and " records/ " in rows["create"] and " report.html " in rows["stats"]
+    assert printed.rstrip().endswith("data card: demo/report.html")
     assert (out / "report.html").exists() and json.loads((out / "stats.json").read_text())
     records = json.loads((out / "records" / "manifest.json").read_text())
     assert set(records["outputs"]) == {"seq128", "seq512"}
-    assert sum(1 for _ in open(out / "vocab.txt", encoding="utf-8")) == 8000
+    # The vocab in a folder of its own, so that the card's lineage goes from the documents through it to the records.
+    assert sum(1 for _ in open(out / "vocab" / "vocab.txt", encoding="utf-8")) == 8000
+    assert not (out / "manifest.json").exists()
+    assert records["vocab"]["path"] == str(out / "vocab" / "vocab.txt")
     results = json.loads((out / "train" / "eval_results.json").read_text())
     assert {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"} <= set(results)
-    train_row = next(line for line in table.splitlines() if line.startswith("  train "))
+    train = " ".join(" ".join(table[table.index(rows["train"]) :]).split())
     assert (
         f"masked_lm_accuracy {results['masked_lm_accuracy']:.3f} "
         f"(most frequent token {results['masked_lm_baseline_accuracy']:.3f}), "
         f"next_sentence_accuracy {results['next_sentence_accuracy']:.3f} "
         f"(chance {results['next_sentence_baseline_accuracy']:.3f})"
-    ) in train_row
+    ) in train
+
+    card = (out / "report.html").stat().st_mtime_ns
+    assert run_cli("demo", "--output", "demo", "--train-steps", "3") == 0
+    again = capsys.readouterr().out
+    for stage, folder in (("extract-wiki", "wiki"), ("extract-books", "books"), ("create", "records")):
+        assert f"{stage}: {out / folder} is up to date (same inputs, config and bertcorpus version); kept" in again
+    assert f"vocab: {out / 'vocab' / 'vocab.txt'} is up to date" in again
+    assert "finished in" not in again and (out / "report.html").stat().st_mtime_ns == card
+    kept = {line.split()[0]: line.split()[1] for line in table_of(again) if line.startswith("  ") and line[2] != " "}
+    assert kept == dict.fromkeys(["extract-wiki", "extract-books", "vocab", "create", "stats", "train"], "kept") | {
+        "stage": "time"
+    }

@@ -204,3 +204,24 @@ def test_mistakes_are_one_line(dynamic, tmp_path, capsys):
     )
     for epoch in ("-1", str(2**64)):
         assert error(shard, "--epoch", epoch) == "bertcorpus inspect: error: --epoch must be >= 0 and below 2**63"
+
+
+def test_a_tfrecord_in_its_create_output_is_read_with_the_vocab_its_manifest_names(capsys, tmp_path, records_dir):
+    shard = sorted((records_dir / "seq128").glob("train-*.tfrecord"))[0]
+    named = inspect(capsys, shard, "-n", "2")
+    assert named == inspect(capsys, shard, "-n", "2", "--vocab", VOCAB)
+    assert named[0] == "record 0:" and "[CLS]" in named[1]
+    # A vocab that changed since create would decode the records into other words: refused, naming it.
+    run = tmp_path / "run"
+    shutil.copytree(records_dir, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    changed = tmp_path / "vocab.txt"
+    changed.write_text(VOCAB.read_text(encoding="utf-8").replace("the\n", "teh\n", 1), encoding="utf-8")
+    manifest["vocab"]["path"] = str(changed)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    capsys.readouterr()
+    assert run_cli("inspect", run / "seq128" / shard.name) == 2
+    assert capsys.readouterr().err == (
+        f"bertcorpus inspect: error: the vocab {changed} has changed since {run / 'manifest.json'} was written (its "
+        "sha256 differs); give --vocab: the vocab.txt the records were made with\n"
+    )

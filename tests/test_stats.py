@@ -85,7 +85,6 @@ def independent_summary(rec: dict[str, np.ndarray], length: int, predictions: in
     real, seg_a, seg_b, masked = Counter(), Counter(), Counter(), Counter()
     shown = Counter()
     originals = Counter()
-    seen = set()
     for i in range(n):
         ids, m, seg = rec["input_ids"][i], rec["input_mask"][i], rec["segment_ids"][i]
         k = int((rec["masked_lm_weights"][i] > 0).sum())
@@ -103,8 +102,6 @@ def independent_summary(rec: dict[str, np.ndarray], length: int, predictions: in
             shown["mask" if ids[p] == MASK else "original" if ids[p] == label else "random"] += 1
         text = [t for j, t in enumerate(restored[:count]) if j not in (0, first_sep, last_sep)]
         originals.update(text)
-        seen.update(ids[:count].tolist())
-        seen.update(labels.tolist())
 
     def hist(counter: Counter, size: int) -> list[int]:
         return [counter[v] for v in range(size + 1)]
@@ -132,8 +129,8 @@ def independent_summary(rec: dict[str, np.ndarray], length: int, predictions: in
         "text_tokens": text_tokens,
         "unk_tokens": originals[UNK],
         "unk_token_rate": originals[UNK] / text_tokens,
-        "vocab_ids_seen": len(seen),
-        "vocab_coverage": len(seen) / len(TOKENS),
+        "vocab_ids_seen": len(originals),  # the text's ids: not the random replacements masking put in
+        "vocab_coverage": len(originals) / len(TOKENS),
         "full_length_share": real[length] / n,
         "real_tokens_percentiles": {
             f"p{q}": int(np.percentile(rec["input_mask"].sum(1), q, method="inverted_cdf")) for q in (1, 10, 50, 90, 99)

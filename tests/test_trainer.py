@@ -347,6 +347,20 @@ def test_log_and_checkpoint_steps_with_several_steps_per_execution(records_dir, 
         train(small_run(records_dir, tmp_path / "other", steps=8, log_every=4, steps_per_execution=3))
 
 
+def test_a_progress_line_shows_a_slow_run_moving_between_log_lines(records_dir, tmp_path, capsys, monkeypatch):
+    """Between two --log-every lines, a line comes as soon as BERTCORPUS_PROGRESS_INTERVAL seconds (30 unless set)
+    have passed; set as low as it goes, after a step or more."""
+    monkeypatch.setenv("BERTCORPUS_PROGRESS_INTERVAL", "1e-9")
+    train(small_run(records_dir, tmp_path / "run", steps=4, log_every=4))
+    lines = capsys.readouterr().out.splitlines()
+    progress = [line.split() for line in lines if "(mean since step 0)" in line]
+    assert progress, lines
+    steps = [int(words[1].split("/")[0]) for words in progress]
+    assert steps == sorted(set(steps)) and set(steps) <= {1, 2, 3, 4}
+    assert all(words[0] == "step" and words[2] == "loss" and words[-1] == "seq/s" for words in progress)
+    assert [r["step"] for r in read_log(tmp_path / "run")] == [4]  # the log file keeps its windows only
+
+
 def test_fit_segments_end_at_every_log_and_checkpoint_step():
     assert fit_segments(0, 300, 100) == [(3, 100)]
     assert fit_segments(0, 250, 100) == [(2, 100), (1, 50)]

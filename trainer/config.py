@@ -144,24 +144,25 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         f"model (default: the `create` output's vocab, else {BertConfig.vocab_size})",
     )
     parser.add_argument(
-        "--init-checkpoint", help="start from the weights of this run directory or checkpoint (phase 2)"
+        "--init-checkpoint",
+        help="start from the weights of this run directory or checkpoint, for phase 2 (default: none)",
     )
     parser.add_argument("--batch-size", type=int, default=d.batch_size, help="global batch size (default: %(default)s)")
-    parser.add_argument("--eval-batch-size", type=int, help="default: --batch-size")
+    parser.add_argument("--eval-batch-size", type=int, help="eval batch size (default: --batch-size)")
     parser.add_argument("--steps", type=int, default=d.steps, help="total training steps (default: %(default)s)")
     parser.add_argument(
         "--seq-length",
         "--max-seq-length",
         dest="max_seq_length",
         type=int,
-        help=f"L: which seq config of a `create` output to train on (default: its only one), or the L "
-        f"of TFRecord globs (default: {DEFAULT_SEQ_LENGTH})",
+        help=f"L: which seq config of a `create` output to train on, or the L of TFRecord globs (default: "
+        f"the output's only one; {DEFAULT_SEQ_LENGTH} for globs)",
     )
     parser.add_argument(
         "--max-predictions-per-seq",
         type=int,
-        help=f"P (default: the manifest's; {DEFAULT_PREDICTIONS} for globs); masks drawn at load time "
-        "(dynamic records) may take another",
+        help="P; masks drawn at load time (dynamic records) may take another (default: the manifest's; "
+        f"{DEFAULT_PREDICTIONS} for globs)",
     )
     parser.add_argument(
         "--masked-lm-prob",
@@ -182,7 +183,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "for all [MASK] (default: 0.1)",
     )
     rates = ", ".join(f"{name} {rate:g}" for name, rate in PRESET_LEARNING_RATES.items())
-    parser.add_argument("--learning-rate", type=float, help=f"peak learning rate (default by --config: {rates})")
+    parser.add_argument("--learning-rate", type=float, help=f"peak learning rate (default: by --config, {rates})")
     parser.add_argument(
         "--warmup-steps",
         type=int,
@@ -194,16 +195,20 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         default=d.warmup_fraction,
         help="warm-up as a share of --steps, when --warmup-steps is not given (default: %(default)s)",
     )
-    parser.add_argument("--optimizer", default=d.optimizer, choices=["adamw", "lamb"], help="default: %(default)s")
+    parser.add_argument("--optimizer", default=d.optimizer, choices=["adamw", "lamb"], help="(default: %(default)s)")
     parser.add_argument(
         "--weight-decay",
         type=float,
         default=d.weight_decay,
         help="not applied to LayerNorm and biases (default: %(default)s)",
     )
-    parser.add_argument("--beta1", type=float, default=d.beta1, help="default: %(default)s")
-    parser.add_argument("--beta2", type=float, default=d.beta2, help="default: %(default)s")
-    parser.add_argument("--epsilon", type=float, default=d.epsilon, help="default: %(default)s")
+    parser.add_argument("--beta1", type=float, default=d.beta1, help="Adam's first-moment decay (default: %(default)s)")
+    parser.add_argument(
+        "--beta2", type=float, default=d.beta2, help="Adam's second-moment decay (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--epsilon", type=float, default=d.epsilon, help="Adam's denominator term (default: %(default)s)"
+    )
     parser.add_argument(
         "--clip-norm", type=float, default=d.clip_norm, help="global gradient-norm clip, 0 = off (default: %(default)s)"
     )
@@ -216,7 +221,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--jit-compile",
         action=argparse.BooleanOptionalAction,
-        help="compile the step (XLA on TensorFlow and JAX, torch.compile on PyTorch; default: on, off on PyTorch)",
+        help="compile the step: XLA on TensorFlow and JAX, torch.compile on PyTorch (default: on; off on PyTorch)",
     )
     parser.add_argument(
         "--steps-per-execution",
@@ -233,13 +238,26 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         "parallel), then one device (default: %(default)s)",
     )
     parser.add_argument("--tpu", help="TPU name or grpc:// address (default: $TPU_NAME, or the local TPU VM)")
-    parser.add_argument("--seed", type=int, default=d.seed, help="default: %(default)s")
     parser.add_argument(
-        "--log-every", type=int, default=d.log_every, help="steps between log lines (default: %(default)s)"
+        "--seed", type=int, default=d.seed, help="initial weights, dropout and data order (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--log-every",
+        type=int,
+        default=d.log_every,
+        help="steps between log lines and train_log.jsonl records; a progress line comes at least every "
+        "30 s between them (default: %(default)s)",
     )
     parser.add_argument("--eval-steps", type=int, help="eval batches (default: one full pass over the eval records)")
-    parser.add_argument("--checkpoint-every", type=int, default=d.checkpoint_every, help="default: %(default)s")
-    parser.add_argument("--keep-checkpoints", type=int, default=d.keep_checkpoints, help="default: %(default)s")
+    parser.add_argument(
+        "--checkpoint-every",
+        type=int,
+        default=d.checkpoint_every,
+        help="steps between checkpoints (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--keep-checkpoints", type=int, default=d.keep_checkpoints, help="checkpoints kept (default: %(default)s)"
+    )
     parser.add_argument(
         "--shuffle-buffer",
         type=int,

@@ -127,7 +127,8 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     suffix = {"tfrecord": ".tfrecord", "parquet": ".parquet", "mds": ".mds"}.get(file_format)
     if suffix is None:
         raise LoaderError(f"{manifest_path}: unknown file format {file_format!r}")
-    sizes = file_sizes(join(output_dir, name))
+    # one listing of the shards' folder: a folder per split for MDS, with its index.json (trainer/mds_files.py)
+    sizes = file_sizes(join(output_dir, name, split) if file_format == "mds" else join(output_dir, name))
     found = [n for n in sizes if n.endswith((".tfrecord", ".parquet"))]
     kinds = {n.rsplit(".", 1)[1] for n in found}
     if len(kinds) > 1:
@@ -135,8 +136,8 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
             f"{join(output_dir, name)} mixes TFRecord and Parquet files; point the loader at the "
             f"output of one `bertcorpus create` run"
         )
-    if file_format == "mds":  # a folder per split, with its index.json (trainer/mds_files.py)
-        found = [n for n in list_names(join(output_dir, name, split)) if n.endswith(suffix)]
+    if file_format == "mds":
+        found = [n for n in sizes if n.endswith(suffix)]
     shards = tuple(
         Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"], s.get("bytes"))
         for s in entry[split]["shards"]

@@ -1,9 +1,11 @@
-"""What a training run logs: a line (and a train_log.jsonl record) per --log-every window, TensorBoard scalars on
-the TensorFlow backend, and the checkpoints at each --checkpoint-every step, from a Keras callback."""
+"""What a training run logs: a line (and a train_log.jsonl record) per --log-every window, a progress line at least
+every 30 s between them, TensorBoard scalars on the TensorFlow backend, and the checkpoints at each
+--checkpoint-every step, from a Keras callback."""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import keras
@@ -15,6 +17,7 @@ from bertcorpus.trainer.config import TrainConfig, TrainerError
 from bertcorpus.trainer.optimization import make_schedule
 from bertcorpus.trainer.storage import exists, is_remote, join, read_text, write_text
 from bertcorpus.trainer.training_input import TrainingInput
+from bertcorpus.transforms.progress_interval import line_interval
 
 
 def truncate_log(path: str, last_step: int) -> str:
@@ -59,7 +62,12 @@ def scalar_writer(directory: str) -> ScalarWriter | None:
 class StepLog(keras.callbacks.Callback):
     """Logs each --log-every window and checkpoints at each --checkpoint-every step. Keras's epochs here are the
     stretches between two such steps (or shorter ones, where a run starts or ends between them), so an epoch's
-    metric means add up to the window's."""
+    metric means add up to the window's. Between those lines, one at least every line_interval() seconds shows a
+    slow run moving."""
+
+    # Keras may call on_train_batch_end on threads of its own, so as not to wait for each step's loss: the progress
+    # line reads only its arguments and what stays fixed within an epoch, under a lock.
+    async_safe = True
 
     def __init__(self, config: TrainConfig, training_input: TrainingInput, start: int, meta: dict):
         super().__init__()
@@ -69,11 +77,28 @@ class StepLog(keras.callbacks.Callback):
         self.log_text = truncate_log(self.log_path, start)
         self.writer = scalar_writer(join(config.output, "tensorboard", "train"))
         self.schedule = make_schedule(config)
+        self.progress_every, self._progress_lock = line_interval(), threading.Lock()
         self._new_window()
 
     def _new_window(self) -> None:
         self.window_sums: dict[str, float] = {}
         self.window_steps, self.window_start = 0, time.perf_counter()
+        self._last_line, self._last_step = self.window_start, self.step
+
+    def on_train_batch_end(self, batch, logs=None):
+        """A progress line when line_interval() seconds passed since the last line: the step, the loss so far in
+        this stretch (Keras's running mean since its epoch began), and the speed since the last log line."""
+        now, step = time.perf_counter(), self.step + batch + 1
+        with self._progress_lock:
+            if now - self._last_line < self.progress_every or step <= self._last_step or "loss" not in (logs or {}):
+                return
+            self._last_line, self._last_step = now, step
+        seq_per_s = (self.window_steps + batch + 1) * self.config.batch_size / (now - self.window_start)
+        print(
+            f"step {step}/{self.config.steps} loss {float(logs['loss']):.4f} (mean since step {self.step}) "
+            f"{seq_per_s:.1f} seq/s",
+            flush=True,
+        )
 
     def on_epoch_end(self, epoch, logs=None):
         self.step += self.epoch_steps

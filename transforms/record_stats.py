@@ -93,7 +93,6 @@ class RecordStats:
         self.shown_mask = self.shown_original = self.shown_random = 0
         self.unk_tokens = 0
         self.original_counts = np.zeros(ids.vocab_size, np.int64)  # text tokens before masking, by id
-        self.seen = np.zeros(ids.vocab_size, bool)  # ids in input_ids or masked_lm_ids
 
     def add(self, batch: dict[str, np.ndarray]) -> None:
         ids, mask, segments = batch["input_ids"], batch["input_mask"] != 0, batch["segment_ids"]
@@ -131,14 +130,11 @@ class RecordStats:
         text_ids = original[text]
         self.unk_tokens += int((text_ids == self.ids.unk).sum())
         self.original_counts += np.bincount(text_ids, minlength=vocab)
-        self.seen[ids[mask]] = True
-        self.seen[label] = True
 
     def merge(self, other: RecordStats) -> RecordStats:
         total = RecordStats(self.length, self.predictions, self.ids, self.label)
         for name in _SUMMED:
             setattr(total, name, getattr(self, name) + getattr(other, name))
-        total.seen = self.seen | other.seen
         return total
 
     def summary(self) -> dict:
@@ -179,8 +175,10 @@ class RecordStats:
             "text_tokens": text_tokens,
             "unk_tokens": self.unk_tokens,
             "unk_token_rate": self.unk_tokens / text_tokens if text_tokens else None,
-            "vocab_ids_seen": int(self.seen.sum()),
-            "vocab_coverage": float(self.seen.mean()),
+            # The ids the text uses, before masking: random replacements put ids into input_ids that the text
+            # may never use, and structural tokens ([CLS], [SEP]) are no text.
+            "vocab_ids_seen": int(np.count_nonzero(self.original_counts)),
+            "vocab_coverage": float(np.count_nonzero(self.original_counts) / self.ids.vocab_size),
         }
 
 

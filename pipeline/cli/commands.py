@@ -42,11 +42,11 @@ def _commands() -> dict:
     """name → (module, one-line help)."""
     return {
         "extract-wiki": (
-            "bertcorpus.pipeline.extract.wiki",
+            "bertcorpus.pipeline.extract.wiki_command",
             "Wikipedia XML dumps → article prose as documents Parquet",
         ),
         "extract-books": (
-            "bertcorpus.pipeline.extract.books",
+            "bertcorpus.pipeline.extract.books_command",
             "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet",
         ),
         "vocab": (
@@ -102,12 +102,20 @@ class _FlagRecorder:
         return getattr(self._container, name)
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, whose usage errors (a missing required flag, a bad value) are one line, as every other mistake
+    is: the usage it would print first is what --help shows."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
 def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[str]]:
     """The parser, where only the chosen command's module is imported and its arguments added (so `create` never
     loads the trainer), and the long flags that command defines (empty if it is not one)."""
     import importlib
 
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="bertcorpus", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(*VERBOSE_FLAGS, action="store_true", help="show log messages from Beam and others")

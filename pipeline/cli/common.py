@@ -3,36 +3,68 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import io
 import logging
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 
 BooleanFlag = argparse.BooleanOptionalAction
 
 
-def run_pipeline(pipeline, options, what: str):
-    """Run and wait; None for a dry run or a job handed to a remote runner without waiting. A local run stopped by
-    Ctrl-C raises KeyboardInterrupt (Terminated for SIGTERM), whatever Beam made of it, and one whose worker process
-    died WorkerDiedError."""
+@dataclass
+class FinishedRun:
+    """A run that ran to its end here: Beam's final state, and for a local run the seconds its stages took, each
+    named by the job's steps that worked most in it (run_progress.stage_time_rows)."""
+
+    state: object
+    stage_times: list[tuple[str, float]] = field(default_factory=list)
+
+    def time_rows(self) -> list[tuple[str, str]]:
+        from bertcorpus.pipeline.engines.run_progress import stage_time_rows
+
+        return stage_time_rows(self.stage_times)
+
+
+def run_pipeline(pipeline, options, what: str, plan=None) -> FinishedRun | None:
+    """Run and wait; None for a dry run or a job handed to a remote runner without waiting. A local run shows its
+    progress meanwhile as `plan` (a run_progress.ProgressPlan) says. A local run stopped by Ctrl-C raises
+    KeyboardInterrupt (Terminated for SIGTERM), whatever Beam made of it, and one whose worker process died
+    WorkerDiedError."""
     from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.engines.launcher_watch import mark_launcher
-    from bertcorpus.pipeline.engines.run_watch import RunWatch
+    from bertcorpus.pipeline.engines.live_counts import LiveCounts
+    from bertcorpus.pipeline.engines.run_progress import ProgressPlan, RunProgress, busiest, short_stage, step_seconds
+    from bertcorpus.pipeline.engines.run_watch import RunWatch, readable_stage
     from bertcorpus.pipeline.errors import WorkerDiedError, user_message
 
     if not runners.is_local(options):
-        return _run_and_wait(pipeline, options, what)
+        result = _run_and_wait(pipeline, options, what)
+        return None if result is None else FinishedRun(result.state)
     mark_launcher()  # local worker processes end themselves if this one is killed (engines/launcher_watch.py)
     from apache_beam.options.pipeline_options import DirectOptions
 
     quiet = options.view_as(
         DirectOptions
     ).direct_running_mode == "multi_processing" and not logging.getLogger().isEnabledFor(logging.INFO)  # not --verbose
-    with runners.local_shuffle(pipeline), RunWatch(step_names(pipeline), quiet_workers=quiet) as watch:
+    with contextlib.ExitStack() as stack:
+        spill = stack.enter_context(runners.local_shuffle(pipeline))
+        steps = step_names(pipeline)  # the steps that run: local_shuffle replaced some
+        watch = stack.enter_context(RunWatch(steps, quiet_workers=quiet))
+        counts = stack.enter_context(LiveCounts(os.path.join(spill, "counts") if spill else None))
+        stream = stack.enter_context(watch.user_stderr())
+        plumbing = shuffle_steps(pipeline)
+
+        def stage() -> str | None:
+            return short_stage(readable_stage(watch.stage, steps), plumbing, most=2) if watch.stage else None
+
         try:
-            state = _run_and_wait(pipeline, options, what)
+            result = _run_and_wait(
+                pipeline, options, what, RunProgress(what, plan or ProgressPlan(), counts, stage, stream)
+            )
         except BaseException as e:
             if watch.interrupted:
                 raise watch.stop() from None
@@ -41,7 +73,10 @@ def run_pipeline(pipeline, options, what: str):
             raise
     if watch.interrupted:
         raise watch.stop()
-    return state
+    if result is None:
+        return None
+    worked = step_seconds(result.monitoring_infos())
+    return FinishedRun(result.state, [(busiest(s, plumbing, worked), t) for s, t in watch.stage_times()])
 
 
 def step_names(pipeline) -> list[str]:
@@ -63,7 +98,35 @@ def step_names(pipeline) -> list[str]:
     return labels.labels
 
 
-def _run_and_wait(pipeline, options, what: str):
+def shuffle_steps(pipeline) -> set[str]:
+    """The job's own steps (two labels deep: 'create pretraining data/group into buckets') that only move data: its
+    groupings, reshuffles and flattens. A stage is named by the steps that work on the data."""
+    import apache_beam as beam
+    from apache_beam.pipeline import PipelineVisitor
+
+    from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues, SpilledGroupByKey
+
+    movers = (beam.GroupByKey, beam.Flatten, beam.Reshuffle, GroupLargeValues, SpilledGroupByKey)
+
+    class Movers(PipelineVisitor):
+        def __init__(self):
+            self.labels = set()
+
+        def enter_composite_transform(self, node):
+            self.visit_transform(node)
+
+        def visit_transform(self, node):
+            if node.full_label.count("/") == 1 and isinstance(node.transform, movers):
+                self.labels.add(node.full_label)
+
+    movers_found = Movers()
+    pipeline.visit(movers_found)
+    return movers_found.labels
+
+
+def _run_and_wait(pipeline, options, what: str, progress=None):
+    """The run's result, or None where it did not run to its end here; `progress` (a context manager) is shown while
+    the job runs, and ends before the line that says it finished."""
     from bertcorpus.pipeline.engines import runners
 
     started = time.time()
@@ -73,21 +136,42 @@ def _run_and_wait(pipeline, options, what: str):
         pipeline.to_runner_api()
         print(f"{what}: dry run — the job graph was built; nothing ran and nothing was written.")
         return None
-    result = pipeline.run()
-    if runners.is_rendering(options):
-        # Fresh, not the cached option dictionary: the render options register only when that runner loads.
-        print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
-        return None
-    if dry_run:
-        print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
-        return None
-    if not runners.is_local(options) and not options.get_all_options().get("wait_until_finish", True):
-        print(f"{what}: submitted.")
-        return None
-    state = result.wait_until_finish()
+    with progress or contextlib.nullcontext():
+        result = pipeline.run()  # the local runner runs the whole job here
+        if runners.is_rendering(options):
+            # Fresh, not the cached option dictionary: the render options register only when that runner loads.
+            print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
+            return None
+        if dry_run:
+            print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
+            return None
+        job = dataflow_job(result, options)
+        if job:
+            print(f"{what}: submitted {job}", flush=True)
+        if not runners.is_local(options) and options.get_all_options().get("no_wait_until_finish"):
+            if not job:
+                print(f"{what}: submitted.")
+            return None
+        state = result.wait_until_finish()
     logging.getLogger(__name__).info("%s finished in %.1f s", what, time.time() - started)
     print(f"{what}: finished in {time.time() - started:.1f} s ({state})")
-    return state
+    return result
+
+
+def dataflow_job(result, options) -> str | None:
+    """A Dataflow job's id and its page in the Cloud console, to show as soon as it is submitted: Beam logs them,
+    at a level the command line leaves out unless --verbose."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions
+
+    from bertcorpus.pipeline.engines import runners
+
+    if not runners.is_dataflow(options) or not getattr(result, "has_job", False):
+        return None
+    cloud, job = options.view_as(GoogleCloudOptions), result.job_id()
+    return (
+        f"Dataflow job {job}: https://console.cloud.google.com/dataflow/jobs/{cloud.region}/{job}"
+        f"?project={cloud.project}"
+    )
 
 
 def print_summary(what: str, manifest: dict, rows: list[tuple[str, str]]) -> None:
@@ -134,7 +218,9 @@ class StandardStreams:
     Descriptors 0-2 that were closed are opened on /dev/null, so that no file the run opens takes their number (a
     report printed into a shard) and worker processes inherit valid ones. sys.stdout and sys.stderr escape what
     their encoding lacks instead of failing on it (a token under PYTHONIOENCODING=latin-1, a file name under the C
-    locale), and note a failed write instead of raising it (_StandardStream); `finish` reports it."""
+    locale), and note a failed write instead of raising it (_StandardStream); `finish` reports it. Both are written
+    line by line, so that where they go to one file or pipe (`2>&1 | tee log`) their lines stay in the order they
+    were printed."""
 
     def __init__(self):
         closed = [fd for fd in (0, 1, 2) if not _is_open(fd)]
@@ -173,8 +259,8 @@ def _open_devnull_at(fd: int) -> None:
 
 
 def _text_stream(raw: _StandardStream, previous) -> io.TextIOWrapper:
-    """A text stream over raw that keeps the previous one's encoding and buffering, and escapes what the encoding
-    cannot write (backslashreplace) rather than failing."""
+    """A text stream over raw that keeps the previous one's encoding, is flushed at every line end, and escapes what
+    the encoding cannot write (backslashreplace) rather than failing."""
     if previous is None:  # the descriptor was closed: what is written is dropped
         return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace")
     previous.flush()
@@ -182,6 +268,6 @@ def _text_stream(raw: _StandardStream, previous) -> io.TextIOWrapper:
         io.BufferedWriter(raw),
         encoding=previous.encoding,
         errors="backslashreplace",
-        line_buffering=previous.line_buffering,
+        line_buffering=True,
         write_through=previous.write_through,
     )

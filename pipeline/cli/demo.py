@@ -4,11 +4,18 @@ extract-wiki and extract-books → vocab (small) → create at 128/20 and 512/80
 stats (data card) → a short tiny-model training run with the trainer's defaults, long enough for its masked-LM
 accuracy to beat always predicting the most frequent token. Where the `train` extra (TensorFlow, Keras) is not
 installed, the demo says so and skips training.
+
+Run again, the demo keeps every stage whose output is up to date (the jobs' --reuse: the same inputs, config and
+version as its manifest records), and the data card and the training run when nothing before them ran; --force
+runs everything again.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import textwrap
 import time
 from pathlib import Path
 
@@ -20,13 +27,19 @@ BEAM_OPTIONS_EPILOG = (
 )
 ROOT = Path(__file__).resolve().parents[2]  # the repository: pipeline/cli/demo.py
 DATA = ROOT / "tests" / "data"
+TABLE_WIDTH = 100  # columns the summary table fits in
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--output", default="demo-out", help="where every stage writes (default: demo-out)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="the demo vocab's size (default 8000)")
-    parser.add_argument("--train-steps", type=int, default=300, help="tiny-model training steps (default 300)")
-    parser.add_argument("--skip-train", action="store_true", help="stop after the data card")
+    parser.add_argument("--vocab-size", type=int, default=8000, help="the demo vocab's size (default: 8000)")
+    parser.add_argument("--train-steps", type=int, default=300, help="tiny-model training steps (default: 300)")
+    parser.add_argument("--skip-train", action="store_true", help="stop after the data card (default: off)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run every stage, also those whose output is up to date (default: off: they are kept)",
+    )
 
 
 def _manifest(path: Path) -> dict:
@@ -58,6 +71,50 @@ def _eval_counts(path: Path) -> str:
     )
 
 
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """What tells a rewritten file from the same one: a job writes its manifest anew (a new inode), last."""
+    try:
+        status = path.stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns
+
+
+def _shown(path: Path, root: Path | None = None) -> str:
+    """A path as the summary shows it: relative to `root` (else to the working directory) when inside it; a folder
+    ends with /."""
+    relative = os.path.relpath(path, root)
+    shown = path.as_posix() if relative.startswith("..") else Path(relative).as_posix()
+    return shown + "/" * path.is_dir()
+
+
+def _train_kept(train: Path, steps: int, vocab_size: int) -> bool:
+    """Whether a finished training run of these settings is in `train`."""
+    try:
+        settings = json.loads((train / "config.json").read_text())["train"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    finished = (train / "eval_results.json").is_file()
+    return finished and (settings.get("steps"), settings.get("vocab_size")) == (steps, vocab_size)
+
+
+def summary_table(rows: list[tuple[str, str, str, str]], width: int = TABLE_WIDTH) -> list[str]:
+    """The table's lines, at most `width` columns: stage, time and output in columns, the counts after them, wrapped
+    onto lines of their own where they are long."""
+    header = ("stage", "time", "output", "counts")
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(3)]
+    indent = 2 + sum(widths) + 2 * 3
+    lines = []
+    for row in [header, *rows]:
+        lead = "  " + "  ".join(
+            cell.rjust(w) if i == 1 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        )
+        counts = textwrap.wrap(row[3], max(width - indent, 40), break_on_hyphens=False) or [""]
+        lines.append(f"{lead}  {counts[0]}".rstrip())
+        lines += [" " * indent + more for more in counts[1:]]
+    return lines
+
+
 def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.cli import commands, train_command
     from bertcorpus.trainer.config import backend_extra
@@ -66,22 +123,31 @@ def run(args, beam_args: list[str]) -> int:
     wiki, books, vocab, records, train = (
         out / "wiki",
         out / "books",
-        out / "vocab.txt",
+        out / "vocab" / "vocab.txt",  # in a folder of its own: the card's lineage reads wiki, books → vocab → records
         out / "records",
         out / "train",
     )
     rows: list[tuple[str, str, str, str]] = []
+    reuse = [] if args.force else ["--reuse"]
+    kept: list[bool] = []  # of each data stage: its output was up to date, and kept
 
-    def stage(name: str, argv: list, output: Path, counts) -> None:
+    def stage(name: str, argv: list, output: Path, counts, manifest: Path | None = None) -> None:
         words = [str(a) for a in argv]
         print(f"\n=== {name}: bertcorpus {' '.join(words)}", flush=True)
-        started = time.time()
+        started, before = time.time(), manifest and _stamp(manifest)
         code = commands.main(words)
         if code > 128:  # stopped by a signal: the stage said so in its one line
             raise SystemExit(code)
         if code != 0:
             raise SystemExit(f"demo stage {name!r} failed with exit status {code}")
-        rows.append((name, counts(), f"{time.time() - started:.1f} s", str(output)))
+        if manifest is not None:
+            kept.append(before is not None and _stamp(manifest) == before)
+        seconds = "kept" if manifest is not None and kept[-1] else f"{time.time() - started:.1f} s"
+        rows.append((name, seconds, _shown(output, out), counts()))
+
+    def unchanged(name: str, output: Path, counts) -> None:
+        print(f"\n=== {name}: kept: no stage before it ran again (--force reruns it)", flush=True)
+        rows.append((name, "kept", _shown(output, out), counts()))
 
     stage(
         "extract-wiki",
@@ -93,23 +159,28 @@ def run(args, beam_args: list[str]) -> int:
             "--output",
             wiki,
             "--overwrite",
+            *reuse,
             *beam_args,
         ],
         wiki,
         lambda: _documents_counts(wiki),
+        wiki / "manifest.json",
     )
     stage(
         "extract-books",
-        ["extract-books", "--input", DATA / "books", "--output", books, "--overwrite", *beam_args],
+        ["extract-books", "--input", DATA / "books", "--output", books, "--overwrite", *reuse, *beam_args],
         books,
         lambda: _documents_counts(books),
+        books / "manifest.json",
     )
     documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
+    vocab.parent.mkdir(parents=True, exist_ok=True)
     stage(
         "vocab",
-        ["vocab", "--input", *documents, "--vocab-size", args.vocab_size, "--output", vocab, "--overwrite"],
-        vocab,
+        ["vocab", "--input", *documents, "--vocab-size", args.vocab_size, "--output", vocab, "--overwrite", *reuse],
+        vocab.parent,
         lambda: f"{sum(1 for _ in open(vocab, encoding='utf-8')):,} tokens",
+        vocab.parent / "manifest.json",
     )
     stage(
         "create",
@@ -128,17 +199,28 @@ def run(args, beam_args: list[str]) -> int:
             "--eval-fraction",
             "0.05",
             "--overwrite",
+            *reuse,
             *beam_args,
         ],
         records,
         lambda: _records_counts(records),
+        records / "manifest.json",
     )
-    stage("stats", ["stats", out], out / "report.html", lambda: "stats.json, report.html")
+    card = out / "report.html"
+    if all(kept) and (out / "stats.json").is_file() and card.is_file():
+        unchanged("stats", card, lambda: "stats.json, report.html")
+    else:
+        stage("stats", ["stats", out], card, lambda: "stats.json, report.html")
     missing = None if args.skip_train else train_command.trainer_missing()
     if missing:
         print(f"\n=== train: skipped: {missing}", flush=True)
-        rows.append(("train", f"skipped: {backend_extra('tensorflow')} to train", "", ""))
-    if not args.skip_train and not missing:
+        rows.append(("train", "", "", f"skipped: {backend_extra('tensorflow')} to train"))
+    elif not args.skip_train and all(kept) and _train_kept(train, args.train_steps, args.vocab_size):
+        unchanged("train", train, lambda: _eval_counts(train))
+    elif not args.skip_train:
+        # A training run resumes from its last checkpoint: one of other records or settings would be resumed
+        # instead of trained afresh.
+        shutil.rmtree(train, ignore_errors=True)
         stage(
             "train",
             [
@@ -162,10 +244,8 @@ def run(args, beam_args: list[str]) -> int:
             lambda: _eval_counts(train),
         )
 
-    header = ("stage", "counts", "time", "output")
-    width = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
-    print("\nbertcorpus demo summary")
-    for row in [header] + rows:
-        print(("  " + "  ".join(cell.ljust(w) for cell, w in zip(row, width))).rstrip())
-    print(f"\ndata card: {out / 'report.html'}")
+    print(f"\nbertcorpus demo summary (outputs in {_shown(out)})")
+    for line in summary_table(rows):
+        print(line)
+    print(f"\ndata card: {_shown(card)}")
     return 0

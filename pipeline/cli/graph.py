@@ -19,8 +19,8 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--output",
         default="docs/graphs",
-        help="the folder JOB.dot and JOB.png go to (default: docs/graphs); set the job's own "
-        "output with --set output=...",
+        help="the folder JOB.dot and JOB.png go to; set the job's own output with --set output=... "
+        "(default: docs/graphs)",
     )
     parser.add_argument("--output-dir", dest="output", help=argparse.SUPPRESS)  # its earlier spelling
 

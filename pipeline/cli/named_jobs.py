@@ -1,8 +1,11 @@
-"""`bertcorpus run JOB --profile P --set key=value`: named jobs and runner profiles from beam_jobs.yaml."""
+"""`bertcorpus run JOB --profile P --set key=value`: named jobs and runner profiles from beam_jobs.yaml. A job whose
+output is up to date (its manifest records the same inputs, config and version) is kept, not run again: `run` gives
+the job's command --reuse (which replaces an output that is out of date), or with --force --overwrite."""
 
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 
 import yaml
@@ -32,6 +35,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--list", action="store_true", help="list jobs and profiles and exit")
     parser.add_argument("--print-command", action="store_true", help="print the command line instead of running")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="run the job also when its output is up to date, replacing it (default: off: an up-to-date output "
+        "is kept)",
+    )
 
 
 def load_jobs_file(path: str | None) -> dict:
@@ -127,19 +136,31 @@ def command_line(spec: dict, job: str, profile: str, overrides: list[str], extra
     return words + extra
 
 
+def print_jobs(spec: dict) -> None:
+    """The jobs in aligned columns (name, command, help), then the profiles."""
+    rows = [
+        (str(name), str(job.get("command", "?")), str(job.get("help", "")))
+        for name, job in ((name, job if isinstance(job, dict) else {}) for name, job in spec["jobs"].items())
+    ]
+    widths = [max((len(row[i]) for row in rows), default=0) for i in range(2)]
+    print("jobs:")
+    for name, command, help_text in rows:
+        print(f"  {name.ljust(widths[0])}  {command.ljust(widths[1])}  {help_text}".rstrip())
+    print("profiles: " + ", ".join(map(str, spec["profiles"])))
+
+
 def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.cli import commands
 
     spec = load_jobs_file(args.jobs_file)
     if args.list or not args.job:
-        print("jobs:")
-        for name, job in spec["jobs"].items():
-            job = job if isinstance(job, dict) else {}
-            print(f"  {name:20} {job.get('command', '?')!s:8} {job.get('help', '')}")
-        print("profiles: " + ", ".join(spec["profiles"]))
+        print_jobs(spec)
         return 0
     words = command_line(spec, args.job, args.profile, args.set, beam_args)
+    wanted = "--overwrite" if args.force else "--reuse"
+    if wanted in commands.command_flags(words[0]) and wanted not in words:
+        words.insert(1, wanted)
     if args.print_command:
-        print("bertcorpus " + " ".join(words))
+        print(shlex.join(["bertcorpus", *words]))  # quoted as a shell needs it: a glob stays a glob for bertcorpus
         return 0
     return commands.main(words)

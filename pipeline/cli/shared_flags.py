@@ -9,7 +9,7 @@ import argparse
 INPUT_FORMATS_HELP = (
     "documents = Parquet from extract-wiki/extract-books; text = one sentence per line, blank "
     'line between documents; jsonl = {"id","text"} per line (.jsonl or .json); each plain or '
-    "compressed (.zst, .gz, .bz2); auto = by file name (default)"
+    "compressed (.zst, .gz, .bz2); auto = by file name (default: auto)"
 )
 LOCAL_FOLDERS_HELP = (
     "a directory stands for the files directly in it (folders inside it and broken links are left "
@@ -54,6 +54,17 @@ def add_files(
     return files
 
 
+def add_reuse(group) -> None:
+    """--reuse, for a job whose manifest records its inputs' digests (pipeline/sinks/up_to_date.py)."""
+    group.add_argument(
+        "--reuse",
+        action="store_true",
+        help="keep a finished run in --output that is up to date (its manifest records this bertcorpus version, "
+        "the same config and the same input files, by size and sha256) and say so; otherwise run, replacing it "
+        "(default: off; `run` and `demo` turn it on unless --force)",
+    )
+
+
 def add_input_format(group) -> None:
     group.add_argument(
         "--input-format", choices=["auto", "documents", "text", "jsonl"], default="auto", help=INPUT_FORMATS_HELP
@@ -71,7 +82,7 @@ def add_error_limits(parser: argparse.ArgumentParser, rate_help: str) -> None:
     """--strict and --max-error-rate: when a run whose output is complete still exits non-zero."""
     errors = parser.add_argument_group("errors")
     errors.add_argument("--strict", action="store_true", help="exit non-zero on any error (default: off)")
-    errors.add_argument("--max-error-rate", type=float, default=0.01, help=rate_help)
+    errors.add_argument("--max-error-rate", type=float, default=0.01, help=f"{rate_help} (default: %(default)s)")
 
 
 def check_error_rate(args) -> None:

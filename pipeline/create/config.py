@@ -16,6 +16,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     add_files,
     add_input_format,
     add_lower_case,
+    add_reuse,
     check_error_rate,
     positive_int,
 )
@@ -179,6 +180,7 @@ def add_arguments(parser) -> None:
         output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
         "seq{L}/eval-*, manifest.json",
     )
+    add_reuse(files)
     add_input_format(files)
     files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
     recipe = parser.add_argument_group("recipe")
@@ -282,7 +284,7 @@ def add_arguments(parser) -> None:
         "--eval-fraction",
         type=float,
         default=None,
-        help="share of documents held out for eval shards (0 disables the eval split; default: "
+        help="share of documents held out for eval shards; 0 disables the eval split (default: "
         "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
         "input under ~320 KB)",
     )
@@ -302,8 +304,7 @@ def add_arguments(parser) -> None:
     add_error_limits(
         parser,
         "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
-        "this share of the records read (default 0.01); the output is written and complete "
-        "either way",
+        "this share of the records read; the output is written and complete either way",
     )
 
 

@@ -41,6 +41,7 @@ from bertcorpus.pipeline.create.steps import (
 )
 from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues
+from bertcorpus.pipeline.engines.run_progress import ProgressPlan
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.pipeline.inputs.reads import PlanReads
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
@@ -138,6 +139,7 @@ def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
     from bertcorpus.pipeline.errors import UserError
     from bertcorpus.pipeline.inputs.discovery import find_inputs
+    from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
     options = runners.pipeline_options(beam_args)
     dry_run = runners.is_dry_run(options)
@@ -156,10 +158,17 @@ def run(args, beam_args: list[str]) -> int:
     job = "create pretraining data" >> CreatePretrainingData(
         config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts()
     )
+    plan = ProgressPlan(
+        sum(size for _, size in files),
+        ("create/documents_read", "documents"),
+        ("progress/instances_written", "instances"),
+    )
     # Apart from the vocab too: a dynamic run publishes a copy of it under the output's own name.
-    manifest = run_job("create", options, job, config.output, [*config.inputs, config.vocab], args.overwrite)
-    if manifest is None:
+    reuse = Reuse(config.describe(), files, {"vocab.sha256": vocab_sha}) if args.reuse else None
+    run = run_job("create", options, job, config.output, [*config.inputs, config.vocab], args.overwrite, plan, reuse)
+    if run is None:
         return 0
+    manifest = run.manifest
     counts = manifest["counts"]
     for note in output_notes(manifest):
         print(f"warning: {note}", file=sys.stderr)
@@ -170,7 +179,7 @@ def run(args, beam_args: list[str]) -> int:
     problem = documents.error_check(manifest, config.strict, config.max_error_rate)
     return finish(
         "create",
-        manifest,
+        run,
         _summary_rows(manifest),
         [
             problem

@@ -16,8 +16,8 @@ from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
-from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, index_bytes, index_entry
 from bertcorpus.transforms.bucket_instances import manifest_bins
+from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, index_bytes, index_entry
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it

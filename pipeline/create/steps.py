@@ -232,7 +232,9 @@ class WriteShards(WatchedDoFn):
 
     def process(self, element):
         (seq_name, split, shard), pieces = element
-        yield self.write(seq_name, split, shard, list(pieces))
+        written = self.write(seq_name, split, shard, list(pieces))
+        tally.progress("instances_written", written["records"])
+        yield written
 
     def write(self, seq_name: str, split: str, shard: int, pieces: list[InstancePiece]) -> dict:
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)

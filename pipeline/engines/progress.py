@@ -1,30 +1,32 @@
 """Progress of a long local step on stderr: a live bar on a terminal; elsewhere (a log file, a pipe, CI) a plain
-line now and then, since a bar's redraw codes would fill a log with carriage returns."""
+line now and then, since a bar's redraw codes would fill a log with carriage returns. A Beam job's progress line is
+run_progress.py's."""
 
 from __future__ import annotations
 
 import sys
 import time
 
-# Seconds between plain lines: enough to see that a run moves, few enough for a log.
-LINE_INTERVAL = 30.0
+from bertcorpus.transforms.progress_interval import line_interval
 
 
-def _size(n: float) -> str:
+def readable_size(n: float) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f} GB"
     return f"{n / 1e6:,.1f} MB" if n >= 1e6 else f"{n / 1e3:,.1f} kB"
 
 
 class Progress:
     """Bytes done of a known total. Use as a context manager; update(n) adds n bytes."""
 
-    def __init__(self, total: int, description: str, stream=None, interval: float = LINE_INTERVAL):
+    def __init__(self, total: int, description: str, stream=None, interval: float | None = None):
         self.total = total
         self.description = description
         self.stream = stream if stream is not None else sys.stderr
-        self.interval = interval
+        self.interval = interval if interval is not None else line_interval()
         self.done = 0
         self._bar = None
-        if _is_terminal(self.stream):
+        if is_terminal(self.stream):
             from tqdm import tqdm
 
             self._bar = tqdm(
@@ -49,7 +51,9 @@ class Progress:
         self._last_line = time.monotonic()
         share = f" ({self.done / self.total:.0%})" if self.total else ""
         print(
-            f"{self.description}: {_size(self.done)} of {_size(self.total)}{share}{final}", file=self.stream, flush=True
+            f"{self.description}: {readable_size(self.done)} of {readable_size(self.total)}{share}{final}",
+            file=self.stream,
+            flush=True,
         )
 
     def close(self, finished: bool = True) -> None:
@@ -65,6 +69,6 @@ class Progress:
         self.close(finished=error_type is None)
 
 
-def _is_terminal(stream) -> bool:
+def is_terminal(stream) -> bool:
     isatty = getattr(stream, "isatty", None)
     return bool(isatty and isatty())

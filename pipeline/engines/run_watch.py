@@ -7,7 +7,8 @@ says it was stopped, and `stop()` is the exception that says by which signal. A 
 another reason is noted with the stage that was running, and stops the run the same way (Beam could otherwise wait
 for it forever). Exceptions in Beam's threads are logged (shown with --verbose) rather than printed, and so, in
 multi_processing mode, is what the worker processes write to standard error: Beam's workers print there every failed
-bundle's traceback, which the launcher already has, and their own on Ctrl-C.
+bundle's traceback, which the launcher already has, and their own on Ctrl-C. The watch also times the stages as
+Beam's local runner runs them, one after another (`stage_times`).
 
 The launcher is interrupted once. A second signal (Ctrl-C pressed again, or one arriving while the watch sets
 itself up or ends) is only noted: raised again, it would break off Beam's clean-up or the watch's own, and a
@@ -23,6 +24,7 @@ import re
 import signal
 import sys
 import threading
+import time
 
 from bertcorpus.pipeline.errors import STOP_SIGNALS, stop_exception
 
@@ -43,6 +45,8 @@ class RunWatch:
         self.stop_signal: int | None = None  # the first of STOP_SIGNALS to arrive
         self.dead_worker_status: int | None = None  # the exit status of the first worker process that died
         self.stage: str | None = None  # the stage whose bundle ran last
+        self.stage_seconds: dict[str, float] = {}  # seconds each stage ran, in the order they first ran
+        self._stage_started = 0.0
         self._active = threading.current_thread() is threading.main_thread()
         self._watching = False  # between the set-up and the clean-up
         self._raised = False  # a signal has interrupted the launcher
@@ -94,6 +98,31 @@ class RunWatch:
         self._handlers = {}
         return False
 
+    @contextlib.contextmanager
+    def user_stderr(self):
+        """A text stream to where standard error went when the run began, also while worker processes write theirs
+        nowhere (quiet_workers). Use it within the watch's `with` block."""
+        if self._stderr is None:
+            yield sys.stderr
+            return
+        encoding = getattr(sys.stderr, "encoding", None) or "utf-8"
+        with open(os.dup(self._stderr), "w", encoding=encoding, errors="backslashreplace", buffering=1) as stream:
+            yield stream
+
+    def stage_times(self) -> list[tuple[str, float]]:
+        """(the job's steps in a stage, seconds) for each stage that ran, in order; stages of the same steps summed."""
+        times: dict[str, float] = {}
+        for stage, seconds in self.stage_seconds.items():
+            name = readable_stage(stage, self.step_names)
+            times[name] = times.get(name, 0.0) + seconds
+        return list(times.items())
+
+    def _stage_began(self, stage: str | None) -> None:
+        now = time.monotonic()
+        if self.stage is not None:
+            self.stage_seconds[self.stage] = self.stage_seconds.get(self.stage, 0.0) + now - self._stage_started
+        self.stage, self._stage_started = stage, now
+
     def stop(self) -> KeyboardInterrupt:
         """The exception for the signal that stopped the run: KeyboardInterrupt, or Terminated for SIGTERM."""
         return stop_exception(self.stop_signal or signal.SIGINT)
@@ -143,7 +172,7 @@ class RunWatch:
         class StageNoted(logging.Handler):
             def emit(self, record):
                 if str(record.msg).startswith("Running bundle for stage") and record.args:
-                    watch.stage = str(record.args[0])
+                    watch._stage_began(str(record.args[0]))
 
         logger = logging.getLogger(BUNDLE_LOGGER)
         self._logger_state = logger.level, logger.propagate
@@ -153,6 +182,7 @@ class RunWatch:
         logger.propagate = False  # its debug lines are not for the user
 
     def _unwatch_stages(self) -> None:
+        self._stage_began(self.stage)  # the last stage's time
         logger = logging.getLogger(BUNDLE_LOGGER)
         logger.removeHandler(self._stage_handler)
         logger.level, logger.propagate = self._logger_state

@@ -18,6 +18,7 @@ from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from bertcorpus.pipeline.inputs.discovery import local_glob, local_kind, local_tree, refuse_unreadable, remote_matches
 from bertcorpus.pipeline.inputs.formats import InputError
+from bertcorpus.pipeline.inputs.streams import ReadProgress
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.book_decoding import BookRejection
 from bertcorpus.transforms.compression import ZstdFrames
@@ -232,7 +233,10 @@ def load_book(path: str, size: int, max_bytes: int) -> tuple[dict, bytes | BookR
     if size > max_bytes:
         return source, too_large
     try:
-        with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+        with (
+            FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as opened,
+            ReadProgress(opened) as f,
+        ):
             raw = _read_limited(f, max_bytes)
     except Exception as e:  # each filesystem raises its own types
         return source, BookRejection("read_error", f"cannot read the file: {type(e).__name__}: {e}")

@@ -1,4 +1,5 @@
-"""`bertcorpus extract-wiki`: Wikipedia pages-articles dumps → article prose as documents Parquet.
+"""The `extract-wiki` job: Wikipedia pages-articles dumps → article prose as documents Parquet (its command line is
+wiki_command.py).
 
     without --index:  dump paths ─ match ─ drop duplicates ─ read pages (one reader per file) ──┐
     with --index:     (dump, index) ─ plan byte ranges ─ Reshuffle ─ read pages (one per range) ─┤
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import bisect
 import hashlib
-import math
 import os
 import re
 from collections import Counter
@@ -30,29 +30,12 @@ from apache_beam.io import fileio
 from apache_beam.io.filesystems import CompressionTypes, FileSystems
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.cli.shared_flags import (
-    LOCAL_FOLDERS_HELP,
-    add_error_limits,
-    add_files,
-    check_error_rate,
-    positive_float,
-    positive_int,
-)
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
-from bertcorpus.pipeline.extract.wiki_losses import (
-    count_loss,
-    loss_check,
-    loss_rows,
-    pages_lost,
-    pages_lost_entry,
-    with_pages_lost,
-)
-from bertcorpus.pipeline.inputs.discovery import SKIPPED, match_inputs, refuse_special_file
+from bertcorpus.pipeline.extract.wiki_losses import count_loss, pages_lost_entry, with_pages_lost
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats
-from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB, auto_range_bytes
-from bertcorpus.pipeline.inputs.streams import HashingReader, estimated_text_bytes, hashed_to_the_end
+from bertcorpus.pipeline.inputs.reads import auto_range_bytes
+from bertcorpus.pipeline.inputs.streams import HashingReader, ReadProgress, hashed_to_the_end, head_tail_sha256
 from bertcorpus.pipeline.sinks import documents
-from bertcorpus.pipeline.sinks.output import has_glob
 from bertcorpus.transforms.compression import MIB, open_decompressed
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
@@ -62,9 +45,6 @@ from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 JOB = "extract-wiki"
 SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
 PROGRESS_EVERY = 1000  # pages between count updates from a reader, so Beam's counters move during a long file
-# For the default shard count: about a fifth of a full dump's XML is article text (the rest is markup, redirects
-# and pages outside namespace 0).
-ARTICLE_TEXT_PER_XML_BYTE = 0.2
 # A dump's own name starts with its wiki's database name: enwiki-20240601-..., viwiktionary-latest-...
 _WIKI_IN_FILE_NAME = re.compile(r"([a-z][a-z_]*wik[a-z]*)[-_.]")
 
@@ -80,10 +60,13 @@ class WikiConfig:
     range_mb: float = 0.0  # 0: auto_range_bytes
     strict: bool = False
     max_error_rate: float = 0.01
+    # The files the run reads, as listed at launch and named as its manifest names them, (path, size): the dumps and
+    # their indexes. Not a setting: describe leaves it out.
+    input_files: list[tuple[str, int]] = field(default_factory=list)
     inputs_skipped: dict = field(default_factory=dict)  # paths the inputs named but no reader was given, by reason
 
     def describe(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if k != "inputs_skipped"}
+        return {k: v for k, v in asdict(self).items() if k not in ("input_files", "inputs_skipped")}
 
 
 @dataclass(frozen=True)
@@ -143,12 +126,10 @@ def _read_dump_header(path: str) -> Dump:
 
 def _head_tail_fingerprint(f, size: int) -> dict:
     """A file too big to hash cheaply is fingerprinted by its size and a sha256 of its first and last MiB."""
-    f.seek(0)
     if size <= 2 * MIB:
+        f.seek(0)
         return {"sha256": hashlib.sha256(f.read()).hexdigest()}
-    head = f.read(MIB)
-    f.seek(size - MIB)
-    return {"sha256_first_and_last_mib": hashlib.sha256(head + f.read(MIB)).hexdigest()}
+    return {"sha256_first_and_last_mib": head_tail_sha256(f, size)}
 
 
 def _route(dump: Dump, items, losses: Counter):
@@ -182,7 +163,7 @@ class ReadDumpFiles(WatchedDoFn):
         dump = _read_dump_header(path)
         stats = ReadStats(path)
         losses = Counter()
-        with _open(path) as raw:
+        with _open(path) as opened, ReadProgress(opened) as raw:
             hashed = HashingReader(raw, stats)
             yield from _route(dump, iter_pages(open_decompressed(hashed)), losses)
             hashed_to_the_end(hashed)
@@ -207,7 +188,7 @@ class PlanByteRanges(WatchedDoFn):
     def process(self, element):
         path, index = element
         stats = ReadStats(index)
-        with _open(index) as raw:
+        with _open(index) as opened, ReadProgress(opened) as raw:
             hashed = HashingReader(raw, stats)
             try:
                 listed = read_stream_pages(hashed)
@@ -264,7 +245,7 @@ class ReadByteRanges(WatchedDoFn):
     def process(self, element):
         dump, start, end, listed = element
         losses = Counter()
-        with _open(dump.path) as f:
+        with _open(dump.path) as opened, ReadProgress(opened) as f:
             yield from _route(dump, iter_range_pages(f, start, end, listed), losses)
         if losses:
             yield beam.pvalue.TaggedOutput("losses", (dump.path, dict(losses)))
@@ -347,139 +328,3 @@ class ExtractWikipedia(beam.PTransform):
             "counts": counts,
             "inputs": inputs,
         } | "publish" >> documents.PublishDocuments(cfg.output, JOB, cfg.describe(), cfg.inputs_skipped)
-
-
-# ---------------------------------------------------------------------------------------------- command line
-
-
-def add_arguments(parser) -> None:
-    files = add_files(
-        parser,
-        inputs="pages-articles dumps: .xml, .xml.bz2 (single or multistream), .xml.gz, "
-        ".xml.xz, .xml.zst, or Wikimedia's per-part files; files, globs or directories "
-        f"({LOCAL_FOLDERS_HELP}), local or on any Beam filesystem (gs://...)",
-        output="output directory: documents-*.parquet, errors-*.jsonl, manifest.json",
-    )
-    files.add_argument(
-        "--index",
-        nargs="+",
-        metavar="INDEX",
-        help="the multistream index of each --input dump, in the same order: each dump is then read "
-        "as byte ranges of whole bz2 streams by many workers at once (without it: one reader "
-        "per file)",
-    )
-    pages = parser.add_argument_group("pages")
-    pages.add_argument(
-        "--min-chars",
-        type=int,
-        default=100,
-        help="skip articles with less clean text than this (default 100: drops what list and "
-        "undeclared disambiguation pages leave, keeps two-sentence stubs)",
-    )
-    pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
-    layout = parser.add_argument_group("layout and scale")
-    layout.add_argument(
-        "--num-shards",
-        type=positive_int,
-        default=None,
-        help="documents files (default: about 128 MB of text each, estimated from the input size)",
-    )
-    layout.add_argument(
-        "--range-mb",
-        type=positive_float,
-        default=None,
-        help="with --index: compressed MB per byte range, the unit of work (default: a 64th of "
-        f"the dump, between {MIN_RANGE_MB} and {MAX_RANGE_MB} MB)",
-    )
-    add_error_limits(
-        parser,
-        "exit non-zero when (errors + pages lost) / (pages read + pages lost) is above this "
-        "(default 0.01), the pages lost with damaged data counted from the index or estimated; "
-        "the output is written and complete either way",
-    )
-
-
-def _list_inputs(patterns: list[str], dry_run: bool, skipped: dict[str, int] | None = None) -> list[tuple[str, int]]:
-    """(path, size) of every file the patterns match, as create and vocab list theirs; no file is read. A pattern
-    that matches nothing fails here, before any output is touched. A dry run (also a graph drawing) needs only the
-    job's shape and must work offline: there remote patterns, and local ones that match nothing, stay as given
-    with size 0. The paths left out (folders, broken links) are counted in `skipped`."""
-    if not dry_run:
-        return match_inputs(patterns, skipped=skipped)
-    return sorted({f for pattern in patterns for f in match_inputs([pattern], True, skipped) or [(pattern, 0)]})
-
-
-def config_from_args(args, dry_run: bool) -> WikiConfig:
-    index = list(args.index or [])
-    check_error_rate(args)
-    checks = [
-        (args.min_chars >= 0, "--min-chars must be >= 0"),
-        (args.source.strip() != "", "--source must not be empty"),
-        (
-            not index or len(index) == len(args.input),
-            f"--index needs one index per --input dump, in the same order ({len(args.input)} dumps, "
-            f"{len(index)} indexes)",
-        ),
-        (
-            not index or not any(has_glob(p) for p in args.input + index),
-            "with --index, --input and --index name single files, not patterns",
-        ),
-    ]
-    for ok, message in checks:
-        if not ok:
-            raise ValueError(message)
-    for path in index:
-        refuse_special_file(path, "--index")
-    skipped: dict[str, int] = dict.fromkeys(SKIPPED, 0)
-    if index:
-        # Each dump pairs with the index in the same position, so the order is kept and each names one file.
-        listed = [_list_inputs([p], dry_run, skipped) for p in args.input]
-        if any(len(found) > 1 for found in listed):
-            raise ValueError("with --index, each --input names a single dump file, not a directory")
-        _list_inputs(index, dry_run)  # a missing local index fails now rather than on a worker
-        inputs, files = list(args.input), [f for found in listed for f in found]
-    else:
-        files = _list_inputs(args.input, dry_run, skipped)
-        inputs = [path for path, _ in files]
-    num_shards = args.num_shards or documents.default_num_shards(
-        math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files))
-    )
-    return WikiConfig(
-        inputs=inputs,
-        output=args.output,
-        index=index,
-        num_shards=num_shards,
-        min_chars=args.min_chars,
-        source=args.source,
-        range_mb=args.range_mb or 0.0,
-        strict=args.strict,
-        max_error_rate=args.max_error_rate,
-        inputs_skipped=skipped,
-    )
-
-
-def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
-    from bertcorpus.pipeline.engines import runners
-
-    options = runners.pipeline_options(beam_args)
-    config = config_from_args(args, runners.is_dry_run(options))
-    manifest = run_job(
-        JOB,
-        options,
-        "extract wikipedia" >> ExtractWikipedia(config),
-        config.output,
-        args.input + (args.index or []),
-        args.overwrite,
-    )
-    if manifest is None:
-        return 0
-    rows = documents.summary_rows(manifest)
-    return finish(
-        JOB,
-        manifest,
-        rows[:1] + loss_rows(pages_lost(manifest)) + rows[1:],
-        documents.exit_problems(
-            manifest, "pages", config.strict, config.max_error_rate, loss_check(manifest, config.max_error_rate)
-        ),
-    )

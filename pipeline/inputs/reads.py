@@ -23,7 +23,7 @@ from bertcorpus.pipeline.inputs.formats import (
     guess_format,
     read_parquet_documents,
 )
-from bertcorpus.pipeline.inputs.streams import HashingReader, hashed_to_the_end
+from bertcorpus.pipeline.inputs.streams import HashingReader, ReadProgress, hashed_to_the_end
 from bertcorpus.pipeline.sinks.output import is_remote
 from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES, MIB, decompressed_by_suffix, is_cut
 
@@ -74,7 +74,7 @@ def _read_documents(
     path: str, input_format: str, stats: ReadStats, start: int, stop: int
 ) -> Iterator[SourceDocument | Rejected]:
     fmt = guess_format(path) if input_format == "auto" else input_format
-    with FileSystems.open(path, compression_type="uncompressed") as raw:
+    with FileSystems.open(path, compression_type="uncompressed") as opened, ReadProgress(opened) as raw:
         if fmt == "documents":
             yield from _counted(read_parquet_documents(raw, path, stats), stats)
             return

@@ -8,6 +8,7 @@ import io
 from collections.abc import Iterator
 from typing import BinaryIO
 
+from bertcorpus.pipeline import tally
 from bertcorpus.transforms.compression import MIB, is_cut
 
 # Bytes of text per stored byte of a compressed file, measured on the bundled books and Wikipedia articles
@@ -42,6 +43,57 @@ class HashingReader(io.RawIOBase):
     def close(self) -> None:
         self._stats.sha256 = self._sha.hexdigest()
         super().close()
+
+
+class ReadProgress(io.RawIOBase):
+    """Passes a file's bytes through (seeks too), counting them toward the run's progress (tally.progress
+    "bytes_read"), a MiB at a time: what a reader has read of its input so far, while it reads."""
+
+    def __init__(self, raw: BinaryIO):
+        self._raw, self._pending = raw, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._raw.seekable()
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self._raw.read(size)
+        self._count(len(data))
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _count(self, n: int) -> None:
+        self._pending += n
+        if self._pending >= MIB:
+            tally.progress("bytes_read", self._pending)
+            self._pending = 0
+
+    def close(self) -> None:
+        if not self.closed:
+            tally.progress("bytes_read", self._pending)
+            self._pending = 0
+        super().close()
+
+
+def head_tail_sha256(f: BinaryIO, size: int) -> str:
+    """The sha256 of a file's first and last MiB: the fingerprint of a file too big to hash whole at launch (a
+    multistream dump, which no single worker reads all of)."""
+    f.seek(0)
+    head = f.read(MIB)
+    f.seek(size - MIB)
+    return hashlib.sha256(head + f.read(MIB)).hexdigest()
 
 
 def lines_of(stream: BinaryIO) -> Iterator[bytes]:

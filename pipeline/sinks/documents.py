@@ -115,6 +115,7 @@ class _WriteShard(WatchedDoFn):
         data, count, counts = self.encode(records)
         rel = self.file_name(shard)
         size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data])
+        tally.progress(f"{self.kind}_written", count)
         yield {"path": rel, "records": count, "bytes": size, "sha256": sha}
         if counts:
             yield tally.emit(METRICS, counts)

@@ -55,8 +55,8 @@ def add_arguments(parser) -> None:
         type=int,
         default=0,
         metavar="N",
-        help="tokenise at most N documents for the [UNK] word list (default: all); the other "
-        "document statistics always cover every document",
+        help="tokenise at most N documents for the [UNK] word list; the other document statistics "
+        "always cover every document (default: all)",
     )
 
 

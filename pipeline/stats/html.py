@@ -271,10 +271,23 @@ DETAIL_ROWS = (
 PLOTS = (
     ("lengths", "Real tokens per instance, train and eval (log scale)"),
     ("segments", "Tokens in segment A and in segment B"),
-    ("masked", "Masked positions per instance"),
+    ("masked", "Masked positions per instance (log scale)"),
     ("vocab", "Vocab ids by how often they occur in the text tokens (before masking)"),
     ("shards", "Records per shard"),
 )
+
+
+def _caption(key: str, caption: str, s: dict) -> str:
+    """A plot's caption; the segments plot's says what its spike is."""
+    if key != "segments":
+        return caption
+    budget = s["max_seq_length"] - 3  # [CLS] and two [SEP]
+    return (
+        f"{caption}. The spike at A {(budget + 1) // 2} / B {budget // 2} is the pairs too long for the "
+        f"{budget} tokens that {s['max_seq_length']} leaves them: as in the reference's truncate_seq_pair, the "
+        "longer segment loses a token at a time until the pair fits, so two long segments end level, A with the "
+        "odd token. The broad part is where the random split point fell."
+    )
 
 
 def _seq_plots_html(title: str, s: dict, plots: dict[str, str], prefix: str) -> str:
@@ -292,7 +305,9 @@ def _seq_plots_html(title: str, s: dict, plots: dict[str, str], prefix: str) -> 
     ]
     details, padding = _table([""] + columns, rows, set(range(1, len(columns) + 1))), _padding_html(s)
     parts.append(f'<div class="side"><div>{details}</div><div>{padding}</div></div>' if padding else details)
-    parts.append(_plot_grid([_figure_html(plots, f"{prefix} {key}", caption) for key, caption in PLOTS]))
+    parts.append(
+        _plot_grid([_figure_html(plots, f"{prefix} {key}", _caption(key, caption, s)) for key, caption in PLOTS])
+    )
     rows = [
         [f"<code>{_e(r['path'])}</code>", r["records"], r["bytes"], r["file_bytes"]]
         + ([r["records_read"]] if s["sampled"] else [])
@@ -364,11 +379,7 @@ def _inputs_html(stages: dict) -> str:
         return sorted({r for c in counts for r, n in c[key].items() if n})
 
     rows = [["read"] + [c["read"] for c in counts], ["kept"] + [c["kept"] for c in counts]]
-    rows += [
-        ["duplicates dropped" if r == "duplicate_id" else f"skipped: {_e(r)}"]
-        + [c["skipped"].get(r, 0) for c in counts]
-        for r in reasons("skipped")
-    ]
+    rows += [[f"skipped: {_e(r)}"] + [c["skipped"].get(r, 0) for c in counts] for r in reasons("skipped")]
     rows += [
         [f"error: {_e(r)}"] + [c["errors_by_reason"].get(r, 0) for c in counts] for r in reasons("errors_by_reason")
     ]

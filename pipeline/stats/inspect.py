@@ -4,9 +4,10 @@
     .parquet  ─ instances as stored, unmasked: tokens, segments, label; with --epoch, also the masks that
                 trainer.loader draws for them in that epoch (a function of seed, epoch and instance only)
 
-A shard lies inside its output, OUT/seq{L}/FILE, whose manifest.json (two levels up) says what label 1 means, and
-for a Parquet shard its split and place among the split's instances, the vocab copy and the masking settings. A
-Parquet shard is read only inside its output; a TFRecord anywhere (a reference file too).
+A shard lies inside its output, OUT/seq{L}/FILE, whose manifest.json (two levels up) says what label 1 means and
+which vocab the records were made with, and for a Parquet shard its split and place among the split's instances and
+the masking settings. A Parquet shard is read only inside its output; a TFRecord anywhere (a reference file too,
+with --vocab).
 """
 
 from __future__ import annotations
@@ -35,11 +36,11 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--vocab",
-        help="the vocab.txt the records were made with (needed for TFRecords; for Parquet "
-        "the output's own vocab.txt by default)",
+        help="the vocab.txt the records were made with; needed for a TFRecord outside a create output "
+        "(default: the one the output's manifest names, or for Parquet the output's own copy)",
     )
-    parser.add_argument("-n", "--num", type=int, default=3, help="how many records to show (default 3)")
-    parser.add_argument("--skip", type=int, default=0, help="records to skip first")
+    parser.add_argument("-n", "--num", type=int, default=3, help="how many records to show (default: 3)")
+    parser.add_argument("--skip", type=int, default=0, help="records to skip first (default: 0)")
     parser.add_argument(
         "--epoch",
         type=int,
@@ -179,6 +180,30 @@ def _manifest_listing(path: str) -> dict | None:
     return manifest if manifest is not None and find_shard(manifest, path) else None
 
 
+def manifest_vocab(output: str, manifest: dict, parquet: bool) -> str:
+    """The vocab an output's records were made with: the copy that a Parquet (dynamic) output holds, else the file
+    its manifest names, which must still hold the bytes it had then (its sha256)."""
+    import hashlib
+
+    from bertcorpus.pipeline.errors import UserError
+
+    entry = manifest.get("vocab") if isinstance(manifest.get("vocab"), dict) else {}
+    if parquet:
+        return _join(output, str(entry.get("copy") or "vocab.txt"))
+    path, named_in = entry.get("path"), _join(output, MANIFEST)
+    if not path or not FileSystems.exists(path):
+        missing = f"names the vocab {path}, which is not there" if path else "names no vocab"
+        raise UserError(f"{named_in} {missing}; give --vocab: the vocab.txt the records were made with")
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        sha256 = hashlib.sha256(f.read()).hexdigest()
+    if entry.get("sha256") and sha256 != entry["sha256"]:
+        raise UserError(
+            f"the vocab {path} has changed since {named_in} was written (its sha256 differs); give --vocab: the "
+            "vocab.txt the records were made with"
+        )
+    return path
+
+
 def _label_kind(manifest: dict | None) -> str:
     form = (manifest or {}).get("form")
     return form.get("label", "random_next") if isinstance(form, dict) else "random_next"
@@ -208,11 +233,12 @@ def run(args, beam_args: list[str]) -> int:
             "TFRecords hold the masks create drew; --epoch shows the masks drawn at load time for "
             "Parquet instances (create --masking dynamic)"
         )
-    if not args.vocab:
+    manifest = _manifest_listing(args.file)
+    if not args.vocab and manifest is None:
         raise UserError("give --vocab: the vocab.txt the records were made with")
-    vocab = Vocab.load(args.vocab)
+    vocab = Vocab.load(args.vocab or manifest_vocab(_output_of(args.file), manifest, parquet=False))
     records = read_records(args.file, args.skip, args.num)
-    label_kind = _label_kind(_manifest_listing(args.file))
+    label_kind = _label_kind(manifest)
     for n, record in enumerate(records, start=args.skip):
         features = decoded_example(record, n, len(vocab))
         print(f"record {n}:")
@@ -356,7 +382,7 @@ def inspect_parquet(args) -> int:
     if place is None:
         raise UserError(f"{args.file} is not a shard that {_join(output, MANIFEST)} lists")
     seq, seq_length, split, before, split_instances = place
-    vocab_path = args.vocab or _join(output, str((manifest.get("vocab") or {}).get("copy") or "vocab.txt"))
+    vocab_path = args.vocab or manifest_vocab(output, manifest, parquet=True)
     vocab = Vocab.load(vocab_path)
     rows = read_instances(args.file, args.skip, args.num)
     label_kind = _label_kind(manifest)

@@ -105,17 +105,28 @@ def plot_segments(summary: dict, length: int, path: Path) -> None:
 
 def plot_masked(summary: dict, predictions: int, path: Path) -> None:
     fig, ax = _figure()
-    hist = summary["masked_positions_hist"]
+    hist = np.asarray(summary["masked_positions_hist"])
     ax.stairs(hist, np.arange(len(hist) + 1) - 0.5, fill=True, color="#70ad47")
+    # Every full-length instance draws the same number of predictions (15% of its tokens, rounded, at most
+    # max_predictions_per_seq), so one bar holds most instances: a log scale shows the shorter ones beside it.
+    ax.set_yscale("log")
+    mode = int(hist.argmax())
+    ax.axvline(
+        summary["mean_masked_positions"],
+        color="#c00000",
+        linestyle="--",
+        label=f"mean {summary['mean_masked_positions']:.2f}; {hist[mode] / hist.sum():.0%} of instances at {mode}",
+    )
     ax.set_xlim(-0.5, predictions + 0.5)
     _integer_ticks(ax.xaxis)
     ax.set_xlabel(f"masked positions per instance (max_predictions_per_seq {predictions})")
-    ax.set_ylabel("instances")
-    _counts_axis(ax.yaxis)
+    ax.set_ylabel("instances (log scale)")
+    ax.legend(fontsize=8, loc="upper left")
     _save(fig, path)
 
 
-def plot_vocab(counts: np.ndarray, coverage: float, path: Path) -> None:
+def plot_vocab(counts: np.ndarray, path: Path) -> None:
+    """The text's token counts by vocab id (before masking), ranked; the title's coverage is the share of ids used."""
     fig, ax = _figure()
     ranked = np.sort(counts)[::-1]
     ranked = ranked[ranked > 0]
@@ -125,7 +136,7 @@ def plot_vocab(counts: np.ndarray, coverage: float, path: Path) -> None:
         ax.loglog(ranks, ranked[ranks - 1], color="#7030a0")
     ax.set_xlabel(f"vocab id rank (ids used by text tokens: {len(ranked):,} of {len(counts):,})")
     ax.set_ylabel("occurrences in text tokens")
-    ax.set_title(f"vocab coverage (input_ids ∪ masked_lm_ids): {coverage:.1%}", fontsize=9)
+    ax.set_title(f"vocab coverage: {len(ranked) / len(counts):.1%} of the ids occur in the text", fontsize=9)
     _save(fig, path)
 
 
@@ -176,6 +187,6 @@ def write_plots(card: dict, accumulators: dict, folder: Path) -> dict[str, str]:
             if info["form"]["pair_objective"] != "none":  # one segment: its length is the instance's
                 plot_segments(summary, length, target(f"{prefix} segments"))
             plot_masked(summary, s["max_predictions_per_seq"], target(f"{prefix} masked"))
-            plot_vocab(accumulators[(stage, seq)].original_counts, summary["vocab_coverage"], target(f"{prefix} vocab"))
+            plot_vocab(accumulators[(stage, seq)].original_counts, target(f"{prefix} vocab"))
             plot_shards(s["shards"], target(f"{prefix} shards"))
     return written

@@ -196,8 +196,9 @@ def _read_counts(path: str, sink, batch: int = 200_000) -> None:
     sink.add_counts(words)
 
 
-def count_with_beam(cfg: VocabConfig, input_files: list[str], options) -> CorpusCounts | None:
-    """Run the counting job, then load its counts; None for a dry run, a graph drawing or a job only submitted.
+def count_with_beam(cfg: VocabConfig, input_files: list[str], options, input_bytes: int = 0) -> CorpusCounts | None:
+    """Run the counting job (its progress line counting `input_bytes`), then load its counts; None for a dry run, a
+    graph drawing or a job only submitted.
 
     Without --counts-dir the counts go to a temporary directory (local runners only), removed afterwards.
     """
@@ -205,7 +206,7 @@ def count_with_beam(cfg: VocabConfig, input_files: list[str], options) -> Corpus
     from bertcorpus.pipeline.errors import UserError
 
     if cfg.counts_dir is not None:
-        return _run_count_job(cfg, input_files, options)
+        return _run_count_job(cfg, input_files, options, input_bytes)
     if not runners.is_local(options) and not runners.is_dry_run(options):
         raise UserError(
             "--count-with-beam on a remote runner needs --counts-dir on a filesystem its workers can "
@@ -213,14 +214,15 @@ def count_with_beam(cfg: VocabConfig, input_files: list[str], options) -> Corpus
         )
     temporary = tempfile.mkdtemp(prefix="bertcorpus-vocab-counts-")
     try:
-        return _run_count_job(replace(cfg, counts_dir=temporary), input_files, options)
+        return _run_count_job(replace(cfg, counts_dir=temporary), input_files, options, input_bytes)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
 
 
-def _run_count_job(cfg: VocabConfig, input_files: list[str], options) -> CorpusCounts | None:
+def _run_count_job(cfg: VocabConfig, input_files: list[str], options, input_bytes: int) -> CorpusCounts | None:
     from bertcorpus.pipeline.cli.common import run_pipeline
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.engines.run_progress import ProgressPlan
 
     if not runners.is_dry_run(options):
         output.prepare_output_dir(cfg.counts_dir, overwrite=True)
@@ -242,7 +244,8 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options) -> CorpusC
         # The local engine has no dry-run mode of its own: it would run the job.
         print("vocab word count: dry run — the job graph was built; nothing ran and nothing was written.")
         return None
-    if run_pipeline(pipeline, options, what="vocab word count") is None:
+    plan = ProgressPlan(input_bytes, ("vocab/documents_read", "documents"))
+    if run_pipeline(pipeline, options, what="vocab word count", plan=plan) is None:
         return None
     manifest = output.read_manifest(cfg.counts_dir)
     tallies = Counter(manifest["tallies"])

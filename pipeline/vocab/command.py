@@ -18,12 +18,19 @@ import sys
 import time
 from collections import Counter
 
-from bertcorpus.pipeline.cli.shared_flags import LOCAL_FOLDERS_HELP, add_files, add_input_format, add_lower_case
+from bertcorpus.pipeline.cli.shared_flags import (
+    LOCAL_FOLDERS_HELP,
+    add_files,
+    add_input_format,
+    add_lower_case,
+    add_reuse,
+)
 from bertcorpus.pipeline.inputs.discovery import find_inputs
 from bertcorpus.pipeline.sinks import documents, output
+from bertcorpus.pipeline.sinks.up_to_date import Reuse
 from bertcorpus.pipeline.vocab.beam_counts import count_with_beam
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
-from bertcorpus.pipeline.vocab.files import TOKENIZER_FILES, check_outputs, write_vocab_files
+from bertcorpus.pipeline.vocab.files import JOB, TOKENIZER_FILES, beside, check_outputs, write_vocab_files
 from bertcorpus.wordpiece.training import (
     BERT_DEFAULT_RESERVED,
     LAYOUTS,
@@ -56,6 +63,7 @@ def add_arguments(parser) -> None:
         output="the vocab file to write, in a folder of its own: tokenizer.json, "
         "tokenizer_config.json and manifest.json go beside it (default: vocab.txt)",
     )
+    add_reuse(files)
     add_input_format(files)
     vocab = parser.add_argument_group("vocabulary")
     vocab.add_argument(
@@ -74,8 +82,8 @@ def add_arguments(parser) -> None:
         choices=LAYOUTS,
         default="bert",
         help="bert: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, "
-        "[unused99..] after them, then learned tokens (default); compact: the five special "
-        "tokens first, then any reserved slots, then learned tokens",
+        "[unused99..] after them, then learned tokens; compact: the five special tokens first, "
+        "then any reserved slots, then learned tokens (default: bert)",
     )
     vocab.add_argument(
         "--reserved-tokens",
@@ -112,13 +120,14 @@ def add_arguments(parser) -> None:
         "--sample-fraction",
         type=float,
         default=1.0,
-        help="train on this share of the documents, chosen by a stable hash of their ids",
+        help="train on this share of the documents, chosen by a stable hash of their ids (default: 1.0, all)",
     )
     scale.add_argument(
         "--max-documents",
         type=int,
         default=0,
-        help="stop after this many sampled documents, in input order (files sorted by path); in-process counting only",
+        help="stop after this many sampled documents, in input order (files sorted by path); in-process "
+        "counting only (default: 0, no limit)",
     )
     scale.add_argument(
         "--holdout-fraction",
@@ -127,7 +136,9 @@ def add_arguments(parser) -> None:
         help="share of the lines of each sampled document held out of training (drawn with --seed) "
         "to measure the vocab on (default: 0.01; 0 skips the measurement)",
     )
-    scale.add_argument("--seed", type=int, default=12345, help="salt of the sampling and hold-out hashes")
+    scale.add_argument(
+        "--seed", type=int, default=12345, help="salt of the sampling and hold-out hashes (default: 12345)"
+    )
     scale.add_argument(
         "--max-words",
         type=int,
@@ -139,12 +150,12 @@ def add_arguments(parser) -> None:
         "--count-with-beam",
         action=BooleanFlag,
         default=False,
-        help="count words with a Beam job (Beam options such as --runner apply), then train here",
+        help="count words with a Beam job (Beam options such as --runner apply), then train here (default: off)",
     )
     scale.add_argument(
         "--counts-dir",
-        help="where the Beam job writes its counts (required for remote runners; by default a "
-        "temporary directory, removed afterwards)",
+        help="where the Beam job writes its counts; required for remote runners (default: a temporary "
+        "directory, removed afterwards)",
     )
 
 
@@ -208,16 +219,24 @@ def run(args, beam_args: list[str]) -> int:
     if not output.is_remote(cfg.output) and os.path.isdir(cfg.output):
         raise UserError(f"--output {cfg.output} is a directory; name the vocab file, e.g. {cfg.output}/vocab.txt")
     dry_run = runners.is_dry_run(options)
+    found, outcome = None, "run"
+    if args.reuse and not dry_run:
+        found = find_inputs(cfg.inputs)
+        outcome = Reuse(cfg.describe(), found.files).outcome(JOB, cfg.output, beside(cfg.output, output.MANIFEST))
+        if outcome == "keep":
+            return 0
     if not dry_run:
-        check_outputs(cfg.output, args.overwrite)
+        check_outputs(cfg.output, args.overwrite or outcome == "replace")
         output.check_writable(cfg.output, output.temporary_name(cfg.output))
-    found = find_inputs(cfg.inputs, allow_missing=dry_run)
+    found = found or find_inputs(cfg.inputs, allow_missing=dry_run)
     found.print_note()
     if not found.files and not dry_run:
         raise UserError("no input files given")
     if cfg.count_with_beam:
         # A dry run needs only the job's shape: remote patterns stay as given.
-        counts = count_with_beam(cfg, [p for p, _ in found.files] or list(cfg.inputs), options)
+        counts = count_with_beam(
+            cfg, [p for p, _ in found.files] or list(cfg.inputs), options, sum(size for _, size in found.files)
+        )
         if counts is None:
             return 0
     else:

@@ -1,0 +1,161 @@
+"""Whether a finished output is what a run would write again, so that `run` and `demo` (and a job given --reuse) can
+keep it instead of running: its manifest, written last, must record this bertcorpus version, the same config, and
+the same input files with the same sizes and digests, and the files it lists must still be there at their sizes.
+
+An input's digest is the one the manifest of the output that holds it records (a documents Parquet of an
+extraction, found by its size in that manifest), else the file is hashed as the job fingerprints it: its sha256,
+or for a multistream dump read by byte ranges the sha256 of its first and last MiB. The cheap checks come first,
+so a changed config or input size is found without reading any input.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import posixpath
+from dataclasses import dataclass, field
+
+from apache_beam.io.filesystems import FileSystems
+
+from bertcorpus.pipeline.inputs.streams import head_tail_sha256
+from bertcorpus.pipeline.sinks import output
+from bertcorpus.transforms.compression import MIB
+
+
+@dataclass(frozen=True)
+class Reuse:
+    """What a finished output must match to be kept (--reuse): the config as its manifest records it, the input
+    files as it names them, (path, size), and other entries ({"vocab.sha256": ...}); see `staleness`."""
+
+    config: dict
+    inputs: list[tuple[str, int]]
+    same: dict = field(default_factory=dict)
+
+    def outcome(self, job: str, output_dir: str, manifest_path: str) -> str:
+        """What becomes of the output: "keep" a finished run of `job` that is up to date, "replace" one that is out
+        of date, each said in one line; else "run" (nothing there, or another job's output, which only
+        --overwrite replaces)."""
+        stale = staleness(manifest_path, job, self.config, self.inputs, self.same)
+        if stale is None:
+            print(f"{job}: {output_dir} is up to date (same inputs, config and bertcorpus version); kept", flush=True)
+            return "keep"
+        if (_read_json(manifest_path) or {}).get("job") != job:
+            return "run"
+        print(f"{job}: {output_dir} is out of date ({stale}); running again", flush=True)
+        return "replace"
+
+
+def staleness(
+    manifest_path: str, job: str, config: dict, inputs: list[tuple[str, int]], same: dict | None = None
+) -> str | None:
+    """Why the finished run whose manifest is at `manifest_path` is not what `job` would write now from `inputs`
+    ((path, size) of every file it reads) with `config` (as its manifest records it), in a few words; None when it
+    is. `same` names other manifest entries that must hold given values ({"vocab.sha256": ...})."""
+    manifest = _read_json(manifest_path)
+    if manifest is None:
+        return "it holds no finished run"
+    if manifest.get("job") != job or manifest.get("version") != output.TOOL_VERSION:
+        return f"it was written by {manifest.get('job')} of bertcorpus {manifest.get('version')}"
+    wanted, had = json.loads(json.dumps(config)), manifest.get("config")
+    if had != wanted:
+        had = had if isinstance(had, dict) else {}
+        return f"its config differs in {', '.join(sorted(k for k in {*wanted, *had} if wanted.get(k) != had.get(k)))}"
+    for key, value in (same or {}).items():
+        if _entry(manifest, key) != value:
+            return f"its {key} differs"
+    recorded = _recorded_inputs(manifest)
+    if set(recorded) != {path for path, _ in inputs}:
+        return "the input files differ"
+    for path, size in inputs:
+        if recorded[path].get("size") != size:
+            return f"{path} changed size"
+    folder = _split(manifest_path)[0]
+    for relative, size in _output_files(manifest):
+        path = output.join(folder, relative)
+        if not output.exists(path) or _size(path) != size:
+            return f"{path} is missing or changed"
+    for path, size in inputs:
+        entry = recorded[path]
+        if "sha256" in entry and digest(path, size) != entry["sha256"]:
+            return f"{path} changed"
+        if "sha256_first_and_last_mib" in entry:
+            with FileSystems.open(path, compression_type="uncompressed") as f:
+                if head_tail_sha256(f, size) != entry["sha256_first_and_last_mib"]:
+                    return f"{path} changed"
+    return None
+
+
+def digest(path: str, size: int) -> str:
+    """The sha256 of a file: as the manifest of the output holding it records it, when it lists the file at this
+    size; else read."""
+    folder, name = _split(path)
+    produced = _read_json(output.join(folder, output.MANIFEST)) or {}
+    for entry in _listed_files(produced.get("outputs")):
+        if entry.get("path") == name and entry.get("bytes") == size and entry.get("sha256"):
+            return entry["sha256"]
+    sha = hashlib.sha256()
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        while chunk := f.read(MIB):
+            sha.update(chunk)
+    return sha.hexdigest()
+
+
+def _recorded_inputs(manifest: dict) -> dict[str, dict]:
+    """path → its entry, for every input file the manifest records, multistream indexes included."""
+    recorded = {}
+    for entry in manifest.get("inputs") or []:
+        recorded[entry["path"]] = entry
+        if isinstance(entry.get("index"), dict):
+            recorded[entry["index"]["path"]] = entry["index"]
+    return recorded
+
+
+def _listed_files(outputs) -> list[dict]:
+    """The file entries ({path, bytes, ...}) anywhere in a manifest's outputs."""
+    if isinstance(outputs, list):
+        return [e for item in outputs for e in _listed_files(item)]
+    if not isinstance(outputs, dict):
+        return []
+    if "path" in outputs and "bytes" in outputs:
+        return [outputs]
+    return [e for value in outputs.values() for e in _listed_files(value)]
+
+
+def _output_files(manifest: dict) -> list[tuple[str, int]]:
+    """(path relative to the output, bytes) of every file the manifest lists as written: shards, errors files, and
+    files keyed by their name (a vocab's)."""
+    files = [(e["path"], e["bytes"]) for e in _listed_files([manifest.get("outputs"), manifest.get("errors_files")])]
+    outputs = manifest.get("outputs")
+    if isinstance(outputs, dict):
+        files += [(name, e["bytes"]) for name, e in outputs.items() if isinstance(e, dict) and set(e) >= {"bytes"}]
+    return [(path, size) for path, size in files if isinstance(size, int)]
+
+
+def _entry(manifest: dict, dotted: str):
+    value = manifest
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        if not output.exists(path):
+            return None
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            data = json.loads(f.read())
+    except (ValueError, *output.FILESYSTEM_ERRORS):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _size(path: str) -> int | None:
+    matched = FileSystems.match([path])[0].metadata_list
+    return matched[0].size_in_bytes if matched else None
+
+
+def _split(path: str) -> tuple[str, str]:
+    """(folder, name) of a local or remote path."""
+    folder, name = (posixpath if output.is_remote(path) else os.path).split(path)
+    return folder or ".", name
