@@ -28,9 +28,9 @@ def run_job(
     """Run `job` (a labelled transform) on a new pipeline into `output_dir`; its manifest, or None where nothing ran
     to the end here (a dry run, a graph drawing, a job handed to a remote runner without waiting)."""
     output.check_apart([output_dir], inputs)
+    pipeline = runners.make_pipeline(options)  # first: it checks a remote engine before the output is claimed
     if not runners.is_dry_run(options):
         output.prepare_output_dir(output_dir, overwrite)
-    pipeline = runners.make_pipeline(options)
     _ = pipeline | job
     if run_pipeline(pipeline, options, what=name) is None:
         return None
