@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,8 +90,9 @@ def assert_same_tree(out: Path, reference: Path, ignore: tuple[str, ...] = ()) -
 
 
 def summary_lines(stdout: str, output: Path) -> list[str]:
-    """A command's summary, without its timing line and with its output path as OUTPUT."""
-    return [line.replace(str(output), "OUTPUT") for line in stdout.splitlines() if " finished in " not in line]
+    """A command's summary, without its timing lines and with its output path as OUTPUT."""
+    timing = re.compile(r" finished in |^\s+time\s+[\d.]+ s$")
+    return [line.replace(str(output), "OUTPUT") for line in stdout.splitlines() if not timing.search(line)]
 
 
 def bertcorpus_command(*args) -> list[str]:
@@ -145,11 +147,15 @@ class Cluster:
 
     def get(self, url: str):
         """GET a JSON document from inside the namespace (Flink's REST API, Spark's UI)."""
+        return self.get_all([url])[0]
+
+    def get_all(self, urls: list[str]) -> list:
+        """GET several JSON documents from inside the namespace, in one process."""
         script = (
-            "import sys, urllib.request; "
-            "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())"
+            "import json, sys, urllib.request; "
+            "json.dump([json.load(urllib.request.urlopen(u, timeout=10)) for u in sys.argv[1:]], sys.stdout)"
         )
-        done = subprocess.run([*self.prefix, sys.executable, "-c", script, url], capture_output=True, text=True)
+        done = subprocess.run([*self.prefix, sys.executable, "-c", script, *urls], capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
 
