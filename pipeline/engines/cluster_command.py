@@ -115,6 +115,9 @@ def _beam_options(engine: str, args, jar: Path, pool: str) -> tuple[list[str], d
             engine_cache.FLINK_MINOR,
             "--flink_job_server_jar",
             str(jar),
+            # One TaskManager's slots: the job then still fits when another TaskManager is lost.
+            "--parallelism",
+            str(args.slots),
         ]
         environment = {}
     else:
@@ -127,8 +130,7 @@ def _beam_options(engine: str, args, jar: Path, pool: str) -> tuple[list[str], d
             str(jar),
         ]
         environment = {"SPARK_LOCAL_IP": args.host}  # the Spark driver runs inside the job server the launcher starts
-    # One TaskManager's slots: the job then still fits when another TaskManager is lost.
-    options += ["--environment_type", "EXTERNAL", "--environment_config", pool, "--parallelism", str(args.slots)]
+    options += ["--environment_type", "EXTERNAL", "--environment_config", pool]
     return options, environment
 
 
