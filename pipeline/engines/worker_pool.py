@@ -2,7 +2,7 @@
 
 A runner (a Flink TaskManager, a Spark executor) asks the pool, through Beam's portability API
 (BeamFnExternalWorkerPool), to start an SDK worker for an environment it opens, and to stop it when it closes the
-environment. This pool differs from Beam's stock one (worker_pool_main) in three ways:
+environment. This pool differs from Beam's stock one (worker_pool_main) in four ways:
 
 - **Workers are keyed by (id, control endpoint), not by id alone.** Each runner numbers its workers itself ("1-1",
   "2-1", ...), so two TaskManagers on one host ask for the same ids. StopWorker(id) stops only the workers with that
@@ -14,6 +14,9 @@ environment. This pool differs from Beam's stock one (worker_pool_main) in three
 - **It listens on the address it is given** (the stock pool binds every interface), and its workers die with it:
   they share its process group, and each also gets SIGKILL when the forkserver above it exits. A worker whose
   runner went away (its control endpoint closed) is stopped within a few seconds.
+- **A worker that dies while its runner still listens is started again** (up to MAX_RESTARTS times), with the same
+  id: Beam's runner waits without end for a worker that died before it connected ("Still waiting for startup of
+  environment"), and one that dies later fails its task after 3 minutes, which the engine's restart then retries.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ PRELOADED_MODULES = [
 ]
 CHECK_SECONDS = 3.0  # how often dead workers are reaped and orphaned ones (runner gone) stopped
 STOP_GRACE_SECONDS = 10.0
+MAX_RESTARTS = 3  # of one worker that keeps dying
 _PR_SET_PDEATHSIG = 1
 
 _LOGGER = logging.getLogger(__name__)
@@ -77,6 +81,7 @@ class _Worker:
     worker_id: str
     control_url: str
     process: multiprocessing.Process
+    restarts: int = 0
     started: float = field(default_factory=time.monotonic)
 
 
@@ -98,20 +103,25 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
 
     def StartWorker(self, request, context):
         try:
-            process = self._context.Process(
-                target=_run_worker,
-                args=(request.control_endpoint.url, request.worker_id, self._data_buffer_time_limit_ms),
-                name=f"sdk-worker-{request.worker_id}",
-                daemon=True,  # multiprocessing terminates daemonic children when the pool exits
-            )
-            process.start()
+            self._start(request.worker_id, request.control_endpoint.url)
         except Exception as e:  # reported to the runner, which fails the task with it
             return beam_fn_api_pb2.StartWorkerResponse(error=f"could not start an SDK worker: {e}")
-        with self._lock:
-            self._workers.append(_Worker(request.worker_id, request.control_endpoint.url, process))
-            self.started_count += 1
-        _LOGGER.info("started worker %s pid %d for %s", request.worker_id, process.pid, request.control_endpoint.url)
         return beam_fn_api_pb2.StartWorkerResponse()
+
+    def _start(self, worker_id: str, control_url: str, restarts: int = 0) -> _Worker:
+        process = self._context.Process(
+            target=_run_worker,
+            args=(control_url, worker_id, self._data_buffer_time_limit_ms),
+            name=f"sdk-worker-{worker_id}",
+            daemon=True,  # multiprocessing terminates daemonic children when the pool exits
+        )
+        process.start()
+        worker = _Worker(worker_id, control_url, process, restarts=restarts)
+        with self._lock:
+            self._workers.append(worker)
+            self.started_count += 1
+        _LOGGER.info("started worker %s pid %d for %s", worker_id, process.pid, control_url)
+        return worker
 
     def StopWorker(self, request, context):
         with self._lock:
@@ -141,14 +151,24 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
                 workers = list(self._workers)
             for worker in workers:
                 if not worker.process.is_alive():
-                    with self._lock:
-                        if worker in self._workers:
-                            self._workers.remove(worker)
-                    _LOGGER.info(
-                        "worker %s pid %s exited (%s)", worker.worker_id, worker.process.pid, worker.process.exitcode
-                    )
+                    self._reap(worker)
                 elif time.monotonic() - worker.started > CHECK_SECONDS and not endpoint_open(worker.control_url):
                     self._stop(worker, "its runner is gone")
+
+    def _reap(self, worker: _Worker) -> None:
+        """Forget an exited worker. One that died (killed, crashed) while its runner still listens is started again
+        with the same id: a runner whose worker dies before it connects waits for it without end."""
+        with self._lock:
+            if worker not in self._workers:
+                return
+            self._workers.remove(worker)
+        code = worker.process.exitcode
+        _LOGGER.info("worker %s pid %s exited (%s)", worker.worker_id, worker.process.pid, code)
+        if code != 0 and worker.restarts < MAX_RESTARTS and endpoint_open(worker.control_url):
+            try:
+                self._start(worker.worker_id, worker.control_url, worker.restarts + 1)
+            except Exception as e:  # the runner then fails the task, as it would without a restart
+                _LOGGER.info("could not start worker %s again: %s", worker.worker_id, e)
 
     def close(self) -> None:
         """Stop every worker: SIGTERM, then SIGKILL after STOP_GRACE_SECONDS."""
