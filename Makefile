@@ -21,7 +21,7 @@ demo: $(VENV)/.installed-train
 
 # Two test processes (pytest-xdist), one per core of the 2-core machines the suite is sized for.
 test: $(VENV)/.installed-test
-	$(PY) -m pytest -q -n 2 tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
 
 # The formatter and linter, as configured in pyproject.toml; CI runs this before the tests.
 lint: $(VENV)/.installed-test

@@ -190,3 +190,13 @@ def gcs(tmp_path_factory):
 
     with running_emulator(tmp_path_factory.mktemp("gcs")) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def flink(tmp_path_factory):
+    """A Flink session cluster of two TaskManagers and an SDK worker pool, in a network namespace of its own
+    (tests/engine_cluster.py); skipped with the reason where Java, Maven, the downloads or root are missing."""
+    from engine_cluster import running_cluster
+
+    with running_cluster("flink", tmp_path_factory.mktemp("flink")) as cluster:
+        yield cluster

@@ -72,6 +72,10 @@ def _commands() -> dict:
             "bertcorpus.pipeline.cli.graph",
             "draw a named job's Beam graph offline (.dot, and .png with graphviz)",
         ),
+        "cluster": (
+            "bertcorpus.pipeline.engines.cluster_command",
+            "start a local Flink or Spark cluster (or an SDK worker pool) to run the jobs on",
+        ),
     }
 
 

@@ -54,9 +54,9 @@ def run_job(
         if outcome == "keep":
             return JobRun(output.read_manifest(output_dir))
         overwrite = overwrite or outcome == "replace"
+    pipeline = runners.make_pipeline(options)  # before the output is claimed: it checks a remote engine
     if not runners.is_dry_run(options):
         output.prepare_output_dir(output_dir, overwrite)
-    pipeline = runners.make_pipeline(options)
     _ = pipeline | job
     finished = run_pipeline(pipeline, options, what=name, plan=plan)
     if finished is None:

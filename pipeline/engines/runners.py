@@ -20,6 +20,7 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import PipelineOptions, SetupOptions, StandardOptions
 from apache_beam.pipeline import PTransformOverride
 
+from bertcorpus.pipeline.engines import engine_checks
 from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues, SpilledGroupByKey, spill_directory
 from bertcorpus.pipeline.errors import UserError
 
@@ -87,6 +88,7 @@ def check_worker_packaging(options: PipelineOptions) -> None:
 def make_pipeline(options: PipelineOptions) -> beam.Pipeline:
     if not is_local(options):
         check_remote_locations(options)
+        engine_checks.check_engine(options)
         if is_dataflow(options):
             check_worker_packaging(options)
         return beam.Pipeline(options=options)

@@ -224,6 +224,7 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options, input_byte
     from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.engines.run_progress import ProgressPlan
 
+    pipeline = runners.make_pipeline(options)  # first: it checks a remote engine before the counts are cleared
     if not runners.is_dry_run(options):
         output.prepare_output_dir(cfg.counts_dir, overwrite=True)
         # Count files of an earlier run, and the files a killed run's text writers left in their temporary
@@ -238,7 +239,6 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options, input_byte
         if not output.is_remote(cfg.counts_dir):
             for leftover in glob.glob(os.path.join(cfg.counts_dir, "beam-temp-*")):
                 shutil.rmtree(leftover, ignore_errors=True)
-    pipeline = runners.make_pipeline(options)
     _ = pipeline | "count words" >> CountWords(cfg, input_files)
     if runners.is_local(options) and runners.is_dry_run(options):
         # The local engine has no dry-run mode of its own: it would run the job.

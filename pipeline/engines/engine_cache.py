@@ -1,0 +1,206 @@
+"""Flink, Spark and Beam's job servers for them, fetched and built once into a cache outside any repository.
+
+- **Flink** comes from PyPI: `apache-flink-libraries` (lib/, opt/, plugins/) and the `apache-flink` wheel (bin/ and
+  conf/), fetched with `pip download --no-deps` and unpacked together into one FLINK_HOME. Nothing is installed into
+  any environment (apache-flink pins an old Beam).
+- **Spark** comes from PyPI too: the pyspark sdist holds a whole SPARK_HOME (bin/, sbin/, jars/).
+- **Beam's job servers** are built with Maven from the runners' published artifacts: the shaded
+  `beam-runners-*-job-server` jars are not published for the Beam releases this project uses, so the poms shipped
+  beside this module (poms/) shade `beam-runners-flink-1.19` and `beam-runners-spark-3` into one runnable jar each,
+  as Beam's own build does. The Spark one names the cluster's own jars in its manifest's Class-Path, so the Spark
+  driver inside the job server is exactly the cluster's Spark.
+
+The Java side is Beam 2.62.0 (the newest whose Flink 1.19 runner and job service both resolve from Maven Central);
+the Python SDK is the project's own Beam. docs/engines.md says why and what the tests prove about the skew.
+The cache is $BERTCORPUS_ENGINES_CACHE, else ~/.cache/bertcorpus/engines. Each item is built in a temporary folder
+and renamed into place, so an interrupted fetch never leaves a half item that looks complete.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import zipfile
+from importlib import resources
+from pathlib import Path
+
+from bertcorpus.pipeline.errors import UserError
+
+FLINK_VERSION = "1.19.3"
+FLINK_MINOR = "1.19"
+SPARK_VERSION = "3.5.7"
+BEAM_JAVA_VERSION = "2.62.0"
+# The apache-flink wheel is used for its bin/ and conf/ only, which are the same in every build of a release.
+_FLINK_WHEEL_PLATFORM = [
+    "--python-version",
+    "3.11",
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp311",
+    "--platform",
+    "manylinux2014_x86_64",
+    "--only-binary",
+    ":all:",
+]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("BERTCORPUS_ENGINES_CACHE") or "~/.cache/bertcorpus/engines").expanduser()
+
+
+def say(message: str) -> None:
+    print(f"cluster: {message}", file=sys.stderr, flush=True)
+
+
+def require_tool(name: str, why: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise UserError(f"`{name}` is not on PATH: {why}")
+    return path
+
+
+def require_java() -> str:
+    return require_tool(
+        "java",
+        "Flink, Spark and Beam's job servers run on Java 11 or 17 (e.g. apt-get install openjdk-17-jre-headless)",
+    )
+
+
+def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
+    """Run a fetch or build step; on failure one line naming the command and its last words."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
+        errors = [line for line in lines if "ERROR" in line or "error" in line.lower()] or lines
+        shown = " ".join(command[:6]) + (" ..." if len(command) > 6 else "")
+        raise UserError(f"{what} failed: `{shown}` exited {done.returncode}: {errors[-1] if errors else ''}"[:600])
+
+
+def _pip_download(requirement: str, into: Path, *extra: str) -> Path:
+    """One distribution file from PyPI (no dependencies, never installed), cached in into/."""
+    into.mkdir(parents=True, exist_ok=True)
+    name, version = requirement.split("==")
+    stem = name.replace("-", "_").lower()
+    found = [p for p in into.iterdir() if p.name.replace("-", "_").lower().startswith(f"{stem}_{version}")]
+    if found:
+        return found[0]
+    say(f"downloading {requirement} from PyPI (once; cached in {into}) ...")
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(dir=into) as partial:
+        _run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", requirement, "-d", partial, *extra],
+            f"downloading {requirement}",
+        )
+        (got,) = Path(partial).iterdir()
+        target = into / got.name
+        got.rename(target)
+    say(f"downloaded {target.name} ({target.stat().st_size / 1e6:.0f} MB) in {time.monotonic() - started:.0f} s")
+    return target
+
+
+def _build_atomically(target: Path, build) -> Path:
+    """build(folder) fills a temporary folder, which then becomes target; an existing target is taken as it is."""
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        build(partial)
+        partial.rename(target)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def flink_home() -> Path:
+    """A FLINK_HOME of Flink FLINK_VERSION, from its two PyPI distributions."""
+
+    def build(home: Path) -> None:
+        downloads = cache_dir() / "downloads"
+        libraries = _pip_download(f"apache-flink-libraries=={FLINK_VERSION}", downloads, "--no-binary", ":all:")
+        wheel = _pip_download(f"apache-flink=={FLINK_VERSION}", downloads, *_FLINK_WHEEL_PLATFORM)
+        say(f"unpacking Flink {FLINK_VERSION} ...")
+        prefix = f"apache-flink-libraries-{FLINK_VERSION}/deps/"
+        with tarfile.open(libraries) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix) and len(m.name) > len(prefix)]
+            for member in members:
+                member.name = member.name[len(prefix) :]
+            tar.extractall(home, members=members, filter="data")
+        with zipfile.ZipFile(wheel) as whl:
+            for name in whl.namelist():
+                if name.startswith(("pyflink/bin/", "pyflink/conf/")) and not name.endswith("/"):
+                    target = home / name[len("pyflink/") :]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(whl.read(name))
+        for script in (home / "bin").iterdir():
+            script.chmod(0o755)
+        if not (home / "lib" / f"flink-dist-{FLINK_VERSION}.jar").exists():
+            raise UserError(f"the Flink {FLINK_VERSION} distributions from PyPI lack lib/flink-dist: {libraries}")
+
+    return _build_atomically(cache_dir() / f"flink-{FLINK_VERSION}", build)
+
+
+def spark_home() -> Path:
+    """A SPARK_HOME of Spark SPARK_VERSION, from the pyspark sdist (which carries bin/, sbin/ and jars/)."""
+
+    def build(home: Path) -> None:
+        sdist = _pip_download(f"pyspark=={SPARK_VERSION}", cache_dir() / "downloads", "--no-binary", ":all:")
+        say(f"unpacking Spark {SPARK_VERSION} ...")
+        prefix = f"pyspark-{SPARK_VERSION}/deps/"
+        with tarfile.open(sdist) as tar:
+            members = [m for m in tar.getmembers() if m.name.startswith(prefix) and len(m.name) > len(prefix)]
+            for member in members:
+                member.name = member.name[len(prefix) :]
+            tar.extractall(home, members=members, filter="data")
+        for folder in ("bin", "sbin"):
+            for script in (home / folder).iterdir():
+                script.chmod(0o755)
+
+    return _build_atomically(cache_dir() / f"spark-{SPARK_VERSION}", build)
+
+
+def _maven_build(pom_name: str, jar_name: str, properties: dict[str, str]) -> Path:
+    """Build one of the shipped poms with `mvn package`; the shaded jar, cached under jars/."""
+
+    def build(folder: Path) -> None:
+        mvn = require_tool("mvn", "the Beam job server is built once from Maven Central (apt-get install maven)")
+        require_java()
+        (folder / "pom.xml").write_bytes(
+            resources.files("bertcorpus.pipeline.engines").joinpath("poms", pom_name).read_bytes()
+        )
+        say(f"building {jar_name} with Maven from Maven Central (once; about a minute, more on first download) ...")
+        started = time.monotonic()
+        _run(
+            [mvn, "--batch-mode", "--quiet", "package", *(f"-D{k}={v}" for k, v in properties.items())],
+            f"building {jar_name}",
+            cwd=folder,
+        )
+        shutil.move(str(folder / "target" / jar_name), folder / "built.jar")
+        say(f"built {jar_name} in {time.monotonic() - started:.0f} s")
+
+    built = _build_atomically(cache_dir() / "build" / jar_name.removesuffix(".jar"), build)
+    return built / "built.jar"
+
+
+def flink_job_server_jar() -> Path:
+    return _maven_build(
+        "flink-job-server.xml",
+        f"beam-runners-flink-{FLINK_MINOR}-job-server-{BEAM_JAVA_VERSION}.jar",
+        {"beam.version": BEAM_JAVA_VERSION, "flink.minor": FLINK_MINOR},
+    )
+
+
+def spark_job_server_jar(spark: Path) -> Path:
+    """Beam's Spark 3 job server, whose Class-Path is the Spark at spark (its jars/ folder)."""
+    class_path = " ".join(sorted(p.resolve().as_uri() for p in (spark / "jars").glob("*.jar")))
+    return _maven_build(
+        "spark-job-server.xml",
+        f"beam-runners-spark-3-job-server-{BEAM_JAVA_VERSION}.jar",
+        {"beam.version": BEAM_JAVA_VERSION, "spark.classpath": class_path},
+    )
