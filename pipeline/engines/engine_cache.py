@@ -6,7 +6,7 @@
 - **Spark** comes from PyPI too: the pyspark sdist holds a whole SPARK_HOME (bin/, sbin/, jars/).
 - **Beam's job servers** are built with Maven from the runners' published artifacts: the shaded
   `beam-runners-*-job-server` jars are not published for the Beam releases this project uses, so the poms shipped
-  beside this module (poms/) shade `beam-runners-flink-1.19` and `beam-runners-spark-3` into one runnable jar each,
+  beside this module (job-server-poms/) shade `beam-runners-flink-1.19` and `beam-runners-spark-3` into one runnable jar each,
   as Beam's own build does. The Spark one names the cluster's own jars in its manifest's Class-Path, so the Spark
   driver inside the job server is exactly the cluster's Spark.
 
@@ -172,7 +172,7 @@ def _maven_build(pom_name: str, jar_name: str, properties: dict[str, str]) -> Pa
         mvn = require_tool("mvn", "the Beam job server is built once from Maven Central (apt-get install maven)")
         require_java()
         (folder / "pom.xml").write_bytes(
-            resources.files("bertcorpus.pipeline.engines").joinpath("poms", pom_name).read_bytes()
+            resources.files("bertcorpus.pipeline.engines").joinpath("job-server-poms", pom_name).read_bytes()
         )
         say(f"building {jar_name} with Maven from Maven Central (once; about a minute, more on first download) ...")
         started = time.monotonic()
