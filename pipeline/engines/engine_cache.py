@@ -7,8 +7,8 @@
 - **Beam's job servers** are built with Maven from the runners' published artifacts: the shaded
   `beam-runners-*-job-server` jars are not published for the Beam releases this project uses, so the poms shipped
   beside this module (job-server-poms/) shade `beam-runners-flink-1.19` and `beam-runners-spark-3` into one
-  runnable jar each, as Beam's own build does. The Spark one names the cluster's own jars in its manifest's Class-Path, so the Spark
-  driver inside the job server is exactly the cluster's Spark.
+  runnable jar each, as Beam's own build does. The Spark one names the cluster's own jars in its manifest's
+  Class-Path, so the Spark driver inside the job server is exactly the cluster's Spark.
 
 The Java side is Beam 2.62.0 (the newest whose Flink 1.19 runner and job service both resolve from Maven Central);
 the Python SDK is the project's own Beam. docs/engines.md says why and what the tests prove about the skew.
