@@ -126,12 +126,7 @@ def flink_home() -> Path:
         libraries = _pip_download(f"apache-flink-libraries=={FLINK_VERSION}", downloads, "--no-binary", ":all:")
         wheel = _pip_download(f"apache-flink=={FLINK_VERSION}", downloads, *_FLINK_WHEEL_PLATFORM)
         say(f"unpacking Flink {FLINK_VERSION} ...")
-        prefix = f"apache-flink-libraries-{FLINK_VERSION}/deps/"
-        with tarfile.open(libraries) as tar:
-            members = [m for m in tar.getmembers() if m.name.startswith(prefix) and len(m.name) > len(prefix)]
-            for member in members:
-                member.name = member.name[len(prefix) :]
-            tar.extractall(home, members=members, filter="data")
+        _extract_deps(libraries, f"apache-flink-libraries-{FLINK_VERSION}/deps/", home)
         with zipfile.ZipFile(wheel) as whl:
             for name in whl.namelist():
                 if name.startswith(("pyflink/bin/", "pyflink/conf/")) and not name.endswith("/"):
@@ -146,18 +141,22 @@ def flink_home() -> Path:
     return _build_atomically(cache_dir() / f"flink-{FLINK_VERSION}", build)
 
 
+def _extract_deps(sdist: Path, prefix: str, home: Path) -> None:
+    """The files under `prefix` in a PyPI sdist (its deps/ folder: the distribution itself), unpacked into home."""
+    with tarfile.open(sdist) as tar:
+        members = [m for m in tar.getmembers() if m.name.startswith(prefix) and len(m.name) > len(prefix)]
+        for member in members:
+            member.name = member.name[len(prefix) :]
+        tar.extractall(home, members=members, filter="data")
+
+
 def spark_home() -> Path:
     """A SPARK_HOME of Spark SPARK_VERSION, from the pyspark sdist (which carries bin/, sbin/ and jars/)."""
 
     def build(home: Path) -> None:
         sdist = _pip_download(f"pyspark=={SPARK_VERSION}", cache_dir() / "downloads", "--no-binary", ":all:")
         say(f"unpacking Spark {SPARK_VERSION} ...")
-        prefix = f"pyspark-{SPARK_VERSION}/deps/"
-        with tarfile.open(sdist) as tar:
-            members = [m for m in tar.getmembers() if m.name.startswith(prefix) and len(m.name) > len(prefix)]
-            for member in members:
-                member.name = member.name[len(prefix) :]
-            tar.extractall(home, members=members, filter="data")
+        _extract_deps(sdist, f"pyspark-{SPARK_VERSION}/deps/", home)
         for folder in ("bin", "sbin"):
             for script in (home / folder).iterdir():
                 script.chmod(0o755)
