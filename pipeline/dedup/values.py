@@ -77,13 +77,14 @@ class ProbeCoder(_Deterministic):
     """A JSON header (the partner) and the shingle hashes as little-endian uint64."""
 
     def encode(self, probe: Probe) -> bytes:
-        header = json.dumps([_node_json(probe.partner), probe.shingles is not None], ensure_ascii=False).encode()
+        header = json.dumps([_node_json(probe.partner), probe.shingles is not None], ensure_ascii=False)
+        header = header.encode("utf-8", "surrogatepass")
         body = b"" if probe.shingles is None else probe.shingles.astype("<u8").tobytes()
         return len(header).to_bytes(4, "little") + header + body
 
     def decode(self, data: bytes) -> Probe:
         size = int.from_bytes(data[:4], "little")
-        partner, has_shingles = json.loads(data[4 : 4 + size])
+        partner, has_shingles = json.loads(data[4 : 4 + size].decode("utf-8", "surrogatepass"))
         shingles = np.frombuffer(data, "<u8", offset=4 + size).astype(np.uint64) if has_shingles else None
         return Probe(_node(partner), shingles)
 
