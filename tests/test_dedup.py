@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -171,6 +172,32 @@ def test_every_document_and_character_is_accounted_for(two_revisions, wiki2015):
     source = json.loads((two_revisions / "wiki2015" / "manifest.json").read_text())
     assert source["job"] == "dedup" and source["documents"]["kept"] == late["kept"]
     assert [f["path"] for f in source["outputs"]["documents"]] == ["documents-00000-of-00001.parquet"]
+
+
+def test_create_and_the_data_card_name_the_dedup_step(two_revisions, tmp_path):
+    from conftest import VOCAB
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(two_revisions, run_dir / "dedup")
+    records, extra = run_dir / "records", ["--dupe-factor", "1", "--num-buckets", "1"]
+    assert (
+        run_cli("create", "--input", run_dir / "dedup" / "wiki2015", "--vocab", VOCAB, "--output", records, *extra) == 0
+    )
+    (run,) = json.loads((records / "manifest.json").read_text())["input_runs"]
+    assert run["job"] == "dedup" and run["dedup"]["source"] == "wiki2015" and run["dedup"]["priority"] == 1
+    assert run["dedup"]["run"] == str(run_dir / "dedup" / "manifest.json")
+    assert run_cli("stats", run_dir, "--output", tmp_path / "card") == 0
+    card = json.loads((tmp_path / "card" / "stats.json").read_text())
+    (section,) = card["dedup"]
+    manifest = json.loads((two_revisions / "manifest.json").read_text())
+    assert section["removed_by_pair"] == manifest["duplicates"]["removed_by_pair"]
+    assert section["top_clusters"][0]["ledger"] == ["dedup/removed-wiki2015-00000-of-00001.jsonl"]
+    create_stage = next(s for s in card["lineage"]["stages"] if s["job"] == "create")
+    assert create_stage["input_runs"] == [run]
+    assert create_stage["inputs"][0]["from"] == "dedup/wiki2015"
+    page = (tmp_path / "card" / "report.html").read_text()
+    assert "Duplicates and benchmark text removed" in page and "near: removed from" in page
+    assert "source <code>wiki2015</code> of the run" in page
 
 
 def test_two_worker_processes_write_the_same_bytes(two_revisions, wiki2014, wiki2015, tmp_path):

@@ -177,11 +177,6 @@ class Publish(beam.DoFn):
             "version": output.TOOL_VERSION,
             "job": JOB,
             "config": cfg.describe(),
-            "inputs": [
-                {**i, "source": names[p]}
-                for p in range(len(names))
-                for i in merge_file_stats([stat for q, stat in inputs if q == p])
-            ],
             "sources": summaries,
             "duplicates": {
                 "exact_groups": counts.get("exact:groups", 0),
