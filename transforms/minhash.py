@@ -21,9 +21,11 @@ import numpy as np
 __all__ = [
     "EMPTY_BIN",
     "band_hashes",
+    "casefolded",
     "fold_text",
     "folded_utf8",
     "jaccard",
+    "nfkc",
     "oph_signature",
     "shingle_chunks",
     "shingle_hashes",
@@ -53,21 +55,27 @@ def nfkc(text: str) -> str:
     )
 
 
-def folded_utf8(text: str, punctuation: bytes) -> bytes:
-    """NFKC, casefolded UTF-8 with general punctuation replaced by ``punctuation``."""
-    data = nfkc(text).casefold().encode("utf-8", "surrogatepass")
+def casefolded(text: str) -> str:
+    """NFKC, then casefolded: the text with the differences that never tell two texts apart taken out."""
+    return nfkc(text).casefold()
+
+
+def folded_utf8(text: str, punctuation: bytes, is_casefolded: bool = False) -> bytes:
+    """NFKC, casefolded UTF-8 with general punctuation replaced by ``punctuation`` (`text` may be casefolded()
+    already)."""
+    data = (text if is_casefolded else casefolded(text)).encode("utf-8", "surrogatepass")
     for lead, pattern in _UNICODE_PUNCT:
         if lead in data:
             data = pattern.sub(punctuation, data)
     return data
 
 
-def fold_text(text: str) -> bytes:
+def fold_text(text: str, is_casefolded: bool = False) -> bytes:
     """The text as its words see it: NFKC, casefolded UTF-8 in which every ASCII character that is not a letter or
-    a digit, and general punctuation, is a space. Folding never joins two pieces of text that whitespace parts, so
-    folding the whitespace-separated pieces of a text one by one gives the same words (decontamination relies on
-    it to find where a word lies)."""
-    return folded_utf8(text, b" ").translate(_ASCII_NON_ALNUM_TO_SPACE)
+    a digit, and general punctuation, is a space (`text` may be casefolded() already). Folding never joins two
+    pieces of text that whitespace parts, so folding the whitespace-separated pieces of a text one by one gives the
+    same words (decontamination relies on it to find where a word lies)."""
+    return folded_utf8(text, b" ", is_casefolded).translate(_ASCII_NON_ALNUM_TO_SPACE)
 
 
 _BASE = 0x100000001B3
@@ -186,7 +194,8 @@ def band_hashes(signature: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 def shingle_set(shingles: np.ndarray) -> np.ndarray:
     """The distinct shingle hashes, sorted: what the exact Jaccard similarity is measured on."""
-    return np.unique(shingles)
+    ordered = np.sort(shingles)
+    return ordered[np.concatenate(([True], ordered[1:] != ordered[:-1]))] if ordered.size else ordered
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:

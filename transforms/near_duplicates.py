@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable
 
-from bertcorpus.transforms.minhash import nfkc
+from bertcorpus.transforms.minhash import casefolded
 
 Node = tuple[int, str, int]  # (priority, id, digest)
 
@@ -23,10 +23,11 @@ MAX_ALL_PAIRS = 16  # an LSH bucket of at most this many documents proposes ever
 ANCHORS = 4  # a larger bucket proposes each document with its ANCHORS smallest ones only
 
 
-def exact_key(text: str) -> bytes:
+def exact_key(text: str, is_casefolded: bool = False) -> bytes:
     """16 bytes that two texts share exactly when they are equal after NFKC, casefolding, and whitespace made single
-    spaces (leading and trailing whitespace dropped): the normalisation of an exact duplicate."""
-    normalised = " ".join(nfkc(text).casefold().split())
+    spaces (leading and trailing whitespace dropped): the normalisation of an exact duplicate. `text` may be
+    casefolded() already."""
+    normalised = " ".join((text if is_casefolded else casefolded(text)).split())
     return hashlib.blake2b(normalised.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 

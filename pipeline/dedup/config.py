@@ -151,7 +151,7 @@ def _check_parquet_columns(given: str, path: str) -> None:
 
 def resolve_sources(inputs: list[str], dry_run: bool) -> list[Source]:
     """The sources in the order given, each checked: a documents output, a valid name of its own, no file in two of
-    them. A dry run lists no remote source (it must work offline)."""
+    them. A dry run lists no remote source (it must work offline), and passes over a local one that is not there."""
     sources, seen_paths, owners = [], {}, {}
     for given in inputs:
         name, path = _split_name(given)
@@ -172,7 +172,10 @@ def resolve_sources(inputs: list[str], dry_run: bool) -> list[Source]:
             raise UserError(
                 f"--input {same_name.path} and {given} would both be written to {name}/; name them as NAME=PATH"
             )
-        files = [] if dry_run and is_remote(path) else find_inputs([path]).files
+        if dry_run and (is_remote(path) or not os.path.lexists(path)):  # a dry run or a drawing needs no data
+            sources.append(Source(name, path, []))
+            continue
+        files = find_inputs([path]).files
         _check_documents_output(given, path, files)
         for file, _ in files:
             key = file if is_remote(file) else os.path.realpath(file)

@@ -4,7 +4,7 @@ row of the ledger.
 
     read tasks ─ read documents (once: word hashes → exact key, MinHash bands, benchmark matches) ─┬─ fingerprints
       fingerprints ─ ExactCopies ─ bands ─ CandidatePairs ─ CandidateShingles ─ MeasurePairs ─ similar pairs
-      similar pairs ─ ConnectedComponents ─ (kept, removed) ─ MeasurePairs ─ NearVerdicts ─┐
+      similar pairs ─ ConnectedComponents ─ (kept, removed) ─ MeasureTwins ─ NearVerdicts ─┐
       exact verdicts ────────────────────────────────────────────────────────────────────┴─ verdicts ─ TopClusters
     documents (with their matches) + verdicts + dead letters ─ WriteShards: OUT/NAME/documents-*, removed-NAME-*
     benchmark hits ─ ContaminationReport: contaminated-*.jsonl
@@ -33,6 +33,7 @@ from bertcorpus.pipeline.dedup.near import (
     ConnectedComponents,
     ExactCopies,
     MeasurePairs,
+    MeasureTwins,
     NearVerdicts,
 )
 from bertcorpus.pipeline.dedup.publish import JOB, Publish
@@ -95,10 +96,12 @@ class Dedup(beam.PTransform):
             | "edges" >> beam.Map(lambda m: m[0]).with_output_types(tuple[NodeType, NodeType])
             | "connected components" >> ConnectedComponents(cfg.cc_rounds)
         )
-        twins = {"pairs": components.removed, "shingles": shingles} | "measure twins" >> MeasurePairs(
-            "twins", cfg.threshold
-        )
-        near = {"twins": twins.measured, "edges": similar} | "near verdicts" >> NearVerdicts(cfg.threshold)
+        twins = {
+            "twins": components.removed,
+            "measured": measured.measured,
+            "shingles": shingles,
+        } | "measure twins" >> MeasureTwins(cfg.threshold)
+        near = {"twins": twins["measured"], "edges": similar} | "near verdicts" >> NearVerdicts(cfg.threshold)
         verdicts = (exact.verdicts, near) | "all verdicts" >> beam.Flatten()
         clusters = verdicts | "top clusters" >> TopClusters(cfg)
         items = (

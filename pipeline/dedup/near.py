@@ -6,6 +6,7 @@
     pairs ─ CandidateShingles ─ (node, Probe: shingle set)        only the paired documents, read again
     pairs + shingle sets ─ MeasurePairs ─ ((a, b), Jaccard)       the exact Jaccard similarity of every pair
     pairs at or above the threshold ─ ConnectedComponents ─ (kept node, removed node)
+    (kept, removed) ─ MeasureTwins: their Jaccard, measured where no candidate pair gave it
     those pairs measured + each node's closest neighbour ─ NearVerdicts ─ (node, Verdict near)
 
 Nodes are (priority, id, digest) and compare as tuples, so the smallest of a cluster is the document that stays
@@ -153,6 +154,47 @@ class MeasurePairs(beam.PTransform):
             .with_output_types(tuple[tuple[NodeType, NodeType], float])
             .with_outputs(tally.TALLY, main="measured")
         )
+
+
+def _known_or_not(element):
+    """((kept, removed), [its measured Jaccard, if any; "twin"]) → main: ((kept, removed), Jaccard) where the pair was
+    measured already; 'unmeasured': (kept, removed) where it was not."""
+    pair, parts = element
+    if "twin" not in parts:
+        return
+    known = [p for p in parts if p != "twin"]
+    if known:
+        yield pair, known[0]
+    else:
+        yield beam.pvalue.TaggedOutput("unmeasured", pair)
+
+
+class MeasureTwins(beam.PTransform):
+    """{"twins": (kept, removed), "measured": ((a, b), Jaccard) of the candidate pairs, "shingles": (node, Probe)} →
+    ((kept, removed), Jaccard). Most removed documents were a candidate pair with the document their cluster
+    keeps, whose Jaccard is known; only the others are measured, so shingle sets travel again for those alone."""
+
+    def __init__(self, threshold: float):
+        super().__init__()
+        self.threshold = threshold
+
+    def expand(self, parts):
+        pair = tuple[NodeType, NodeType]
+        value = tuple[pair, str | float]
+        twins = parts["twins"] | "tag twins" >> beam.Map(lambda t: (t, "twin")).with_output_types(value)
+        measured = parts["measured"] | "measured so far" >> beam.Map(lambda m: m).with_output_types(value)
+        found = (
+            (twins, measured)
+            | "merge twins and measured pairs" >> beam.Flatten()
+            | "group by pair" >> beam.GroupByKey()
+            | "known or not" >> beam.FlatMap(_known_or_not).with_outputs("unmeasured", main="known")
+        )
+        unmeasured = found.unmeasured | "unmeasured pairs" >> beam.Map(lambda p: p).with_output_types(pair)
+        measured_now = {"pairs": unmeasured, "shingles": parts["shingles"]} | "measure the others" >> MeasurePairs(
+            "twins", self.threshold
+        )
+        both = (found.known, measured_now.measured) | "all twins measured" >> beam.Flatten()
+        return {"measured": both, tally.TALLY: measured_now[tally.TALLY]}
 
 
 def _both_ways(edge):

@@ -19,6 +19,7 @@ from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.transforms.decontamination import find_matches, matched_regions
 from bertcorpus.transforms.minhash import (
     band_hashes,
+    casefolded,
     fold_text,
     oph_signature,
     shingle_hashes,
@@ -73,8 +74,9 @@ class ReadSources(beam.DoFn):
     def _document(self, number: int, priority: int, doc: SourceDocument, index, counts: dict):
         cfg = self.config
         text, fields = doc.text, doc.fields or {}
-        words = word_hashes(fold_text(text))
-        digest = digest_of(key := exact_key(text))
+        folded = casefolded(text)
+        words = word_hashes(fold_text(folded, is_casefolded=True))
+        digest = digest_of(key := exact_key(folded, is_casefolded=True))
         node = (priority, doc.id, digest)
         counts[source_key(priority, "characters_read")] += len(text)
         if words.size < cfg.shingle_words:
@@ -118,18 +120,24 @@ class ReadCandidateShingles(beam.DoFn):
     def process(self, element):
         number, nodes = element
         priority, path, start, stop = self.tasks[number]
-        wanted = set(nodes)
-        ids = {doc_id for _, doc_id, _ in wanted}
+        wanted: dict[str, set[int]] = {}
+        for _, doc_id, digest in nodes:
+            wanted.setdefault(doc_id, set()).add(digest)
+        found = {}
         for doc in read_documents(path, "auto", ReadStats(path), start, stop):
-            if not isinstance(doc, SourceDocument) or doc.id not in ids:
-                continue
-            node = (priority, doc.id, digest_of(exact_key(doc.text)))
-            if node in wanted:
-                wanted.discard(node)
-                shingles = shingle_hashes(word_hashes(fold_text(doc.text)), self.config.shingle_words)
-                yield node, Probe(None, shingle_set(shingles))
-        if wanted:
-            raise InputError(
-                f"{path} no longer holds the document {sorted(wanted)[0][1]} it held when the job read it first: "
-                "an input changed while the job ran"
-            )
+            if isinstance(doc, SourceDocument) and doc.id in wanted:
+                found.setdefault(doc.id, []).append(doc.text)
+        for doc_id, digests in sorted(wanted.items()):
+            texts = found.get(doc_id, [])
+            if len(texts) == 1 and len(digests) == 1:  # the id says which document it is
+                matched = {next(iter(digests)): texts[0]}
+            else:  # documents sharing an id: their exact keys tell them apart
+                matched = {digest_of(exact_key(t)): t for t in texts}
+            for digest in sorted(digests):
+                if digest not in matched:
+                    raise InputError(
+                        f"{path} no longer holds the document {doc_id} it held when the job read it first: an "
+                        "input changed while the job ran"
+                    )
+                shingles = shingle_hashes(word_hashes(fold_text(matched[digest])), self.config.shingle_words)
+                yield (priority, doc_id, digest), Probe(None, shingle_set(shingles))

@@ -82,6 +82,10 @@ class ProbeCoder(_Deterministic):
         body = b"" if probe.shingles is None else probe.shingles.astype("<u8").tobytes()
         return len(header).to_bytes(4, "little") + header + body
 
+    def estimate_size(self, probe: Probe) -> int:
+        # Beam weighs sampled elements for its counters; encoding a large one only to weigh it costs as much.
+        return 64 + (0 if probe.shingles is None else 8 * probe.shingles.size)
+
     def decode(self, data: bytes) -> Probe:
         size = int.from_bytes(data[:4], "little")
         partner, has_shingles = json.loads(data[4 : 4 + size].decode("utf-8", "surrogatepass"))
@@ -122,6 +126,9 @@ class ShardItemCoder(_Deterministic):
             header["e"] = item.error
         encoded = json.dumps(header, ensure_ascii=False, sort_keys=True).encode("utf-8", "surrogatepass")
         return len(encoded).to_bytes(4, "little") + encoded + text
+
+    def estimate_size(self, item: ShardItem) -> int:
+        return 256 + (len(item.document["text"]) if item.document is not None else 0)
 
     def decode(self, data: bytes) -> ShardItem:
         size = int.from_bytes(data[:4], "little")
