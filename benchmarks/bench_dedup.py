@@ -243,7 +243,9 @@ def true_pairs(sample: dict[str, Path], threshold: float, k: int) -> tuple[list,
     for i, a in enumerate(docs):
         for b in docs[i + 1 :]:
             x, y = sets[a], sets[b]
-            if x and y and len(x & y) / len(x | y) >= threshold:
+            # |A ∩ B| / |A ∪ B| <= min / max: a pair of sizes further apart cannot reach the threshold
+            near_in_size = x and y and min(len(x), len(y)) >= threshold * max(len(x), len(y))
+            if near_in_size and len(x & y) / len(x | y) >= threshold:
                 truth.add((a, b) if a < b else (b, a))
     return docs, sets, truth
 

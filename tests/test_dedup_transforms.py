@@ -23,6 +23,7 @@ from bertcorpus.pipeline.dedup.near import (
     ConnectedComponents,
     ExactCopies,
     MeasurePairs,
+    MeasureTwins,
     NearVerdicts,
 )
 from bertcorpus.pipeline.dedup.read import ReadSources, shard_of
@@ -480,6 +481,26 @@ def test_measure_pairs_gives_the_exact_jaccard_of_each_pair():
             summed(measured[tally.TALLY]),
             equal_to([{"near:measured:test": 2, "near:similar:test": similar}]),
             label="counts",
+        )
+
+
+def test_twins_are_measured_only_where_no_candidate_pair_was():
+    texts = {(0, "a", 1): SECTIONS[0][1], (0, "b", 1): edited(SECTIONS[0][1], 50, 4), (1, "c", 1): SECTIONS[0][1][:-90]}
+    sets = [(n, Probe(None, _shingles(t))) for n, t in texts.items()]
+    a, b, c = texts
+    with local_pipeline() as p:
+        twins = {
+            "twins": p | "twins" >> beam.Create([(a, b), (a, c)]),
+            "measured": p | "measured" >> beam.Create([((a, b), 0.91), ((b, c), 0.93)]),
+            "shingles": p | "sets" >> beam.Create(sets),
+        } | MeasureTwins(0.8)
+        assert_that(
+            twins["measured"],
+            equal_to([((a, b), 0.91), ((a, c), jaccard(_shingles(texts[a]), _shingles(texts[c])))]),
+            label="twins",
+        )
+        assert_that(
+            summed(twins[tally.TALLY]), equal_to([{"near:measured:twins": 1, "near:similar:twins": 1}]), label="counts"
         )
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import apache_beam as beam
 import numpy as np
 
+from bertcorpus.pipeline.coders import DeterministicCoder
 from bertcorpus.transforms.decontamination import Region
 from bertcorpus.transforms.near_duplicates import Node
 
@@ -54,17 +55,6 @@ class ShardItem:
     error: dict | None = None
 
 
-class _Deterministic(beam.coders.Coder):
-    def is_deterministic(self) -> bool:
-        return True
-
-    def __eq__(self, other) -> bool:
-        return type(self) is type(other)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
-
-
 def _node_json(node: Node | None):
     return None if node is None else list(node)
 
@@ -73,7 +63,7 @@ def _node(value) -> Node | None:
     return None if value is None else (int(value[0]), str(value[1]), int(value[2]))
 
 
-class ProbeCoder(_Deterministic):
+class ProbeCoder(DeterministicCoder):
     """A JSON header (the partner) and the shingle hashes as little-endian uint64."""
 
     def encode(self, probe: Probe) -> bytes:
@@ -109,7 +99,7 @@ def _verdict(value: list) -> tuple[str, int, Verdict]:
     return doc_id, digest, Verdict(reason, _node(twin), jaccard, linked_by)
 
 
-class ShardItemCoder(_Deterministic):
+class ShardItemCoder(DeterministicCoder):
     """A JSON header (everything but a document's text) and the text as UTF-8 after it."""
 
     def encode(self, item: ShardItem) -> bytes:
