@@ -284,8 +284,8 @@ def add_arguments(parser) -> None:
     )
     add_error_limits(
         parser,
-        "exit non-zero when unreadable records / records read is above this (default 0.01); the output is "
-        "written and complete either way",
+        "exit non-zero when unreadable records / records read is above this; the output is written and "
+        "complete either way (default: 0.01)",
     )
 
 
