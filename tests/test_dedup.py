@@ -323,6 +323,15 @@ def test_planted_benchmark_passages_are_found_and_removed(tmp_path, wiki2014, pl
     assert [f["found_in"] for f in found] == [[{"source": "wiki2014", "id": i}] for i in planted["sentences"]]
     squad_found = [json.loads(line)["example"] for line in (out / "contaminated-squad-dev-v2.0.jsonl").open()]
     assert squad_found == ["q-0", "q-1", "q-2"]
+    if policy == "cut":  # the data card reports each benchmark, with a link to its examples found
+        assert run_cli("stats", out, "--output", tmp_path / "card") == 0
+        (section,) = json.loads((tmp_path / "card" / "stats.json").read_text())["dedup"]
+        card = {b["name"]: b for b in section["benchmarks"]}
+        assert card["SST-2/dev"]["contaminated_examples"] == 2 and card["squad/dev-v2.0"]["examples"] == 3
+        assert card["SST-2/dev"]["report"] == "contaminated-SST-2-dev.jsonl"
+        assert card["squad/dev-v2.0"]["removed"]["wiki2014"]["regions"] >= 3
+        page = (tmp_path / "card" / "report.html").read_text()
+        assert "<code>SST-2/dev</code>" in page and '<a href="contaminated-SST-2-dev.jsonl">' in page
 
 
 # ---------------------------------------------------------------------------------------------- bad input
