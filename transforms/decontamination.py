@@ -14,7 +14,6 @@ regions is dropped whole. The pieces left are new documents, ID#1, ID#2, … in 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +21,10 @@ import numpy as np
 from bertcorpus.transforms.benchmarks import Benchmark
 from bertcorpus.transforms.minhash import fold_text, shingle_hashes, word_hashes
 
-_CHUNKS = re.compile(r"[^ \t\n\r\f\v]+")  # folding never joins two of these (fold_text)
+# The ASCII whitespace that parts the pieces of a text (folding never joins two of them: fold_text), and the ASCII
+# characters that folding keeps in words.
+_IS_SPACE = np.array([chr(c) in " \t\n\r\f\v" for c in range(128)])
+_IS_ALNUM = np.array([chr(c).isalnum() for c in range(128)])
 
 
 @dataclass
@@ -106,13 +108,20 @@ def find_matches(words: np.ndarray, index: NgramIndex) -> list[Match]:
 
 def word_spans(text: str) -> tuple[list[int], list[int]]:
     """(start, end) in the text of each word of fold_text(text), in order: the whitespace-separated piece it was
-    folded from. Words are counted per piece, which gives the same words as folding the whole text."""
-    starts, ends = [], []
-    for piece in _CHUNKS.finditer(text):
-        count = len(fold_text(piece.group()).split())
-        starts += [piece.start()] * count
-        ends += [piece.end()] * count
-    return starts, ends
+    folded from. Words are counted per piece, which gives the same words as folding the whole text. With numpy on
+    the code points: an ASCII piece's words are its runs of letters and digits, and only the pieces holding another
+    character are folded one by one."""
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), "<u4")
+    is_ascii = codes < 128
+    ascii_codes = np.where(is_ascii, codes, 0)
+    in_piece = (~(is_ascii & _IS_SPACE[ascii_codes])).view(np.int8)
+    edges = np.diff(in_piece, prepend=np.int8(0), append=np.int8(0))
+    piece_starts, piece_ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    word_starts = np.flatnonzero(np.diff((is_ascii & _IS_ALNUM[ascii_codes]).view(np.int8), prepend=np.int8(0)) == 1)
+    counts = np.bincount(np.searchsorted(piece_starts, word_starts, "right") - 1, minlength=piece_starts.size)
+    for piece in np.unique(np.searchsorted(piece_starts, np.flatnonzero(~is_ascii), "right") - 1).tolist():
+        counts[piece] = len(fold_text(text[piece_starts[piece] : piece_ends[piece]]).split())
+    return np.repeat(piece_starts, counts).tolist(), np.repeat(piece_ends, counts).tolist()
 
 
 @dataclass
@@ -128,14 +137,20 @@ class Region:
 
 
 def matched_regions(text: str, matches: list[Match]) -> list[Region]:
-    """The char span of each match (n-gram) in the text, as one Region per match, in order."""
+    """The char spans of the matches (n-grams) in the text, in order, those that overlap or touch as one Region that
+    names the first of them and counts them all: a passage found whole is one region, not one per n-gram."""
     starts, ends = word_spans(text)
-    regions = []
+    regions: list[Region] = []
     for m in matches:
         last = min(m.word + m.size, len(starts)) - 1
         if last < m.word:  # the whole-text and word-by-word folds disagree: never for text that NFKC leaves alone
             continue
-        regions.append(Region(starts[m.word], ends[last], starts[m.word], ends[last], m.texts))
+        start, end = starts[m.word], ends[last]
+        if regions and start <= regions[-1].end:
+            regions[-1].end = max(regions[-1].end, end)
+            regions[-1].matches += 1
+        else:
+            regions.append(Region(start, end, start, end, m.texts))
     return regions
 
 

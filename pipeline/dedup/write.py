@@ -132,7 +132,8 @@ class WriteShard(beam.DoFn):
         cfg = self.config
         if cfg.contamination == "drop":
             first = min(regions, key=lambda r: r.match_start)
-            pieces, removed = [], [Region(0, len(text), first.match_start, first.match_end, first.texts, len(regions))]
+            matches = sum(r.matches for r in regions)
+            pieces, removed = [], [Region(0, len(text), first.match_start, first.match_end, first.texts, matches)]
         else:
             pieces, removed = cut_plan(text, list(regions), cfg.cut_margin, cfg.max_splits, cfg.min_piece_chars)
         for region in removed:
