@@ -391,6 +391,8 @@ def test_matches_are_found_where_the_passage_is_and_nowhere_else():
     (region,) = matched_regions(doc, matches)  # the overlapping n-grams of one passage are one region
     assert doc[region.start : region.end] == ACTRIUS[1] and region.matches == len(matches)
     assert find_matches(word_hashes(fold_text(SECTIONS[10][1])), index) == []
+    shared = find_matches(words, _index(SECTIONS[3][1], ACTRIUS[1], ACTRIUS[1].lower()))  # two texts hold it
+    assert [m.word for m in shared] == [m.word for m in matches] and {m.texts for m in shared} == {(1, 2)}
 
 
 def test_word_spans_give_every_folded_word_its_place():

@@ -100,9 +100,13 @@ def find_matches(words: np.ndarray, index: NgramIndex) -> list[Match]:
         inside = at < table.size
         hit = np.zeros(grams.size, dtype=bool)
         hit[inside] = table[at[inside]] == grams[inside]
-        for word in np.flatnonzero(hit).tolist():
-            end = np.searchsorted(table, grams[word], side="right")
-            found.append(Match(word, size, tuple(sorted(set(index.texts[size][at[word] : end].tolist())))))
+        words = np.flatnonzero(hit)
+        first, end = at[words], np.searchsorted(table, grams[words], side="right")
+        owners = index.texts[size]
+        for word, a, b, owner in zip(words.tolist(), first.tolist(), end.tolist(), owners[first].tolist()):
+            # an n-gram of one text (most are) names it; one shared by several texts names each once
+            texts = (owner,) if b - a == 1 else tuple(sorted(set(owners[a:b].tolist())))
+            found.append(Match(word, size, texts))
     return sorted(found, key=lambda m: (m.word, m.size))
 
 
