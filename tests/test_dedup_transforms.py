@@ -391,6 +391,13 @@ def test_matches_are_found_where_the_passage_is_and_nowhere_else():
     (region,) = matched_regions(doc, matches)  # the overlapping n-grams of one passage are one region
     assert doc[region.start : region.end] == ACTRIUS[1] and region.matches == len(matches)
     assert find_matches(word_hashes(fold_text(SECTIONS[10][1])), index) == []
+    short = " ".join(SECTIONS[11][1].split()[40:50])  # a text shorter than 13 words: one n-gram of all its words
+    size = len(fold_text(short).split())
+    both = find_matches(words, _index(ACTRIUS[1], short))
+    assert 8 <= size < 13 and [m for m in both if m.size == 13] == matches
+    assert [fold_text(doc).split()[m.word : m.word + size] for m in both if m.size == size] == [
+        fold_text(short).split()
+    ]
     shared = find_matches(words, _index(SECTIONS[3][1], ACTRIUS[1], ACTRIUS[1].lower()))  # two texts hold it
     assert [m.word for m in shared] == [m.word for m in matches] and {m.texts for m in shared} == {(1, 2)}
 
