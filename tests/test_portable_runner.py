@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
-from gcs_server import assert_same_output
+from gcs_server import assert_same_output, comparable, local_files
 from portable_services import running_services
 from wiki_fixtures import ENWIKI_TABLES, build_multistream
 
@@ -89,3 +89,41 @@ def test_vocab_counted_through_the_job_service(gcs, portable, books_jsonl, tmp_p
     )
     assert portable.workers_started() > started
     assert (tmp_path / "portable" / "vocab.txt").read_bytes() == local.read_bytes()
+
+
+def test_dedup_from_gcs_through_the_job_service(gcs, portable, books_jsonl, tmp_path):
+    """Two sources (the books, and a revision of them with case, spacing and word edits) and a SQuAD file holding one
+    of their paragraphs, all on GCS: the workers read them again for the candidate pairs and the n-gram index."""
+    remote = gcs.url("portable-dedup")
+    books = [json.loads(line) for line in books_jsonl.open()]
+    revision = tmp_path / "revision.jsonl"
+    with revision.open("w") as f:
+        for i, doc in enumerate(books):
+            paragraphs = doc["text"].split("\n\n")
+            if i % 3 == 1:
+                paragraphs[0] = paragraphs[0].swapcase() + "  "
+            elif i % 3 == 2:
+                paragraphs = [
+                    " ".join(["also", *p.split(" ")[1:]]) if n % 6 == 0 else p for n, p in enumerate(paragraphs)
+                ]
+            f.write(json.dumps({"id": doc["id"], "text": "\n\n".join(paragraphs)}) + "\n")
+    context = next(p for p in books[5]["text"].split("\n\n") if len(p.split()) > 40)
+    squad = tmp_path / "dev-v2.0.json"
+    squad.write_text(
+        json.dumps({"data": [{"paragraphs": [{"context": context, "qas": [{"id": "q", "question": "?"}]}]}]})
+    )
+    inputs = [gcs.upload(p, f"{remote}/in/{p.name}") for p in (books_jsonl, revision, squad)]
+    args = ["--input", *inputs[:2], "--decontaminate", inputs[2], "--num-shards", "2"]
+    run_both("dedup", args, tmp_path / "local", f"{remote}/out", portable)
+    local, out = tmp_path / "local", f"{remote}/out"
+    manifests = [m for m in local_files(local) if m.endswith("manifest.json")]
+    assert {k: v for k, v in gcs.objects(out).items() if k not in manifests} == {
+        k: v for k, v in local_files(local).items() if k not in manifests
+    }
+    for name in manifests:
+        remote_manifest = json.loads(gcs.download(f"{out}/{name}", tmp_path / "remote" / name).read_text())
+        assert comparable(remote_manifest, out) == comparable(json.loads((local / name).read_text()), local)
+    manifest = json.loads((local / "manifest.json").read_text())
+    late = manifest["sources"][1]
+    assert late["removed"]["exact"] >= len(books) // 3 and late["removed"]["near"] >= len(books) // 4
+    assert manifest["benchmarks"][0]["contaminated_examples"] == 1

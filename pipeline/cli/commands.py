@@ -49,6 +49,11 @@ def _commands() -> dict:
             "bertcorpus.pipeline.extract.books_command",
             "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet",
         ),
+        "dedup": (
+            "bertcorpus.pipeline.dedup.job",
+            "documents sources in priority order → the same without exact and near copies or benchmark text, "
+            "each removal on a ledger",
+        ),
         "vocab": (
             "bertcorpus.pipeline.vocab.command",
             "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)",

@@ -19,6 +19,7 @@ import apache_beam as beam
 import numpy as np
 import zstandard
 
+from bertcorpus.pipeline.coders import DeterministicCoder
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instances import Bucket
@@ -45,18 +46,7 @@ class InstancePiece:
     instances: InstanceColumns
 
 
-class _Deterministic(beam.coders.Coder):
-    def is_deterministic(self) -> bool:
-        return True
-
-    def __eq__(self, other) -> bool:
-        return type(self) is type(other)
-
-    def __hash__(self) -> int:
-        return hash(type(self))
-
-
-class SourceDocumentCoder(_Deterministic):
+class SourceDocumentCoder(DeterministicCoder):
     """id, then the text, or the sentences one after another with their lengths in front: sentences stay a list."""
 
     def encode(self, doc: SourceDocument) -> bytes:
@@ -75,7 +65,7 @@ class SourceDocumentCoder(_Deterministic):
         return SourceDocument(name, sentences=parts) if has_sentences else SourceDocument(name, text=parts[0])
 
 
-class BucketMessageCoder(_Deterministic):
+class BucketMessageCoder(DeterministicCoder):
     def encode(self, message: BucketMessage) -> bytes:
         sender = (message.sender or "").encode("utf-8")
         header = np.array([message.sender is not None, message.ring_size, len(sender)], "<i8")
@@ -87,7 +77,7 @@ class BucketMessageCoder(_Deterministic):
         return BucketMessage(bucket_from_bytes(memoryview(data)[24 + size :]), sender, ring_size)
 
 
-class InstancePieceCoder(_Deterministic):
+class InstancePieceCoder(DeterministicCoder):
     def encode(self, piece: InstancePiece) -> bytes:
         n = len(piece.sort_keys)
         compressed = zstandard.ZstdCompressor(level=1).compress(columns_bytes(piece.instances))

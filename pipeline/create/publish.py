@@ -13,6 +13,7 @@ from bertcorpus.pipeline.create.config import CreateConfig, shard_name
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
+from bertcorpus.pipeline.inputs.discovery import input_runs
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
@@ -309,6 +310,8 @@ def build_manifest(
         },
         "vocab": vocab,
         "inputs": [{k: f[k] for k in ("path", "size", "sha256", "documents")} for f in merge_file_stats(files)],
+        # The runs that made the documents read (an extraction, or a dedup and the source it was).
+        "input_runs": input_runs(cfg.inputs),
         # Paths the input patterns matched but no reader was given: folders inside a folder, broken links.
         "inputs_skipped": inputs_skipped,
         "documents": {

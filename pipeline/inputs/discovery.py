@@ -8,6 +8,7 @@ import bisect
 import errno
 import fnmatch
 import glob
+import hashlib
 import json
 import os
 import re
@@ -314,6 +315,50 @@ def _documents_listed_in(manifest: str) -> list[dict] | None:
         raise InputError(f"cannot read {manifest}: {filesystem_error_cause(e)}") from None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def input_runs(patterns: list[str]) -> list[dict]:
+    """The runs that wrote the documents folders among the input patterns (a folder, or the folder of a pattern or
+    file, that holds a documents manifest): {"input", "job", "manifest": its path, "sha256"}, and for a dedup output
+    the run it belongs to and the source it is ({"dedup": {"run", "source", "priority"}}). What a job records of
+    its inputs' own lineage; a folder that cannot be read is passed over."""
+    runs = []
+    for pattern in patterns:
+        folder = _folder_of(pattern)
+        manifest = FileSystems.join(folder or ".", "manifest.json")
+        try:
+            with FileSystems.open(manifest, compression_type="uncompressed") as f:
+                raw = f.read()
+            content = json.loads(raw)
+        except (*FILESYSTEM_ERRORS, ValueError):
+            continue
+        outputs = content.get("outputs") if isinstance(content, dict) else None
+        if not isinstance(outputs, dict) or "documents" not in outputs or content.get("tool") != "bertcorpus":
+            continue
+        run = {
+            "input": pattern,
+            "job": content.get("job"),
+            "manifest": manifest,
+            "sha256": hashlib.sha256(raw).hexdigest(),
+        }
+        dedup = content.get("dedup")
+        if content.get("job") == "dedup" and isinstance(dedup, dict):
+            source = content.get("config", {}).get("source", {})
+            run["dedup"] = {
+                "run": FileSystems.join(os.path.dirname(folder), str(dedup.get("run")).removeprefix("../")),
+                "source": source.get("name"),
+                "priority": dedup.get("priority"),
+            }
+        runs.append(run)
+    return runs
+
+
+def _folder_of(pattern: str) -> str:
+    """The folder an input pattern names, or lies in."""
+    if has_glob(pattern):
+        return glob_folder(pattern).rstrip("/")
+    is_folder = not os.path.splitext(pattern.rstrip("/"))[1] if is_remote(pattern) else os.path.isdir(pattern)
+    return pattern.rstrip("/") if is_folder else os.path.dirname(pattern)
 
 
 def _listed(pattern: str) -> list[tuple[str, int]]:

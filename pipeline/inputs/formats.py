@@ -33,6 +33,7 @@ class SourceDocument:
     id: str
     text: str | None = None  # paragraphs separated by blank lines, to be split into sentences
     sentences: list[str] | None = None  # already one sentence per entry (reference-format text)
+    fields: dict | None = None  # the other fields a reader was asked for (dedup's title, url, source), None if absent
 
 
 @dataclass
@@ -139,11 +140,11 @@ def _bad_line(stats: ReadStats, at: int, what: str) -> Rejected:
 
 
 def read_jsonl_documents(
-    stream: BinaryIO, path: str, stats: ReadStats, span: Span
+    stream: BinaryIO, path: str, stats: ReadStats, span: Span, fields: tuple[str, ...] = ()
 ) -> Iterator[SourceDocument | Rejected]:
     """One {"id", "text"} object per line, belonging to the span that holds its first byte; a missing id falls
     back to the file stem and the line's offset. A line that is no such object is a dead letter; a null text is
-    skipped (null_text), as in documents Parquet."""
+    skipped (null_text), as in documents Parquet. The `fields` asked for come with each document, as text."""
     stem, pos = _stem(path), span.line_start
     for raw in lines_of(stream):
         at, pos = pos, pos + len(raw)
@@ -181,7 +182,12 @@ def read_jsonl_documents(
         if "\\u" in line:  # only a \uXXXX escape can leave half a surrogate pair, which is no text at all
             (text, bad_text), (doc_id, bad_id) = _lone_surrogates_replaced(text), _lone_surrogates_replaced(doc_id)
             stats.replaced_chars += bad_text + bad_id
-        yield SourceDocument(doc_id, text=text)
+        yield SourceDocument(doc_id, text=text, fields=_text_fields(record, fields) if fields else None)
+
+
+def _text_fields(record: dict, names: tuple[str, ...]) -> dict:
+    """The named fields of a record as text, None where a record lacks one (or holds null)."""
+    return {name: None if record.get(name) is None else str(record[name]) for name in names}
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -194,11 +200,13 @@ def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
     return _LONE_SURROGATE.subn("\ufffd", text)
 
 
-def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Iterator[SourceDocument | Rejected]:
-    """Documents Parquet (the extraction jobs' output): the id and text columns. Row groups are read one by one,
-    so that a damaged one costs its own rows only (a dead letter, its rows counted as damaged_parquet_row); a file
-    that is no documents Parquet is one dead letter. A null id falls back to the file stem and the row's number in
-    the file."""
+def read_parquet_documents(
+    stream: BinaryIO, path: str, stats: ReadStats, fields: tuple[str, ...] = ()
+) -> Iterator[SourceDocument | Rejected]:
+    """Documents Parquet (the extraction jobs' output): the id and text columns, and the `fields` asked for that
+    the file has. Row groups are read one by one, so that a damaged one costs its own rows only (a dead letter, its
+    rows counted as damaged_parquet_row); a file that is no documents Parquet is one dead letter. A null id falls
+    back to the file stem and the row's number in the file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -218,9 +226,10 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
         yield stats.reject("file", "not_a_documents_file", f"its text column holds {text_type}, not strings")
         return
     stem, first_row = _stem(path), 0
+    present = [name for name in fields if name in names and name not in ("id", "text")]
     for group in range(table.num_row_groups):
         rows, done = table.metadata.row_group(group).num_rows, 0
-        batches = table.iter_batches(columns=["id", "text"], batch_size=1024, row_groups=[group])
+        batches = table.iter_batches(columns=["id", "text", *present], batch_size=1024, row_groups=[group])
         while True:
             try:
                 batch = next(batches, None)
@@ -234,12 +243,16 @@ def read_parquet_documents(stream: BinaryIO, path: str, stats: ReadStats) -> Ite
                 break
             if batch is None:
                 break
-            ids, texts = _values(batch.column(0), stats), _values(batch.column(1), stats)
-            for row, (doc_id, text) in enumerate(zip(ids, texts), first_row + done):
+            columns = [_values(batch.column(name), stats) for name in ("id", "text", *present)]
+            for row, (doc_id, text, *more) in enumerate(zip(*columns), first_row + done):
                 if text is None:
                     stats.skip("null_text")
                     continue
-                yield SourceDocument(str(doc_id) if doc_id is not None else f"{stem}:row{row}", text=text)
+                yield SourceDocument(
+                    str(doc_id) if doc_id is not None else f"{stem}:row{row}",
+                    text=text,
+                    fields=_text_fields(dict(zip(present, more)), fields) if fields else None,
+                )
             done += batch.num_rows
         first_row += rows
 

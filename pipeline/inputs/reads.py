@@ -5,6 +5,7 @@ on Dataflow."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Iterator
@@ -55,15 +56,16 @@ def plan_reads(path: str, size: int, input_format: str) -> list[tuple[str, int, 
 
 
 def read_documents(
-    path: str, input_format: str, stats: ReadStats, start: int = 0, stop: int = -1
+    path: str, input_format: str, stats: ReadStats, start: int = 0, stop: int = -1, fields: tuple[str, ...] = ()
 ) -> Iterator[SourceDocument | Rejected]:
     """The documents of one file, or of its byte span [start, stop) (plan_reads), and the file's fingerprint;
     among them a Rejected dead letter for each record (line, row group, damaged or foreign file) that could not
-    be read, also counted in stats.errors.
+    be read, also counted in stats.errors. Documents Parquet and JSONL give the `fields` asked for with each
+    document (SourceDocument.fields).
 
     A whole file is hashed as it streams past; of a file read in spans, the reader of the first span hashes it."""
     try:
-        yield from _read_documents(path, input_format, stats, start, stop)
+        yield from _read_documents(path, input_format, stats, start, stop, fields)
     except OSError as e:
         if e.filename is None and e.strerror:  # a read that fails (a disk's I/O error) names no file by itself
             raise OSError(e.errno, e.strerror, path) from None
@@ -71,24 +73,27 @@ def read_documents(
 
 
 def _read_documents(
-    path: str, input_format: str, stats: ReadStats, start: int, stop: int
+    path: str, input_format: str, stats: ReadStats, start: int, stop: int, fields: tuple[str, ...]
 ) -> Iterator[SourceDocument | Rejected]:
     fmt = guess_format(path) if input_format == "auto" else input_format
+    read_lines = (
+        functools.partial(LINE_READERS[fmt], fields=fields) if fields and fmt == "jsonl" else LINE_READERS.get(fmt)
+    )
     with FileSystems.open(path, compression_type="uncompressed") as opened, ReadProgress(opened) as raw:
         if fmt == "documents":
-            yield from _counted(read_parquet_documents(raw, path, stats), stats)
+            yield from _counted(read_parquet_documents(raw, path, stats, fields), stats)
             return
         if stop >= 0:
             span = Span(start, stop, _start_of_line(raw, start))
             raw.seek(span.line_start)
-            yield from _counted(LINE_READERS[fmt](raw, path, stats, span), stats)
+            yield from _counted(read_lines(raw, path, stats, span), stats)
             if start == 0:
                 _fingerprint(path, stats)
             return
         hashed = HashingReader(raw, stats)
         stream = decompressed_by_suffix(hashed, path)
         try:
-            yield from _counted(LINE_READERS[fmt](stream, path, stats, Span()), stats)
+            yield from _counted(read_lines(stream, path, stats, Span()), stats)
             if is_cut(stream):
                 # What the file held before the damage was read; the rest is lost: one dead letter for the file.
                 # A file of no bytes is empty whatever its suffix (bz2 alone calls it cut), as in extract-books.

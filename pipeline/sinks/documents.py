@@ -78,6 +78,12 @@ def _encode_errors(errors: list[dict]) -> tuple[bytes, int, dict]:
     return lines.encode(), len(errors), {}
 
 
+def errors_bytes(errors: list[dict]) -> bytes:
+    """Dead-letter records as an errors file holds them: sorted, one JSON object a line (for a job that writes its
+    errors files itself)."""
+    return _encode_errors(sorted(errors, key=lambda e: _sort_key(e, ERROR_FIELDS)))[0]
+
+
 def _sort_key(record: dict, fields: tuple[str, ...]) -> tuple:
     """The fields in order (the first is the id), None before any string: a total order on distinct records. An
     error's `where` goes by the numbers in it ("byte 20" before "byte 100"), then as text."""

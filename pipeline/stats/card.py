@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
+from bertcorpus.pipeline.stats.dedup_card import dedup_section
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
 from bertcorpus.transforms.local_files import special_file_problem
@@ -182,6 +183,7 @@ def build_lineage(stages: list[Stage]) -> dict:
                 "job": stage.job,
                 "kind": stage.kind,
                 "inputs": _stage_inputs(stage),
+                "input_runs": stage.manifest.get("input_runs") or [],
                 "outputs": outputs,
             }
         )
@@ -224,6 +226,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
         "warnings": warnings,
         "lineage": build_lineage(stages),
     }
+    card["dedup"] = dedup_section(stages)
     for entry in (i for st in card["lineage"]["stages"] for i in st["inputs"] if i["role"] == "vocab" and vocab):
         # The vocab is usually made outside the run; the file in hand shows whether it is the one recorded.
         entry["checked"] = {"path": vocab_path, "sha256_matches": entry.get("sha256") == vocab.sha256}

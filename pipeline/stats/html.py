@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import re
 
+from bertcorpus.pipeline.stats.dedup_card import dedup_html
 from bertcorpus.pipeline.stats.plots import PLOT_PIXELS
 from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
 
@@ -526,9 +527,24 @@ def _stage_html(stage: dict) -> str:
     header = (["role"] if roles else []) + ["input", "bytes", "sha256", "written by"]
     return (
         f"<h3>{_e(stage['job'])} → {_stage_dir(stage['stage'])}</h3>"
+        + _input_runs_html(stage.get("input_runs", []))
         + _table(header, rows, {int(roles) + 1})
         + _outputs_table(stage["outputs"])
     )
+
+
+def _input_runs_html(runs: list[dict]) -> str:
+    """What made the documents a stage read, as its manifest records it: the dedup step (run and source) too."""
+    said = [
+        f"<code>{_e(r['input'])}</code>: {_e(r['job'])}"
+        + (
+            f" (source <code>{_e(r['dedup']['source'])}</code> of the run <code>{_e(r['dedup']['run'])}</code>)"
+            if isinstance(r.get("dedup"), dict)
+            else ""
+        )
+        for r in runs
+    ]
+    return f"<p>Documents read were made by: {'; '.join(said)}.</p>" if said else ""
 
 
 def _vocab_html(stages: list[dict]) -> str:
@@ -601,6 +617,7 @@ def render_html(card: dict, plots: dict[str, str]) -> str:
             _section("built", "What was built", _built_html(card)),
             _section("plots", "Plots", _plots_html(card["records"], plots)),
             _section("documents", "Documents", _documents_html(card["documents"], card["unknown_words"], plots)),
+            _section("dedup", "Duplicates and benchmark text removed", dedup_html(card.get("dedup", []))),
             _section("lineage", "Lineage", _lineage_html(card["lineage"])),
             "</body></html>\n",
         ]
