@@ -40,6 +40,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
+ENTRY_POINTS = {True: "bertcorpus.pipeline.cli.commands", False: "pipeline.cli"}  # by whether a tree has bertcorpus/
 VOCAB = ROOT / "tests" / "data" / "reference" / "bert-base-uncased-vocab.txt"
 SAMPLE = ROOT / "tests" / "data" / "reference" / "sample_text.txt"
 
@@ -262,7 +263,8 @@ def main() -> None:
             f"PYTHONPATH={tree}",
             sys.executable,
             "-c",
-            "from bertcorpus.pipeline.cli.commands import entry_point; entry_point()",
+            # a checkout from before the bertcorpus namespace has its command line at pipeline.cli
+            f"from {ENTRY_POINTS[(Path(tree) / 'bertcorpus').is_dir()]} import entry_point; entry_point()",
         ]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -174,16 +174,25 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
 
 
 def run(args, beam_args: list[str]) -> int:
+    from bertcorpus.pipeline import tally
     from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.engines.run_progress import ProgressPlan
     from bertcorpus.pipeline.sinks.documents import error_check
 
     options = runners.pipeline_options(beam_args)
     config = config_from_args(args, runners.is_dry_run(options))
     inputs = [s.path for s in config.sources] + config.benchmarks
-    manifest = run_job(JOB, options, "dedup" >> Dedup(config), config.output, inputs, args.overwrite)
-    if manifest is None:
+    # The progress line: the bytes of the sources' files read (benchmark files are small), documents written.
+    plan = ProgressPlan(
+        sum(size for s in config.sources for _, size in s.files),
+        None,
+        (f"{tally.PROGRESS}/documents_written", "documents"),
+    )
+    run = run_job(JOB, options, "dedup" >> Dedup(config), config.output, inputs, args.overwrite, plan)
+    if run is None:
         return 0
+    manifest = run.manifest
     if manifest["duplicates"]["unsettled"]:
         print(
             f"bertcorpus dedup: warning: {manifest['duplicates']['unsettled']:,} documents in clusters that "
@@ -195,7 +204,7 @@ def run(args, beam_args: list[str]) -> int:
     problem = error_check({"documents": {"read": read, "errors": errors}}, config.strict, config.max_error_rate)
     return finish(
         JOB,
-        manifest,
+        run,
         summary_rows(manifest),
         [problem and f"{problem}; the output is complete, and each NAME/errors-*.jsonl says what could not be read"],
     )

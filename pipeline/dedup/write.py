@@ -80,6 +80,7 @@ class WriteShard(beam.DoFn):
         kept.sort(key=lambda d: d["id"])
         counts[source_key(priority, "records")] = len(kept)
         counts[source_key(priority, "characters_kept")] = sum(len(d["text"]) for d in kept)
+        tally.progress("documents_written", len(kept))  # the run's progress line
         yield from self._write(
             documents_file(name, shard, cfg.num_shards[priority]),
             priority,

@@ -4,8 +4,7 @@ links into the ledger. Every figure comes from the run's OUT/manifest.json; noth
 
 from __future__ import annotations
 
-import html
-
+from bertcorpus.pipeline.stats.html_parts import escape, number, table
 from bertcorpus.pipeline.stats.stages import Stage
 
 SHOWN_CLUSTERS = 10
@@ -44,36 +43,20 @@ def dedup_section(stages: list[Stage]) -> list[dict]:
 # ---------------------------------------------------------------------------------------------- HTML
 
 
-def _e(value) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    if not rows:
-        return ""
-    head = "".join(f"<th>{h}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
-
-
-def _n(value: int) -> str:
-    return f"{value:,}"
-
-
 def _sources_html(sources: list[dict]) -> str:
     rows = [
         [
-            f"<code>{_e(s['name'])}</code>",
-            _n(s["read"]),
-            _n(s["kept"]),
+            f"<code>{escape(s['name'])}</code>",
+            number(s["read"]),
+            number(s["kept"]),
             ", ".join(f"{reason} {n:,}" for reason, n in s["removed"].items() if n) or "none",
-            _n(s["characters"]["removed"]),
+            number(s["characters"]["removed"]),
             f"{s['characters']['removed'] / s['characters']['read']:.2%}" if s["characters"]["read"] else "—",
-            _n(s["too_short_to_compare"]),
+            number(s["too_short_to_compare"]),
         ]
         for s in sorted(sources, key=lambda s: s["priority"])
     ]
-    return _table(
+    return table(
         ["source (by priority)", "read", "kept", "removed", "characters removed", "share", "too short to compare"],
         rows,
     )
@@ -83,9 +66,9 @@ def _matrix_html(reason: str, matrix: dict) -> str:
     names = list(matrix)
     if not any(n for row in matrix.values() for n in row.values()):
         return ""
-    rows = [[f"<code>{_e(a)}</code>", *(_n(matrix[a].get(b, 0)) for b in names)] for a in names]
-    header = [f"{_e(reason)}: removed from ↓, kept in →", *(f"<code>{_e(b)}</code>" for b in names)]
-    return _table(header, rows)
+    rows = [[f"<code>{escape(a)}</code>", *(number(matrix[a].get(b, 0)) for b in names)] for a in names]
+    header = [f"{escape(reason)}: removed from ↓, kept in →", *(f"<code>{escape(b)}</code>" for b in names)]
+    return table(header, rows)
 
 
 def _histogram_html(histogram: dict) -> str:
@@ -96,55 +79,55 @@ def _histogram_html(histogram: dict) -> str:
     rows = [
         [
             f"{i * width:.2f}–{(i + 1) * width:.2f}",
-            _n(n),
+            number(n),
             f'<span style="display:inline-block;background:#4c72b0;height:0.8em;width:{12 * n / top:.2f}em"></span>',
         ]
         for i, n in enumerate(counts)
         if n
     ]
-    return "<h3>Jaccard similarity of the near copies removed</h3>" + _table(["Jaccard", "documents", ""], rows)
+    return "<h3>Jaccard similarity of the near copies removed</h3>" + table(["Jaccard", "documents", ""], rows)
 
 
 def _benchmarks_html(benchmarks: list[dict]) -> str:
     rows = [
         [
-            f"<code>{_e(b['name'])}</code>",
-            _e(b["layout"]),
-            f"{_n(b['contaminated_examples'])} of {_n(b['examples'])}",
-            ", ".join(f"{_e(s)} {n:,}" for s, n in b["documents"].items() if n) or "none",
+            f"<code>{escape(b['name'])}</code>",
+            escape(b["layout"]),
+            f"{number(b['contaminated_examples'])} of {number(b['examples'])}",
+            ", ".join(f"{escape(s)} {n:,}" for s, n in b["documents"].items() if n) or "none",
             ", ".join(
-                f"{_e(s)} {r['characters']:,} chars ({r['documents']:,} documents dropped, {r['regions']:,} cuts)"
+                f"{escape(s)} {r['characters']:,} chars ({r['documents']:,} documents dropped, {r['regions']:,} cuts)"
                 for s, r in b["removed"].items()
                 if r["characters"]
             )
             or "nothing",
-            f'<a href="{_e(b["report"])}">{_e(b["report"])}</a>',
+            f'<a href="{escape(b["report"])}">{escape(b["report"])}</a>',
         ]
         for b in benchmarks
     ]
-    table = _table(["benchmark", "layout", "examples found", "documents holding them", "removed", "examples"], rows)
-    return f"<h3>Benchmarks</h3>{table}" if table else ""
+    listed = table(["benchmark", "layout", "examples found", "documents holding them", "removed", "examples"], rows)
+    return f"<h3>Benchmarks</h3>{listed}" if listed else ""
 
 
 def _clusters_html(clusters: list[dict]) -> str:
     rows = [
         [
-            f"<code>{_e(c['kept']['source'])}</code> <code>{_e(c['kept']['id'])}</code>",
-            _n(c["removed"]),
-            _n(c["exact"]),
-            _n(c["near"]),
-            " ".join(f'<a href="{_e(f)}">{_e(f.rsplit("/", 1)[-1])}</a>' for f in c["ledger"]),
+            f"<code>{escape(c['kept']['source'])}</code> <code>{escape(c['kept']['id'])}</code>",
+            number(c["removed"]),
+            number(c["exact"]),
+            number(c["near"]),
+            " ".join(f'<a href="{escape(f)}">{escape(f.rsplit("/", 1)[-1])}</a>' for f in c["ledger"]),
         ]
         for c in clusters
     ]
-    table = _table(["document kept", "copies removed", "exact", "near", "ledger rows (match.id = the kept id)"], rows)
-    return f"<h3>Largest clusters</h3>{table}" if table else ""
+    listed = table(["document kept", "copies removed", "exact", "near", "ledger rows (match.id = the kept id)"], rows)
+    return f"<h3>Largest clusters</h3>{listed}" if listed else ""
 
 
 def dedup_html(runs: list[dict]) -> str:
     parts = []
     for run in runs:
-        where = "This directory" if run["run"] == "." else f"<code>{_e(run['run'])}/</code>"
+        where = "This directory" if run["run"] == "." else f"<code>{escape(run['run'])}/</code>"
         measured = run.get("pairs_measured") or 0
         lead = (
             f"<p>{where} is a dedup run: {measured:,} pairs that LSH proposed were measured, "
