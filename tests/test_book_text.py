@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bertcorpus.transforms import book_duplicates
+from bertcorpus.transforms import minhash
 from bertcorpus.transforms.book_cleaning import CleanBook, clean_book
 from bertcorpus.transforms.book_decoding import BookRejection, DecodedBook, decode_book
 from bertcorpus.transforms.book_duplicates import dedup_key, jaccard_estimate, minhash_signature
@@ -418,7 +418,7 @@ def test_minhash_in_chunks_equals_one_pass(monkeypatch: pytest.MonkeyPatch) -> N
     """Long books are hashed in chunks cut at spaces, to bound memory; the signature must not change."""
     text = cleaned(ALICE).text
     whole = minhash_signature(text)
-    monkeypatch.setattr(book_duplicates, "_MINHASH_CHUNK", 997)
+    monkeypatch.setattr(minhash, "_CHUNK", 997)
     assert minhash_signature(text) == whole
 
 

@@ -248,8 +248,8 @@ def test_an_os_error_raised_in_a_worker_is_one_line_naming_its_path():
         ("- 1\n- 2\n", "needs top-level 'jobs' and 'profiles' mappings"),
         (
             "jobs:\n  sample: 3\nprofiles:\n  local: {}\n",
-            "job 'sample' in the jobs file needs a 'command', one of extract-wiki, extract-books, vocab, create, "
-            "inspect, stats, demo, train",
+            "job 'sample' in the jobs file needs a 'command', one of extract-wiki, extract-books, dedup, vocab, "
+            "create, inspect, stats, demo, train",
         ),
         (
             "jobs:\n  sample:\n    command: create\n    args: [1]\nprofiles:\n  local: {}\n",

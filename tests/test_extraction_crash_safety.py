@@ -352,7 +352,7 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
         for k, v in c.items():
             total[k] = total.get(k, 0) + v
     inputs = [{"path": "b.txt", "size": 3}, {"path": "a.xml.bz2", "size": 10}]
-    publish = documents._Publish(str(out), "extract-books", {"output": str(out)})
+    publish = documents._Publish(str(out), "extract-books", {"output": str(out)}, None)
 
     # The manifest is the last thing publishing writes: when writing it fails, every file has already moved.
     (out / "manifest.json.tmp").mkdir()

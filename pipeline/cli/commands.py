@@ -36,6 +36,8 @@ VERBOSE_FLAGS = ("-v", "--verbose")
 
 # Commands whose extra flags belong to the command they run (a named job's), which checks them itself.
 FORWARDING_COMMANDS = {"run", "graph"}
+# Commands that are no step of a corpus: a named job never runs them (a cluster is a service that runs until stopped).
+SERVICE_COMMANDS = {"cluster"}
 
 
 def _commands() -> dict:
@@ -86,7 +88,7 @@ def _commands() -> dict:
 
 def job_commands() -> list[str]:
     """The commands a named job may run: every command but those that run named jobs themselves."""
-    return [name for name in _commands() if name not in FORWARDING_COMMANDS]
+    return [name for name in _commands() if name not in FORWARDING_COMMANDS | SERVICE_COMMANDS]
 
 
 class _FlagRecorder:

@@ -226,8 +226,8 @@ def add_arguments(parser) -> None:
         "--rows",
         type=positive_int,
         default=None,
-        help="MinHash values per band (default: --num-hashes / --bands, 8 at the defaults: a pair of Jaccard 0.8 "
-        "is proposed with probability 0.975)",
+        help="MinHash values per band; 8 at 160 hashes in 20 bands, where a pair of Jaccard 0.8 is proposed with "
+        "probability 0.975 (default: --num-hashes / --bands)",
     )
     near.add_argument(
         "--cc-rounds",
@@ -285,7 +285,7 @@ def add_arguments(parser) -> None:
     add_error_limits(
         parser,
         "exit non-zero when unreadable records / records read is above this; the output is written and "
-        "complete either way (default: 0.01)",
+        "complete either way",
     )
 
 
