@@ -287,3 +287,42 @@ def test_static_records_refuse_another_replacement_split(sample_static, index_ca
             random_replace_prob=0.0,
         )
     assert "mask_replace_prob 1.0 differs from the 0.8" in str(e.value)
+
+
+def test_draws_asked_for_at_some_places_are_those_of_the_full_draw():
+    keys = row_keys(99, 2, np.arange(40))
+    where = np.random.default_rng(0).random((40, 300)) < 0.1
+    full = RowStreams(keys)
+    full.random((40, 7))  # a call before it: the call number is part of each draw
+    sparse = RowStreams(keys)
+    sparse.random((40, 7))
+    np.testing.assert_array_equal(sparse.integers_at(5, 30000, where), full.integers(5, 30000, (40, 300))[where])
+    assert sparse.calls == full.calls == 2
+    np.testing.assert_array_equal(
+        RowStreams(keys).bits((40, 300)) >> np.uint64(11),
+        (RowStreams(keys).random((40, 300)) * 2.0**53).astype(np.uint64),
+    )
+
+
+class TiedKeys:
+    """Row streams whose keys tie: every position of a row draws one of two values."""
+
+    def __init__(self, keys: np.ndarray):
+        self.keys = keys
+
+    def bits(self, shape):
+        assert shape == self.keys.shape
+        return self.keys.copy()
+
+
+def test_positions_of_tied_keys_are_the_candidates_of_smallest_key_first_by_position():
+    from bertcorpus.transforms.masking import _keyed_positions
+
+    keys = np.array([[5, 1, 1, 1, 5, 5], [2**64 - 1, 7, 2**64 - 1, 3, 3, 0]], np.uint64)
+    candidates = np.array([[0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]], bool)
+    k = np.array([4, 4])
+    # Row 0: the three 1s, then the first 5 among candidates (position 4). Row 1: 3, 3, 7, then the candidate at 0
+    # (its key the largest, as a non-candidate's is, yet it is a candidate).
+    np.testing.assert_array_equal(
+        _keyed_positions(candidates, k, 5, TiedKeys(keys)), [[1, 2, 3, 4, 6], [0, 1, 3, 4, 6]]
+    )

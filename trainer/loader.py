@@ -30,6 +30,7 @@ import numbers
 import os
 import sys
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +48,7 @@ from bertcorpus.trainer.loader_checks import (
 )
 from bertcorpus.trainer.masking_policy import MaskingPolicy
 from bertcorpus.trainer.mds_files import MdsShard, check_index
-from bertcorpus.trainer.packed_layout import IGNORE_INDEX, PackedPlan, packed_batch
+from bertcorpus.trainer.packed_layout import IGNORE_INDEX, PackedPlan, packed_batch, packed_stream
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
     CACHED_BLOCKS,
@@ -67,7 +68,7 @@ from bertcorpus.trainer.storage import read_bytes
 from bertcorpus.transforms.bucket_instances import bin_edges
 from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
 from bertcorpus.transforms.local_files import special_file_problem
-from bertcorpus.transforms.masking import Assembled, SpecialIds, mask_tokens, special_ids
+from bertcorpus.transforms.masking import Assembled, Masked, SpecialIds, mask_tokens, special_ids
 from bertcorpus.transforms.row_streams import RowStreams, row_keys
 from bertcorpus.transforms.seeding import stable_hash
 from bertcorpus.wordpiece.ranges import concat_ranges
@@ -317,14 +318,28 @@ class PretrainingLoader:
             width = self.bin_width(b)
         else:  # packed: rows as wide as the batch's longest instance, then flattened
             width = self._packed_width(ids)
+        pair_label = self.dataset.pair_objective != "none"
         if self.dataset.masking == "static":
             features = self._static_features(ids, width)
+            if self.layout == "packed":
+                return packed_batch(features, pair_label)
         else:
             batch = self.start + (i if i >= 0 else i + len(self))
             rate = self.masking.rate(self.epoch, batch, len(self._plan()))
-            features = self._dynamic_features(ids, width, rate)
-        if self.layout == "packed":
-            return packed_batch(features, self.dataset.pair_objective != "none")
+            rows = self._masked_rows(ids, width, rate)
+            if self.layout == "packed":  # straight from the rows: the padded features would only be undone
+                predicted = np.arange(self.max_predictions)[None, :] < rows.masked.count[:, None]
+                m = rows.masked
+                return packed_stream(
+                    m.input_ids,
+                    rows.length,
+                    rows.b_start,
+                    m.positions,
+                    m.label_ids,
+                    predicted,
+                    rows.label if pair_label else None,
+                )
+            features = self._dynamic_features(rows)
         return features if self.layout == "reference" else self._huggingface(features)
 
     def _packed_width(self, ids: np.ndarray) -> int:
@@ -395,7 +410,7 @@ class PretrainingLoader:
                 out[name] = np.ascontiguousarray(out[name][:, :width])
         return out
 
-    def _dynamic_features(self, ids: np.ndarray, width: int, rate: float) -> dict[str, np.ndarray]:
+    def _masked_rows(self, ids: np.ndarray, width: int, rate: float) -> _MaskedRows:
         n = len(ids)
         input_ids = np.zeros((n, width), np.int32)
         length, b_start, label = (np.zeros(n, np.int64) for _ in range(3))
@@ -418,10 +433,9 @@ class PretrainingLoader:
                 input_ids.reshape(-1)[flat] = part.ids[source]
                 length[dest], b_start[dest], label[dest] = count, part.segment_b_start[r], part.label[r]
         special = local.special(self)
-        col = np.arange(width)[None, :]
         separators = None
         if self.dataset.pair_objective == "none":  # the [SEP]s between documents
-            separators = (input_ids == special.sep) & (col < length[:, None] - 1)
+            separators = (input_ids == special.sep) & (np.arange(width)[None, :] < length[:, None] - 1)
         rows = Assembled(input_ids, length, b_start - 2, separators)
         streams = RowStreams(row_keys(local.mask_base(self), self.epoch, ids))
         policy = self.masking
@@ -436,6 +450,11 @@ class PretrainingLoader:
             random_replace_prob=policy.random_replace_prob,
             keyed=True,
         )
+        return _MaskedRows(masked, length, b_start, label)
+
+    def _dynamic_features(self, rows: _MaskedRows) -> dict[str, np.ndarray]:
+        masked, length, b_start = rows.masked, rows.length, rows.b_start
+        col = np.arange(masked.input_ids.shape[1])[None, :]
         real = col < length[:, None]
         return {
             "input_ids": masked.input_ids.astype(np.int32, copy=False),
@@ -444,7 +463,7 @@ class PretrainingLoader:
             "masked_lm_positions": masked.positions,
             "masked_lm_ids": masked.label_ids,
             "masked_lm_weights": (np.arange(self.max_predictions)[None, :] < masked.count[:, None]).astype(np.float32),
-            "next_sentence_labels": label[:, None].astype(np.int32),
+            "next_sentence_labels": rows.label[:, None].astype(np.int32),
         }
 
     def _huggingface(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -528,6 +547,16 @@ class PretrainingLoader:
                     f"the saved state has {key} {saved!r}, this loader {mine[key]!r}; resuming would give other batches"
                 )
         self.epoch, self.start, self.consumed = epoch, batch, 0
+
+
+@dataclass
+class _MaskedRows:
+    """A dynamic batch's rows once masked: the masks, and per row its length, where B starts and its label."""
+
+    masked: Masked
+    length: np.ndarray
+    b_start: np.ndarray
+    label: np.ndarray
 
 
 class _ProcessState:

@@ -111,20 +111,54 @@ def packed_batch(features: dict[str, np.ndarray], pair_label: bool) -> dict[str,
     """A batch in the reference layout (rows padded, masks at masked_lm_positions) as one flat stream."""
     real = features["input_mask"].astype(bool)
     lengths = real.sum(axis=1)
-    cu_seqlens = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
-    # Each prediction's place in the stream: its instance's start plus its position.
-    predicted = features["masked_lm_weights"] > 0
-    at = (cu_seqlens[:-1, None] + features["masked_lm_positions"])[predicted]
-    labels = np.full(int(cu_seqlens[-1]), IGNORE_INDEX, np.int64)
-    labels[at] = features["masked_lm_ids"][predicted]
+    segments = features["segment_ids"].astype(bool)
+    # B starts at each row's first token of segment 1; a row of one segment has none (its length, then).
+    b_start = np.where(segments.any(axis=1), segments.argmax(axis=1), lengths)
+    return packed_stream(
+        features["input_ids"],
+        lengths,
+        b_start,
+        features["masked_lm_positions"],
+        features["masked_lm_ids"],
+        features["masked_lm_weights"] > 0,
+        features["next_sentence_labels"][:, 0] if pair_label else None,
+    )
+
+
+def packed_stream(
+    rows: np.ndarray,
+    lengths: np.ndarray,
+    b_start: np.ndarray,
+    positions: np.ndarray,
+    label_ids: np.ndarray,
+    predicted: np.ndarray,
+    sentence_labels: np.ndarray | None,
+) -> dict[str, np.ndarray]:
+    """The flat stream of instances held as rows padded to one width: lengths and b_start (where segment B starts)
+    per row; positions, label_ids and predicted (bool) per prediction slot; the sentence label per row, or None."""
+    width = rows.shape[1]
+    cu_seqlens = np.zeros(len(lengths) + 1, np.int32)
+    np.cumsum(lengths, out=cu_seqlens[1:])
+    starts = cu_seqlens[:-1]
+    if (lengths == width).all():  # rows filled to the width, as long-context rows mostly are: no padding to drop
+        input_ids = rows.astype(np.int64).reshape(-1)
+    else:
+        input_ids = rows[np.arange(width)[None, :] < lengths[:, None]].astype(np.int64)
+    position_ids = np.arange(len(input_ids), dtype=np.int64) - np.repeat(starts.astype(np.int64), lengths)
+    if (b_start >= lengths).all():  # one segment in every row (no pair objective)
+        token_type_ids = np.zeros(len(input_ids), np.int64)
+    else:
+        token_type_ids = (position_ids >= np.repeat(b_start, lengths)).astype(np.int64)
+    labels = np.full(len(input_ids), IGNORE_INDEX, np.int64)
+    labels[(starts[:, None] + positions)[predicted]] = label_ids[predicted]
     out = {
-        "input_ids": features["input_ids"][real].astype(np.int64),
-        "token_type_ids": features["segment_ids"][real].astype(np.int64),
+        "input_ids": input_ids,
+        "token_type_ids": token_type_ids,
         "labels": labels,
         "cu_seqlens": cu_seqlens,
-        "position_ids": np.arange(cu_seqlens[-1], dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths),
+        "position_ids": position_ids,
         "max_seqlen": np.array(lengths.max(initial=0), np.int32),
     }
-    if pair_label:
-        out["next_sentence_label"] = features["next_sentence_labels"][:, 0].astype(np.int64)
+    if sentence_labels is not None:
+        out["next_sentence_label"] = sentence_labels.astype(np.int64)
     return out

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcorpus.transforms.instances import truncated_lengths
+from bertcorpus.transforms.row_streams import RowStreams
 from bertcorpus.wordpiece.ranges import concat_ranges
 from bertcorpus.wordpiece.vocab import CLS, MASK, SEP, Vocab
+
+_NEVER_CHOSEN = np.uint64(2**64 - 1)  # the key of a position that may not be masked: the largest
 
 
 @dataclass(frozen=True)
@@ -133,19 +136,38 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
     return np.take_along_axis(in_order, np.minimum(drawn, in_order.shape[1] - 1), axis=1)
 
 
-def _keyed_candidates(rows: Assembled, candidates: np.ndarray, k: np.ndarray, count: int, rng) -> np.ndarray:
-    """(N, count): in each row, its k candidates of smallest random key (a uniform k-subset), then padding.
+def _keyed_positions(candidates: np.ndarray, k: np.ndarray, count: int, rng) -> np.ndarray:
+    """(N, count): each row's k candidates of smallest random key (a uniform k-subset) in ascending order, then
+    the row width as padding.
 
-    One key per position, drawn for the whole row at once, and a partition per group of rows with the same k:
+    One 64-bit key per position, drawn for the whole row at once; per group of rows with the same k, a partition
+    finds the k-th smallest key, and the positions at or below it are the choice, read in order off the flat rows:
     linear in the row's length whatever k is, where the shuffle of _random_candidates takes k steps (slow for 30%
     of 8,192 tokens)."""
-    n, width = rows.input_ids.shape
-    keys = rng.random((n, width))
-    keys[~candidates] = 2.0  # never among the k smallest: k never exceeds a row's candidates
-    out = np.zeros((n, count), np.int64)
+    n, width = candidates.shape
+    keys = rng.bits((n, width))
+    keys[~candidates] = _NEVER_CHOSEN  # k never exceeds a row's candidates
+    kth = np.zeros(n, np.uint64)
     for ki in np.unique(k[k > 0]).tolist():
         group = np.flatnonzero(k == ki)
-        out[group, :ki] = np.argpartition(keys[group], ki - 1, axis=1)[:, :ki] if ki < width else np.arange(width)
+        kth[group] = np.partition(keys[group], ki - 1, axis=1)[:, ki - 1]
+    chosen = keys <= kth[:, None]
+    chosen[k == 0] = False
+    picked = np.flatnonzero(chosen)  # row by row, each row's positions ascending
+    if len(picked) != int(k.sum()):  # two equal keys at a row's k-th (odds 2**-64): the exact, slower choice
+        return _keyed_positions_by_rank(keys, candidates, k, count)
+    positions = np.full(n * count, width, np.int64)
+    first_slot = np.arange(n, dtype=np.int64) * count - (np.cumsum(k) - k)
+    positions[np.repeat(first_slot, k) + np.arange(len(picked))] = picked % width
+    return positions.reshape(n, count)
+
+
+def _keyed_positions_by_rank(keys: np.ndarray, candidates: np.ndarray, k: np.ndarray, count: int) -> np.ndarray:
+    """_keyed_positions where keys tie: candidates by key, equal keys by position."""
+    n, width = keys.shape
+    out = np.full((n, count), width, np.int64)
+    for i in np.flatnonzero(k).tolist():
+        out[i, : k[i]] = np.sort(np.lexsort((keys[i], ~candidates[i]))[: k[i]])
     return out
 
 
@@ -163,7 +185,7 @@ def mask_tokens(
     """Choose each row's predictions and replace them: [MASK] with mask_replace_prob, a random regular token with
     random_replace_prob, the token kept otherwise (80/10/10 by default, the names Hugging Face's collator uses).
 
-    keyed: choose the positions by a random key per position (_keyed_candidates, the loader's choice, fast at any
+    keyed: choose the positions by a random key per position (_keyed_positions, the loader's choice, fast at any
     rate) rather than by a partial shuffle (create's, which its static records' bytes depend on)."""
     n, width = rows.input_ids.shape
     k = num_to_predict(rows.length, masked_lm_prob, max_predictions)
@@ -177,10 +199,10 @@ def mask_tokens(
         count = chosen.sum(axis=1)  # may fall short of k when no remaining word fits
     else:
         if keyed:
-            chosen = _keyed_candidates(rows, candidates, k, max_predictions, rng)
+            positions = _keyed_positions(candidates, k, max_predictions, rng)
         else:
             chosen = _random_candidates(rows, max_predictions, rng)
-        positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], chosen, width), axis=1)
+            positions = np.sort(np.where(np.arange(max_predictions)[None, :] < k[:, None], chosen, width), axis=1)
         word_of = None
         count = k
     real = np.arange(max_predictions)[None, :] < count[:, None]
@@ -195,7 +217,12 @@ def mask_tokens(
         u = rng.random((n, max_predictions))
     else:
         u = rng.random((n, width))[rowix, word_of[rowix, positions]]
-    replacement = special.regular[rng.integers(0, len(special.regular), (n, max_predictions))]
+    if isinstance(rng, RowStreams):  # the same tokens as a full draw gives, drawn only where one is taken
+        replacement = np.zeros((n, max_predictions), np.int64)
+        taken = u >= 1.0 - random_replace_prob
+        replacement[taken] = special.regular[rng.integers_at(0, len(special.regular), taken)]
+    else:
+        replacement = special.regular[rng.integers(0, len(special.regular), (n, max_predictions))]
     new_ids = np.where(
         u < mask_replace_prob, special.mask, np.where(u < 1.0 - random_replace_prob, labels, replacement)
     )

@@ -18,6 +18,7 @@ _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _COLUMNS_PER_CALL = 1 << 20  # more than any width or prediction count
 _UNIT = 2.0**-53
+_CACHED_DRAWS = 8192  # 64 KB of uint64: well inside any core's L2 cache
 
 
 def mix64(values: np.ndarray) -> np.ndarray:
@@ -49,22 +50,46 @@ class RowStreams:
         self.keys = np.asarray(keys, np.uint64)
         self.calls = 0
 
-    def _bits(self, shape: tuple[int, int]) -> np.ndarray:
+    def _counters(self, shape: tuple[int, int]) -> np.ndarray:
+        """The mixed numbers (c, j) of this call's columns j; the next call is c + 1."""
         rows, columns = shape
         if rows != len(self.keys) or columns > _COLUMNS_PER_CALL:
             raise ValueError(f"a draw of shape {shape} from {len(self.keys)} row streams")
         counters = mix64(np.arange(columns, dtype=np.uint64) + np.uint64(self.calls * _COLUMNS_PER_CALL))
         self.calls += 1
-        return _mix_in_place(np.bitwise_xor.outer(self.keys, counters))
+        return counters
+
+    def bits(self, shape: tuple[int, int]) -> np.ndarray:
+        """Uniform 64-bit draws, the bits random() makes its floats of (their top 53)."""
+        counters = self._counters(shape)
+        out = np.empty(shape, np.uint64)
+        # A few rows at a time, so that the six passes of the mix run over memory still in the core's cache: over
+        # the whole batch at once (half a megabyte and more) the same arithmetic takes twice as long.
+        step = max(1, _CACHED_DRAWS // max(shape[1], 1))
+        for i in range(0, shape[0], step):
+            _mix_in_place(np.bitwise_xor.outer(self.keys[i : i + step], counters, out=out[i : i + step]))
+        return out
 
     def random(self, shape: tuple[int, int]) -> np.ndarray:
         """Uniform floats in [0, 1), 53 random bits each."""
-        bits = self._bits(shape)
-        bits >>= np.uint64(11)
-        floats = bits.astype(np.float64)
-        floats *= _UNIT
-        return floats
+        return _unit_floats(self.bits(shape))
 
     def integers(self, low: int, high: int, shape: tuple[int, int]) -> np.ndarray:
         """Uniform ints in [low, high) (the bias of a 53-bit float scaled to the range is below 2**-30)."""
         return low + (self.random(shape) * (high - low)).astype(np.int64)
+
+    def integers_at(self, low: int, high: int, where: np.ndarray) -> np.ndarray:
+        """integers(low, high, where.shape)[where]: the same values, drawn only where asked (a tenth of the
+        predictions take a random token)."""
+        counters = self._counters(where.shape)
+        rows, columns = np.nonzero(where)
+        bits = _mix_in_place(self.keys[rows] ^ counters[columns])
+        return low + (_unit_floats(bits) * (high - low)).astype(np.int64)
+
+
+def _unit_floats(bits: np.ndarray) -> np.ndarray:
+    """Floats in [0, 1) of the top 53 of each uint64 (bits is consumed)."""
+    bits >>= np.uint64(11)
+    floats = bits.astype(np.float64)
+    floats *= _UNIT
+    return floats
