@@ -15,6 +15,11 @@ class WorkerDiedError(UserError):
     """A worker process of a local run died (killed, out of memory); the message says which stage was running."""
 
 
+class RunnerJobFailed(UserError):
+    """A job that a runner's cluster ran (Flink, Spark) ended without finishing: failed past its restarts, or
+    cancelled. The job is over, so nothing of it still writes: its staging can go."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM: it stops a command as Ctrl-C does (the same clean-up), with its own line and exit status."""
 
@@ -86,6 +91,36 @@ def _message(error: BaseException) -> str | None:
         cause = cause.strip()
         return (f"{path}: {cause}" if path else cause) + (f" (in step '{step}')" if step else "")
     return None
+
+
+# How Beam's portable runner reports a job that ended in another state than DONE; the text is the job service's
+# last error message, often a Java stack trace with its causes.
+_RUNNER_JOB_ENDED = re.compile(r"Pipeline (\S+) failed in state (\w+): (.*)", re.S)
+_JAVA_EXCEPTION = re.compile(r"^(?:Caused by: )?(?:[a-z_$][\w$]*\.)*([A-Z][\w$]*(?:Exception|Error)): (.+)$")
+_RESTARTS = re.compile(r"Recovery is suppressed by (\w+?)BackoffTimeStrategy(?:\(maxNumberRestartAttempts=(\d+))?")
+
+
+def runner_job_failure(error: BaseException) -> RunnerJobFailed | None:
+    """The one line for a runner's job that ended unfinished (None for any other error): the job, its state, the
+    innermost cause the runner names, and whether restarts ran out."""
+    ended = _RUNNER_JOB_ENDED.match(str(error))
+    if ended is None:
+        return None
+    job, state, text = ended.groups()
+    lines = [line.strip() for line in text.strip().splitlines()]
+    causes = [m.groups() for m in map(_JAVA_EXCEPTION.match, lines) if m]
+    cause = f"{causes[-1][0]}: {causes[-1][1]}" if causes else (lines[0] if lines and lines[0] else "no reason given")
+    if len(cause) > 300:
+        cause = cause[:300] + "..."
+    restarts = _RESTARTS.search(text)
+    if restarts:
+        strategy, attempts = restarts.groups()
+        none = strategy == "NoRestart" or attempts == "0"
+        cause += " (no restarts configured)" if none else f" (after {attempts} restarts)"
+    return RunnerJobFailed(
+        f"the runner's job {job} ended {state} before it finished: {cause}; nothing was published, and a rerun "
+        "of the same command starts afresh"
+    )
 
 
 def has_undecoded_bytes(text: str) -> bool:

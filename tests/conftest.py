@@ -22,6 +22,17 @@ SHARED = TESTS.parent.parent / "shared"
 sys.path.insert(0, str(TESTS))
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that share a module-scoped fixture run on one worker (`--dist loadgroup`), which builds it once:
+    spread over both, each worker would build it (the trainer's module fixtures train for minutes)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and any(
+            definitions[-1].scope == "module" for definitions in item._fixtureinfo.name2fixturedefs.values()
+        ):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 def run_cli(*argv: str) -> int:
     from bertcorpus.pipeline.cli.commands import main
 
@@ -190,13 +201,3 @@ def gcs(tmp_path_factory):
 
     with running_emulator(tmp_path_factory.mktemp("gcs")) as server:
         yield server
-
-
-@pytest.fixture(scope="session")
-def flink(tmp_path_factory):
-    """A Flink session cluster of two TaskManagers and an SDK worker pool, in a network namespace of its own
-    (tests/engine_cluster.py); skipped with the reason where Java, Maven, the downloads or root are missing."""
-    from engine_cluster import running_cluster
-
-    with running_cluster("flink", tmp_path_factory.mktemp("flink")) as cluster:
-        yield cluster

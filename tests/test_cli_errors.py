@@ -328,3 +328,37 @@ def test_dead_letters_are_sorted_by_the_numbers_in_where(tmp_path):
         "page 9",
         "page 12",
     ]
+
+
+# A Flink job that lost a TaskManager with no restarts left, as Beam's portable runner reports it: the job service's
+# last error message, a Java stack trace with its causes.
+FLINK_JOB_FAILED = """Pipeline BeamApp-root-1127-b1f2 failed in state FAILED: java.lang.RuntimeException: Pipeline \
+execution failed
+\tat org.apache.beam.runners.flink.FlinkPipelineRunner.run(FlinkPipelineRunner.java:90)
+Caused by: org.apache.flink.runtime.JobException: Recovery is suppressed by \
+FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=3, backoffTimeMS=10000)
+\tat org.apache.flink.runtime.executiongraph.failover.ExecutionFailureHandler.handleFailure(...)
+Caused by: org.apache.flink.runtime.jobmaster.JobMasterException: TaskManager with id 127.0.0.1:33371-c40902 is \
+no longer reachable.
+\tat org.apache.flink.runtime.jobmaster.JobMaster$TaskManagerHeartbeatListener.notifyTargetUnreachable(...)
+"""
+
+
+def test_a_runners_failed_job_is_one_line_naming_its_innermost_cause_and_the_restarts():
+    from bertcorpus.pipeline.errors import RunnerJobFailed, runner_job_failure, user_message
+
+    failed = runner_job_failure(RuntimeError(FLINK_JOB_FAILED))
+    assert isinstance(failed, RunnerJobFailed)
+    assert user_message(failed) == (
+        "the runner's job BeamApp-root-1127-b1f2 ended FAILED before it finished: JobMasterException: TaskManager "
+        "with id 127.0.0.1:33371-c40902 is no longer reachable. (after 3 restarts); nothing was published, and a "
+        "rerun of the same command starts afresh"
+    )
+    no_restarts = FLINK_JOB_FAILED.replace(
+        "FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=3, backoffTimeMS=10000)",
+        "NoRestartBackoffTimeStrategy",
+    )
+    assert "(no restarts configured)" in str(runner_job_failure(RuntimeError(no_restarts)))
+    cancelled = runner_job_failure(RuntimeError("Pipeline BeamApp-x failed in state CANCELLED: unknown error"))
+    assert str(cancelled).startswith("the runner's job BeamApp-x ended CANCELLED before it finished: unknown error;")
+    assert runner_job_failure(RuntimeError("something else broke")) is None

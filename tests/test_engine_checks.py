@@ -67,3 +67,13 @@ def test_no_spark_master_is_one_line(tmp_path, capsys):
     ]
     error = refused(tmp_path, capsys, *options, "--environment_type=EXTERNAL", f"--environment_config=127.0.0.1:{port}")
     assert f"the Spark master cannot be reached at --spark_master_url spark://127.0.0.1:{port}" in error
+
+
+def test_a_cluster_with_bad_numbers_is_refused_before_anything_starts(tmp_path, capsys):
+    for flags, message in (
+        (["--workers", "0"], "--workers and --slots must be at least 1"),
+        (["--restart-attempts", "-1"], "--restart-attempts must be 0 or more"),
+    ):
+        assert run_cli("cluster", "flink", "--state-dir", tmp_path / "state", *flags) == 2
+        assert capsys.readouterr().err.strip() == f"bertcorpus cluster: error: {message}"
+        assert not (tmp_path / "state").exists()

@@ -14,13 +14,22 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
-from engine_cluster import Cluster, assert_same_tree, flink_jar, summary_lines
+from engine_cluster import Cluster, assert_same_tree, flink_jar, running_cluster, summary_lines
 from wiki_fixtures import ENWIKI_SMALL, build_multistream
 
 pytestmark = pytest.mark.xdist_group("flink-cluster")
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 BOOKS = DATA / "books" / "pg19_format"
 CREATE = ["--input", SAMPLE_TEXT, "--vocab", VOCAB]
+
+
+@pytest.fixture(scope="module")
+def flink(tmp_path_factory):
+    """A Flink session cluster of two TaskManagers and an SDK worker pool, in a network namespace of its own,
+    stopped once the module's tests are done; skipped with the reason where Java, Maven, the downloads or root are
+    missing."""
+    with running_cluster("flink", tmp_path_factory.mktemp("flink")) as cluster:
+        yield cluster
 
 
 def flink_job_ids(flink: Cluster) -> set[str]:

@@ -17,6 +17,7 @@ import threading
 from bertcorpus.pipeline.cli import unknown_flags
 from bertcorpus.pipeline.errors import (
     STOP_SIGNALS,
+    RunnerJobFailed,
     UserError,
     has_undecoded_bytes,
     not_text_message,
@@ -195,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         return status
     except Exception as e:
         if running:
-            _discard_staging(args, module, beam_args)
+            _discard_staging(args, module, beam_args, job_over=isinstance(e, RunnerJobFailed))
         message = user_message(e)
         if message is None:
             raise
@@ -226,17 +227,17 @@ def _stop_signals_ignored():
             signal.signal(signum, handler)
 
 
-def _discard_staging(args, module, beam_args: list[str]) -> None:
+def _discard_staging(args, module, beam_args: list[str], job_over: bool = False) -> None:
     """A failed or interrupted local run leaves no staged files behind: on a full disk they would keep it full.
-    (A remote job may still be running and using its staging.) The output itself may be what failed, so trouble
-    here only leaves them in place."""
+    (A remote job may still be running and using its staging, unless the runner said it ended: job_over.) The
+    output itself may be what failed, so trouble here only leaves them in place."""
     if not getattr(module, "ACCEPTS_BEAM_OPTIONS", True) or args.command in FORWARDING_COMMANDS:
         return
     from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.sinks import output
 
     try:
-        if not runners.is_local(runners.pipeline_options(beam_args)):
+        if not job_over and not runners.is_local(runners.pipeline_options(beam_args)):
             return
         for name in ("output", "counts_dir"):
             path = getattr(args, name, None)

@@ -152,10 +152,24 @@ def _run_and_wait(pipeline, options, what: str, progress=None):
             if not job:
                 print(f"{what}: submitted.")
             return None
-        state = result.wait_until_finish()
+        state = _wait_until_finish(result)
     logging.getLogger(__name__).info("%s finished in %.1f s", what, time.time() - started)
     print(f"{what}: finished in {time.time() - started:.1f} s ({state})")
     return result
+
+
+def _wait_until_finish(result):
+    """The runner's final state; a job that ended unfinished raises RunnerJobFailed (one line), unless a message
+    meant for the user came back with it (a worker's input error), which is then raised as it came."""
+    from bertcorpus.pipeline.errors import runner_job_failure, user_message
+
+    try:
+        return result.wait_until_finish()
+    except RuntimeError as e:
+        failed = runner_job_failure(e)
+        if failed is None or user_message(e) is not None:
+            raise
+        raise failed from None
 
 
 def dataflow_job(result, options) -> str | None:

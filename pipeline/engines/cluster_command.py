@@ -37,6 +37,13 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--slots", type=int, default=2, help="task slots per TaskManager, cores per Spark worker (default: 2)"
     )
+    parser.add_argument(
+        "--restart-attempts",
+        type=int,
+        default=10,
+        help="Flink: how often a job whose task failed (a lost TaskManager or SDK worker) restarts before it fails, "
+        "10 s apart (default: 10)",
+    )
     parser.add_argument("--rest-port", type=int, default=8081, help="Flink's REST port (default: 8081)")
     parser.add_argument("--spark-port", type=int, default=7077, help="the Spark master's port (default: 7077)")
     parser.add_argument("--pool-port", type=int, default=50000, help="the SDK worker pool's port (default: 50000)")
@@ -57,6 +64,8 @@ def run(args, beam_args: list[str]) -> int:
 
     if args.workers < 1 or args.slots < 1:
         raise UserError("--workers and --slots must be at least 1")
+    if args.restart_attempts < 0:
+        raise UserError("--restart-attempts must be 0 or more")
     state = Path(args.state_dir or engine_cache.cache_dir() / f"run-{args.engine}").expanduser().resolve()
     if args.engine == "worker-pool":
         return _serve_pool_only(args, state)
@@ -144,7 +153,11 @@ def _run_cluster(args, state: Path, home: Path, jar: Path) -> int:
         server, pool, address = _start_pool(args, state)
         if args.engine == "flink":
             settings = flink_cluster.FlinkSettings(
-                args.host, args.rest_port, task_managers=args.workers, slots=args.slots
+                args.host,
+                args.rest_port,
+                task_managers=args.workers,
+                slots=args.slots,
+                restart_attempts=args.restart_attempts,
             )
             cluster = flink_cluster.LocalFlink(home, state, settings)
         else:

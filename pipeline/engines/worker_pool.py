@@ -16,7 +16,8 @@ environment. This pool differs from Beam's stock one (worker_pool_main) in four 
   runner went away (its control endpoint closed) is stopped within a few seconds.
 - **A worker that dies while its runner still listens is started again** (up to MAX_RESTARTS times), with the same
   id: Beam's runner waits without end for a worker that died before it connected ("Still waiting for startup of
-  environment"), and one that dies later fails its task after 3 minutes, which the engine's restart then retries.
+  environment"); one that dies inside a bundle breaks the bundle's stream, and the runner fails that task, which the
+  engine's restart then retries.
 """
 
 from __future__ import annotations
