@@ -6,7 +6,10 @@ Figures (recorded in docs/benchmarks.md):
     user+sys from /proc, sampled before and after the run;
   * the start-up cost of a Flink job: wall and CPU of `create` on the reference sample_text.txt (120 instances,
     nearly all of it fixed cost), and of the large run the seconds from the launcher's start to the job's
-    submission (Flink's REST API), the job's own running time, and the seconds after it ended.
+    submission (Flink's REST API), the job's own running time, and the seconds after it ended;
+  * where a Flink run's CPU goes: the launcher with its job server, Flink's JVMs (scheduling, the shuffle, sorting,
+    the Fn API data plane: the engine's own cost) and the Python processes (the job's work), for the large run and
+    the tiny one.
 
 The input is bench_create.py's real text (books and wiki articles as JSONL, repeated to --mb). Each cluster is
 `bertcorpus cluster flink --workers N` (2 slots per TaskManager, parallelism 2) inside a network namespace of its
@@ -35,16 +38,17 @@ LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
-def namespace_cpu(namespace: str) -> dict[int, float]:
-    """CPU seconds (user+sys, with reaped children) of every process in the network namespace."""
+def namespace_cpu(namespace: str) -> dict[int, tuple[str, float]]:
+    """(command name, CPU seconds: user+sys with reaped children) of every process in the network namespace."""
     pids = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
     cpu = {}
     for pid in map(int, pids):
         try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
             fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        cpu[pid] = sum(int(f) for f in fields[11:15]) / TICKS  # utime, stime, cutime, cstime
+        cpu[pid] = (name, sum(int(f) for f in fields[11:15]) / TICKS)  # utime, stime, cutime, cstime
     return cpu
 
 
@@ -61,13 +65,18 @@ def run_on_cluster(namespace: str, options: list[str], inputs: list, output: Pat
     started = time.time()
     run = measure(["ip", "netns", "exec", namespace, *create_command(BERTCORPUS, inputs, output, *options)])
     after = namespace_cpu(namespace)
-    cluster = sum(after.values()) - sum(cpu for pid, cpu in before.items() if pid in after)
+    used = {pid: (name, cpu - before[pid][1] if pid in before else cpu) for pid, (name, cpu) in after.items()}
+    cluster = sum(cpu for _, cpu in used.values())
+    # The JVMs (JobManager, TaskManagers) run the engine: scheduling, the shuffle, sorting, the Fn API data plane;
+    # the Python processes (the pool and its SDK workers) run the job's own work.
+    engine = sum(cpu for name, cpu in used.values() if name == "java")
     jobs = in_namespace(namespace, "http://127.0.0.1:8081/jobs/overview")["jobs"]
     job = max(jobs, key=lambda j: j["start-time"])
     return {
         **run,
         "launcher_cpu": run["cpu"],
         "cluster_cpu": cluster,
+        "engine_cpu": engine,
         "cpu": run["cpu"] + cluster,
         "instances": instances(output),
         "to_submission": job["start-time"] / 1000 - started,
@@ -144,10 +153,15 @@ def main() -> None:
         )
     for name, runs in results.items():
         if "to_submission" in runs["large"]:
-            large = runs["large"]
+            large, tiny = runs["large"], runs["tiny"]
+            split = [
+                f"{r['launcher_cpu']:.0f} / {r['engine_cpu']:.0f} / {r['cluster_cpu'] - r['engine_cpu']:.0f}"
+                for r in (large, tiny)
+            ]
             print(
                 f"{name}: launcher start → job submitted {large['to_submission']:.0f} s, job ran "
-                f"{large['job_seconds']:.0f} s, job end → launcher exit {large['after_job']:.0f} s"
+                f"{large['job_seconds']:.0f} s, job end → launcher exit {large['after_job']:.0f} s; CPU s, launcher "
+                f"and job server / Flink's JVMs / Python workers and pool: {split[0]} (the tiny job's: {split[1]})"
             )
 
 

@@ -8,6 +8,7 @@ input of its kind, so that the cost is mostly Flink's own per-job start-up (docs
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -100,6 +101,30 @@ def test_vocab_counted_on_flink(flink, capsys, tmp_path):
     assert_same_tree(remote, local, ignore=("counts",))  # the word counts' shards are the engine's own
     (jid,) = flink_job_ids(flink) - jobs_before
     assert len(task_managers_used(flink, jid)) == 2
+
+
+@pytest.mark.slow_engines  # one more job of a minute: in .ci/run's slow step, with a cluster of its own
+def test_dedup_with_decontamination_on_flink(flink, capsys, books_jsonl, tmp_path):
+    """Two sources (the books, and a revision of them with case and word edits, so near copies) and a SQuAD file
+    holding one of their paragraphs: the workers read them again for the candidate pairs and the n-gram index."""
+    books = [json.loads(line) for line in books_jsonl.open()]
+    revision = tmp_path / "revision.jsonl"
+    with revision.open("w") as f:
+        for i, doc in enumerate(books):
+            paragraphs = doc["text"].split("\n\n")
+            if i % 2:
+                paragraphs[0] = paragraphs[0].swapcase()
+            paragraphs = [" ".join(["also", *p.split(" ")[1:]]) if n % 6 == 0 else p for n, p in enumerate(paragraphs)]
+            f.write(json.dumps({"id": doc["id"], "text": "\n\n".join(paragraphs)}) + "\n")
+    context = next(p for p in books[5]["text"].split("\n\n") if len(p.split()) > 40)
+    squad = tmp_path / "dev-v2.0.json"
+    squad.write_text(
+        json.dumps({"data": [{"paragraphs": [{"context": context, "qas": [{"id": "q", "question": "?"}]}]}]})
+    )
+    args = ["--input", books_jsonl, revision, "--decontaminate", squad, "--num-shards", "2"]
+    run_on_both(flink, capsys, "dedup", args, tmp_path / "local", tmp_path / "flink")
+    (contaminated,) = (tmp_path / "flink").glob("contaminated-*.jsonl")
+    assert contaminated.read_text().strip()  # the SQuAD example the books hold
 
 
 def with_option(options: list[str], name: str, value) -> list[str]:
