@@ -2,7 +2,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint venv clean
+.PHONY: demo test test-slow lint venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -22,6 +22,12 @@ demo: $(VENV)/.installed-train
 # Two test processes (pytest-xdist), one per core of the 2-core machines the suite is sized for.
 test: $(VENV)/.installed-test
 	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+# The slow tests, minutes each, which `make test` leaves out: Spark and faults on Flink clusters, and the tiny model
+# trained until it learns on TensorFlow and on JAX. One process: a fault test's timing must not share the cores
+# with a training run. CI runs them after `make test`.
+test-slow: $(VENV)/.installed-test
+	$(PY) -m pytest -q -m slow tests
 
 # The formatter and linter, as configured in pyproject.toml; CI runs this before the tests.
 lint: $(VENV)/.installed-test

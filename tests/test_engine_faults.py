@@ -4,7 +4,7 @@ works on a bundle (the runner fails that task; tests/test_worker_pool.py has the
 connected). With the restart strategy `bertcorpus cluster` configures, the job finishes, and its bytes and counts
 are the in-memory run's. Where no restart is allowed, the lost TaskManager ends the job: the command says so in one
 line, publishes nothing, and a rerun gives the same bytes. Minutes per test: these run in .ci/run's slow step
-(`pytest -m slow_engines`)."""
+(`make test-slow`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 from conftest import BOOKS, DATA, VOCAB, run_cli
 from engine_cluster import Cluster, assert_same_tree, running_cluster, summary_lines
 
-pytestmark = [pytest.mark.xdist_group("flink-faults"), pytest.mark.slow_engines]
+pytestmark = [pytest.mark.xdist_group("flink-faults"), pytest.mark.slow]
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 CREATE = ["--input", *BOOKS, "--vocab", VOCAB, "--dupe-factor", "3"]
 REST = "http://127.0.0.1:8081"

@@ -103,7 +103,7 @@ def test_vocab_counted_on_flink(flink, capsys, tmp_path):
     assert len(task_managers_used(flink, jid)) == 2
 
 
-@pytest.mark.slow_engines  # one more job of a minute: in .ci/run's slow step, with a cluster of its own
+@pytest.mark.slow  # one more job of a minute: in .ci/run's slow step, with a cluster of its own
 def test_dedup_with_decontamination_on_flink(flink, capsys, books_jsonl, tmp_path):
     """Two sources (the books, and a revision of them with case and word edits, so near copies) and a SQuAD file
     holding one of their paragraphs: the workers read them again for the candidate pairs and the n-gram index."""

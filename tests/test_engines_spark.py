@@ -9,7 +9,7 @@ from conftest import SAMPLE_TEXT, VOCAB, run_cli
 from engine_cluster import Cluster, assert_same_tree, running_cluster, summary_lines
 from wiki_fixtures import ENWIKI_SMALL, build_multistream
 
-pytestmark = [pytest.mark.xdist_group("spark-cluster"), pytest.mark.slow_engines]
+pytestmark = [pytest.mark.xdist_group("spark-cluster"), pytest.mark.slow]
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
 WORKER_UIS = ("http://127.0.0.1:8091/json/", "http://127.0.0.1:8092/json/")  # spark_cluster.MASTER_UI_PORT + n
 

@@ -29,6 +29,8 @@ from loader_data import dynamic_copy
 ROOT = Path(__file__).resolve().parents[1]
 VOCAB_SIZE = 30522
 STEPS, BATCH, LOG_EVERY = 300, 8, 20
+# The tests that need the 300-step runs (minutes of training on each backend): `make test-slow`, which CI runs.
+LEARNING = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -144,16 +146,19 @@ def assert_learned(output: Path, data: Path, chance: float) -> dict:
     return results
 
 
+@LEARNING
 def test_tiny_model_learns_on_tensorflow(tensorflow_run, dynamic_outputs):
     results = assert_learned(tensorflow_run, dynamic_outputs["nsp"], np.log(VOCAB_SIZE) + np.log(2))
     assert results["pair_objective"] == "nsp" and 0.4 < results["next_sentence_baseline_accuracy"] <= 1
 
 
+@LEARNING
 def test_tiny_model_learns_on_jax(jax_runs, dynamic_outputs):
     assert_learned(jax_runs["nsp"], dynamic_outputs["nsp"], np.log(VOCAB_SIZE) + np.log(2))
     assert json.loads((jax_runs["nsp"] / "config.json").read_text())["backend"] == "jax"
 
 
+@LEARNING
 def test_backends_agree_after_20_steps(tensorflow_run, jax_runs):
     # The same seed, data and schedule: only the initial weights and dropout masks are drawn differently.
     tf_loss, jax_loss = (read_log(run)[0]["loss"] for run in (tensorflow_run, jax_runs["nsp"]))
@@ -161,6 +166,7 @@ def test_backends_agree_after_20_steps(tensorflow_run, jax_runs):
     assert abs(tf_loss - jax_loss) <= 0.05 * tf_loss, (tf_loss, jax_loss)
 
 
+@LEARNING
 def test_records_without_a_pair_objective_train_without_the_head(jax_runs, dynamic_outputs):
     results = assert_learned(jax_runs["none"], dynamic_outputs["none"], np.log(VOCAB_SIZE))
     assert results["pair_objective"] == "none" and not any(k.startswith("next_sentence") for k in results)
@@ -168,6 +174,7 @@ def test_records_without_a_pair_objective_train_without_the_head(jax_runs, dynam
     assert json.loads((jax_runs["none"] / "config.json").read_text())["model"]["pair_head"] is False
 
 
+@LEARNING
 def test_resume_is_exact_on_jax(jax_runs):
     import h5py
 
@@ -187,6 +194,7 @@ def test_resume_is_exact_on_jax(jax_runs):
     assert [r["loss"] for r in read_log(jax_runs["stopped"])] == [r["loss"] for r in read_log(jax_runs["through"])][2:]
 
 
+@LEARNING
 def test_a_run_on_gcs_resumes_exactly_and_keeps_its_last_checkpoint(gcs, jax_runs, dynamic_outputs, tmp_path):
     """--output gs://…: a run stopped after its checkpoint at step 2 (the local run's, uploaded) and run again ends
     with the local run's step-4 weights and losses; the store keeps only the last checkpoint (--keep-checkpoints 1),
