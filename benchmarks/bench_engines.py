@@ -15,7 +15,7 @@ The input is bench_create.py's real text (books and wiki articles as JSONL, repe
 `bertcorpus cluster flink --workers N` (2 slots per TaskManager, parallelism 2) inside a network namespace of its
 own, as in the tests (root and iproute2 needed); it is stopped before the next starts.
 
-    .venv/bin/python benchmarks/bench_engines.py [--mb 5] [--task-managers 1,2] [--shared-data DIR]
+    .venv/bin/python benchmarks/bench_engines.py [--mb 5] [--task-managers 1,2] [--num-shards N] [--shared-data DIR]
 """
 
 from __future__ import annotations
@@ -60,10 +60,10 @@ def in_namespace(namespace: str, url: str):
     return json.loads(done.stdout)
 
 
-def run_on_cluster(namespace: str, options: list[str], inputs: list, output: Path) -> dict:
+def run_on_cluster(namespace: str, options: list[str], inputs: list, output: Path, flags: list[str]) -> dict:
     before = namespace_cpu(namespace)
     started = time.time()
-    run = measure(["ip", "netns", "exec", namespace, *create_command(BERTCORPUS, inputs, output, *options)])
+    run = measure(["ip", "netns", "exec", namespace, *create_command(BERTCORPUS, inputs, output, *flags, *options)])
     after = namespace_cpu(namespace)
     used = {pid: (name, cpu - before[pid][1] if pid in before else cpu) for pid, (name, cpu) in after.items()}
     cluster = sum(cpu for _, cpu in used.values())
@@ -85,7 +85,7 @@ def run_on_cluster(namespace: str, options: list[str], inputs: list, output: Pat
     }
 
 
-def flink_runs(task_managers: int, corpus: Path, tmp: Path) -> dict[str, dict]:
+def flink_runs(task_managers: int, corpus: Path, tmp: Path, flags: list[str]) -> dict[str, dict]:
     namespace = f"bench-engines-{os.getpid()}-{task_managers}"
     subprocess.run(["ip", "netns", "add", namespace], check=True)
     subprocess.run(["ip", "netns", "exec", namespace, "ip", "link", "set", "lo", "up"], check=True)
@@ -105,8 +105,8 @@ def flink_runs(task_managers: int, corpus: Path, tmp: Path) -> dict[str, dict]:
             time.sleep(1)
         options = json.loads((state / "cluster.json").read_text())["options"]
         return {
-            "tiny": run_on_cluster(namespace, options, [SAMPLE], tmp / f"tiny-{task_managers}"),
-            "large": run_on_cluster(namespace, options, [corpus], tmp / f"large-{task_managers}"),
+            "tiny": run_on_cluster(namespace, options, [SAMPLE], tmp / f"tiny-{task_managers}", []),
+            "large": run_on_cluster(namespace, options, [corpus], tmp / f"large-{task_managers}", flags),
         }
     finally:
         os.killpg(cluster.pid, signal.SIGTERM)
@@ -121,7 +121,15 @@ def main() -> None:
     parser.add_argument(
         "--shared-data", type=Path, default=bench_create.SHARED, help=f"the real text (default: {bench_create.SHARED})"
     )
+    parser.add_argument(
+        "--num-shards",
+        type=int,
+        default=0,
+        help="create's --num-shards for the large input (default: the job's own choice). On Flink a shard's records "
+        "are one group held in a TaskManager's heap: past ~50 MB of text, ask for more shards (docs/engines.md)",
+    )
     args = parser.parse_args()
+    flags = ["--num-shards", str(args.num_shards)] if args.num_shards else []
     bench_create.SHARED = args.shared_data  # where bench_create's corpus reads its books and wiki articles
     with tempfile.TemporaryDirectory(prefix="bench-engines-") as folder:
         tmp = Path(folder)
@@ -129,13 +137,13 @@ def main() -> None:
         size, _ = write_corpus(corpus, args.mb)
         direct = {
             "tiny": {**measure(create_command(BERTCORPUS, [SAMPLE], tmp / "tiny-direct", *LOCAL))},
-            "large": {**measure(create_command(BERTCORPUS, [corpus], tmp / "large-direct", *LOCAL))},
+            "large": {**measure(create_command(BERTCORPUS, [corpus], tmp / "large-direct", *flags, *LOCAL))},
         }
         for name, run in direct.items():
             run["instances"] = instances(tmp / f"{name}-direct")
         results = {"direct": direct}
         for count in map(int, args.task_managers.split(",")):
-            results[f"flink, {count} TM"] = flink_runs(count, corpus, tmp)
+            results[f"flink, {count} TM"] = flink_runs(count, corpus, tmp, flags)
     base = direct["large"]["cpu"] / direct["large"]["instances"]
     print(f"create on {size / 1e6:.1f} MB of text, 128/20, dupe factor 10; load {os.getloadavg()[0]:.1f}")
     print(

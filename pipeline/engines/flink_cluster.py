@@ -5,6 +5,12 @@ The configuration is what Beam's batch jobs need on Flink 1.19 (each setting fou
   ("Insufficient number of network buffers: required 512, but only 349 available");
 - `cluster.evenly-spread-out-slots`: otherwise Flink fills one TaskManager's slots first, and a job of parallelism 2
   runs wholly on one of them;
+- 256 MB of task off-heap memory: Beam's Fn API data plane (gRPC over Netty) holds the elements on their way to and
+  from the SDK workers in direct memory, and two subtasks' streams in one TaskManager filled the default limit on
+  62 MB of text ("Cannot reserve 2097152 bytes of direct buffer memory (allocated: 400941897, limit: 402653184)");
+- a 3 GB TaskManager process: Beam's Flink batch runner gathers the values of one key of a GroupByKey in the heap
+  before it hands them to Python, and `create`'s shards are such groups (~150 MB each at 62 MB of text with the
+  job's own shard count): with 2 GB the same run ended in "OutOfMemoryError: Java heap space";
 - a fixed-delay restart strategy and a 10 s heartbeat timeout: without checkpoints Flink restarts nothing, and a
   lost TaskManager stays registered for 50 s, during which restarts are deployed onto it and fail again.
 """
@@ -49,9 +55,10 @@ def flink_configuration(home: Path, settings: FlinkSettings, state: Path) -> dic
         "taskmanager.bind-host": host,
         "taskmanager.host": host,
         "taskmanager.numberOfTaskSlots": settings.slots,
-        "taskmanager.memory.process.size": "1536m",
+        "taskmanager.memory.process.size": "3072m",
         "taskmanager.memory.network.min": "256m",
         "taskmanager.memory.network.max": "256m",
+        "taskmanager.memory.task.off-heap.size": "256m",  # Beam's gRPC data plane buffers in direct memory
         "taskmanager.memory.managed.fraction": 0.25,  # keeps ~300 MB of task heap beside the larger network pool
         "cluster.evenly-spread-out-slots": True,
         "parallelism.default": settings.slots,
