@@ -328,7 +328,6 @@ class PretrainingLoader:
             rate = self.masking.rate(self.epoch, batch, len(self._plan()))
             rows = self._masked_rows(ids, width, rate)
             if self.layout == "packed":  # straight from the rows: the padded features would only be undone
-                predicted = np.arange(self.max_predictions)[None, :] < rows.masked.count[:, None]
                 m = rows.masked
                 return packed_stream(
                     m.input_ids,
@@ -336,7 +335,7 @@ class PretrainingLoader:
                     rows.b_start,
                     m.positions,
                     m.label_ids,
-                    predicted,
+                    self._predicted(m),
                     rows.label if pair_label else None,
                 )
             features = self._dynamic_features(rows)
@@ -462,9 +461,13 @@ class PretrainingLoader:
             "segment_ids": ((col >= b_start[:, None]) & real).astype(np.int32),
             "masked_lm_positions": masked.positions,
             "masked_lm_ids": masked.label_ids,
-            "masked_lm_weights": (np.arange(self.max_predictions)[None, :] < masked.count[:, None]).astype(np.float32),
+            "masked_lm_weights": self._predicted(masked).astype(np.float32),
             "next_sentence_labels": rows.label[:, None].astype(np.int32),
         }
+
+    def _predicted(self, masked: Masked) -> np.ndarray:
+        """(N, max_predictions) bool: the prediction slots that hold a prediction."""
+        return np.arange(self.max_predictions)[None, :] < masked.count[:, None]
 
     def _huggingface(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """What BertForPreTraining takes: labels are -100 but at real predictions (never at padded slots)."""

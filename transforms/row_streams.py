@@ -76,7 +76,7 @@ class RowStreams:
 
     def integers(self, low: int, high: int, shape: tuple[int, int]) -> np.ndarray:
         """Uniform ints in [low, high) (the bias of a 53-bit float scaled to the range is below 2**-30)."""
-        return low + (self.random(shape) * (high - low)).astype(np.int64)
+        return _in_range(self.random(shape), low, high)
 
     def integers_at(self, low: int, high: int, where: np.ndarray) -> np.ndarray:
         """integers(low, high, where.shape)[where]: the same values, drawn only where asked (a tenth of the
@@ -84,7 +84,7 @@ class RowStreams:
         counters = self._counters(where.shape)
         rows, columns = np.nonzero(where)
         bits = _mix_in_place(self.keys[rows] ^ counters[columns])
-        return low + (_unit_floats(bits) * (high - low)).astype(np.int64)
+        return _in_range(_unit_floats(bits), low, high)
 
 
 def _unit_floats(bits: np.ndarray) -> np.ndarray:
@@ -93,3 +93,8 @@ def _unit_floats(bits: np.ndarray) -> np.ndarray:
     floats = bits.astype(np.float64)
     floats *= _UNIT
     return floats
+
+
+def _in_range(floats: np.ndarray, low: int, high: int) -> np.ndarray:
+    """Ints in [low, high) of floats in [0, 1)."""
+    return low + (floats * (high - low)).astype(np.int64)
