@@ -55,6 +55,8 @@ _USER_ERROR_NAMES = (
     "OutputExistsError",
     "UnbalancedSplitError",
     "TrainerError",
+    "LanguageIdUnavailable",
+    "ConverterMarkupError",
 )
 _WRAPPED = re.compile(rf"(?:{'|'.join(_USER_ERROR_NAMES)}): (.+)")
 

@@ -446,7 +446,7 @@ BAD_INPUT = [
     ("epub", _zip(epub=True), "binary"),
     ("random bytes", random.Random(5).randbytes(8192), "binary"),
     ("control bytes", ("word \x02\x03\x04 " * 200).encode("ascii"), "binary"),
-    ("koi8-r", ("Война и мир. " * 300).encode("koi8-r"), "undecodable"),
+    ("high bytes", bytes(b | 0x80 for b in random.Random(3).randbytes(8192)), "undecodable"),
     ("utf-16 lone surrogates", b"\xff\xfe" + b"\x00\xd8A\x00" * 300, "undecodable"),
 ]
 
@@ -459,6 +459,30 @@ def test_bad_input_is_rejected_with_a_reason(name: str, raw: bytes, reason: str)
     assert result.detail
     if name == "epub":
         assert "epub" in result.detail
+
+
+ZH_BOOK = Path(__file__).parent / "data" / "zh" / "pg25328-tou-peng-hsien-hua.txt"
+ZH_WIKI = Path(__file__).parent / "data" / "zh" / "zhwiki-hanyu-plain.txt"
+
+
+@pytest.mark.parametrize(
+    ("name", "encoding", "text_file"),
+    [
+        ("traditional Chinese in Big5", "big5hkscs", ZH_BOOK),
+        ("traditional Chinese in GB18030", "gb18030", ZH_BOOK),
+        ("mixed scripts in GB18030", "gb18030", ZH_WIKI),
+        ("Russian in KOI8-R", "koi8_r", None),
+    ],
+)
+def test_legacy_encodings_of_other_scripts_are_recognised(name: str, encoding: str, text_file) -> None:
+    """A book in the legacy encoding of its script is decoded by the encoding that makes coherent text, never read
+    as cp1252 nonsense nor refused."""
+    text = text_file.read_text(encoding="utf-8-sig") if text_file else "Война и мир. Часть первая. " * 300
+    raw = text.encode(encoding, errors="replace")  # Big5 lacks 11 of the book's rare characters
+    result = decode_book(raw)
+    assert isinstance(result, DecodedBook), (name, result)
+    assert result.encoding == encoding.replace("_", "-") and result.replaced == 0
+    assert result.text == raw.decode(encoding).replace("\r\n", "\n")
 
 
 def test_invalid_bytes_in_utf8_are_replaced_and_counted() -> None:

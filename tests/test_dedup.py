@@ -138,6 +138,7 @@ def test_copies_are_removed_from_the_later_source_only(two_revisions, wiki2014, 
         "reason": "exact",
         "match": {"source": "wiki2015", "id": "enwiki:new-1"},
         "chars": 6000,
+        "language": "und",  # a JSONL line without a language field, and no --language
     }
     inside = removed["enwiki:new-3"]  # copies inside one source follow the same rules
     assert inside["reason"] == "near" and inside["match"]["source"] == "wiki2015"

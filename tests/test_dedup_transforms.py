@@ -619,7 +619,16 @@ def test_write_shards_applies_verdicts_and_cuts_and_writes_every_shard(tmp_path)
     text = SECTIONS[7][1] + "\n\n" + ACTRIUS[0] + "\n\n" + SECTIONS[8][1]
     index = _index(ACTRIUS[0])
     matches = find_matches(word_hashes(fold_text(text)), index)
-    doc = lambda i, t: {"id": i, "source": "a", "title": None, "text": t, "url": None, "digest": 1}  # noqa: E731
+    doc = lambda i, t: {  # noqa: E731
+        "id": i,
+        "source": "a",
+        "title": None,
+        "text": t,
+        "url": None,
+        "language": "en",
+        "language_confidence": None,
+        "digest": 1,
+    }
     items = [
         ((0, shard_of("keep", 2)), ShardItem(doc("keep", SECTIONS[1][1]))),
         ((0, shard_of("copy", 2)), ShardItem(doc("copy", SECTIONS[1][1]))),
@@ -717,7 +726,16 @@ def test_values_cross_shuffles_unchanged():
     back = ProbeCoder().decode(ProbeCoder().encode(probe))
     assert back.partner == probe.partner and np.array_equal(back.shingles, probe.shingles)
     item = ShardItem(
-        {"id": "é", "source": "s", "title": None, "text": SECTIONS[0][1], "url": None, "digest": 9},
+        {
+            "id": "é",
+            "source": "s",
+            "title": None,
+            "text": SECTIONS[0][1],
+            "url": None,
+            "language": "en",
+            "language_confidence": None,
+            "digest": 9,
+        },
         (Region(1, 2, 1, 2, (3,), 2),),
         ("é", 9, Verdict("near", (0, "x", 1), 0.5, ((0, "y", 2), 0.9))),
     )

@@ -80,6 +80,7 @@ def test_every_sample_is_kept_or_counted(samples):
         "errors": 0,
         "errors_by_reason": {},
         "characters": 1_533_690,
+        "languages": {"und": {"documents": 7, "characters": 1_533_690}},  # no --language: unknown
         "skipped": {"too_short": 0, "duplicate": 0, "near_duplicate": 1, "duplicate_id": 0},
     }
     assert_accounted(manifest, samples)
@@ -156,7 +157,8 @@ def test_copies_and_bad_files(tmp_path, capsys):
     (books / "alice-copy.txt").write_bytes(b"\xff\xfe" + text.encode("utf-16-le"))
     (books / "empty.txt").write_bytes(b"")
     (books / "cover.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR" + bytes(200))
-    (books / "war-and-peace-koi8.txt").write_bytes(("Война и мир. Часть первая. " * 400).encode("koi8-r"))
+    noise = random.Random(11)  # high bytes that no encoding makes text of
+    (books / "high-bytes.txt").write_bytes(bytes(noise.randrange(0x80, 0x100) for _ in range(12_000)))
     (books / "note.txt").write_text("A short note, not a book.\n")
     (books / "cut.txt.gz").write_bytes(gzip.compress(ALICE.read_bytes())[:5000])
     out = tmp_path / "out"
@@ -166,6 +168,7 @@ def test_copies_and_bad_files(tmp_path, capsys):
         "kept": 3,
         "errors": 4,
         "characters": manifest["documents"]["characters"],
+        "languages": {"und": {"documents": 3, "characters": manifest["documents"]["characters"]}},
         "errors_by_reason": {"binary": 1, "empty": 1, "read_error": 1, "undecodable": 1},
         "skipped": {"too_short": 1, "duplicate": 1, "near_duplicate": 0, "duplicate_id": 0},
     }
@@ -176,7 +179,7 @@ def test_copies_and_bad_files(tmp_path, capsys):
     assert {name: e["reason"] for name, e in dead.items()} == {
         "empty.txt": "empty",
         "cover.txt": "binary",
-        "war-and-peace-koi8.txt": "undecodable",
+        "high-bytes.txt": "undecodable",
         "cut.txt.gz": "read_error",
     }
     assert "png" in dead["cover.txt"]["detail"] and dead["cut.txt.gz"]["where"] == "file"
@@ -306,7 +309,8 @@ def test_damaged_input_of_every_kind(tmp_path, capsys):
         "not-gzip.txt.gz": b"plain text, not gzip " * 50,
         "zip-archive.txt": b"PK\x03\x04" + bytes(26) + alice[:3000],
         "noise.txt": random.Random(7).randbytes(100_000),
-        "koi8.txt": ("Война и мир. " * 2000).encode("koi8-r"),
+        "koi8.txt": ("Война и мир. " * 2000).encode("koi8-r"),  # a legacy encoding: decoded, not rejected
+        "high-bytes.txt": bytes(b | 0x80 for b in random.Random(13).randbytes(30_000)),
         "cut.parquet": b"PAR1" + bytes(1000),
         "utf16-without-bom.txt": ALICE.read_text(encoding="utf-8").encode("utf-16-le"),
         "one-line.txt": FRANKENSTEIN.read_text(encoding="utf-8").replace("\n", " ").encode("utf-8") * 4,
@@ -330,12 +334,13 @@ def test_damaged_input_of_every_kind(tmp_path, capsys):
         "no-bytes.txt.zst": "empty",
         "zip-archive.txt": "binary",
         "noise.txt": "binary",
-        "koi8.txt": "undecodable",
+        "high-bytes.txt": "undecodable",
         "cut.parquet": "bad_parquet",
     }
     assert reasons["cut-after-a-block.txt.zst"][1] == "cannot decompress: EOFError: the zstd stream ends inside a frame"
     docs = documents(out)
-    assert sorted(docs) == ["books:holmes", "books:one-line", "books:utf16-without-bom"]
+    assert sorted(docs) == ["books:holmes", "books:koi8", "books:one-line", "books:utf16-without-bom"]
+    assert docs["books:koi8"]["text"].startswith("Война и мир. Война и мир.")
     assert docs["books:holmes"]["title"] == "The Adventures of Sherlock Holmes"
     assert docs["books:utf16-without-bom"]["text"] == clean_book(decode_book(alice).text).text
     assert docs["books:one-line"]["text"].count("\n") == 0 and len(docs["books:one-line"]["text"]) > 1_500_000

@@ -53,7 +53,15 @@ def book(path: Path, stem: str | None = None) -> Book:
     """The Book CleanBooks makes of a file, built here from the pure functions."""
     text = clean_book(decode_book(path.read_bytes()).text).text
     name = str(path.with_name(stem)) if stem else str(path)
-    document = {"id": book_id(name), "source": "books", "title": None, "text": text, "url": None}
+    document = {
+        "id": book_id(name),
+        "source": "books",
+        "title": None,
+        "text": text,
+        "url": None,
+        "language": "und",
+        "language_confidence": None,
+    }
     return Book(name, document, dedup_key(text), minhash_signature(text))
 
 

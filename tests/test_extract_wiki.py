@@ -73,6 +73,7 @@ def test_enwiki_2014_counts_reconcile_exactly(enwiki):
         "errors": 1,
         "errors_by_reason": {"truncated": 1},
         "characters": 4_560_446,
+        "languages": {"en": {"documents": 198, "characters": 4_560_446}},  # from the dump's own header
         "skipped": {
             "non_article_namespace": 1,
             "redirect": 145,
@@ -115,8 +116,11 @@ def test_documents_schema_ids_order_and_urls(enwiki):
         ("title", "string", True),
         ("text", "string", False),
         ("url", "string", True),
+        ("language", "string", False),
+        ("language_confidence", "float", True),
     ]
     rows = table.to_pylist()
+    assert {(r["language"], r["language_confidence"]) for r in rows} == {("en", None)}  # the dump's, not detected
     assert [r["id"] for r in rows] == sorted(r["id"] for r in rows)
     docs = {d["id"]: d for d in documents(enwiki)}
     anarchism = docs["enwiki:12"]

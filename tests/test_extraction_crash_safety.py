@@ -304,6 +304,8 @@ def real_documents() -> list[dict]:
             "title": "Alice" if i % 3 else None,
             "text": p,
             "url": None if i % 2 else f"https://example.org/{i}",
+            "language": "en",
+            "language_confidence": None,
         }
         for i, p in enumerate(paragraphs)
     ]

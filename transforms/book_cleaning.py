@@ -10,9 +10,12 @@ import re
 from dataclasses import dataclass, field
 
 from bertcorpus.transforms.book_lines import (
+    CJK_HEADING,
     HEADING_KEYWORD,
     HEADING_NUMERAL,
     count_removed,
+    is_cjk_title_line,
+    join_lines,
     line_layout,
     normalise_lines,
     regroup_sentence_lines,
@@ -81,6 +84,10 @@ _ITALIC_UNDERSCORE = re.compile(r"_(?<!__)(?!_)")
 # A break right after a hyphen or em dash closes up ("button-\nlike" -> "button-like").
 _DASH_BREAK = re.compile("\n(?<=\\S[-\u2014]\n)[ \t]*(?=\\S)")
 _SPACE_RUN = re.compile("   *")
+_FULL_WIDTH_INDENT = re.compile("\n(?=\u3000)")
+# A line of East Asian text that ends a sentence (with its closing quotes), followed by another line: where it is
+# short of the wrap width, the paragraph ended there.
+_EAST_ASIAN_PARAGRAPH_END = re.compile("(?m)^[^\n]*[。！？][」』”’）]*$(?=\n)")
 
 # "CHAPTER", "CHAPTER I.", "Chapter 1: The Start", "CHAPTER 1. Loomings.", "BOOK THE FIRST",
 # "PART II THE RETURN", "Letter 4". A title after the numeral needs punctuation or capitals, so that
@@ -250,6 +257,8 @@ def _is_title_line(line: str) -> bool:
 def _is_heading(lines: list[str]) -> bool:
     """A block of at most four lines that is a chapter/part heading, with any title lines under it."""
     first = lines[0]
+    if CJK_HEADING.fullmatch(first):
+        return all(is_cjk_title_line(line) for line in lines[1:])
     lead = first.lstrip()[:1]
     if not (lead.isupper() or lead.isdigit()):
         return False
@@ -333,10 +342,20 @@ def _is_verse(lines: list[str], width: int) -> bool:
     return early * 2 > len(lines) - 1
 
 
-def _join_prose(block: str) -> str:
+def _join_prose(block: str, width: int = 0) -> str:
+    """Hard-wrapped lines rejoined into one paragraph; an East Asian block (whose paragraphs are often not set
+    apart by blank lines) into one per paragraph: at a full-width indent, or after a short line ending a sentence."""
+    if "\n\u3000" in block:  # East Asian books indent each paragraph with full-width spaces
+        return "\n\n".join(_join_prose(p.strip(), width) for p in _FULL_WIDTH_INDENT.split(block) if p.strip())
+    if width and _EAST_ASIAN_PARAGRAPH_END.search(block):
+        ends = [m.end() for m in _EAST_ASIAN_PARAGRAPH_END.finditer(block) if m.end() - m.start() < width - 2]
+        if ends:
+            bounds = [0, *ends, len(block)]
+            parts = [block[a:b].strip("\n") for a, b in zip(bounds, bounds[1:])]
+            return "\n\n".join(_join_prose(p) for p in parts if p.strip())
     if "-\n" in block or "\u2014\n" in block:
         block = _DASH_BREAK.sub("", block)
-    text = block.replace("\n", " ")
+    text = join_lines(block)
     return _SPACE_RUN.sub(" ", text) if "  " in text else text
 
 
@@ -417,6 +436,15 @@ def _clean_blocks(blocks: list[str], removed: dict[str, int]) -> list[str]:
             lines = lines[drop:]
             n_lines = len(lines)
             block = "\n".join(lines)
+        elif n_lines > 1 and (CJK_HEADING.fullmatch(lines[0]) or is_cjk_title_line(lines[0])):
+            # An East Asian heading or title line glued to the text under it (第一則 介之推火封妒婦, 弁言).
+            drop = 1
+            while drop < n_lines - 1 and is_cjk_title_line(lines[drop]):
+                drop += 1
+            count_removed(removed, "heading_lines", drop)
+            lines = lines[drop:]
+            n_lines = len(lines)
+            block = "\n".join(lines)
 
         if n_lines == 1:
             para = block.strip()
@@ -426,7 +454,7 @@ def _clean_blocks(blocks: list[str], removed: dict[str, int]) -> list[str]:
         elif (min(map(len, lines[:-1])) >= prose_min_line and not lines[0].startswith("  ")) or not _is_verse(
             lines, width
         ):
-            para = _join_prose(block.strip())
+            para = _join_prose(block.strip(), width)
             seen_prose = True
         else:
             para = _join_verse(lines)

@@ -1,6 +1,6 @@
 """Book files' bytes to text: the encoding detected, line endings unified, double-encoded characters repaired.
 
-decode_book never raises: a file that is not text (empty, a container or image format, binary, an unknown
+decode_book never raises: a file that is not text (empty, a container or image format, binary, an incoherent
 single-byte script) comes back as a BookRejection that says why, which the job turns into a dead-letter record.
 """
 
@@ -179,12 +179,50 @@ def _decode_wide(raw: bytes, codec: str) -> DecodedBook | BookRejection:
     return _finish(text.replace("\x0c", "\n"), codec, replaced)
 
 
+# A legacy encoding charset-normalizer finds is taken where its text is this coherent (its "chaos", the share of
+# characters out of place, at most this): a wrong guess reads as noise.
+_MAX_LEGACY_CHAOS = 0.1
+# Text repeats its characters: of a sample of this many non-ASCII characters, at most this share are distinct.
+_MIN_REPEATS_SAMPLE, _MAX_DISTINCT_SHARE = 500, 0.5
+# The legacy encodings books come in (charset-normalizer's names): the East Asian double-byte ones and the
+# single-byte ones of Cyrillic, Greek, Hebrew, Arabic, Thai, Turkish, Central European and Baltic text. Others it
+# may name for random bytes (EBCDIC code pages) are never taken.
+_LEGACY_ENCODINGS = frozenset(
+    (
+        "gb18030 gb2312 gbk big5 big5hkscs cp950 cp932 shift_jis euc_jp cp949 euc_kr johab koi8_r koi8_u cp1251 "
+        "cp866 iso8859_5 mac_cyrillic cp1253 iso8859_7 cp1255 iso8859_8 cp1256 iso8859_6 tis_620 cp874 cp1254 "
+        "iso8859_9 cp1250 iso8859_2 cp1257 iso8859_13"
+    ).split()
+)
+
+
+def _decode_legacy(raw: bytes) -> tuple[str, str] | None:
+    """(text, encoding) of a file in a legacy encoding of another script (GB18030, Big5, Shift JIS, EUC-KR, KOI8-R,
+    Windows-1251, ...) as charset-normalizer detects it from the text's own coherence; None where no encoding
+    gives coherent text."""
+    from charset_normalizer import from_bytes
+
+    found = from_bytes(raw[:1_000_000]).best()
+    if found is None or found.encoding not in _LEGACY_ENCODINGS or found.chaos > _MAX_LEGACY_CHAOS:
+        return None
+    try:
+        text = raw.decode(found.encoding)
+    except UnicodeDecodeError:  # the guess held for the sample, not for the rest
+        return None
+    wide = [c for c in text[:100_000] if ord(c) > 0x7F]
+    if len(wide) >= _MIN_REPEATS_SAMPLE and len(set(wide)) > _MAX_DISTINCT_SHARE * len(wide):
+        return None  # text repeats its characters; random bytes read in a large character set hardly do
+    return text, found.encoding.replace("_", "-")
+
+
 def decode_book(raw: bytes) -> DecodedBook | BookRejection:
     """Detect the encoding of a book file and decode it to LF-terminated text, or say why it cannot be.
 
     Order of evidence: emptiness, file signatures, BOMs, NUL-byte patterns (UTF-16), control-byte share,
-    strict UTF-8, then a single-byte fallback (cp1252, which is Latin-1 plus curly quotes and dashes in
-    0x80-0x9F). A file that is UTF-8 except for a few bad bytes stays UTF-8 with counted replacements.
+    strict UTF-8, for a file mostly of high bytes the legacy encoding of another script that gives coherent text
+    (GB18030, Big5, Shift JIS, EUC-KR, KOI8-R, ...: charset-normalizer), then a single-byte fallback (cp1252, which
+    is Latin-1 plus curly quotes and dashes in 0x80-0x9F). A file that is UTF-8 except for a few bad bytes stays
+    UTF-8 with counted replacements.
     Never raises on any input.
     """
     if not raw.strip():
@@ -226,8 +264,13 @@ def decode_book(raw: bytes) -> DecodedBook | BookRejection:
     if valid_non_ascii >= 4 * bad:
         return _finish(text, label, bad)
     if high > _MAX_LEGACY_HIGH_SHARE * len(raw):
+        legacy = _decode_legacy(raw)
+        if legacy is not None:
+            return _finish(*legacy, 0)
         return BookRejection(
-            "undecodable", f"not UTF-8 ({bad} bad sequences) and {high} of {len(raw)} bytes are non-ASCII"
+            "undecodable",
+            f"not UTF-8 ({bad} bad sequences), nor coherent text in a legacy encoding, and {high} of {len(raw)} "
+            "bytes are non-ASCII",
         )
     if not _C1_BYTE.search(raw):
         # No byte in 0x80-0x9F: Latin-1 and cp1252 agree on every byte.

@@ -32,15 +32,48 @@ HEADING_KEYWORD = (
     r"prologue|appendix)\b"
 )
 
-_CLOSERS = " \t\"'”’)]»"
-_TERMINALS = (".", "!", "?", "…")
+_CLOSERS = " \t\"'”’)]»」』）》"
+_TERMINALS = (".", "!", "?", "…", "。", "！", "？")
 _LINE_HEADING = re.compile(rf"(?i:{HEADING_KEYWORD})(?:[ \t]+{HEADING_NUMERAL})?(?:[ \t]+[^.!?]{{0,40}})?")
 _LINE_BOILERPLATE = re.compile(
     r"(?i:copyright\b|all rights reserved|smashwords|isbn\b|licensed for your personal enjoyment|"
     r"respecting the hard work of this author|project gutenberg)"
 )
 _PARAGRAPH_CHARS = 600
-_INNER_SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)]*[ \t]+[\"“‘(]*[A-Z]")
+_INNER_SENTENCE_BREAK = re.compile(r"[.!?][\"'”’)]*[ \t]+[\"“‘(]*[A-Z]|[。！？][」』”）]*(?=[^\s」』”）])")
+
+# Scripts written without spaces between words (CJK ideographs, kana, CJK and full-width punctuation): a line
+# break between two such characters, or next to one, was only the wrap of a line and joins with nothing.
+EAST_ASIAN = (
+    "\u2e80-\u2fdf\u3000-\u303f\u3040-\u30ff\u3100-\u312f\u31a0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+    "\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0002fa1f"
+)
+_HAS_EAST_ASIAN = re.compile(f"[{EAST_ASIAN}]")
+_EAST_ASIAN_BREAK = re.compile(f"(?<=[{EAST_ASIAN}])[ \t]*\n[ \t]*|[ \t]*\n[ \t]*(?=[{EAST_ASIAN}])")
+# A chapter heading of a Chinese book: 第一回, 第十二章 and the like, or 卷三, with the chapter's title after it.
+CJK_HEADING = re.compile(
+    r"[ \t\u3000]*(?:第[〇零一二三四五六七八九十百千兩两\d０-９]{1,6}[章回則则節节卷篇部集折齣]"
+    r"|卷(?:之)?[〇零一二三四五六七八九十百千\d０-９]{1,4})(?:[ \t\u3000]+[^\n]{0,40})?[ \t\u3000]*"
+)
+# Punctuation a sentence holds, and a heading does not.
+_CJK_SENTENCE_PUNCTUATION = re.compile(r"[，。！？；：、,.!?;:]")
+
+
+def join_lines(text: str) -> str:
+    """Wrapped lines as one: joined with a space, or with nothing where either side of the break is East Asian."""
+    if "\n" not in text:
+        return text
+    if _HAS_EAST_ASIAN.search(text):
+        text = _EAST_ASIAN_BREAK.sub("", text)
+    return text.replace("\n", " ")
+
+
+def is_cjk_title_line(line: str) -> bool:
+    """A short East Asian line without sentence punctuation (弁言, 敘 天空嘯鶴): a heading or a title, not prose."""
+    s = line.strip()
+    return 0 < len(s) <= 12 and _HAS_EAST_ASIAN.match(s) is not None and not _CJK_SENTENCE_PUNCTUATION.search(s)
+
+
 _EDGE_LINES = 60
 
 
@@ -108,25 +141,25 @@ def regroup_sentence_lines(text: str, removed: dict[str, int]) -> str:
         line = raw_line.strip()
         if not line:
             if current:
-                paragraphs.append(" ".join(current))
+                paragraphs.append(join_lines("\n".join(current)))
                 current, size = [], 0
             continue
         if (i < _EDGE_LINES or i >= back_start) and _LINE_BOILERPLATE.search(line):
             count_removed(removed, "licence_lines", 1)
             continue
-        if _LINE_HEADING.fullmatch(line) and not _ends_sentence(line):
+        if (_LINE_HEADING.fullmatch(line) or CJK_HEADING.fullmatch(line)) and not _ends_sentence(line):
             count_removed(removed, "heading_lines", 1)
             if current:
-                paragraphs.append(" ".join(current))
+                paragraphs.append(join_lines("\n".join(current)))
                 current, size = [], 0
             continue
         current.append(line)
         size += len(line) + 1
         if size >= _PARAGRAPH_CHARS:
-            paragraphs.append(" ".join(current))
+            paragraphs.append(join_lines("\n".join(current)))
             current, size = [], 0
     if current:
-        paragraphs.append(" ".join(current))
+        paragraphs.append(join_lines("\n".join(current)))
     return "\n\n".join(paragraphs)
 
 

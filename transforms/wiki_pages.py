@@ -47,6 +47,7 @@ _SITEINFO_END = re.compile(r"</(?:[\w.-]+:)?siteinfo\s*>")
 _PAGE_START = re.compile(r"<(?:[\w.-]+:)?page[\s>]")
 # The namespace of a prefix that a synthetic root declares: any name will do, as only local names are read.
 _SYNTHETIC_NAMESPACE = "urn:bertcorpus:local-names"
+_XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 def _mark_undecodable(error: UnicodeError) -> tuple[str, int]:
@@ -114,11 +115,13 @@ class _Gap:
 
 @dataclass(frozen=True)
 class SiteInfo:
-    """The <siteinfo> header: dbname names the wiki (enwiki), base is its main-page URL, namespaces maps key→name."""
+    """The <siteinfo> header: dbname names the wiki (enwiki), base is its main-page URL, namespaces maps key→name,
+    and lang is the content language the root element declares (xml:lang, a MediaWiki code such as en or zh)."""
 
     dbname: str | None
     base: str | None
     namespaces: dict[int, str]
+    lang: str | None = None
 
     def page_url(self, title: str) -> str | None:
         """The article URL as MediaWiki writes it: base's /wiki/ prefix, then the title with '_' for spaces,
@@ -648,14 +651,17 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
     if end is None:
         return None
     # Up to the end of <siteinfo>: the root stays open, and the elements that ended are what is read.
-    parser = XMLPullParser(events=("end",))
-    dbname = base = None
+    parser = XMLPullParser(events=("start", "end"))
+    dbname = base = lang = None
     namespaces: dict[int, str] = {}
     try:
         parser.feed(text[: end.end()])
-        for _, elem in parser.read_events():
+        for event, elem in parser.read_events():
             name = _local(elem.tag)
-            if name == "dbname":
+            if event == "start":
+                if name == "mediawiki":
+                    lang = elem.get(_XML_LANG)
+            elif name == "dbname":
                 dbname = elem.text
             elif name == "base":
                 base = elem.text
@@ -663,4 +669,4 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
                 namespaces[int(elem.get("key", ""))] = elem.text or ""
     except ParseError:
         return None
-    return SiteInfo(dbname, base, namespaces)
+    return SiteInfo(dbname, base, namespaces, lang)

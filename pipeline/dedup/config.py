@@ -14,7 +14,15 @@ from dataclasses import asdict, dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertcorpus.pipeline.cli.shared_flags import add_error_limits, add_files, check_error_rate, positive_int
+from bertcorpus.pipeline.cli.shared_flags import (
+    add_error_limits,
+    add_files,
+    add_language,
+    check_error_rate,
+    check_language_flags,
+    language_setting,
+    positive_int,
+)
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.inputs.discovery import find_inputs
 from bertcorpus.pipeline.inputs.formats import guess_format
@@ -22,6 +30,7 @@ from bertcorpus.pipeline.inputs.reads import plan_reads
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, MANIFEST, glob_folder, has_glob, is_remote
+from bertcorpus.transforms.language_id import LanguageSetting
 
 POLICIES = ("cut", "drop")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
@@ -55,6 +64,7 @@ class DedupConfig:
     cut_margin: int = 200
     max_splits: int = 10
     min_piece_chars: int = 200
+    language: LanguageSetting = field(default_factory=LanguageSetting)
     strict: bool = False
     max_error_rate: float = 0.01
 
@@ -282,6 +292,7 @@ def add_arguments(parser) -> None:
         default=200,
         help="a piece left between cuts that is shorter than this goes with them (default: 200)",
     )
+    add_language(parser.add_argument_group("languages"), "documents")
     add_error_limits(
         parser,
         "exit non-zero when unreadable records / records read is above this; the output is written and "
@@ -316,6 +327,7 @@ def config_from_args(args, dry_run: bool) -> DedupConfig:
     from bertcorpus.pipeline.dedup.benchmark_files import benchmark_names, read_benchmark
 
     rows = check_numbers(args)
+    check_language_flags(args)
     sources = resolve_sources(args.input, dry_run)
     names = benchmark_names(args.decontaminate)
     for path, name in zip(args.decontaminate, names):
@@ -344,6 +356,7 @@ def config_from_args(args, dry_run: bool) -> DedupConfig:
         cut_margin=args.cut_margin,
         max_splits=args.max_splits,
         min_piece_chars=args.min_piece_chars,
+        language=language_setting(args),
         strict=args.strict,
         max_error_rate=args.max_error_rate,
     )

@@ -49,7 +49,7 @@ class ShardItem:
     """One of the things an output shard is made from: a document (with its benchmark matches), the verdict on a
     document of the shard, or a dead letter of the source (shard 0 writes them)."""
 
-    document: dict | None = None  # id, source, title, text, url, digest
+    document: dict | None = None  # id, source, title, text, url, language, language_confidence, digest
     regions: tuple[Region, ...] = ()
     verdict: tuple[str, int, Verdict] | None = None  # (id, digest, verdict)
     error: dict | None = None

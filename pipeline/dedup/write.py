@@ -67,7 +67,14 @@ class WriteShard(beam.DoFn):
                 continue
             if doc["id"] == previous_id:
                 rows.append(
-                    self._row(name, doc["id"], "duplicate_id", {"source": name, "id": doc["id"]}, len(doc["text"]))
+                    self._row(
+                        name,
+                        doc["id"],
+                        "duplicate_id",
+                        {"source": name, "id": doc["id"]},
+                        len(doc["text"]),
+                        language=doc["language"],
+                    )
                 )
                 _add(counts, source_key(priority, "removed:duplicate_id"), 1)
                 _add(counts, source_key(priority, "characters_removed"), len(doc["text"]))
@@ -122,7 +129,7 @@ class WriteShard(beam.DoFn):
         _add(counts, source_key(priority, f"removed:{verdict.reason}"), 1)
         _add(counts, source_key(priority, "characters_removed"), len(doc["text"]))
         _add(counts, f"pair:{verdict.reason}:{priority}:{twin[0]}", 1)
-        return self._row(name, doc["id"], verdict.reason, match, len(doc["text"]))
+        return self._row(name, doc["id"], verdict.reason, match, len(doc["text"]), language=doc["language"])
 
     def _decontaminated(self, name, priority, doc, regions, index, rows, counts) -> list[dict]:
         """The documents left of one with its benchmark text cut or dropped (the policy), its ledger rows added."""
@@ -147,7 +154,14 @@ class WriteShard(beam.DoFn):
             chars = region.end - region.start
             rows.append(
                 self._row(
-                    name, doc["id"], "benchmark", match, chars, span=[region.start, region.end], matches=region.matches
+                    name,
+                    doc["id"],
+                    "benchmark",
+                    match,
+                    chars,
+                    span=[region.start, region.end],
+                    matches=region.matches,
+                    language=doc["language"],
                 )
             )
             _add(counts, source_key(priority, "characters_removed"), chars)
@@ -163,7 +177,8 @@ class WriteShard(beam.DoFn):
 def _order(document: dict) -> tuple:
     """A shard's order of documents: by id, then by the rest, so that documents sharing an id stay reproducible."""
     return tuple(
-        (document[k] is not None, document[k] or "") for k in ("id", "digest", "text", "source", "title", "url")
+        (document[k] is not None, document[k] or "")
+        for k in ("id", "digest", "text", "source", "title", "url", "language")
     )
 
 

@@ -38,6 +38,8 @@ from bertcorpus.transforms.book_duplicates import (
     minhash_signature,
     near_copies,
 )
+from bertcorpus.transforms.language_id import LanguageSetting
+from bertcorpus.transforms.zh_variants import chinese_versions
 
 JOB = "extract-books"
 SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
@@ -64,6 +66,8 @@ class BooksConfig:
     dedup: bool = True
     near_dup_threshold: float = 0.9  # 0 turns near-duplicate detection off
     max_book_mb: float = 64.0
+    language: LanguageSetting = field(default_factory=LanguageSetting)
+    zh_variant: str | None = None  # Chinese books converted to this script (transforms/zh_variants.py CHOICES)
     strict: bool = False
     max_error_rate: float = 0.01
     # The book files as listed at launch, (path, size): what the run reads, not a setting (describe leaves it out).
@@ -151,7 +155,8 @@ class CleanBooks(WatchedDoFn):
     the file's description, with its encoding and removed lines, goes to 'inputs'."""
 
     def __init__(self, config: BooksConfig):
-        self.source, self.min_chars = config.source, config.min_chars
+        self.source, self.min_chars, self.language = config.source, config.min_chars, config.language
+        self.zh_variant = config.zh_variant
         self.dedup, self.near = config.dedup, config.dedup and config.near_dup_threshold > 0
 
     @staticmethod
@@ -192,18 +197,41 @@ class CleanBooks(WatchedDoFn):
             return
         yield tally.emit(documents.METRICS, counts)
         title, url = self._metadata(source["path"], metadata)
+        versions = chinese_versions(book.text, self.zh_variant) if self.zh_variant else None
+        if versions:
+            if len(versions) > 1:  # one book in two scripts: two documents read
+                yield tally.emit(documents.METRICS, {"read": len(versions) - 1})
+            for version in versions:
+                document = {
+                    "id": book_id(source["path"]) + version.id_suffix,
+                    "source": self.source,
+                    "title": version.convert(title or book.title) if (title or book.title) else None,
+                    "text": version.text,
+                    "url": url,
+                    "language": version.language,
+                    "language_confidence": None,
+                }
+                yield self._book(source["path"], document)
+            return
+        language = self.language.resolve(None, book.text)
         document = {
             "id": book_id(source["path"]),
             "source": self.source,
             "title": title or book.title,
             "text": book.text,
             "url": url,
+            "language": language.language,
+            "language_confidence": language.confidence if self.language.language == "auto" else None,
         }
-        yield Book(
-            source["path"],
+        yield self._book(source["path"], document)
+
+    def _book(self, path: str, document: dict) -> Book:
+        text = document["text"]
+        return Book(
+            path,
             document,
-            dedup_key(book.text) if self.dedup else None,
-            minhash_signature(book.text, NUM_PERM) if self.near else None,
+            dedup_key(text) if self.dedup else None,
+            minhash_signature(text, NUM_PERM) if self.near else None,
         )
 
 

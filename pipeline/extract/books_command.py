@@ -8,13 +8,23 @@ import os
 import sys
 from collections import Counter
 
-from bertcorpus.pipeline.cli.shared_flags import add_error_limits, add_files, add_reuse, check_error_rate, positive_int
+from bertcorpus.pipeline.cli.shared_flags import (
+    add_error_limits,
+    add_files,
+    add_language,
+    add_reuse,
+    check_error_rate,
+    check_language_flags,
+    language_setting,
+    positive_int,
+)
 from bertcorpus.pipeline.extract.book_files import beside, list_inputs, metadata_table
 from bertcorpus.pipeline.extract.books import JOB, REMOVED_KINDS, BooksConfig, ExtractBooks
 from bertcorpus.pipeline.inputs.discovery import refuse_special_file
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents, output
+from bertcorpus.transforms.zh_variants import CHOICES, check_converter
 
 
 def add_arguments(parser) -> None:
@@ -67,6 +77,16 @@ def add_arguments(parser) -> None:
         help="reject files larger than this, stored or decompressed, so that a worker's memory "
         "stays bounded (default: 64)",
     )
+    add_language(books, "books")
+    books.add_argument(
+        "--zh-variant",
+        choices=CHOICES,
+        default=None,
+        help="convert Chinese books (most of their letters CJK ideographs) to one script or regional variant with "
+        "MediaWiki's tables: zh-hans, zh-hant, zh-cn, zh-tw, zh-hk; keep (no conversion, tagged zh); both (each "
+        "book twice, zh-hans and zh-hant). Their language is then the variant's. Needs pip install "
+        "'bertcorpus[zh]' (default: off, Chinese books stay as written)",
+    )
     layout = parser.add_argument_group("layout")
     layout.add_argument(
         "--num-shards",
@@ -110,6 +130,9 @@ def _book_files(patterns: list[str], dry_run: bool) -> tuple[list[tuple[str, int
 
 def config_from_args(args, dry_run: bool) -> BooksConfig:
     check_error_rate(args)
+    check_language_flags(args)
+    if args.zh_variant:
+        check_converter()
     checks = [
         (args.min_chars >= 0, "--min-chars must be >= 0"),
         (0 <= args.near_dup_threshold <= 1, "--near-dup-threshold must be between 0 and 1"),
@@ -148,6 +171,8 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
         dedup=args.dedup,
         near_dup_threshold=args.near_dup_threshold if args.dedup else 0.0,
         max_book_mb=args.max_book_mb,
+        language=language_setting(args),
+        zh_variant=args.zh_variant,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
         input_files=files,

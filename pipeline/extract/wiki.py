@@ -37,10 +37,12 @@ from bertcorpus.pipeline.inputs.reads import auto_range_bytes
 from bertcorpus.pipeline.inputs.streams import HashingReader, ReadProgress, hashed_to_the_end, head_tail_sha256
 from bertcorpus.pipeline.sinks import documents
 from bertcorpus.transforms.compression import MIB, open_decompressed
+from bertcorpus.transforms.languages import UNDETERMINED, primary_language, wiki_language
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
 from bertcorpus.transforms.wiki_pages import Page, SiteInfo, iter_pages, read_siteinfo
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
+from bertcorpus.transforms.zh_variants import resolve_converter_markup, sweep_residue, zh_language_tag
 
 JOB = "extract-wiki"
 SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
@@ -58,6 +60,7 @@ class WikiConfig:
     min_chars: int = 100
     source: str = "wikipedia"
     range_mb: float = 0.0  # 0: auto_range_bytes
+    zh_variant: str = "zh-hans"  # what a Chinese dump's pages are converted to (transforms/zh_variants.py CHOICES)
     strict: bool = False
     max_error_rate: float = 0.01
     # The files the run reads, as listed at launch and named as its manifest names them, (path, size): the dumps and
@@ -71,36 +74,84 @@ class WikiConfig:
 
 @dataclass(frozen=True)
 class Dump:
-    """An input file and what its header says: the wiki's name for document ids, its site for page URLs."""
+    """An input file and what its header says: the wiki's name for document ids, its site for page URLs, its
+    language for every document."""
 
     path: str
     wiki: str
     site: SiteInfo | None
+    language: str = UNDETERMINED
 
-    def document(self, page: Page, text: str, source: str) -> dict:
+    def document(self, page: Page, text: str, source: str, article: Article | None = None) -> dict:
+        """The document of an article; a Chinese page's `article` gives its converted title, script and id."""
         return {
-            "id": f"{self.wiki}:{page.page_id}",
+            "id": f"{self.wiki}:{page.page_id}" + (article.id_suffix if article else ""),
             "source": source,
-            "title": page.title,
+            "title": article.title if article else page.title,
             "text": text,
             "url": self.site.page_url(page.title) if self.site else None,
+            "language": article.language if article else self.language,
+            "language_confidence": None,  # from the dump's header: given, not detected
         }
+
+    @property
+    def is_chinese(self) -> bool:
+        return primary_language(self.language) == "zh"
+
+
+@dataclass(frozen=True)
+class Article:
+    """A page's clean text and title, in one script for a Chinese dump (then with what its converter markup held)."""
+
+    text: str
+    title: str
+    language: str
+    id_suffix: str = ""  # @zh-Hans, @zh-Hant where a Chinese page is written once per script
+    markup: dict = field(default_factory=dict)
 
 
 def select_article(page: Page, min_chars: int) -> tuple[str | None, str | None]:
     """(clean text, None) for a page that becomes a document, else (None, the reason it is skipped)."""
-    if page.ns != 0:
-        return None, "non_article_namespace"
-    if page.redirect:
-        return None, "redirect"
-    if page.text is None:
-        return None, "deleted_text"
-    if is_disambiguation(page.text, page.title):
-        return None, "disambiguation"
+    reason = _skip_reason(page)
+    if reason is not None:
+        return None, reason
     text = clean_wikitext(page.text, title=page.title)
     if len(text) < min_chars:
         return None, "too_short"
     return text, None
+
+
+def _skip_reason(page: Page) -> str | None:
+    if page.ns != 0:
+        return "non_article_namespace"
+    if page.redirect:
+        return "redirect"
+    if page.text is None:
+        return "deleted_text"
+    if is_disambiguation(page.text, page.title):
+        return "disambiguation"
+    return None
+
+
+def chinese_articles(page: Page, min_chars: int, zh_variant: str) -> tuple[list[Article], str | None]:
+    """A zhwiki page's articles, one per script asked for (`both`: zh-hans and zh-hant), each with its converter
+    markup resolved and its text and title converted; or ([], the reason the page is skipped)."""
+    reason = _skip_reason(page)
+    if reason is not None:
+        return [], reason
+    variants = ("zh-hans", "zh-hant") if zh_variant == "both" else ("zh" if zh_variant == "keep" else zh_variant,)
+    articles = []
+    for variant in variants:
+        resolved = resolve_converter_markup(page.text, variant)
+        converted = resolved.rules.convert(clean_wikitext(resolved.wikitext, title=page.title))
+        text = sweep_residue(converted, resolved.counts)
+        if len(text) < min_chars:
+            return [], "too_short"
+        language = zh_language_tag(variant)
+        suffix = f"@{language}" if zh_variant == "both" else ""
+        title = resolved.rules.convert_title(page.title)
+        articles.append(Article(text, title, language, suffix, resolved.counts.as_dict()))
+    return articles, None
 
 
 def wiki_name(site: SiteInfo | None, path: str) -> str:
@@ -118,10 +169,11 @@ def _open(path: str):
         raise InputError(f"cannot open {path}: {e}") from None
 
 
-def _read_dump_header(path: str) -> Dump:
+def read_dump_header(path: str) -> Dump:
     with _open(path) as raw:
         site = read_siteinfo(open_decompressed(raw))
-    return Dump(path, wiki_name(site, path), site)
+    wiki = wiki_name(site, path)
+    return Dump(path, wiki, site, wiki_language(site.lang if site else None, wiki))
 
 
 def _head_tail_fingerprint(f, size: int) -> dict:
@@ -160,7 +212,7 @@ class ReadDumpFiles(WatchedDoFn):
     The sha256 is computed from the bytes as the parser reads them, so the file is read once."""
 
     def process(self, path: str):
-        dump = _read_dump_header(path)
+        dump = read_dump_header(path)
         stats = ReadStats(path)
         losses = Counter()
         with _open(path) as opened, ReadProgress(opened) as raw:
@@ -168,7 +220,15 @@ class ReadDumpFiles(WatchedDoFn):
             yield from _route(dump, iter_pages(open_decompressed(hashed)), losses)
             hashed_to_the_end(hashed)
         yield beam.pvalue.TaggedOutput(
-            "inputs", {"path": path, "size": stats.size, "sha256": stats.sha256, **pages_lost_entry(losses)}
+            "inputs",
+            {
+                "path": path,
+                "size": stats.size,
+                "sha256": stats.sha256,
+                "wiki": dump.wiki,
+                "language": dump.language,
+                **pages_lost_entry(losses),
+            },
         )
 
 
@@ -217,7 +277,7 @@ class PlanByteRanges(WatchedDoFn):
             )
             yield beam.pvalue.TaggedOutput("losses", (path, {"counted": lost}))
             yield tally.emit(documents.METRICS, {"read": 1, "errors:truncated": 1})
-        dump = _read_dump_header(path)
+        dump = read_dump_header(path)
         for start, end in python_rng(0, "range order", os.path.basename(path)).sample(ranges, len(ranges)):
             # the index's streams in the range, found by bisection: a full index has some 200,000 of them
             yield (
@@ -234,6 +294,8 @@ class PlanByteRanges(WatchedDoFn):
                 **fingerprint,
                 "byte_ranges": len(ranges),
                 "index": {"path": index, "size": stats.size, "sha256": stats.sha256},
+                "wiki": dump.wiki,
+                "language": dump.language,
             },
         )
 
@@ -252,18 +314,33 @@ class ReadByteRanges(WatchedDoFn):
 
 
 class CleanText(WatchedDoFn):
-    """(Dump, Page) → a document dict for an article; every other page counted by the reason it is skipped."""
+    """(Dump, Page) → a document dict for an article (two for a Chinese page written in both scripts); every other
+    page counted by the reason it is skipped, and what Chinese converter markup held counted too."""
 
-    def __init__(self, source: str, min_chars: int):
-        self.source, self.min_chars = source, min_chars
+    def __init__(self, source: str, min_chars: int, zh_variant: str):
+        self.source, self.min_chars, self.zh_variant = source, min_chars, zh_variant
 
     def process(self, element):
         dump, page = element
-        text, reason = select_article(page, self.min_chars)
-        if reason is not None:
-            yield tally.emit(documents.METRICS, {f"skipped:{reason}": 1})
+        if dump.is_chinese:
+            articles, reason = chinese_articles(page, self.min_chars, self.zh_variant)
+            if reason is None:
+                markup = Counter()
+                for article in articles:
+                    markup.update(article.markup)
+                    yield dump.document(page, article.text, self.source, article)
+                if markup:
+                    yield tally.emit(documents.METRICS, {f"converter_markup:{k}": v for k, v in markup.items()})
+                # Both scripts of a page are two documents of one page read: the second is counted as read too.
+                if len(articles) > 1:
+                    yield tally.emit(documents.METRICS, {"read": len(articles) - 1})
+                return
         else:
-            yield dump.document(page, text, self.source)
+            text, reason = select_article(page, self.min_chars)
+            if reason is None:
+                yield dump.document(page, text, self.source)
+                return
+        yield tally.emit(documents.METRICS, {f"skipped:{reason}": 1})
 
 
 class ExtractWikipedia(beam.PTransform):
@@ -314,9 +391,9 @@ class ExtractWikipedia(beam.PTransform):
             )
             inputs, rejected, read_counts = read.inputs, read.errors, read[tally.TALLY]
         # (Dump, Page) → {id, source, title, text, url} for the articles kept
-        cleaned = read.pages | "clean text" >> beam.ParDo(CleanText(cfg.source, cfg.min_chars)).with_outputs(
-            tally.TALLY, main="documents"
-        )
+        cleaned = read.pages | "clean text" >> beam.ParDo(
+            CleanText(cfg.source, cfg.min_chars, cfg.zh_variant)
+        ).with_outputs(tally.TALLY, main="documents")
         written = cleaned.documents | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
         errors = rejected | "write errors" >> documents.WriteErrors(cfg.output)
         # Every skip reason appears in the manifest, also with a count of 0.

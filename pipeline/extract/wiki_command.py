@@ -14,13 +14,15 @@ from bertcorpus.pipeline.cli.shared_flags import (
     positive_float,
     positive_int,
 )
-from bertcorpus.pipeline.extract.wiki import JOB, ExtractWikipedia, WikiConfig
+from bertcorpus.pipeline.extract.wiki import JOB, ExtractWikipedia, WikiConfig, read_dump_header
 from bertcorpus.pipeline.extract.wiki_losses import loss_check, loss_rows, pages_lost
 from bertcorpus.pipeline.inputs.discovery import SKIPPED, match_inputs, refuse_special_file
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.sinks.output import has_glob
+from bertcorpus.transforms.languages import primary_language
+from bertcorpus.transforms.zh_variants import CHOICES, check_converter
 
 # For the default shard count: about a fifth of a full dump's XML is article text (the rest is markup, redirects
 # and pages outside namespace 0).
@@ -53,6 +55,15 @@ def add_arguments(parser) -> None:
         "disambiguation pages leave, and keeps two-sentence stubs (default: 100)",
     )
     pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
+    pages.add_argument(
+        "--zh-variant",
+        choices=CHOICES,
+        default=None,
+        help="for a Chinese dump (zhwiki): resolve its converter markup (-{...}-, NoteTA) as MediaWiki does and write "
+        "every article in one script or regional variant with MediaWiki's tables: zh-hans, zh-hant, zh-cn, zh-tw, "
+        "zh-hk; keep (the markup resolved, no conversion); both (each article twice, zh-hans and zh-hant, as "
+        "Google's Chinese BERT had it). Needs pip install 'bertcorpus[zh]' (default: zh-hans for a zh dump)",
+    )
     layout = parser.add_argument_group("layout and scale")
     layout.add_argument(
         "--num-shards",
@@ -85,6 +96,19 @@ def _list_inputs(patterns: list[str], dry_run: bool, skipped: dict[str, int] | N
     return sorted({f for pattern in patterns for f in match_inputs([pattern], True, skipped) or [(pattern, 0)]})
 
 
+def _check_chinese_dumps(patterns: list[str]) -> None:
+    """--zh-variant converts Chinese dumps: refuse it, before any work, for a dump whose header says it is not one,
+    and where the conversion tables are not installed."""
+    for path, _ in match_inputs(patterns):
+        dump = read_dump_header(path)
+        if primary_language(dump.language) != "zh":
+            raise ValueError(
+                f"--zh-variant converts Chinese Wikipedia dumps, and {path} is {dump.wiki} ({dump.language}); "
+                "leave the flag out for it"
+            )
+    check_converter()
+
+
 def config_from_args(args, dry_run: bool) -> WikiConfig:
     index = list(args.index or [])
     check_error_rate(args)
@@ -106,6 +130,8 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
             raise ValueError(message)
     for path in index:
         refuse_special_file(path, "--index")
+    if args.zh_variant is not None and not dry_run:
+        _check_chinese_dumps(args.input)
     skipped: dict[str, int] = dict.fromkeys(SKIPPED, 0)
     if index:
         # Each dump pairs with the index in the same position, so the order is kept and each names one file.
@@ -130,6 +156,7 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
         min_chars=args.min_chars,
         source=args.source,
         range_mb=args.range_mb or 0.0,
+        zh_variant=args.zh_variant or "zh-hans",
         strict=args.strict,
         max_error_rate=args.max_error_rate,
         input_files=read,

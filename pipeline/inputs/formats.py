@@ -11,6 +11,7 @@ from __future__ import annotations
 import codecs
 import hashlib
 import io
+import itertools
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from typing import BinaryIO
 
 from bertcorpus.pipeline.inputs.streams import lines_of
 from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES
+from bertcorpus.transforms.languages import LanguageTagError, normalize_tag
 
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
@@ -34,6 +36,8 @@ class SourceDocument:
     text: str | None = None  # paragraphs separated by blank lines, to be split into sentences
     sentences: list[str] | None = None  # already one sentence per entry (reference-format text)
     fields: dict | None = None  # the other fields a reader was asked for (dedup's title, url, source), None if absent
+    language: str | None = None  # the BCP 47 tag the record carries (documents' language column, JSONL's field)
+    language_confidence: float | None = None  # a detector's confidence in it, where the record carries one
 
 
 @dataclass
@@ -43,6 +47,7 @@ class ReadStats:
     sha256: str = ""
     documents: int = 0
     replaced_chars: int = 0  # U+FFFD substituted for invalid UTF-8 and for JSONL's lone surrogates
+    unknown_language_tags: int = 0  # records whose language is no known BCP 47 tag: taken as carrying none
     skipped: dict[str, int] = field(default_factory=dict)  # records set aside on purpose (a null text), by reason
     errors: dict[str, int] = field(default_factory=dict)  # records that could not be read, by reason
 
@@ -182,7 +187,23 @@ def read_jsonl_documents(
         if "\\u" in line:  # only a \uXXXX escape can leave half a surrogate pair, which is no text at all
             (text, bad_text), (doc_id, bad_id) = _lone_surrogates_replaced(text), _lone_surrogates_replaced(doc_id)
             stats.replaced_chars += bad_text + bad_id
-        yield SourceDocument(doc_id, text=text, fields=_text_fields(record, fields) if fields else None)
+        yield SourceDocument(
+            doc_id,
+            text=text,
+            fields=_text_fields(record, fields) if fields else None,
+            language=_language_tag(record.get("language"), stats),
+        )
+
+
+def _language_tag(value, stats: ReadStats) -> str | None:
+    """A record's language as a canonical tag; None, counted, where it is not one."""
+    if value is None:
+        return None
+    try:
+        return normalize_tag(value) if isinstance(value, str) else normalize_tag("?")
+    except LanguageTagError:
+        stats.unknown_language_tags += 1
+        return None
 
 
 def _text_fields(record: dict, names: tuple[str, ...]) -> dict:
@@ -226,10 +247,11 @@ def read_parquet_documents(
         yield stats.reject("file", "not_a_documents_file", f"its text column holds {text_type}, not strings")
         return
     stem, first_row = _stem(path), 0
-    present = [name for name in fields if name in names and name not in ("id", "text")]
+    present = [name for name in fields if name in names and name not in ("id", "text", *_LANGUAGE_COLUMNS)]
+    language = [name for name in _LANGUAGE_COLUMNS if name in names]
     for group in range(table.num_row_groups):
         rows, done = table.metadata.row_group(group).num_rows, 0
-        batches = table.iter_batches(columns=["id", "text", *present], batch_size=1024, row_groups=[group])
+        batches = table.iter_batches(columns=["id", "text", *language, *present], batch_size=1024, row_groups=[group])
         while True:
             try:
                 batch = next(batches, None)
@@ -244,7 +266,11 @@ def read_parquet_documents(
             if batch is None:
                 break
             columns = [_values(batch.column(name), stats) for name in ("id", "text", *present)]
-            for row, (doc_id, text, *more) in enumerate(zip(*columns), first_row + done):
+            tags = [_values(batch.column(name), stats) for name in language]
+            tags += [[None] * batch.num_rows] * (len(_LANGUAGE_COLUMNS) - len(tags))
+            for row, (doc_id, text, *more), tag, confidence in zip(
+                itertools.count(first_row + done), zip(*columns), *tags
+            ):
                 if text is None:
                     stats.skip("null_text")
                     continue
@@ -252,9 +278,15 @@ def read_parquet_documents(
                     str(doc_id) if doc_id is not None else f"{stem}:row{row}",
                     text=text,
                     fields=_text_fields(dict(zip(present, more)), fields) if fields else None,
+                    language=_language_tag(tag, stats),
+                    language_confidence=confidence,
                 )
             done += batch.num_rows
         first_row += rows
+
+
+# The documents columns that say a document's language, read whenever a file has them.
+_LANGUAGE_COLUMNS = ("language", "language_confidence")
 
 
 def _holds_strings(arrow_type) -> bool:

@@ -37,7 +37,7 @@ ROW_GROUP_ROWS = 4096  # rows per Parquet row group, so that readers can stream 
 DOCUMENTS_GLOB = "documents-*.parquet"
 OWNED_GLOBS = [DOCUMENTS_GLOB, "errors-*.jsonl"]
 
-COLUMNS = ("id", "source", "title", "text", "url")
+COLUMNS = ("id", "source", "title", "text", "url", "language", "language_confidence")
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.string(), nullable=False),
@@ -45,6 +45,9 @@ SCHEMA = pa.schema(
         pa.field("title", pa.string()),
         pa.field("text", pa.string(), nullable=False),
         pa.field("url", pa.string()),
+        pa.field("language", pa.string(), nullable=False),  # BCP 47 (transforms/languages.py); und when unknown
+        # The detector's confidence where the language was detected (--language auto); null where it was given.
+        pa.field("language_confidence", pa.float32()),
     ]
 )
 ERROR_FIELDS = ("input", "where", "reason", "detail")
@@ -69,6 +72,9 @@ def _encode_documents(documents: list[dict]) -> tuple[bytes, int, dict]:
         "characters": sum(len(d["text"]) for d in unique),
         "skipped:duplicate_id": len(documents) - len(unique),
     }
+    for d in unique:
+        for name, n in ((f"language:{d['language']}", 1), (f"language_characters:{d['language']}", len(d["text"]))):
+            counts[name] = counts.get(name, 0) + n
     return parquet_bytes(unique), len(unique), counts
 
 
@@ -165,7 +171,7 @@ class _WriteShards(beam.PTransform):
 
 
 class WriteDocuments(_WriteShards):
-    """Document dicts {id, source, title, text, url} → OUT/.staging/documents-SSSSS-of-NNNNN.parquet, sorted by id."""
+    """Document dicts (COLUMNS) → OUT/.staging/documents-SSSSS-of-NNNNN.parquet, sorted by id."""
 
     def __init__(self, output_dir: str, num_shards: int):
         super().__init__(output_dir, "documents", "parquet", num_shards, COLUMNS, _encode_documents)
@@ -178,6 +184,15 @@ class WriteErrors(_WriteShards):
 
     def __init__(self, output_dir: str, num_shards: int = 1):
         super().__init__(output_dir, "errors", "jsonl", num_shards, ERROR_FIELDS, _encode_errors)
+
+
+def languages_kept(counts: dict) -> dict[str, dict[str, int]]:
+    """{language: {documents, characters}} of the documents written, from the writers' language counts."""
+    tags = sorted(key.split(":", 1)[1] for key in counts if key.startswith("language:"))
+    return {
+        tag: {"documents": counts[f"language:{tag}"], "characters": counts[f"language_characters:{tag}"]}
+        for tag in tags
+    }
 
 
 class AccountingError(RuntimeError):
@@ -196,6 +211,7 @@ def build_manifest(
         "errors": sum(errors.values()),
         "errors_by_reason": errors,
         "characters": counts.get("characters", 0),
+        "languages": languages_kept(counts),
     }
     outputs = {kind: [f for f in files if f["path"].startswith(f"{kind}-")] for kind in ("documents", "errors")}
     problems = [
@@ -218,6 +234,9 @@ def build_manifest(
         "documents": docs,
         "outputs": outputs,
     }
+    markup = {k.split(":", 1)[1]: v for k, v in sorted(counts.items()) if k.startswith("converter_markup:")}
+    if markup:  # what Chinese converter markup held: blocks resolved, malformed parts removed
+        manifest["converter_markup"] = markup
     if inputs_skipped is not None:  # paths the inputs named but no reader was given (folders, broken links)
         manifest["inputs_skipped"] = dict(sorted(inputs_skipped.items()))
     return manifest
@@ -282,10 +301,20 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
     rows += [(f"skipped ({reason})", f"{n:,}") for reason, n in docs["skipped"].items() if n]
     rows += [(f"errors ({reason})", f"{n:,}") for reason, n in docs["errors_by_reason"].items()]
     rows += skipped_rows(manifest.get("inputs_skipped", {}))
+    if markup := manifest.get("converter_markup"):
+        rows.append(("converter markup", ", ".join(f"{k.replace('_', ' ')} {v:,}" for k, v in markup.items())))
     rows.append(("text kept", f"{docs['characters']:,} characters"))
+    if docs.get("languages"):
+        rows.append(("languages", language_summary(docs["languages"])))
     for kind in ("documents", "errors"):
         rows.append((f"{kind} files", f"{len(outputs[kind])} in {manifest['config']['output']}"))
     return rows
+
+
+def language_summary(languages: dict[str, dict[str, int]]) -> str:
+    """`en 180, und 3` for the summary: each language's documents, most first."""
+    ranked = sorted(languages.items(), key=lambda kv: (-kv[1]["documents"], kv[0]))
+    return ", ".join(f"{tag} {v['documents']:,}" for tag, v in ranked)
 
 
 def error_check(manifest: dict, strict: bool, max_error_rate: float) -> str | None:

@@ -1,0 +1,92 @@
+"""extract-books on a real Chinese Project Gutenberg book (豆棚閒話, traditional characters, hard-wrapped at 40
+characters with no blank line between paragraphs, a PG header and licence, chapter headings 第一則 ...): its text
+comes out as Chinese paragraphs without stray spaces, in the script asked for, whatever legacy encoding it came in."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from bertcorpus.pipeline.cli.commands import main as run_cli
+from bertcorpus.transforms.book_cleaning import clean_book
+from bertcorpus.transforms.book_decoding import decode_book
+
+zhconv_rs = pytest.importorskip("zhconv_rs")
+
+DATA = Path(__file__).parent / "data"
+BOOK = DATA / "zh" / "pg25328-tou-peng-hsien-hua.txt"
+ALICE = DATA / "books" / "gutenberg_utf8" / "11-0.txt"
+CJK_SPACE_CJK = re.compile(r"(?<=[\u4e00-\u9fff，。；：、！？』」])[ \u3000](?=[\u4e00-\u9fff，。；：、！？『「])")
+
+
+def test_the_cleaner_rebuilds_chinese_paragraphs_and_drops_the_apparatus():
+    book = clean_book(decode_book(BOOK.read_bytes()).text)
+    paragraphs = book.text.split("\n\n")
+    assert book.title == "Tou Peng Hsien Hua"
+    assert "Gutenberg" not in book.text and "Produced by" not in book.text
+    # The twelve chapter headings (第一則 介之推火封妒婦, ...) and the preface headings go; the text stays.
+    assert not any(p.startswith("第") and "則" in p[:4] for p in paragraphs)
+    assert book.removed["heading_lines"] == 13
+    assert paragraphs[0].startswith("吾鄉先輩詩人徐菊潭有《豆棚吟》一冊，其所詠古風、律絕諸篇，俱宇宙古今奇情快事")
+    # Lines wrapped at 40 characters join without a space; a short line that ends a sentence ends a paragraph.
+    assert len(CJK_SPACE_CJK.findall(book.text)) <= 2
+    assert 250 <= len(paragraphs) <= 320 and max(map(len, paragraphs)) < 2500
+    assert all(p.endswith(("。", "』", "」", "？", "！")) for p in paragraphs[1:-1])
+
+
+def extract(inputs: Path, out: Path, *flags: str) -> dict:
+    argv = ["extract-books", "--input", str(inputs), "--output", str(out), "--runner", "DirectRunner", *flags]
+    assert run_cli(argv) == 0
+    return json.loads((out / "manifest.json").read_text())
+
+
+def documents(out: Path) -> dict[str, dict]:
+    return {r["id"]: r for f in sorted(out.glob("documents-*.parquet")) for r in pq.read_table(f).to_pylist()}
+
+
+@pytest.fixture(scope="module")
+def books(tmp_path_factory) -> Path:
+    """The book in UTF-8 (with its BOM), the same book in Big5, and an English book beside them."""
+    folder = tmp_path_factory.mktemp("zh-books")
+    shutil.copy(BOOK, folder / BOOK.name)
+    text = BOOK.read_text(encoding="utf-8-sig")
+    (folder / "big5-copy.txt").write_bytes(text.replace("\n", "\r\n").encode("big5hkscs", errors="replace"))
+    shutil.copy(ALICE, folder / ALICE.name)
+    return folder
+
+
+def test_zh_variant_converts_chinese_books_only_and_tags_their_language(books, tmp_path):
+    manifest = extract(books, tmp_path / "hans", "--zh-variant", "zh-hans", "--language", "en", "--no-dedup")
+    docs = documents(tmp_path / "hans")
+    assert sorted(docs) == ["books:11-0", "books:big5-copy", "books:pg25328-tou-peng-hsien-hua"]
+    zh = docs["books:pg25328-tou-peng-hsien-hua"]
+    assert zh["language"] == "zh-Hans" and docs["books:11-0"]["language"] == "en"
+    assert zh["text"].startswith("吾乡先辈诗人徐菊潭有《豆棚吟》一册")
+    assert zhconv_rs.is_hans_confidence(zh["text"]) > 0.99
+    # The Big5 copy is read as Big5: the same book, but for the 11 characters Big5 has not (each a "?").
+    assert {i["encoding"] for i in manifest["inputs"] if i["path"].endswith("big5-copy.txt")} == {"big5hkscs"}
+    copy = docs["books:big5-copy"]["text"]
+    assert len(copy) == len(zh["text"]) and sum(a != b for a, b in zip(copy, zh["text"])) <= 11
+    assert docs["books:11-0"]["text"] == documents_without_variant(books, tmp_path)["books:11-0"]["text"]
+
+
+def documents_without_variant(books: Path, tmp_path: Path) -> dict[str, dict]:
+    extract(books, tmp_path / "plain", "--no-dedup")
+    return documents(tmp_path / "plain")
+
+
+def test_both_writes_a_chinese_book_once_per_script(books, tmp_path):
+    single = tmp_path / "in"
+    single.mkdir()
+    shutil.copy(BOOK, single / BOOK.name)
+    manifest = extract(single, tmp_path / "both", "--zh-variant", "both")
+    assert manifest["documents"]["read"] == manifest["documents"]["kept"] == 2
+    docs = documents(tmp_path / "both")
+    hans, hant = docs["books:pg25328-tou-peng-hsien-hua@zh-Hans"], docs["books:pg25328-tou-peng-hsien-hua@zh-Hant"]
+    assert (hans["language"], hant["language"]) == ("zh-Hans", "zh-Hant")
+    assert hant["text"].startswith("吾鄉先輩詩人徐菊潭有《豆棚吟》一冊") and len(hans["text"]) == len(hant["text"])

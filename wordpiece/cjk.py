@@ -1,0 +1,34 @@
+"""The CJK ideographs, as the reference tokenizer knows them: each one becomes a token of its own.
+
+These are the reference's ranges (CJK Unified Ideographs, Extensions A to E, and the two Compatibility Ideographs
+blocks), no more: Hiragana, Katakana and Hangul are not in them, and are tokenised as words. Everything that
+treats Chinese characters apart (the vocab's alphabet, whole-word masking's segmenter, dedup's character
+shingles, the data card's character counts) uses this one definition, so that it agrees with the tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+
+IDEOGRAPH_RANGES = (
+    (0x4E00, 0x9FFF),
+    (0x3400, 0x4DBF),
+    (0x20000, 0x2A6DF),
+    (0x2A700, 0x2B73F),
+    (0x2B740, 0x2B81F),
+    (0x2B820, 0x2CEAF),
+    (0xF900, 0xFAFF),
+    (0x2F800, 0x2FA1F),
+)
+_CLASS = "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in IDEOGRAPH_RANGES)
+IDEOGRAPH = re.compile(f"[{_CLASS}]")
+IDEOGRAPH_RUN = re.compile(f"[{_CLASS}]+")
+
+
+def is_ideograph(char: str) -> bool:
+    code = ord(char)
+    return any(a <= code <= b for a, b in IDEOGRAPH_RANGES)
+
+
+def count_ideographs(text: str) -> int:
+    return len(IDEOGRAPH.findall(text))
