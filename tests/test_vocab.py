@@ -120,8 +120,9 @@ def test_bert_layout(uncased):
 def test_compact_layout_and_reserved_slots(small_corpus, tmp_path):
     out = train_cli(small_corpus, tmp_path / "compact.txt", "--layout", "compact", "--reserved-tokens", "3")
     tokens = lines(out)
-    assert len(tokens) == 8000
+    assert 7900 < len(tokens) <= 8000  # what the trainer learned: no filler unless asked for
     assert tokens[:8] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "[unused1]", "[unused2]"]
+    assert not any(t.startswith("[unused") for t in tokens[8:])
 
 
 def test_pad_to_a_multiple_of_64_with_unused_slots(small_corpus, tmp_path):
@@ -134,30 +135,24 @@ def test_pad_to_a_multiple_of_64_with_unused_slots(small_corpus, tmp_path):
     assert padded[8010:] == [f"[unused{i}]" for i in range(last + 1, last + 55)]
 
 
-def test_too_little_text_is_padded_with_unused_slots(tmp_path, capsys):
-    out = tmp_path / "vocab.txt"
-    assert (
-        run_cli(
-            "vocab",
-            "--input",
-            SAMPLE_TEXT,
-            "--output",
-            out,
-            "--layout",
-            "compact",
-            "--vocab-size",
-            "3000",
-            "--holdout-fraction",
-            "0",
-        )
-        == 0
-    )
+def test_too_little_text_is_filled_with_unused_slots_only_when_asked(tmp_path, capsys):
+    argv = ["vocab", "--input", SAMPLE_TEXT, "--layout", "compact", "--vocab-size", "3000", "--holdout-fraction", "0"]
+    assert run_cli(*argv, "--output", tmp_path / "short" / "vocab.txt") == 0
+    short = lines(tmp_path / "short" / "vocab.txt")
+    assert 300 < len(short) < 2995 and not any(t.startswith("[unused") for t in short)
+    assert "the vocab has" in capsys.readouterr().err
+    manifest = json.loads((tmp_path / "short" / "manifest.json").read_text())
+    assert manifest["tokens"]["not_learned"] == 3000 - len(short) and manifest["tokens"]["filler"] == 0
+
+    out = tmp_path / "filled" / "vocab.txt"
+    assert run_cli(*argv, "--output", out, "--fill-to-size") == 0
     tokens = lines(out)
-    assert len(tokens) == 3000
-    learned = [t for t in tokens[5:] if not t.startswith("[unused")]
-    assert 300 < len(learned) < 2995
-    assert tokens[5 + len(learned) :] == [f"[unused{i}]" for i in range(3000 - 5 - len(learned))]
-    assert "padding" in capsys.readouterr().err
+    assert len(tokens) == 3000 and tokens[: len(short)] == short
+    assert tokens[len(short) :] == [f"[unused{i}]" for i in range(3000 - len(short))]
+    err = capsys.readouterr().err
+    assert "padding" in err and "are [unusedN] filler" in err  # 86% filler: the warning above half
+    manifest = json.loads(out.with_name("manifest.json").read_text())
+    assert manifest["tokens"]["filler"] == 3000 - len(short) and manifest["tokens"]["filler_share"] > 0.5
 
 
 def test_loads_in_every_tokenizer(uncased):

@@ -8,6 +8,7 @@ shingles, the data card's character counts) uses this one definition, so that it
 
 from __future__ import annotations
 
+import functools
 import re
 
 IDEOGRAPH_RANGES = (
@@ -32,3 +33,29 @@ def is_ideograph(char: str) -> bool:
 
 def count_ideographs(text: str) -> int:
     return len(IDEOGRAPH.findall(text))
+
+
+def _double_byte_range(codec: str, first: int, last: int) -> set[str]:
+    """The characters of a double-byte encoding's code points first..last (lead and trail bytes)."""
+    chars = set()
+    for lead in range(first >> 8, (last >> 8) + 1):
+        for trail in range(0x40, 0xFF):
+            code = lead << 8 | trail
+            if first <= code <= last:
+                try:
+                    chars.add(bytes((lead, trail)).decode(codec))
+                except UnicodeDecodeError:
+                    continue
+    return chars
+
+
+@functools.cache
+def common_ideographs() -> frozenset[str]:
+    """The everyday Chinese characters of both scripts: GB 2312's level 1 (3,755 simplified) and Big5's level 1
+    (5,401 traditional), 6,722 in all, as the two encodings (and so Python's codecs) define them. A Chinese
+    vocab holds them all, seen in its training text or not, as bert-base-chinese does."""
+    return frozenset(
+        c
+        for c in _double_byte_range("gb2312", 0xB0A1, 0xD7F9) | _double_byte_range("big5", 0xA440, 0xC67E)
+        if is_ideograph(c)
+    )

@@ -15,6 +15,7 @@ broken by code point, for the same reason.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections import Counter
@@ -24,12 +25,18 @@ from dataclasses import dataclass
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
+from bertcorpus.wordpiece.cjk import common_ideographs, is_ideograph
 from bertcorpus.wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepared_chunks
 from bertcorpus.wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
 
-LAYOUTS = ("bert", "compact")
+# auto: bert-chinese where most of the words trained on are CJK ideographs, else bert.
+LAYOUTS = ("auto", "bert", "bert-chinese", "compact")
 BERT_LOW_UNUSED = 99  # the original layout puts [unused0..98] at ids 1..99, before [UNK]=100
 BERT_DEFAULT_RESERVED = 994  # [unused0..993], as in the original vocab
+# bert-base-chinese's layout: [PAD]=0, [unused1..99]=1..99, [UNK], [CLS], [SEP], [MASK]=100..103, then <S>, <T>.
+CHINESE_EXTRA_TOKENS = ("<S>", "<T>")
+# A CJK ideograph seen this often gets a line whatever --limit-alphabet says: Chinese needs thousands of them.
+MIN_IDEOGRAPH_COUNT = 2
 # HF keeps pair counts in 32-bit signed integers; no symbol may occur 2**31 times in what the trainer sees.
 _PAIR_COUNT_LIMIT = 2**30
 # The trainer is fed every word occurrence, so its time grows with the corpus; above this many occurrences the
@@ -193,13 +200,34 @@ class TrainingConfig:
     min_frequency: int = 2
     limit_alphabet: int = 1000
     pad_to_multiple: int = 1  # [unusedN] lines after the vocab_size lines, up to a multiple of this (tensor cores)
+    min_ideograph_count: int = MIN_IDEOGRAPH_COUNT
+    fill_to_size: bool = False  # [unusedN] lines after the learned tokens up to vocab_size, where fewer are learned
+    # The everyday ideographs of both scripts get lines whether the text holds them or not (bert-chinese: on).
+    common_ideographs: bool | None = None
+
+    @property
+    def seeded_characters(self) -> frozenset[str]:
+        on = self.layout == "bert-chinese" if self.common_ideographs is None else self.common_ideographs
+        return common_ideographs() if on else frozenset()
 
     def head(self) -> list[str]:
         """The lines before the learned tokens: special tokens and reserved [unusedN] slots."""
+        if self.layout == "bert-chinese":
+            unused = [f"[unused{i}]" for i in range(1, BERT_LOW_UNUSED + 1)]
+            return [PAD, *unused, *SPECIAL_TOKENS[1:], *CHINESE_EXTRA_TOKENS]
         unused = [f"[unused{i}]" for i in range(self.reserved_tokens)]
         if self.layout == "bert":
             return [PAD, *unused[:BERT_LOW_UNUSED], *SPECIAL_TOKENS[1:], *unused[BERT_LOW_UNUSED:]]
         return [*SPECIAL_TOKENS, *unused]
+
+    def for_words(self, counts: dict[str, int]) -> TrainingConfig:
+        """The config with an auto layout made concrete: bert-chinese where most words trained on are CJK
+        ideographs (by occurrence), bert otherwise."""
+        if self.layout != "auto":
+            return self
+        ideographs = sum(n for w, n in counts.items() if len(w) == 1 and is_ideograph(w))
+        chinese = ideographs * 2 > sum(counts.values())
+        return dataclasses.replace(self, layout="bert-chinese" if chinese else "bert")
 
     def check(self) -> None:
         """Settings errors that need no counts."""
@@ -207,14 +235,14 @@ class TrainingConfig:
             raise TrainingError(f"unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}")
         if self.reserved_tokens < 0:
             raise TrainingError("--reserved-tokens must be >= 0")
-        if self.layout == "bert" and self.reserved_tokens < BERT_LOW_UNUSED:
+        if self.layout in ("bert", "auto") and self.reserved_tokens < BERT_LOW_UNUSED:
             raise TrainingError(
                 f"--layout bert needs at least {BERT_LOW_UNUSED} reserved tokens (they hold ids "
                 f"1..{BERT_LOW_UNUSED} so that [UNK] is 100 and [MASK] 103); "
                 "use --layout compact for fewer"
             )
-        if self.min_frequency < 1 or self.limit_alphabet < 1:
-            raise TrainingError("--min-frequency and --limit-alphabet must be >= 1")
+        if self.min_frequency < 1 or self.limit_alphabet < 1 or self.min_ideograph_count < 1:
+            raise TrainingError("--min-frequency, --limit-alphabet and --min-ideograph-count must be >= 1")
         if self.pad_to_multiple < 1:
             raise TrainingError(f"--pad-to-multiple must be at least 1, not {self.pad_to_multiple}")
         if self.vocab_size <= len(self.head()):
@@ -259,20 +287,30 @@ def symbol_counts(counts: dict[str, int]) -> tuple[Counter, Counter]:
 
 
 def plan_alphabet(
-    counts: dict[str, int], limit: int, pruned: tuple[Counter, Counter] = (Counter(), Counter())
+    counts: dict[str, int],
+    limit: int,
+    pruned: tuple[Counter, Counter] = (Counter(), Counter()),
+    min_ideograph_count: int = MIN_IDEOGRAPH_COUNT,
+    seeded: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, int], Alphabet]:
-    """Keep the `limit` most frequent characters (ties: lower code point first) and the words made of them.
+    """Where there are more than `limit` characters, keep the `limit` most frequent of those that are not CJK
+    ideographs (ties: lower code point first) and every ideograph seen at least `min_ideograph_count` times, and
+    the words made of those; and the `seeded` characters, seen or not.
 
     A word holding a dropped character tokenises to [UNK] as a whole, so it is left out of training instead
     of being trained on with the character cut out (which is what HF's own limit does). `pruned` holds the
-    symbol counts of words pruned while counting: their characters belong to the alphabet too.
+    symbol counts of words pruned while counting: their characters belong to the alphabet too. An ideograph is
+    a word of its own (the tokenizer splits them), so keeping one costs one line and no continuation.
     """
     first, rest = symbol_counts(counts)
     total = first + rest + pruned[0] + pruned[1]
     dropped: set[str] = set()
     dropped_words = dropped_occurrences = 0
     if len(total) > limit:
-        dropped = set(sorted(total, key=lambda ch: (-total[ch], ord(ch)))[limit:])
+        # Ideographs do not count against the limit: each is a token of its own, and Chinese needs thousands.
+        others = [ch for ch in total if not is_ideograph(ch)]
+        dropped = set(sorted(others, key=lambda ch: (-total[ch], ord(ch)))[limit:])
+        dropped |= {ch for ch in total.keys() - set(others) if total[ch] < min_ideograph_count}
         kept = {}
         for word, count in counts.items():
             if dropped.isdisjoint(word):
@@ -282,7 +320,7 @@ def plan_alphabet(
                 dropped_occurrences += count
         counts = kept
         first, rest = symbol_counts(counts)
-    chars = sorted(total.keys() - dropped, key=ord)
+    chars = sorted((total.keys() - dropped) | seeded, key=ord)
     continuations = sorted((rest.keys() | pruned[1].keys()) - dropped, key=ord)
     alphabet = Alphabet(
         chars=chars,
@@ -329,11 +367,18 @@ def _feed(counts: dict[str, int], scale: int) -> Iterator[str]:
 class TrainedVocab:
     tokens: list[str]  # every line of vocab.txt, in id order
     learned: int  # tokens from training, alphabet included
-    padding: int  # [unusedN] lines added because training learned fewer tokens than asked
+    padding: int  # [unusedN] lines added, with fill_to_size, because training learned fewer tokens than asked
     alphabet: Alphabet
     trained_words: int  # distinct words the trainer saw
     scale: int
     aligned: int = 0  # [unusedN] lines after those, up to a multiple of pad_to_multiple
+    short: int = 0  # lines the trainer could not fill: vocab_size less the lines made (padding fills them on request)
+    layout: str = "bert"  # the layout made (auto resolved)
+
+    @property
+    def filler(self) -> int:
+        """[unusedN] lines: reserved slots, padding and alignment."""
+        return sum(1 for t in self.tokens if t.startswith("[unused") and t.endswith("]"))
 
     def file_bytes(self) -> bytes:
         return ("\n".join(self.tokens) + "\n").encode("utf-8")
@@ -346,10 +391,13 @@ def train(
 
     `pruned`: symbol counts of words dropped while counting (WordCounter.pruned_symbols).
     """
+    config = config.for_words(counts)
     config.check()
     head = config.head()
     budget = config.vocab_size - len(head)
-    counts, alphabet = plan_alphabet(counts, config.limit_alphabet, pruned)
+    counts, alphabet = plan_alphabet(
+        counts, config.limit_alphabet, pruned, config.min_ideograph_count, config.seeded_characters
+    )
     if not counts:
         raise TrainingError("there are no words to train on")
     if len(alphabet.symbols) > budget:
@@ -374,9 +422,11 @@ def train(
     learned = sorted(ids, key=ids.__getitem__)
     if learned[: len(alphabet.symbols)] != alphabet.symbols:
         raise RuntimeError("the trainer did not keep the alphabet's ids")
-    padding = budget - len(learned)
-    aligned = -config.vocab_size % config.pad_to_multiple
-    unused = config.reserved_tokens + np.arange(padding + aligned)
+    short = budget - len(learned)
+    padding = short if config.fill_to_size else 0
+    aligned = -(len(head) + len(learned) + padding) % config.pad_to_multiple
+    first_unused = BERT_LOW_UNUSED + 1 if config.layout == "bert-chinese" else config.reserved_tokens
+    unused = first_unused + np.arange(padding + aligned)
     tokens = head + learned + [f"[unused{i}]" for i in unused.tolist()]
     if len(set(tokens)) != len(tokens):
         raise RuntimeError("the trained vocab holds a token twice")
@@ -388,6 +438,8 @@ def train(
         trained_words=len(counts),
         scale=scale,
         aligned=aligned,
+        short=short,
+        layout=config.layout,
     )
 
 

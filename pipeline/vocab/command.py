@@ -31,9 +31,11 @@ from bertcorpus.pipeline.sinks.up_to_date import Reuse
 from bertcorpus.pipeline.vocab.beam_counts import count_with_beam
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
 from bertcorpus.pipeline.vocab.files import JOB, TOKENIZER_FILES, beside, check_outputs, write_vocab_files
+from bertcorpus.wordpiece.cjk import is_ideograph
 from bertcorpus.wordpiece.training import (
     BERT_DEFAULT_RESERVED,
     LAYOUTS,
+    MIN_IDEOGRAPH_COUNT,
     Quality,
     TrainedVocab,
     TrainingConfig,
@@ -80,10 +82,12 @@ def add_arguments(parser) -> None:
     vocab.add_argument(
         "--layout",
         choices=LAYOUTS,
-        default="bert",
+        default="auto",
         help="bert: [PAD]=0, [unused0..98]=1..99, [UNK]=100, [CLS]=101, [SEP]=102, [MASK]=103, "
-        "[unused99..] after them, then learned tokens; compact: the five special tokens first, "
-        "then any reserved slots, then learned tokens (default: bert)",
+        "[unused99..] after them, then learned tokens; bert-chinese: bert-base-chinese's, [PAD]=0, "
+        "[unused1..99]=1..99, [UNK]..[MASK]=100..103, <S>, <T>, then learned tokens; compact: the five special "
+        "tokens first, then any reserved slots, then learned tokens; auto: bert-chinese where most words are "
+        "CJK ideographs, else bert (default: auto)",
     )
     vocab.add_argument(
         "--reserved-tokens",
@@ -91,7 +95,21 @@ def add_arguments(parser) -> None:
         default=None,
         metavar="N",
         help=f"[unusedN] slots to keep free for later use (default: {BERT_DEFAULT_RESERVED} for "
-        "bert, as in the original vocab; 0 for compact)",
+        "bert, as in the original vocab; 0 for compact; bert-chinese has its own 99)",
+    )
+    vocab.add_argument(
+        "--fill-to-size",
+        action="store_true",
+        help="where the trainer learns fewer tokens than --vocab-size asks, fill the rest with [unusedN] lines so "
+        "that the file has exactly --vocab-size lines (default: off, the vocab is as long as what was learned)",
+    )
+    vocab.add_argument(
+        "--min-ideograph-count",
+        type=int,
+        default=MIN_IDEOGRAPH_COUNT,
+        metavar="N",
+        help="every CJK ideograph seen at least N times gets a line, beyond --limit-alphabet: Chinese text needs "
+        "thousands of them, each a token of its own (default: %(default)s)",
     )
     vocab.add_argument(
         "--pad-to-multiple",
@@ -112,8 +130,8 @@ def add_arguments(parser) -> None:
         "--limit-alphabet",
         type=int,
         default=1000,
-        help="keep the N most frequent characters; words with any other character are not "
-        "trained on (they become [UNK]) (default: 1000)",
+        help="keep the N most frequent characters other than CJK ideographs (see --min-ideograph-count); words "
+        "with any other character are not trained on (they become [UNK]) (default: 1000)",
     )
     scale = parser.add_argument_group("sampling and scale")
     scale.add_argument(
@@ -161,8 +179,12 @@ def add_arguments(parser) -> None:
 
 def config_from_args(args) -> VocabConfig:
     layout = args.layout
+    if layout == "bert-chinese" and args.reserved_tokens is not None:
+        raise ValueError("--layout bert-chinese has bert-base-chinese's 99 reserved lines; leave --reserved-tokens out")
     reserved = (
-        args.reserved_tokens if args.reserved_tokens is not None else (BERT_DEFAULT_RESERVED if layout == "bert" else 0)
+        args.reserved_tokens
+        if args.reserved_tokens is not None
+        else (BERT_DEFAULT_RESERVED if layout in ("bert", "auto") else 0)
     )
     training = TrainingConfig(
         vocab_size=args.vocab_size,
@@ -172,6 +194,8 @@ def config_from_args(args) -> VocabConfig:
         min_frequency=args.min_frequency,
         limit_alphabet=args.limit_alphabet,
         pad_to_multiple=args.pad_to_multiple,
+        min_ideograph_count=args.min_ideograph_count,
+        fill_to_size=args.fill_to_size,
     )
     checks = [
         (args.vocab_size <= MAX_VOCAB_SIZE, f"--vocab-size must be at most {MAX_VOCAB_SIZE:,}"),
@@ -257,10 +281,23 @@ def run(args, beam_args: list[str]) -> int:
         file=sys.stderr,
     )
     trained = train(counts.train.counts, cfg.training, counts.train.pruned_symbols)
-    if trained.padding:
+    if trained.short:
+        if trained.padding:
+            made = f"the last {trained.padding:,} lines are [unusedN] padding"
+        else:
+            made = f"the vocab has {len(trained.tokens):,} lines, not {cfg.training.vocab_size:,}"
+            made += " (--fill-to-size pads it)"
         print(
-            f"warning: the trainer learned only {trained.learned:,} tokens; the last {trained.padding:,} lines "
-            "are [unusedN] padding (more text or a lower --min-frequency would fill them)",
+            f"note: the trainer learned only {trained.learned:,} tokens; {made}; more text or a lower "
+            "--min-frequency would give more",
+            file=sys.stderr,
+        )
+    if trained.filler * 2 > len(trained.tokens):
+        print(
+            f"warning: {trained.filler:,} of the vocab's {len(trained.tokens):,} lines "
+            f"({trained.filler / len(trained.tokens):.0%}) are [unusedN] filler: a model would spend most of its "
+            "embedding rows on nothing; lower --vocab-size "
+            "or --reserved-tokens, or train on more text",
             file=sys.stderr,
         )
     quality = measure(trained.tokens, counts.held_out.counts)
@@ -306,9 +343,14 @@ def _record(cfg: VocabConfig, counts: CorpusCounts, trained: TrainedVocab, quali
         },
         "tokens": {
             "lines": len(trained.tokens),
+            "layout": trained.layout,
             "learned": trained.learned,
             "padding": trained.padding,
+            "not_learned": trained.short,
+            "filler": trained.filler,
+            "filler_share": trained.filler / len(trained.tokens),
             "alphabet": len(alphabet.chars),
+            "ideographs": sum(1 for c in alphabet.chars if is_ideograph(c)),
             "continuations": len(alphabet.continuations),
         },
         "held_out": {
@@ -370,8 +412,9 @@ def _summary_rows(
         dropped.append(f"{words.too_long:,} over 200 characters")
     if alphabet.dropped_occurrences:
         dropped.append(
-            f"{alphabet.dropped_occurrences:,} of {alphabet.dropped_words:,} words with one of "
-            f"{alphabet.dropped_chars:,} characters beyond --limit-alphabet"
+            f"{alphabet.dropped_occurrences:,} occurrences of {alphabet.dropped_words:,} words with one of "
+            f"{alphabet.dropped_chars:,} characters beyond --limit-alphabet (or ideographs seen fewer than "
+            "--min-ideograph-count times)"
         )
     if words.pruned_occurrences:
         dropped.append(f"{words.pruned_occurrences:,} of {words.pruned_words:,} rare words (--max-words)")
@@ -387,7 +430,7 @@ def _summary_rows(
     rows.append(
         (
             "vocab",
-            f"{len(trained.tokens):,} lines ({cfg.training.layout} layout: {head:,} special/reserved"
+            f"{len(trained.tokens):,} lines ({trained.layout} layout: {head:,} special/reserved"
             f" + {trained.learned:,} learned{padding})",
         )
     )
