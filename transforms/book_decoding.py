@@ -188,11 +188,40 @@ _MIN_REPEATS_SAMPLE, _MAX_DISTINCT_SHARE = 500, 0.5
 # single-byte ones of Cyrillic, Greek, Hebrew, Arabic, Thai, Turkish, Central European and Baltic text. Others it
 # may name for random bytes (EBCDIC code pages) are never taken.
 _LEGACY_ENCODINGS = frozenset(
-    (
-        "gb18030 gb2312 gbk big5 big5hkscs cp950 cp932 shift_jis euc_jp cp949 euc_kr johab koi8_r koi8_u cp1251 "
-        "cp866 iso8859_5 mac_cyrillic cp1253 iso8859_7 cp1255 iso8859_8 cp1256 iso8859_6 tis_620 cp874 cp1254 "
-        "iso8859_9 cp1250 iso8859_2 cp1257 iso8859_13"
-    ).split()
+    [
+        "gb18030",
+        "gb2312",
+        "gbk",
+        "big5",
+        "big5hkscs",
+        "cp950",
+        "cp932",
+        "shift_jis",
+        "euc_jp",
+        "cp949",
+        "euc_kr",
+        "johab",
+        "koi8_r",
+        "koi8_u",
+        "cp1251",
+        "cp866",
+        "iso8859_5",
+        "mac_cyrillic",
+        "cp1253",
+        "iso8859_7",
+        "cp1255",
+        "iso8859_8",
+        "cp1256",
+        "iso8859_6",
+        "tis_620",
+        "cp874",
+        "cp1254",
+        "iso8859_9",
+        "cp1250",
+        "iso8859_2",
+        "cp1257",
+        "iso8859_13",
+    ]
 )
 
 
