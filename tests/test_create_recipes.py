@@ -58,6 +58,8 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
         "bin_size": 64,
         "file_format": "parquet",
         "label": "random_next",
+        "whole_word_mask": False,
+        "word_segmenter": None,
     }
     assert manifest["config"]["dupe_factor"] == 1  # dynamic masking's default: one pass, masked every epoch
     assert (dynamic / "vocab.txt").read_bytes() == VOCAB.read_bytes() and manifest["vocab"]["copy"] == "vocab.txt"

@@ -26,7 +26,10 @@ def instances(n: int, seed: int, top_id: int = 30522) -> InstanceColumns:
 
 
 def same(a: InstanceColumns, b: InstanceColumns) -> bool:
-    return all(np.array_equal(x, y) for x, y in zip(vars(a).values(), vars(b).values()))
+    return all(
+        (x is None and y is None) or (x is not None and y is not None and np.array_equal(x, y))
+        for x, y in zip(vars(a).values(), vars(b).values())
+    )
 
 
 @pytest.mark.parametrize("top_id", [30522, 119547])  # BERT's English vocab fits 16 bits, its multilingual one not
@@ -38,7 +41,20 @@ def test_bytes_round_trip_exactly(top_id):
     # Ids take 16 bits where they fit; the per-instance numbers always do here.
     assert back.input_ids.dtype.itemsize == (2 if top_id <= 1 << 16 else 4)
     assert back.length.dtype.itemsize == 2
-    assert len(data) == 8 * 10 + back.input_ids.nbytes + back.label_ids.nbytes + 2 * (300 * P + 4 * 300)
+    assert len(data) == 8 * 11 + back.input_ids.nbytes + back.label_ids.nbytes + 2 * (300 * P + 4 * 300)
+
+
+def test_word_continues_round_trip_and_follow_their_instances():
+    """Unmasked instances of Chinese text keep which tokens continue a segmenter's word, through the shuffle's
+    bytes and through gathering; pieces without any gather with all False."""
+    grouped = instances(50, 3)
+    grouped.word_continues = np.random.default_rng(4).random((50, L)) < 0.3
+    back = columns_from_bytes(columns_bytes(grouped))
+    assert same(back, grouped) and back.word_continues.dtype == bool
+    plain = instances(20, 5)
+    gathered = InstanceColumns.gather([grouped, plain], np.array([1, 0, 0]), np.array([7, 2, 9]))
+    assert np.array_equal(gathered.word_continues, np.stack([np.zeros(L, bool), *grouped.word_continues[[2, 9]]]))
+    assert InstanceColumns.gather([plain], np.array([0]), np.array([1])).word_continues is None
 
 
 def test_negative_values_are_refused():

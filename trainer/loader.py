@@ -413,6 +413,7 @@ class PretrainingLoader:
         n = len(ids)
         input_ids = np.zeros((n, width), np.int32)
         length, b_start, label = (np.zeros(n, np.int64) for _ in range(3))
+        continues = None  # the tokens that continue a segmenter's word, where the shards say (chinese_ref)
         local = self._local()
         for s, rows, at in self._by_shard(ids):
             block = rows // BLOCK_ROWS
@@ -431,11 +432,16 @@ class PretrainingLoader:
                 flat = np.repeat(dest * width - part.starts[r], count) + source
                 input_ids.reshape(-1)[flat] = part.ids[source]
                 length[dest], b_start[dest], label[dest] = count, part.segment_b_start[r], part.label[r]
+                if part.ref is not None and self.whole_word_mask:
+                    continues = np.zeros((n, width), bool) if continues is None else continues
+                    per_row = part.ref_starts[r + 1] - part.ref_starts[r]
+                    refs = part.ref[concat_ranges(part.ref_starts[r], per_row)]
+                    continues.reshape(-1)[np.repeat(dest * width, per_row) + refs] = True
         special = local.special(self)
         separators = None
         if self.dataset.pair_objective == "none":  # the [SEP]s between documents
             separators = (input_ids == special.sep) & (np.arange(width)[None, :] < length[:, None] - 1)
-        rows = Assembled(input_ids, length, b_start - 2, separators)
+        rows = Assembled(input_ids, length, b_start - 2, separators, continues)
         streams = RowStreams(row_keys(local.mask_base(self), self.epoch, ids))
         policy = self.masking
         masked = mask_tokens(

@@ -23,7 +23,7 @@ from google_crc32c import value as crc32c
 from bertcorpus.trainer.storage import file_sizes, is_remote, join, open_binary, read_bytes
 from bertcorpus.transforms.bucket_instances import bins_of_manifest
 from bertcorpus.transforms.example_decoding import joined_records, parse_examples
-from bertcorpus.transforms.instance_parquet import ROW_GROUP_ROWS, WIDE_IDS, instance_schema
+from bertcorpus.transforms.instance_parquet import CHINESE_REF, ROW_GROUP_ROWS, WIDE_IDS, instance_schema
 from bertcorpus.transforms.tfrecord import masked_crc32c
 
 BLOCK_ROWS = ROW_GROUP_ROWS  # instances per block: a Parquet row group of the dynamic form; a run of TFRecords
@@ -251,6 +251,10 @@ class InstanceRows:
     length: np.ndarray
     segment_b_start: np.ndarray
     label: np.ndarray
+    # Whole-word masking by a segmenter's words (the chinese_ref column): instance i's continuing tokens are at
+    # positions ref[ref_starts[i]:ref_starts[i + 1]]; None where the shard has no such column.
+    ref: np.ndarray | None = None
+    ref_starts: np.ndarray | None = None
 
 
 def _check_instance_schema(schema, path: str) -> None:
@@ -325,7 +329,8 @@ class ParquetShard:
             np.searchsorted(self.group_starts, first, side="right") - 1,
             np.searchsorted(self.group_starts, stop, side="left"),
         )
-        table = self._read(groups.tolist(), list(_INSTANCE_COLUMNS))
+        grouped = CHINESE_REF in self.file.schema_arrow.names
+        table = self._read(groups.tolist(), list(_INSTANCE_COLUMNS) + [CHINESE_REF] * grouped)
         table = table.slice(first - self.group_starts[groups[0]], stop - first)
         ids = table.column("input_ids").combine_chunks()
         if ids.null_count:
@@ -333,6 +338,12 @@ class ParquetShard:
         columns = [table.column(c).to_numpy().astype(np.int64) for c in _INSTANCE_COLUMNS[1:]]
         offsets = ids.offsets.to_numpy().astype(np.int64)
         rows = InstanceRows(ids.values.to_numpy(), offsets[:-1], *[columns[2], columns[0], columns[1]])
+        if grouped:
+            ref = table.column(CHINESE_REF).combine_chunks()
+            rows.ref, rows.ref_starts = ref.values.to_numpy().astype(np.int64), ref.offsets.to_numpy().astype(np.int64)
+            ends = np.repeat(rows.length, np.diff(rows.ref_starts))
+            if (rows.ref >= ends).any():
+                raise LoaderError(f"{self.shard.path} has a chinese_ref position past its instance's tokens")
         if (
             (np.diff(offsets) != rows.length).any()
             or (rows.length > self.seq_length).any()

@@ -73,7 +73,7 @@ def bucket_instances(
             packed = pack_sentences(bucket, documents, seq.max_seq_length, rng, seq.min_document_tokens)
             if not len(packed):
                 continue
-            rows = assemble_packed(bucket.tokens, packed, seq.max_seq_length, special)
+            rows = assemble_packed(bucket.tokens, packed, seq.max_seq_length, special, bucket.word_continues)
             labels = np.zeros(len(packed), np.int64)
         else:
             batch = _pairs(
@@ -87,7 +87,7 @@ def bucket_instances(
             columns = batch.columns()
             if recipe.pair_objective == "nsp":
                 negatives.append(columns[2][columns[4] == 1])
-            rows = assemble(bucket.tokens, columns, seq.max_seq_length, special, nrng)
+            rows = assemble(bucket.tokens, columns, seq.max_seq_length, special, nrng, bucket.word_continues)
             labels = batch.labels()
         passes.append(_masked(rows, labels, recipe, special, nrng))
         sort_keys.append(nrng.integers(0, 2**63, len(labels), dtype=np.int64))
@@ -139,7 +139,14 @@ def _masked(
     if not recipe.mask_now:
         none = np.zeros((len(labels), 0), np.int32)
         return InstanceColumns(
-            rows.input_ids, rows.length, rows.len_a, none, none, np.zeros(len(labels), np.int64), labels
+            rows.input_ids,
+            rows.length,
+            rows.len_a,
+            none,
+            none,
+            np.zeros(len(labels), np.int64),
+            labels,
+            rows.word_continues,  # kept for whole-word masking at load time
         )
     masked = mask_tokens(
         rows, recipe.masked_lm_prob, recipe.seq.max_predictions_per_seq, special, rng, whole_word=recipe.whole_word_mask

@@ -23,6 +23,9 @@ class InstanceColumns:
     label_ids: np.ndarray  # (N, P) the original ids at those positions, padded with 0
     predictions: np.ndarray  # (N,) real predictions of each instance
     next_sentence: np.ndarray  # (N,) 1 where B is a random next
+    # (N, L) bool, unmasked instances only: the tokens that continue a segmenter's word (the Chinese characters of
+    # a word after its first), for whole-word masking at load time; None where no segmenter grouped any.
+    word_continues: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.length)
@@ -41,11 +44,21 @@ class InstanceColumns:
         )
 
     def take(self, rows: np.ndarray) -> InstanceColumns:
-        return InstanceColumns(*(getattr(self, f.name)[rows] for f in fields(self)))
+        return InstanceColumns(*(None if (v := getattr(self, f.name)) is None else v[rows] for f in fields(self)))
 
     @staticmethod
     def concatenate(parts: list[InstanceColumns]) -> InstanceColumns:
-        return InstanceColumns(*(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(InstanceColumns)))
+        grouped = any(p.word_continues is not None for p in parts)
+        return InstanceColumns(
+            *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(InstanceColumns)[:-1]),
+            np.concatenate([p.continues_or_none() for p in parts]) if grouped else None,
+        )
+
+    def continues_or_none(self) -> np.ndarray:
+        """word_continues, all False where no segmenter grouped any token."""
+        if self.word_continues is not None:
+            return self.word_continues
+        return np.zeros(self.input_ids.shape, bool)
 
     @staticmethod
     def gather(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray) -> InstanceColumns:

@@ -6,6 +6,9 @@ One row per instance, unpadded (docs/pretraining_data.md, "The Parquet form"):
     segment_b_start      uint16        position of B's first token; the row's length when it has one segment
     next_sentence_label  uint8         nsp: 1 = random next; sop: 1 = swapped; none: 0, unused
     length               uint16        len(input_ids)
+    chinese_ref          list<uint16>  only from a run with whole-word masking by a segmenter: the positions of the
+                                       tokens that continue a Chinese word (its characters after the first), as
+                                       Hugging Face's DataCollatorForWholeWordMask reads a `chinese_ref` column
 
 Plain pyarrow and `datasets.load_dataset("parquet", ...)` read it as it is.
 """
@@ -33,22 +36,31 @@ def instance_schema(vocab_size: int) -> pa.Schema:
     )
 
 
+CHINESE_REF = "chinese_ref"
+
+
 def instances_table(instances: InstanceColumns, vocab_size: int) -> pa.Table:
-    """The unmasked instances as rows of instance_schema (their padding dropped)."""
+    """The unmasked instances as rows of instance_schema (their padding dropped), with chinese_ref where they
+    carry word_continues."""
     schema = instance_schema(vocab_size)
     width = instances.input_ids.shape[1]
     real = np.arange(width)[None, :] < instances.length[:, None]
     offsets = np.concatenate(([0], np.cumsum(instances.length))).astype(np.int32)
     ids = pa.array(instances.input_ids[real], schema.field("input_ids").type.value_type)
-    return pa.table(
-        [
-            pa.ListArray.from_arrays(pa.array(offsets), ids),
-            pa.array(instances.len_a + 2, pa.uint16()),
-            pa.array(instances.next_sentence, pa.uint8()),
-            pa.array(instances.length, pa.uint16()),
-        ],
-        schema=schema,
-    )
+    columns = [
+        pa.ListArray.from_arrays(pa.array(offsets), ids),
+        pa.array(instances.len_a + 2, pa.uint16()),
+        pa.array(instances.next_sentence, pa.uint8()),
+        pa.array(instances.length, pa.uint16()),
+    ]
+    if instances.word_continues is not None:
+        continues = instances.word_continues & real
+        per_row = continues.sum(axis=1)
+        ref_offsets = np.concatenate(([0], np.cumsum(per_row))).astype(np.int32)
+        positions = np.nonzero(continues)[1]  # row by row, ascending
+        columns.append(pa.ListArray.from_arrays(pa.array(ref_offsets), pa.array(positions, pa.uint16())))
+        schema = schema.append(pa.field(CHINESE_REF, pa.list_(pa.uint16())))
+    return pa.table(columns, schema=schema)
 
 
 def write_instances(table: pa.Table, sink) -> None:

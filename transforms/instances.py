@@ -52,22 +52,30 @@ class SeqConfig:
 
 @dataclass
 class Bucket:
-    """The documents of one bucket, tokenised: one flat id array and sentence boundaries into it."""
+    """The documents of one bucket, tokenised: one flat id array and sentence boundaries into it; and, for
+    whole-word masking by a segmenter's words, which tokens continue the word of the token before them."""
 
     doc_ids: list[str]
     tokens: np.ndarray  # int32, every sentence of every document, in order
     sentence_starts: np.ndarray  # int64, len = sentences + 1; sentence k is tokens[starts[k]:starts[k+1]]
     doc_first_sentence: np.ndarray  # int64, len = documents + 1; document d has sentences [first[d], first[d+1])
+    word_continues: np.ndarray | None = None  # bool per token, or None where no segmenter grouped any
 
     @classmethod
-    def from_documents(cls, docs: list[tuple[str, np.ndarray, np.ndarray]]) -> Bucket:
-        """docs: (doc_id, token ids, tokens per sentence), in a fixed order."""
+    def from_documents(cls, docs: list[tuple]) -> Bucket:
+        """docs: (doc_id, token ids, tokens per sentence[, word_continues per token]), in a fixed order."""
         tokens = np.concatenate([d[1] for d in docs]) if docs else np.zeros(0, np.int32)
         lengths = np.concatenate([d[2] for d in docs]) if docs else np.zeros(0, np.int32)
         starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
         per_doc = np.fromiter((len(d[2]) for d in docs), dtype=np.int64, count=len(docs))
         first = np.concatenate(([0], np.cumsum(per_doc)))
-        return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first)
+        grouped = [d[3] if len(d) > 3 and d[3] is not None else None for d in docs]
+        continues = None
+        if any(g is not None for g in grouped):
+            continues = np.concatenate(
+                [g if g is not None else np.zeros(len(d[1]), bool) for g, d in zip(grouped, docs)]
+            )
+        return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first, continues)
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -78,12 +86,20 @@ class Bucket:
         tokens = np.concatenate([b.tokens for b in buckets])
         lengths = np.concatenate([np.diff(b.sentence_starts) for b in buckets])
         per_doc = np.concatenate([np.diff(b.doc_first_sentence) for b in buckets])
+        continues = None
+        if any(b.word_continues is not None for b in buckets):
+            continues = np.concatenate([b.continues_or_none() for b in buckets])
         return cls(
             [i for b in buckets for i in b.doc_ids],
             tokens,
             np.concatenate(([0], np.cumsum(lengths))),
             np.concatenate(([0], np.cumsum(per_doc))),
+            continues,
         )
+
+    def continues_or_none(self) -> np.ndarray:
+        """word_continues, all False where no segmenter grouped any token."""
+        return self.word_continues if self.word_continues is not None else np.zeros(len(self.tokens), bool)
 
     def __post_init__(self) -> None:
         # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.
@@ -159,12 +175,11 @@ def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Ra
     return max_num_tokens
 
 
-def sample_fragments(
-    bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random
-) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random) -> list[tuple]:
     """`count` fragments of the bucket's documents for other buckets' random next segments: each a run of whole
     sentences from a random sentence of a random document (as the reference picks a random next), of at least
-    `fragment_tokens` tokens where the document has them. (donor id, token ids, tokens per sentence) each."""
+    `fragment_tokens` tokens where the document has them. (donor id, token ids, tokens per sentence, the tokens'
+    word_continues or None) each."""
     fragments = []
     for _ in range(count):
         doc = int(rng.random() * len(bucket))
@@ -172,11 +187,13 @@ def sample_fragments(
         start = first + int(rng.random() * (end - first))
         last = _extend_to_length(bucket.starts_list, start, end, fragment_tokens)
         starts = bucket.sentence_starts
+        span = slice(starts[start], starts[last + 1])
         fragments.append(
             (
                 bucket.doc_ids[doc],
-                bucket.tokens[starts[start] : starts[last + 1]],
+                bucket.tokens[span],
                 np.diff(starts[start : last + 2]).astype(np.int32),
+                None if bucket.word_continues is None else bucket.word_continues[span],
             )
         )
     return fragments

@@ -55,6 +55,9 @@ class Assembled:
     # (N, L) bool: the positions of [SEP]s other than the pair's two (between the documents of the no-pair form),
     # None where rows have none: the common case takes the faster path.
     separators: np.ndarray | None = None
+    # (N, L) bool: the tokens that continue a segmenter's word (Chinese), for whole-word masking; None: no words
+    # beyond the ## pieces.
+    word_continues: np.ndarray | None = None
 
 
 @dataclass
@@ -66,11 +69,17 @@ class Masked:
 
 
 def assemble(
-    tokens: np.ndarray, columns: np.ndarray, max_seq_length: int, special: SpecialIds, rng: np.random.Generator
+    tokens: np.ndarray,
+    columns: np.ndarray,
+    max_seq_length: int,
+    special: SpecialIds,
+    rng: np.random.Generator,
+    word_continues: np.ndarray | None = None,
 ) -> Assembled:
     """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows.
 
-    columns: InstanceBatch.columns() — the A and B token ranges of each instance.
+    columns: InstanceBatch.columns() — the A and B token ranges of each instance. word_continues: per token of
+    `tokens`, or None; laid out with them.
     """
     a_start, a_end, b_start, b_end = columns[:4].copy()
     len_a = a_end - a_start
@@ -86,12 +95,20 @@ def assemble(
     row_start = np.arange(n, dtype=np.int64) * max_seq_length
     flat = np.zeros(n * max_seq_length, np.int32)
     a_src, b_src = concat_ranges(a_start, new_a), concat_ranges(b_start, new_b)
-    flat[np.repeat(row_start + 1 - a_start, new_a) + a_src] = tokens[a_src]
-    flat[np.repeat(row_start + new_a + 2 - b_start, new_b) + b_src] = tokens[b_src]
+    a_at = np.repeat(row_start + 1 - a_start, new_a) + a_src
+    b_at = np.repeat(row_start + new_a + 2 - b_start, new_b) + b_src
+    flat[a_at] = tokens[a_src]
+    flat[b_at] = tokens[b_src]
     flat[row_start] = special.cls
     flat[row_start + new_a + 1] = special.sep
     flat[row_start + length - 1] = special.sep
-    return Assembled(flat.reshape(n, max_seq_length), length, new_a)
+    continues = None
+    if word_continues is not None:
+        continues = np.zeros(n * max_seq_length, bool)
+        continues[a_at] = word_continues[a_src]
+        continues[b_at] = word_continues[b_src]
+        continues = continues.reshape(n, max_seq_length)
+    return Assembled(flat.reshape(n, max_seq_length), length, new_a, word_continues=continues)
 
 
 def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
@@ -236,11 +253,14 @@ def _choose_whole_words(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whole-word selection: words in random order, each taken whole if it still fits in k predictions.
 
-    A word is a candidate token plus the `##` pieces after it; words never span a [SEP]. Returns the chosen
+    A word is a candidate token plus the `##` pieces after it, or a segmenter's word (rows.word_continues: the
+    characters of a Chinese word after its first); words never span a [SEP]. Returns the chosen
     mask and, per position, the index of its word's first position (for the one 80/10/10 draw per word).
     """
     n, width = rows.input_ids.shape
     continuation = special.is_continuation[rows.input_ids] & candidates
+    if rows.word_continues is not None:  # a segmenter's words (Chinese): their characters after the first
+        continuation |= rows.word_continues & candidates
     continuation[:, 1:] &= candidates[:, :-1]
     starts = candidates & ~continuation
     word_start = np.where(starts, np.arange(width)[None, :], 0)

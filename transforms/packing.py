@@ -71,7 +71,13 @@ def pack_sentences(
     return PackedPieces(instance, start, end, current + (used > 1))
 
 
-def assemble_packed(tokens: np.ndarray, packed: PackedPieces, max_seq_length: int, special: SpecialIds) -> Assembled:
+def assemble_packed(
+    tokens: np.ndarray,
+    packed: PackedPieces,
+    max_seq_length: int,
+    special: SpecialIds,
+    word_continues: np.ndarray | None = None,
+) -> Assembled:
     """Rows [CLS] piece [SEP] piece [SEP] ... padded with 0, as one segment: len_a is the row's length - 2, so
     that the last [SEP] closes segment A and no token belongs to a segment B; the [SEP]s between documents are
     the rows' separators, which masking leaves alone."""
@@ -86,11 +92,19 @@ def assemble_packed(tokens: np.ndarray, packed: PackedPieces, max_seq_length: in
     at = row_start[packed.instance] + place
     flat = np.zeros(n * max_seq_length, np.int32)
     src = concat_ranges(packed.start, sizes)
-    flat[np.repeat(at - packed.start, sizes) + src] = tokens[src]
+    into = np.repeat(at - packed.start, sizes) + src
+    flat[into] = tokens[src]
     flat[at + sizes] = special.sep
     flat[row_start] = special.cls
     length = np.bincount(packed.instance, weights=footprint, minlength=n).astype(np.int64) + 1
     separators = np.zeros(n * max_seq_length, bool)
     separators[at + sizes] = True
     separators[row_start + length - 1] = False  # the last [SEP] closes the segment, as in a pair's layout
-    return Assembled(flat.reshape(n, max_seq_length), length, length - 2, separators.reshape(n, max_seq_length))
+    continues = None
+    if word_continues is not None:
+        continues = np.zeros(n * max_seq_length, bool)
+        continues[into] = word_continues[src]
+        continues = continues.reshape(n, max_seq_length)
+    return Assembled(
+        flat.reshape(n, max_seq_length), length, length - 2, separators.reshape(n, max_seq_length), continues
+    )

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import re
 
+import numpy as np
+
 IDEOGRAPH_RANGES = (
     (0x4E00, 0x9FFF),
     (0x3400, 0x4DBF),
@@ -29,6 +31,14 @@ IDEOGRAPH_RUN = re.compile(f"[{_CLASS}]+")
 def is_ideograph(char: str) -> bool:
     code = ord(char)
     return any(a <= code <= b for a, b in IDEOGRAPH_RANGES)
+
+
+def ideograph_code_points(code_points: np.ndarray) -> np.ndarray:
+    """Per code point of an array, whether it is an ideograph."""
+    out = np.zeros(code_points.shape, bool)
+    for first, last in IDEOGRAPH_RANGES:
+        out |= (code_points >= first) & (code_points <= last)
+    return out
 
 
 def count_ideographs(text: str) -> int:

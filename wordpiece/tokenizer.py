@@ -22,6 +22,7 @@ from itertools import chain
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from bertcorpus.wordpiece.cjk import ideograph_code_points
 from bertcorpus.wordpiece.ranges import concat_ranges
 from bertcorpus.wordpiece.vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, Vocab
 
@@ -167,6 +168,7 @@ class WordPieceTokenizer:
         self._start = np.zeros(1024, np.int64)  # row → first id in _flat
         self._count = np.zeros(1024, np.int64)  # row → number of ids
         self._flat = np.zeros(1 << 16, np.int32)
+        self._ideograph = np.zeros(1 << 16, bool)  # per id of _flat: it is the token of one CJK ideograph
         self._used = 0  # ids stored in _flat
 
     def encode(self, text: str) -> np.ndarray:
@@ -196,13 +198,24 @@ class WordPieceTokenizer:
         ends = np.concatenate(([0], np.cumsum(per_chunk)))[last_chunk]
         return ids, np.diff(np.concatenate(([0], ends))).astype(np.int32)
 
-    def _ids_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(every id of the chunks, in order; the id count of each chunk)."""
+    def ideograph_tokens(self, sentences: list[str]) -> np.ndarray:
+        """Per id of encode_sentences(sentences): whether it is the token of one CJK ideograph (the character
+        itself, or [UNK] for one the vocab lacks), in the order of the text's ideographs."""
+        text = "\n".join(" ".join(s.split("\n")) for s in sentences)
+        chunks = prepared_chunks(text, self.lowercase)[0]
+        rows = self._rows(chunks)
+        return self._ideograph[concat_ranges(self._start[rows], self._count[rows])]
+
+    def _rows(self, chunks: list[str]) -> np.ndarray:
         rows = list(map(self._number.get, chunks))
         if None in rows:
             self._learn(chunks)
             rows = list(map(self._number.__getitem__, chunks))
-        rows = np.array(rows, dtype=np.int64)
+        return np.array(rows, dtype=np.int64)
+
+    def _ids_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(every id of the chunks, in order; the id count of each chunk)."""
+        rows = self._rows(chunks)
         starts, counts = self._start[rows], self._count[rows]
         return self._flat[concat_ranges(starts, counts)], counts
 
@@ -213,24 +226,31 @@ class WordPieceTokenizer:
             self._clear_cache()  # a fresh table refills with what the text uses now
             missing = list(set(chunks))
         missing.sort()  # a fixed order keeps the HF call, and so everything after it, reproducible
-        enc = self._hf.encode(" ".join(missing), add_special_tokens=False)
+        joined = " ".join(missing)
+        enc = self._hf.encode(joined, add_special_tokens=False)
         ids = np.asarray(enc.ids, dtype=np.int32)
         starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(ids))
+        ends = np.fromiter((o[1] for o in enc.offsets), dtype=np.int64, count=len(ids))
+        # A token of one character that is an ideograph (an ideograph is always a word, so a token, of its own).
+        code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+        ideograph = (ends - starts == 1) & ideograph_code_points(code_points[np.minimum(starts, len(joined) - 1)])
         chunk_starts = np.cumsum([0] + [len(c) + 1 for c in missing[:-1]])
         owner = np.searchsorted(chunk_starts, starts, side="right") - 1
         bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left")
-        self._add(missing, np.diff(bounds), ids)
+        self._add(missing, np.diff(bounds), ids, ideograph)
 
-    def _add(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray) -> None:
+    def _add(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray, ideograph: np.ndarray) -> None:
         """New rows: chunk i's ids are the next counts[i] of ids."""
         first_row = len(self._number)
         rows = slice(first_row, first_row + len(chunks))
         self._start = _grown(self._start, rows.stop)
         self._count = _grown(self._count, rows.stop)
         self._flat = _grown(self._flat, self._used + len(ids))
+        self._ideograph = _grown(self._ideograph, self._used + len(ids))
         self._start[rows] = self._used + np.cumsum(counts) - counts
         self._count[rows] = counts
         self._flat[self._used : self._used + len(ids)] = ids
+        self._ideograph[self._used : self._used + len(ids)] = ideograph
         self._used += len(ids)
         self._number.update(zip(chunks, range(rows.start, rows.stop)))
         self._chunks += chunks

@@ -47,22 +47,28 @@ class InstancePiece:
 
 
 class SourceDocumentCoder(DeterministicCoder):
-    """id, then the text, or the sentences one after another with their lengths in front: sentences stay a list."""
+    """id and language, then the text, or the sentences one after another with their lengths in front: sentences
+    stay a list."""
 
     def encode(self, doc: SourceDocument) -> bytes:
         name = doc.id.encode("utf-8", "surrogatepass")
+        language = (doc.language or "").encode("ascii")
         parts = [doc.text or ""] if doc.sentences is None else doc.sentences
         encoded = [part.encode("utf-8") for part in parts]
-        header = np.array([len(name), doc.sentences is not None, len(encoded), *map(len, encoded)], "<i8")
-        return b"".join([header.tobytes(), name, *encoded])
+        sizes = [len(name), len(language), doc.sentences is not None, len(encoded), *map(len, encoded)]
+        return b"".join([np.array(sizes, "<i8").tobytes(), name, language, *encoded])
 
     def decode(self, data: bytes) -> SourceDocument:
-        size, has_sentences, count = np.frombuffer(data, "<i8", 3).tolist()
-        ends = np.cumsum(np.frombuffer(data, "<i8", count, 24)).tolist()
-        at = 24 + 8 * count
-        name, body = data[at : at + size].decode("utf-8", "surrogatepass"), memoryview(data)[at + size :]
+        size, language_size, has_sentences, count = np.frombuffer(data, "<i8", 4).tolist()
+        ends = np.cumsum(np.frombuffer(data, "<i8", count, 32)).tolist()
+        at = 32 + 8 * count
+        name = data[at : at + size].decode("utf-8", "surrogatepass")
+        language = data[at + size : at + size + language_size].decode("ascii") or None
+        body = memoryview(data)[at + size + language_size :]
         parts = [str(body[start:end], "utf-8") for start, end in zip([0, *ends[:-1]], ends)]
-        return SourceDocument(name, sentences=parts) if has_sentences else SourceDocument(name, text=parts[0])
+        if has_sentences:
+            return SourceDocument(name, sentences=parts, language=language)
+        return SourceDocument(name, text=parts[0], language=language)
 
 
 class BucketMessageCoder(DeterministicCoder):
@@ -99,10 +105,8 @@ class InstancePieceCoder(DeterministicCoder):
     def estimate_size(self, piece: InstancePiece) -> int:
         # Beam samples element sizes for its counters; compressing a piece again only to weigh it would cost as
         # much as encoding it.
-        return (
-            16 * (1 + len(piece.sort_keys))
-            + sum(getattr(piece.instances, f.name).nbytes for f in fields(InstanceColumns)) // 8
-        )
+        columns = (getattr(piece.instances, f.name) for f in fields(InstanceColumns))
+        return 16 * (1 + len(piece.sort_keys)) + sum(c.nbytes for c in columns if c is not None) // 8
 
 
 beam.coders.registry.register_coder(SourceDocument, SourceDocumentCoder)
@@ -113,11 +117,16 @@ beam.coders.registry.register_coder(InstancePiece, InstancePieceCoder)
 # ------------------------------------------------------------------------------ the layouts behind the coders
 
 
+_WIDE, _GROUPED = 1, 2  # the header's flags: 32-bit ids; word_continues follows the names, a bit per token
+
+
 def bucket_bytes(bucket: Bucket) -> bytes:
-    """A bucket in a few flat arrays: ids in 16 bits where they fit."""
+    """A bucket in a few flat arrays: ids in 16 bits where they fit, word_continues (if any) a bit per token."""
     wide = bool(len(bucket.tokens)) and int(bucket.tokens.max()) >= 1 << 16
+    grouped = bucket.word_continues is not None
     names = [i.encode("utf-8", "surrogatepass") for i in bucket.doc_ids]
-    header = np.array([len(names), len(bucket.sentence_starts) - 1, len(bucket.tokens), wide], "<i8")
+    flags = _WIDE * wide | _GROUPED * grouped
+    header = np.array([len(names), len(bucket.sentence_starts) - 1, len(bucket.tokens), flags], "<i8")
     return b"".join(
         [
             header.tobytes(),
@@ -126,25 +135,32 @@ def bucket_bytes(bucket: Bucket) -> bytes:
             np.diff(bucket.doc_first_sentence).astype("<i4").tobytes(),
             np.array([len(n) for n in names], "<i4").tobytes(),
             *names,
+            np.packbits(bucket.word_continues).tobytes() if grouped else b"",
         ]
     )
 
 
 def bucket_from_bytes(data) -> Bucket:
     data = bytes(data)
-    docs, sentences, tokens, wide = np.frombuffer(data, "<i8", 4).tolist()
+    docs, sentences, tokens, flags = np.frombuffer(data, "<i8", 4).tolist()
     parts, at = [], 32
-    for dtype, count in (("<i4" if wide else "<u2", tokens), ("<i4", sentences), ("<i4", docs), ("<i4", docs)):
+    width = "<i4" if flags & _WIDE else "<u2"
+    for dtype, count in ((width, tokens), ("<i4", sentences), ("<i4", docs), ("<i4", docs)):
         parts.append(np.frombuffer(data, dtype, count, at))
         at += parts[-1].nbytes
     ids, lengths, per_doc, name_lengths = parts
     ends = (at + np.cumsum(name_lengths)).tolist()
     doc_ids = [data[start:end].decode("utf-8", "surrogatepass") for start, end in zip([at, *ends[:-1]], ends)]
+    continues = None
+    if flags & _GROUPED:
+        bits = np.frombuffer(data, np.uint8, (tokens + 7) // 8, ends[-1] if ends else at)
+        continues = np.unpackbits(bits, count=tokens).astype(bool)
     return Bucket(
         doc_ids,
         ids.astype(np.int32),
         np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
         np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))),
+        continues,
     )
 
 
@@ -152,12 +168,13 @@ _WIDTHS = {2: np.dtype("<u2"), 4: np.dtype("<i4")}
 
 
 def columns_bytes(columns: InstanceColumns) -> bytes:
-    """Header (count, L, P and the width of each column), then each column's values in 16 bits where they fit."""
-    values = [_narrowest(getattr(columns, f.name)) for f in fields(columns)]
-    header = np.array(
-        [len(columns), *columns.input_ids.shape[1:], *columns.positions.shape[1:], *(c.dtype.itemsize for c in values)],
-        "<i8",
-    )
+    """Header (count, L, P and the width of each column), then each column's values in 16 bits where they fit;
+    word_continues, where there is one, as a byte per token (width 1), else nothing (width 0)."""
+    values = [_narrowest(getattr(columns, f.name)) for f in fields(columns)[:-1]]
+    continues = columns.word_continues
+    values.append(np.zeros(0, np.uint8) if continues is None else continues.astype(np.uint8))
+    widths = [c.dtype.itemsize if c.size or c is not values[-1] else 0 for c in values]
+    header = np.array([len(columns), *columns.input_ids.shape[1:], *columns.positions.shape[1:], *widths], "<i8")
     return b"".join([header.tobytes(), *(c.tobytes() for c in values)])
 
 
@@ -166,12 +183,19 @@ def columns_from_bytes(data) -> InstanceColumns:
     header = np.frombuffer(data, "<i8", 3 + len(names))
     n, width, predictions = (int(x) for x in header[:3])
     shapes = {"input_ids": (n, width), "positions": (n, predictions), "label_ids": (n, predictions)}
+    shapes["word_continues"] = (n, width)
     offset, values = header.nbytes, []
     for name, itemsize in zip(names, header[3:].tolist()):
+        if not itemsize:  # no word_continues
+            values.append(None)
+            continue
         shape = shapes.get(name, (n,))
         count = int(np.prod(shape))
-        values.append(np.frombuffer(data, _WIDTHS[itemsize], count, offset).reshape(shape))
+        dtype = np.uint8 if itemsize == 1 else _WIDTHS[itemsize]
+        values.append(np.frombuffer(data, dtype, count, offset).reshape(shape))
         offset += count * itemsize
+    if values[-1] is not None:
+        values[-1] = values[-1].astype(bool)
     return InstanceColumns(*values)
 
 

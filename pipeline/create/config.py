@@ -7,22 +7,35 @@ filesystem lists, so that a local and a remote copy of the same input make the s
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, field
+
+from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.cli.shared_flags import (
     LOCAL_FOLDERS_HELP,
     add_error_limits,
     add_files,
     add_input_format,
+    add_language,
     add_lower_case,
     add_reuse,
     check_error_rate,
+    check_language_flags,
     positive_int,
 )
 from bertcorpus.transforms.bucket_instances import PAIR_OBJECTIVES, InstanceRecipe
 from bertcorpus.transforms.instances import SeqConfig
+from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
+from bertcorpus.transforms.word_segmentation import (
+    SEGMENTERS,
+    SegmenterSpec,
+    check_segmenter,
+    check_segmenter_name,
+    parse_user_dict,
+)
 
 MASKING_MODES = ("static", "dynamic")
 RECORD_FORMATS = ("tfrecord", "parquet", "mds")  # static masks: tfrecord; instances masked at load: parquet or mds
@@ -65,6 +78,26 @@ class CreateConfig:
     bucket_mb: float = 1.0
     strict: bool = False  # exit 1 on any unreadable record
     max_error_rate: float = 0.01  # exit 1 when errors / records read is above this
+    # Whole-word masking's words in Chinese text (transforms/word_segmentation.py): the segmenter, and the words of
+    # the user's dictionary with its sha256.
+    segmenter: str = "jieba"
+    segmenter_words: tuple = ()
+    segmenter_dict_sha256: str | None = None
+    # The language of documents that carry none (transforms/language_id.py's LanguageSetting).
+    language: str = "und"
+    languages: tuple = ()
+    min_language_confidence: float = 0.5
+
+    @property
+    def segmentation(self) -> SegmenterSpec | None:
+        """The segmenter that groups Chinese characters into words for whole-word masking; None where none does."""
+        if not self.whole_word_mask or self.segmenter == "none":
+            return None
+        return SegmenterSpec(self.segmenter, tuple(map(tuple, self.segmenter_words)), self.segmenter_dict_sha256)
+
+    @property
+    def language_setting(self) -> LanguageSetting:
+        return LanguageSetting(self.language, tuple(self.languages), self.min_language_confidence)
 
     def resolved(self, text_bytes: float) -> CreateConfig:
         """A copy with the automatic sizes decided from the inputs' estimated text, so the manifest records what
@@ -121,6 +154,8 @@ class CreateConfig:
             for c in self.seq_configs
         ]
         del d["output"]  # where the records went is not part of what they are
+        d["segmenter_words"] = len(self.segmenter_words)  # the dictionary is known by its sha256
+        d["languages"] = list(self.languages)  # as JSON holds it
         return d
 
 
@@ -271,7 +306,22 @@ def add_arguments(parser) -> None:
         "--whole-word-mask",
         action=BooleanFlag,
         default=False,
-        help="mask whole words: a word's ## pieces with it, one 80/10/10 draw per word (default: off)",
+        help="mask whole words: a word's ## pieces with it, and the characters of a Chinese word together (words "
+        "by --segmenter), one 80/10/10 draw per word (default: off)",
+    )
+    shape.add_argument(
+        "--segmenter",
+        default="jieba",
+        metavar="NAME",
+        help=f"with --whole-word-mask: what groups Chinese characters (each a token) into words: "
+        f"{' or '.join(SEGMENTERS)} (every character a word of its own, as the reference) (default: jieba, its "
+        "dictionary as rjieba ships it; needs pip install 'bertcorpus[zh]')",
+    )
+    shape.add_argument(
+        "--segmenter-dict",
+        metavar="FILE",
+        help="with --segmenter jieba: your own words, in jieba's format (word [frequency] [tag], a line), added to "
+        "its dictionary (default: none)",
     )
     layout = parser.add_argument_group("layout and scale")
     layout.add_argument(
@@ -301,6 +351,7 @@ def add_arguments(parser) -> None:
         help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
         "holds at once (default: %(default)s)",
     )
+    add_language(parser.add_argument_group("languages"), "documents")
     add_error_limits(
         parser,
         "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
@@ -358,6 +409,15 @@ def config_from_args(args) -> CreateConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
+    check_language_flags(args)
+    segmenter = check_segmenter_name(args.segmenter)
+    words, dict_sha256 = (), None
+    if args.segmenter_dict:
+        if segmenter != "jieba":
+            raise ValueError("--segmenter-dict adds words to --segmenter jieba's dictionary")
+        words, dict_sha256 = _read_segmenter_dict(args.segmenter_dict)
+    if args.whole_word_mask and segmenter != "none":
+        check_segmenter(SegmenterSpec(segmenter, words))
     return CreateConfig(
         inputs=list(args.input),
         output=args.output,
@@ -380,4 +440,27 @@ def config_from_args(args) -> CreateConfig:
         bucket_mb=args.bucket_mb,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
+        segmenter=segmenter,
+        segmenter_words=words,
+        segmenter_dict_sha256=dict_sha256,
+        language=args.language,
+        languages=tuple(args.languages),
+        min_language_confidence=args.min_language_confidence,
     )
+
+
+def _read_segmenter_dict(path: str) -> tuple[tuple, str]:
+    """(the words of --segmenter-dict, its sha256), read at launch: a missing or bad file stops the run here."""
+    from bertcorpus.pipeline.inputs.discovery import refuse_special_file
+
+    refuse_special_file(path, "--segmenter-dict")
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            data = f.read()
+    except Exception as e:  # each filesystem raises its own types
+        raise ValueError(f"--segmenter-dict {path}: cannot read it ({str(e).splitlines()[0]})") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ValueError(f"--segmenter-dict {path} is not UTF-8 text") from None
+    return parse_user_dict(text, f"--segmenter-dict {path}"), hashlib.sha256(data).hexdigest()

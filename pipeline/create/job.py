@@ -72,7 +72,7 @@ class CreatePretrainingData(beam.PTransform):
         cfg = self.config
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
-        read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format)).with_outputs(
+        read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format, cfg.language_setting)).with_outputs(
             "files", "errors", tally.TALLY, main="docs"
         )
         # dead-letter records → one staged errors file → its file info

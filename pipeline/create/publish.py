@@ -307,7 +307,11 @@ def build_manifest(
             "bin_size": cfg.bin_size,
             "file_format": cfg.file_format,
             "label": LABELS[objective],
+            "whole_word_mask": cfg.whole_word_mask,
+            # What makes a word of Chinese characters for whole-word masking: a segmenter, or nothing (each one).
+            "word_segmenter": cfg.segmentation.describe() if cfg.segmentation else None,
         },
+        "languages": languages_of(counts),
         "vocab": vocab,
         "inputs": [{k: f[k] for k in ("path", "size", "sha256", "documents")} for f in merge_file_stats(files)],
         # The runs that made the documents read (an extraction, or a dedup and the source it was).
@@ -335,5 +339,17 @@ def build_manifest(
                 "long_sentences_cut",
             )
         },
+        "segmentation": {
+            k: counts.get(k, 0)
+            for k in ("segmented_characters", "segmented_word_continuations", "segmentation_misaligned_documents")
+        }
+        if cfg.segmentation
+        else None,
         "outputs": outputs,
     }
+
+
+def languages_of(counts: dict) -> dict[str, dict[str, int]]:
+    """{language: {documents, tokens}} of the documents kept, from the tokenizer's counts."""
+    tags = sorted(k.split(":", 1)[1] for k in counts if k.startswith("language_documents:"))
+    return {t: {"documents": counts[f"language_documents:{t}"], "tokens": counts[f"language_tokens:{t}"]} for t in tags}

@@ -22,10 +22,13 @@ from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import MdsColumns, mds_shard
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
 from bertcorpus.transforms.instances import Bucket, cut_long_sentences, sample_fragments
+from bertcorpus.transforms.language_id import LanguageSetting
+from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.seeding import python_rng, stable_hash
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.transforms.tfrecord import serialize_framed
+from bertcorpus.transforms.word_segmentation import word_continues
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import UNK
 
@@ -38,14 +41,21 @@ class ReadFiles(WatchedDoFn):
     record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
     first-span reader, its fingerprint)."""
 
-    def __init__(self, input_format: str):
+    def __init__(self, input_format: str, language: LanguageSetting | None = None):
         self.input_format = input_format
+        self.language = language or LanguageSetting()
 
     def process(self, task: tuple[str, int, int]):
         path, start, stop = task
         stats = ReadStats(path)
         for doc in read_documents(path, self.input_format, stats, start, stop):
-            yield doc if isinstance(doc, SourceDocument) else beam.pvalue.TaggedOutput("errors", doc.record())
+            if isinstance(doc, SourceDocument):
+                found = self.language.resolve(doc.language, doc.text or " ".join(doc.sentences or ()))
+                if found is not None:
+                    doc.language = found.language
+                yield doc
+            else:
+                yield beam.pvalue.TaggedOutput("errors", doc.record())
         yield beam.pvalue.TaggedOutput("files", asdict(stats))
         yield tally.emit(
             "create",
@@ -100,6 +110,7 @@ class TokenizeBuckets(WatchedDoFn):
         vocab = self.vocab.load()
         self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
         self.unk = vocab.ids[UNK]
+        self.segmentation = self.config.segmentation
         # A sentence longer than a pair of the shortest seq config can hold is cut into pieces (and counted).
         self.longest_sentence = min(seq.max_seq_length for seq in self.config.seq_configs) - 3
 
@@ -149,7 +160,13 @@ class TokenizeBuckets(WatchedDoFn):
                 continue
             lengths, cut = cut_long_sentences(lengths, self.longest_sentence)
             counts["long_sentences_cut"] += cut
-            tokenized.append((doc.id, ids, lengths))
+            language = doc.language or UNDETERMINED
+            counts[f"language_documents:{language}"] = counts.get(f"language_documents:{language}", 0) + 1
+            counts[f"language_tokens:{language}"] = counts.get(f"language_tokens:{language}", 0) + len(ids)
+            if self.segmentation is not None:
+                tokenized.append((doc.id, ids, lengths, self._word_continues(sentences, counts)))
+            else:
+                tokenized.append((doc.id, ids, lengths))
             counts["documents_kept"] += 1
             counts["sentences"] += len(lengths)
             counts["tokens"] += len(ids)
@@ -158,6 +175,20 @@ class TokenizeBuckets(WatchedDoFn):
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
         return tokenized, counts
+
+    def _word_continues(self, sentences: list[str], counts: dict) -> np.ndarray | None:
+        """The segmenter's words of a document's tokens (whole-word masking), counted; None where it has no
+        ideograph, or where its text and tokens disagree on them (counted: then every character is a word)."""
+        ideographs = self.tokenizer.ideograph_tokens(sentences)
+        if not ideographs.any():
+            return None
+        continues = word_continues(sentences, ideographs, self.segmentation)
+        if continues is None:
+            counts["segmentation_misaligned_documents"] = counts.get("segmentation_misaligned_documents", 0) + 1
+            return None
+        counts["segmented_characters"] = counts.get("segmented_characters", 0) + int(ideographs.sum())
+        counts["segmented_word_continuations"] = counts.get("segmented_word_continuations", 0) + int(continues.sum())
+        return continues
 
 
 class UnbalancedSplitError(InputError):

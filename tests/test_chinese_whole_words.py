@@ -1,0 +1,178 @@
+"""Whole-word masking on Chinese, measured against a gold word segmentation (the test set of UD_Chinese-GSDSimp,
+Chinese Wikipedia text): of the gold words of several characters that a mask touches, the share masked whole. The
+tokenizer gives every character a token of its own, so without a segmenter a mask takes single characters (that
+share is low, as google-research/bert#780 reports); with jieba's words it must be at least 90%. Static records and
+load-time masks (through the chinese_ref column) alike."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bertcorpus.loader import PretrainingLoader
+from bertcorpus.pipeline.cli.commands import main as run_cli
+from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example
+
+pytest.importorskip("rjieba")
+
+GOLD = Path(__file__).parent / "data" / "zh" / "gsdsimp-test-words.txt"
+
+
+def gold_sentences() -> list[list[str]]:
+    """The gold sentences as words, lower-cased as the uncased tokens are: the records' tokens, joined without
+    their ## marks, give back the text."""
+    return [line.lower().split() for line in GOLD.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """(folder, corpus text, gold word spans): the gold sentences as documents of 20 sentences, each sentence a
+    line, and a vocab trained on them."""
+    folder = tmp_path_factory.mktemp("wwm")
+    sentences = gold_sentences()
+    docs = ["\n".join("".join(w) for w in sentences[i : i + 20]) for i in range(0, len(sentences), 20)]
+    (folder / "gold.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    argv = ["vocab", "--input", str(folder / "gold.txt"), "--output", str(folder / "vocab" / "vocab.txt")]
+    assert run_cli([*argv, "--min-ideograph-count", "1", "--holdout-fraction", "0"]) == 0
+    text, spans = "", []
+    for words in sentences:
+        for w in words:
+            if len(w) > 1:
+                spans.append((len(text), len(text) + len(w)))
+            text += w
+        text += "\n"
+    return folder, text, spans
+
+
+def whole_share(segments: list[tuple[str, set[int]]], text: str, spans: list[tuple[int, int]]) -> tuple[float, int]:
+    """Of the gold multi-character words inside the segments that a mask touches, the share masked whole.
+    segments: (characters, positions masked among them)."""
+    starts = np.array([s for s, _ in spans])
+    touched = whole = 0
+    for chars, masked in segments:
+        at = text.find(chars)
+        if len(chars) < 8 or at < 0 or text.find(chars, at + 1) >= 0:
+            continue  # not placed with certainty ([UNK], an accent stripped, or too short)
+        first = np.searchsorted(starts, at)
+        for s, e in spans[first:]:
+            if e > at + len(chars):
+                break
+            inside = {p - at for p in range(s, e)}
+            hit = inside & masked
+            if hit:
+                touched += 1
+                whole += hit == inside
+    return whole / max(touched, 1), touched
+
+
+def record_segments(path: Path, vocab: list[str]) -> list[tuple[str, set[int]]]:
+    """(A's characters, masked positions in A) and the same of B, of every record of a TFRecord file."""
+    out = []
+    with open(path, "rb") as f:
+        for record in iter_tfrecords(f):
+            ex = parse_example(record)
+            ids = list(ex["input_ids"])
+            for p, label, w in zip(ex["masked_lm_positions"], ex["masked_lm_ids"], ex["masked_lm_weights"]):
+                if w:
+                    ids[p] = label
+            masked = {p for p, w in zip(ex["masked_lm_positions"], ex["masked_lm_weights"]) if w}
+            out += _segments([vocab[i] for i in ids], masked)
+    return out
+
+
+def _segments(tokens: list[str], masked: set[int]) -> list[tuple[str, set[int]]]:
+    """Each segment's text and the masked character positions in it (a masked token masks all its characters)."""
+    seps = [i for i, t in enumerate(tokens) if t == "[SEP]"]
+    out = []
+    for a, b in [(1, seps[0])] + ([(seps[0] + 1, seps[1])] if len(seps) > 1 else []):
+        pieces = [t.removeprefix("##") for t in tokens[a:b]]
+        starts = np.cumsum([0] + [len(p) for p in pieces])
+        chars = {c for p in masked if a <= p < b for c in range(starts[p - a], starts[p - a + 1])}
+        out.append(("".join(pieces), chars))
+    return out
+
+
+@pytest.mark.parametrize("segmenter, at_least, at_most", [("jieba", 0.90, 1.0), ("none", 0.0, 0.35)])
+def test_static_whole_word_masks_fall_on_words(corpus, tmp_path, segmenter, at_least, at_most):
+    folder, text, spans = corpus
+    out = tmp_path / "records"
+    argv = ["create", "--input", str(folder / "gold.txt"), "--vocab", str(folder / "vocab" / "vocab.txt")]
+    argv += ["--output", str(out), "--whole-word-mask", "--segmenter", segmenter, "--dupe-factor", "5"]
+    assert run_cli([*argv, "--eval-fraction", "0", "--runner", "DirectRunner"]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["form"]["whole_word_mask"] is True
+    vocab = (folder / "vocab" / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    segments = [s for f in sorted(out.glob("seq128/train-*.tfrecord")) for s in record_segments(f, vocab)]
+    share, touched = whole_share(segments, text, spans)
+    assert touched > 1500
+    assert at_least <= share <= at_most, share
+    if segmenter == "jieba":
+        assert manifest["form"]["word_segmenter"]["name"] == "jieba"
+        assert manifest["segmentation"]["segmentation_misaligned_documents"] == 0
+        assert manifest["segmentation"]["segmented_word_continuations"] > 5000
+    else:
+        assert manifest["form"]["word_segmenter"] is None
+
+
+def test_load_time_whole_word_masks_fall_on_words(corpus, tmp_path):
+    """--masking dynamic stores jieba's words as HF's chinese_ref column; the loader masks whole words with it."""
+    folder, text, spans = corpus
+    out = tmp_path / "dynamic"
+    argv = ["create", "--input", str(folder / "gold.txt"), "--vocab", str(folder / "vocab" / "vocab.txt")]
+    argv += ["--output", str(out), "--whole-word-mask", "--masking", "dynamic", "--eval-fraction", "0"]
+    assert run_cli([*argv, "--runner", "DirectRunner"]) == 0
+    table = pq.read_table(sorted(out.glob("seq128/train-*.parquet"))[0])
+    assert "chinese_ref" in table.column_names
+    rows = table.slice(0, 200).to_pylist()
+    assert all(
+        sorted(r["chinese_ref"]) == r["chinese_ref"] and max(r["chinese_ref"], default=0) < r["length"] for r in rows
+    )
+    assert sum(len(r["chinese_ref"]) for r in rows) > 0.3 * sum(r["length"] for r in rows)  # jieba's words
+    vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    loader = PretrainingLoader(out, batch_size=64, seq_length=128, seed=1)
+    segments = []
+    for epoch in range(5):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            for n in range(len(batch["input_ids"])):
+                ids = batch["input_ids"][n].copy()
+                weights = batch["masked_lm_weights"][n] > 0
+                positions, labels = batch["masked_lm_positions"][n][weights], batch["masked_lm_ids"][n][weights]
+                ids[positions] = labels
+                segments += _segments([vocab[i] for i in ids], set(positions.tolist()))
+    share, touched = whole_share(segments, text, spans)
+    assert touched > 1000 and share >= 0.90, share
+
+
+def test_a_users_dictionary_adds_words(tmp_path):
+    from bertcorpus.transforms.word_segmentation import SegmenterSpec, parse_user_dict, run_continuations
+
+    text = "但冬季的东北季风却使得杜鹃花在台大宜然自得。"
+    plain = run_continuations(text, SegmenterSpec())
+    words = parse_user_dict("# 用户词典\n宜然自得 3 a\n", "dict")
+    assert words == (("宜然自得", 3),)
+    grouped = run_continuations(text, SegmenterSpec("jieba", words))
+    at = text.index("宜然自得")
+    assert grouped[at + 1 : at + 4].all() and not plain[at + 1 : at + 4].all()
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--segmenter", "ltp"], "--segmenter ltp downloads its model at run time"),
+        (["--segmenter", "thing"], "unknown --segmenter 'thing'; choose one of jieba, none"),
+        (["--segmenter-dict", "missing.txt"], "--segmenter-dict missing.txt: cannot read it"),
+    ],
+)
+def test_segmenters_that_cannot_work_are_one_line_before_any_work(tmp_path, capsys, flags, message):
+    sample = Path(__file__).parent / "data" / "reference" / "sample_text.txt"
+    vocab = Path(__file__).parent / "data" / "reference" / "bert-base-uncased-vocab.txt"
+    argv = ["create", "--input", str(sample), "--vocab", str(vocab), "--output", str(tmp_path / "o")]
+    assert run_cli([*argv, "--whole-word-mask", *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0], err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,130 @@
+"""Words of Chinese text for whole-word masking: the tokenizer gives every CJK ideograph a token of its own (as the
+reference does, and as it must stay), so a word of several characters is several tokens; a segmenter says which of
+them belong together, and masking takes a word's tokens together (Chinese-BERT-wwm's method).
+
+The default segmenter is jieba's dictionary and HMM through rjieba (a Rust port that ships its dictionary: no
+download at run time). `none` leaves every ideograph a word of its own, as the reference's whole-word masking
+does. A user's dictionary (`--segmenter-dict`, jieba's format: `word [frequency] [tag]` a line) adds words.
+Segmenters that fetch a model at run time (LTP, pkuseg, THULAC, HanLP) are refused: a job must run offline.
+
+word_continues aligns the segmenter's words with the tokens: the ideograph tokens of a text come in the order of
+its ideographs, one each, so the n-th ideograph token is the n-th ideograph of the text.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertcorpus.wordpiece.cjk import IDEOGRAPH, IDEOGRAPH_RUN
+
+SEGMENTERS = ("jieba", "none")
+# Segmenters people ask for that download their models at run time, and so cannot run here or on a sealed worker.
+NEEDS_DOWNLOAD = ("ltp", "pkuseg", "thulac", "hanlp", "stanza")
+INSTALL_HINT = "pip install 'bertcorpus[zh]'"
+
+
+class SegmenterError(ValueError):
+    """A segmenter that cannot be used: unknown, needing a model download, not installed, or a bad dictionary."""
+
+
+@dataclass(frozen=True)
+class SegmenterSpec:
+    """Which segmenter groups Chinese characters into words, with the words of a user's dictionary."""
+
+    name: str = "jieba"
+    user_words: tuple[tuple[str, int | None], ...] = ()  # (word, frequency or None) from --segmenter-dict
+    user_dict_sha256: str | None = None
+
+    def describe(self) -> dict:
+        return {"name": self.name, "user_dict_sha256": self.user_dict_sha256, "user_words": len(self.user_words)}
+
+
+def check_segmenter_name(name: str) -> str:
+    """The name, or SegmenterError in one line."""
+    key = name.strip().lower()
+    if key in NEEDS_DOWNLOAD:
+        raise SegmenterError(
+            f"--segmenter {name} downloads its model at run time, and bertcorpus runs offline on every worker; "
+            f"use jieba (its dictionary comes with {INSTALL_HINT}) with --segmenter-dict for your own words"
+        )
+    if key not in SEGMENTERS:
+        raise SegmenterError(f"unknown --segmenter {name!r}; choose one of {', '.join(SEGMENTERS)}")
+    return key
+
+
+def parse_user_dict(text: str, name: str) -> tuple[tuple[str, int | None], ...]:
+    """jieba's dictionary format: a word, then optionally its frequency and a tag, a line; # starts a comment."""
+    words = []
+    for number, line in enumerate(text.splitlines(), 1):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        frequency = None
+        if len(fields) > 1:
+            if not fields[1].isdigit():
+                raise SegmenterError(f"{name} line {number}: the frequency after {fields[0]!r} is not a whole number")
+            frequency = int(fields[1])
+        words.append((fields[0], frequency))
+    if not words:
+        raise SegmenterError(f"{name} holds no words (jieba's format: word [frequency] [tag], one a line)")
+    return tuple(words)
+
+
+@functools.cache
+def _jieba(user_words: tuple[tuple[str, int | None], ...]):
+    try:
+        import rjieba
+    except ImportError:
+        raise SegmenterError(f"--segmenter jieba needs rjieba: {INSTALL_HINT}") from None
+    segmenter = rjieba.Jieba()
+    for word, frequency in user_words:
+        segmenter.add_word(word, frequency, None)
+    return segmenter
+
+
+def check_segmenter(spec: SegmenterSpec) -> None:
+    """SegmenterError, in one line, before any work, where the segmenter cannot be had."""
+    if spec.name != "none":
+        _jieba(spec.user_words)
+
+
+def segment(run: str, spec: SegmenterSpec) -> list[str]:
+    """The words of a run of ideographs."""
+    if spec.name == "none":
+        return list(run)
+    return _jieba(spec.user_words).cut(run, True)
+
+
+def run_continuations(text: str, spec: SegmenterSpec) -> np.ndarray:
+    """Per ideograph of the text, in order: True where it continues the segmenter's word of the one before."""
+    flags = []
+    for run in IDEOGRAPH_RUN.finditer(text):
+        for word in segment(run.group(), spec):
+            flags.append(False)
+            flags.extend([True] * (len(word) - 1))
+    return np.array(flags, bool)
+
+
+def word_continues(sentences: list[str], ideograph_tokens: np.ndarray, spec: SegmenterSpec) -> np.ndarray | None:
+    """Per token of the sentences' ids: True where the token continues a word of the segmenter (never for a token
+    that is no ideograph: `##` pieces mark those words). None where the text and the tokens disagree on their
+    ideographs (a character the tokenizer removed), so that nothing is grouped wrongly."""
+    out = np.zeros(len(ideograph_tokens), bool)
+    at = np.flatnonzero(ideograph_tokens)
+    if not len(at):
+        return out
+    continues = np.concatenate([run_continuations(s, spec) for s in sentences])
+    if len(continues) != len(at):
+        return None
+    out[at] = continues
+    return out
+
+
+def count_words(text: str, spec: SegmenterSpec) -> tuple[int, int]:
+    """(ideographs, segmenter words of several ideographs) of a text: for the data card."""
+    ideographs = len(IDEOGRAPH.findall(text))
+    long_words = sum(len(w) > 1 for run in IDEOGRAPH_RUN.finditer(text) for w in segment(run.group(), spec))
+    return ideographs, long_words
