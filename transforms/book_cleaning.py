@@ -85,9 +85,9 @@ _ITALIC_UNDERSCORE = re.compile(r"_(?<!__)(?!_)")
 _DASH_BREAK = re.compile("\n(?<=\\S[-\u2014]\n)[ \t]*(?=\\S)")
 _SPACE_RUN = re.compile("   *")
 _FULL_WIDTH_INDENT = re.compile("\n(?=\u3000)")
-# A line of East Asian text that ends a sentence (with its closing quotes), followed by another line: where it is
-# short of the wrap width, the paragraph ended there.
-_EAST_ASIAN_PARAGRAPH_END = re.compile("(?m)^[^\n]*[。！？][」』”’）]*$(?=\n)")
+# A line of East Asian text that ends a sentence (with its closing quotes), followed by a line that does not go on
+# closing them: where it is short of the wrap width, the paragraph ended there.
+_EAST_ASIAN_PARAGRAPH_END = re.compile("(?m)^[^\n]*[。！？][」』”’）]*$(?=\n[^」』”’）\n])")
 
 # "CHAPTER", "CHAPTER I.", "Chapter 1: The Start", "CHAPTER 1. Loomings.", "BOOK THE FIRST",
 # "PART II THE RETURN", "Letter 4". A title after the numeral needs punctuation or capitals, so that

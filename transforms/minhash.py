@@ -2,7 +2,8 @@
 signatures, LSH band keys, and the exact Jaccard similarity of two shingle sets.
 
 Words are those of the folded text (fold_text: NFKC, casefolded, punctuation and symbols made spaces), so case,
-punctuation, quote and dash style and layout never tell two texts apart. Each word is hashed with a polynomial hash
+punctuation, quote and dash style and layout never tell two texts apart; in scripts written without spaces (Chinese,
+Japanese, Thai) each character is a word. Each word is hashed with a polynomial hash
 computed with numpy on the UTF-8 bytes (prefix sums modulo 2**64, divided out with the modular inverse of the
 base), so no Python code runs per word; a shingle (k consecutive words) is its words' hashes combined and mixed.
 All constants are fixed, so hashes and signatures are the same in every process, on every machine and in every run.
@@ -60,10 +61,26 @@ def casefolded(text: str) -> str:
     return nfkc(text).casefold()
 
 
+# Scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Myanmar, Khmer): each of their
+# characters is a word of its own, so that shingles and n-grams of Chinese are runs of characters, not of whole
+# clauses (a clause with one character changed would otherwise share no shingle with the original).
+_UNSPACED = re.compile(
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
+)
+
+
+def spaced_unspaced_scripts(text: str) -> str:
+    """The text with a space on each side of every character of a script without spaces between words."""
+    if text.isascii() or _UNSPACED.search(text) is None:
+        return text
+    return _UNSPACED.sub(r" \g<0> ", text)
+
+
 def folded_utf8(text: str, punctuation: bytes, is_casefolded: bool = False) -> bytes:
     """NFKC, casefolded UTF-8 with general punctuation replaced by ``punctuation`` (`text` may be casefolded()
-    already)."""
-    data = (text if is_casefolded else casefolded(text)).encode("utf-8", "surrogatepass")
+    already), and the characters of scripts without spaces apart."""
+    text = spaced_unspaced_scripts(text if is_casefolded else casefolded(text))
+    data = text.encode("utf-8", "surrogatepass")
     for lead, pattern in _UNICODE_PUNCT:
         if lead in data:
             data = pattern.sub(punctuation, data)

@@ -140,6 +140,10 @@ _SCRIPT_CLOSERS = "\"'\u201d\u2019)\\]\u300d\u300f\u3011\u3015\u3017\u3019\u300b
 _SCRIPT_BOUNDARY = re.compile(rf"((?:[{_SCRIPT_STOPS}]|\u1361\u1361)+)([{_SCRIPT_CLOSERS}]*)(\s*)(?=\S)")
 _HAS_SCRIPT_STOP = re.compile(rf"[{_SCRIPT_STOPS}]|\u1361\u1361")
 _FULLWIDTH_STOP = "\uff0e"  # also a decimal point between full-width digits (３．１４)
+# The quotation marks of Chinese and Japanese text, opening → closing. Curly quotes count only where CJK stops are
+# in play: English text never gets here.
+_QUOTE_PAIRS = {"\u300c": "\u300d", "\u300e": "\u300f", "\u201c": "\u201d", "\u2018": "\u2019"}
+_QUOTE = re.compile("[\u300c\u300d\u300e\u300f\u201c\u201d\u2018\u2019]")
 _HIRAGANA = re.compile("[\u3041-\u309f]")
 
 
@@ -197,15 +201,41 @@ def _split_line(line: str) -> list[str]:
     return [piece for sentence in sentences for piece in _split_at_script_stops(sentence)]
 
 
+def _quoted_spans(sentence: str) -> list[tuple[int, int]]:
+    """(open, close) positions of the CJK quotations that close in the text (「」, 『』, “”, ‘’), outermost first;
+    a quotation left open is no quotation (a typo must not swallow the rest of a paragraph)."""
+    spans, stack = [], []
+    for m in _QUOTE.finditer(sentence):
+        mark = m.group()
+        if mark in _QUOTE_PAIRS:
+            stack.append((mark, m.start()))
+        elif stack and _QUOTE_PAIRS[stack[-1][0]] == mark:
+            spans.append((stack.pop()[1], m.start()))
+        elif any(_QUOTE_PAIRS[o] == mark for o, _ in stack):  # closes an outer one: the inner ones never closed
+            while _QUOTE_PAIRS[stack[-1][0]] != mark:
+                stack.pop()
+            spans.append((stack.pop()[1], m.start()))
+    return sorted(spans)
+
+
+def _inside_quotation(spans: list[tuple[int, int]], at: int, closed_to: int) -> bool:
+    """Whether a stop at `at`, with its closers up to `closed_to`, lies inside a quotation it does not close."""
+    return any(open_at < at and close_at > closed_to for open_at, close_at in spans)
+
+
 def _split_at_script_stops(sentence: str) -> list[str]:
     """A sentence cut after each run of the terminators of _SCRIPT_STOPS (and its closing quotes), whatever
-    follows, but where a quotation closed by the stop goes on with a particle (Japanese 「…。」と言った) or a
-    full-width full stop stands between digits."""
+    follows, but inside a quotation that goes on (『大奇！大奇！』 is one sentence: the stops inside speech end
+    none), where a quotation closed by the stop goes on with a particle (Japanese 「…。」と言った) or a full-width
+    full stop stands between digits."""
     pieces: list[str] = []
     start = 0
+    spans = _quoted_spans(sentence) if _QUOTE.search(sentence) else []
     for m in _SCRIPT_BOUNDARY.finditer(sentence):
         after = sentence[m.end() : m.end() + 1]
         if m.group(2) and _HIRAGANA.match(after):
+            continue
+        if spans and _inside_quotation(spans, m.start(1), m.end(2) - 1):
             continue
         if m.group(1) == _FULLWIDTH_STOP and after.isdigit() and sentence[m.start(1) - 1 : m.start(1)].isdigit():
             continue
