@@ -16,6 +16,7 @@ from pathlib import Path
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bertcorpus.pipeline.engines.daemons import http_json
+from bertcorpus.pipeline.engines.engine_cache import rebuild_hint
 from bertcorpus.pipeline.errors import UserError
 
 PROBE_SECONDS = 2.0
@@ -98,7 +99,7 @@ def jar_flink_minor(jar: Path) -> str | None:
                 if found:
                     return found.group(1)
     except (OSError, zipfile.BadZipFile) as e:
-        raise UserError(f"--flink_job_server_jar {jar}: not a jar ({e})") from e
+        raise UserError(f"--flink_job_server_jar {jar}: not a jar ({e}){rebuild_hint(jar)}") from e
     return None
 
 
