@@ -17,16 +17,18 @@ BooleanFlag = argparse.BooleanOptionalAction
 
 @dataclass
 class FinishedRun:
-    """A run that ran to its end here: Beam's final state, and for a local run the seconds its stages took, each
-    named by the job's steps that worked most in it (run_progress.stage_time_rows)."""
+    """A run that ran to its end here: Beam's final state, for a local run the seconds its stages took, each named
+    by the job's steps that worked most in it (run_progress.stage_time_rows), and for a run on a Flink cluster how
+    often the job restarted (engines/flink_restarts.py)."""
 
     state: object
     stage_times: list[tuple[str, float]] = field(default_factory=list)
+    runner_rows: list[tuple[str, str]] = field(default_factory=list)
 
-    def time_rows(self) -> list[tuple[str, str]]:
+    def summary_rows(self) -> list[tuple[str, str]]:
         from bertcorpus.pipeline.engines.run_progress import stage_time_rows
 
-        return stage_time_rows(self.stage_times)
+        return stage_time_rows(self.stage_times) + self.runner_rows
 
 
 def run_pipeline(pipeline, options, what: str, plan=None) -> FinishedRun | None:
@@ -42,8 +44,13 @@ def run_pipeline(pipeline, options, what: str, plan=None) -> FinishedRun | None:
     from bertcorpus.pipeline.errors import WorkerDiedError, user_message
 
     if not runners.is_local(options):
+        from bertcorpus.pipeline.engines.flink_restarts import FlinkRestarts
+
+        restarts = FlinkRestarts.watching(options)
         result = _run_and_wait(pipeline, options, what)
-        return None if result is None else FinishedRun(result.state)
+        if result is None:
+            return None
+        return FinishedRun(result.state, runner_rows=restarts.rows() if restarts else [])
     mark_launcher()  # local worker processes end themselves if this one is killed (engines/launcher_watch.py)
     from apache_beam.options.pipeline_options import DirectOptions
 
