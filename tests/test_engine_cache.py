@@ -6,12 +6,14 @@ one (~/.cache/bertcorpus/engines) is never touched."""
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from bertcorpus.pipeline.engines import engine_cache
+from bertcorpus.pipeline.errors import UserError
 
 from conftest import SAMPLE_TEXT, VOCAB, run_cli
 from gcs_server import free_port
@@ -123,3 +125,16 @@ def test_a_cached_jar_that_is_not_a_jar_names_the_way_to_build_it_again(cache, t
         "holds and builds a damaged item again"
     )
     assert not out.exists()
+
+
+def test_a_fetch_that_fails_says_to_fetch_where_there_is_network_first():
+    """A first start inside a network namespace cannot download: the line says how to fill the cache first."""
+    command = [sys.executable, "-c", "import sys; sys.exit('ERROR: Could not find a version (network unreachable)')"]
+    with pytest.raises(UserError) as e:
+        engine_cache._run(command, "downloading apache-flink-libraries==1.19.3")
+    assert str(e.value).startswith("downloading apache-flink-libraries==1.19.3 failed: ")
+    assert "ERROR: Could not find a version (network unreachable)" in str(e.value)
+    assert str(e.value).endswith(
+        "; without network here (a network namespace, an offline host), fetch where there is network first: "
+        "`bertcorpus cluster flink --fetch-only` (or spark) fills the cache that a later start only reads"
+    )

@@ -77,6 +77,13 @@ def require_java() -> str:
     )
 
 
+# Each fetch and build step downloads (PyPI, Maven Central): where it fails, the network may be what is missing.
+OFFLINE_HINT = (
+    "; without network here (a network namespace, an offline host), fetch where there is network first: "
+    "`bertcorpus cluster flink --fetch-only` (or spark) fills the cache that a later start only reads"
+)
+
+
 def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
     """Run a fetch or build step; on failure one line naming the command and its last words."""
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
@@ -84,7 +91,8 @@ def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
         lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
         errors = [line for line in lines if "ERROR" in line or "error" in line.lower()] or lines
         shown = " ".join(command[:6]) + (" ..." if len(command) > 6 else "")
-        raise UserError(f"{what} failed: `{shown}` exited {done.returncode}: {errors[-1] if errors else ''}"[:600])
+        failed = f"{what} failed: `{shown}` exited {done.returncode}: {errors[-1] if errors else ''}"[:600]
+        raise UserError(failed + OFFLINE_HINT)
 
 
 def _pip_download(requirement: str, into: Path, *extra: str) -> Path:
@@ -245,7 +253,7 @@ def _maven_build(pom_name: str, jar_name: str, properties: dict[str, str]) -> Pa
         (folder / "pom.xml").write_bytes(
             resources.files("bertcorpus.pipeline.engines").joinpath("job-server-poms", pom_name).read_bytes()
         )
-        say(f"building {jar_name} with Maven from Maven Central (once; about a minute, more on first download) ...")
+        say(f"building {jar_name} with Maven from Maven Central (once; about 3 minutes on 2 cores) ...")
         started = time.monotonic()
         _run(
             [mvn, "--batch-mode", "--quiet", "package", *(f"-D{k}={v}" for k, v in properties.items())],
