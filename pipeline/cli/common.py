@@ -150,7 +150,10 @@ def _run_and_wait(pipeline, options, what: str, progress=None):
             print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
             return None
         if dry_run:
-            print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
+            print(
+                f"{what}: dry run — the job graph was built and validated{_package_built(options)}; nothing ran and "
+                "nothing was written."
+            )
             return None
         job = dataflow_job(result, options)
         if job:
@@ -163,6 +166,20 @@ def _run_and_wait(pipeline, options, what: str, progress=None):
     logging.getLogger(__name__).info("%s finished in %.1f s", what, time.time() - started)
     print(f"{what}: finished in {time.time() - started:.1f} s ({state})")
     return result
+
+
+def _package_built(options) -> str:
+    """What a Dataflow dry run did besides the graph: Beam's stager built the package its workers would be given
+    (an sdist of --setup_file, by `python -m build --no-isolation` in this environment), and would have failed the
+    run where it could not."""
+    from apache_beam.options.pipeline_options import SetupOptions
+
+    from bertcorpus.pipeline.engines import runners
+
+    setup_file = options.view_as(SetupOptions).setup_file
+    if not (setup_file and runners.is_dataflow(options)):
+        return ""
+    return f", and the package for its workers was built from --setup_file {setup_file}"
 
 
 def _wait_until_finish(result):
