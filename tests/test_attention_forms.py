@@ -45,6 +45,7 @@ def batches(sample_dynamic_copy, index_cache) -> list[dict]:
 def runs(batches, tmp_path_factory) -> dict:
     """The model's logits for each batch: each instance alone, the padded rows, the packed row as it is, and the
     flash keywords (transformers 5) through a CPU stand-in of the varlen kernel."""
+    assert (SPECIAL.cls, SPECIAL.sep, len(SPECIAL.is_continuation)) == (101, 102, 30522)  # modernbert_logits.py's
     planned, names = [], []
     for b, batch in enumerate(batches):
         for j in range(instance_count(batch)):
@@ -127,4 +128,3 @@ def test_flash_keywords_of_transformers_4_name_modernberts_unpadded_arguments(ba
     assert (kwargs["batch_size"], kwargs["seq_len"]) == (1, tokens)
     with pytest.raises(ValueError, match="transformers_major must be 4 or 5"):
         packed_to_flash_kwargs(batch, transformers_major=3)
-    assert SPECIAL.cls == 101 and SPECIAL.sep == 102  # the ids tests/modernbert_logits.py gives the model
