@@ -135,7 +135,7 @@ def writer_cost(parquet: Path) -> list[str]:
     times = {}
     for name, write in (
         ("parquet", lambda: _parquet_bytes(instances, 8000)),
-        ("mds", lambda: mds_shard(instances, MdsColumns.for_output(8000, "none"))),
+        ("mds", lambda: mds_shard(instances, MdsColumns.for_output(8000, "none", "int64"))),
     ):
         runs = []
         for _ in range(3):

@@ -5,6 +5,7 @@ that our own `create` makes from the bundled samples, read through the loader as
     python benchmarks/bench_trainer_gpu.py --backend torch
     python benchmarks/bench_trainer_gpu.py --records OUT             # a `create` output with seq128 and seq512
     python benchmarks/bench_trainer_gpu.py --smoke                   # CPU: the tiny model, a few seconds each
+    python benchmarks/bench_trainer_gpu.py --flash-check             # packed batches on flash-attention (below)
 
 Needs no TensorFlow and no network. The records: `bertcorpus extract-books` on tests/data/books, then `bertcorpus
 create --seq-configs 128:20,512:80` with the BERT uncased vocab (tests/data/reference). Where Beam or pyarrow is
@@ -16,6 +17,11 @@ memory on CPU), model TFLOP/s and MFU: model FLOPs per second (trainer.model.tra
 chip's dense bf16 peak (benchmarks/bench_trainer.py's table; --peak-tflops for others). For comparison, NVIDIA's
 BERT-large pretraining at 128 on 8×A100 80GB runs at about 4,591 sequences/s; the aim here is an MFU of 45% or more
 for base at 128.
+
+--flash-check runs no timing: it checks the packed layout on Hugging Face's ModernBERT with flash-attention's varlen
+kernels (attn_implementation="flash_attention_2", fed by bertcorpus.packed_to_flash_kwargs) against the same
+instances as padded rows on sdpa (bertcorpus.packed_to_padded), instance by instance, in bf16 on a CUDA device. It
+needs torch with CUDA, transformers and flash-attn; without any of them it says which and exits 0 (skipped).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ VOCAB = ROOT / "tests" / "data" / "reference" / "bert-base-uncased-vocab.txt"
 BOOKS = ROOT / "tests" / "data" / "books"
 GPU_BATCH = {128: 256, 512: 64}
 SMOKE_BATCH = {128: 8, 512: 2}
+FLASH_TOLERANCE = 0.05  # bf16 logits of the same instance from two attention kernels: rounding only
 
 
 def cli(*argv: str) -> None:
@@ -75,7 +82,67 @@ def instance_counts(records: Path) -> dict[int, int]:
     return {int(e["max_seq_length"]): int(e["train"]["instances"]) for e in manifest["outputs"].values()}
 
 
+def flash_check(work: Path) -> int:
+    """Each instance's logits through flash_attention_2 on the packed stream against sdpa on padded rows (a tiny,
+    randomly initialised ModernBERT, bf16); 0 when they agree or the check cannot run here, 1 when they differ."""
+    missing = [m for m in ("torch", "transformers", "flash_attn") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"flash check: skipped: {', '.join(missing)} not installed")
+        return 0
+    import torch
+    import transformers
+
+    if not torch.cuda.is_available():
+        print("flash check: skipped: no CUDA device")
+        return 0
+    from bertcorpus import PretrainingLoader, packed_to_flash_kwargs, packed_to_padded
+
+    records = make_records(work, 1, "dynamic")
+    config = transformers.ModernBertConfig(
+        vocab_size=30522, hidden_size=256, intermediate_size=384, num_hidden_layers=3, num_attention_heads=4,
+        max_position_embeddings=512, pad_token_id=0, cls_token_id=101, sep_token_id=102, bos_token_id=101,
+        eos_token_id=102, initializer_range=0.2,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    models = {
+        name: transformers.ModernBertForMaskedLM(config).to("cuda", torch.bfloat16).eval()
+        for name in ("flash_attention_2", "sdpa")
+    }
+    models["sdpa"].load_state_dict(models["flash_attention_2"].state_dict())
+    for name, model in models.items():
+        model.set_attn_implementation(name)
+
+    def on_device(inputs: dict) -> dict:
+        return {k: torch.from_numpy(v).cuda() if hasattr(v, "dtype") else v for k, v in inputs.items()}
+
+    worst = 0.0
+    for seq_len in (128, 512):
+        loader = PretrainingLoader(records, seq_length=seq_len, layout="packed", tokens_per_batch=8 * seq_len)
+        for i in range(min(4, len(loader))):
+            batch = loader[i]
+            flash_inputs = {k: v for k, v in packed_to_flash_kwargs(batch).items() if k != "labels"}
+            padded = packed_to_padded(batch)
+            with torch.no_grad():
+                flat = models["flash_attention_2"](**on_device(flash_inputs)).logits.float().reshape(-1, 30522)
+                rows = models["sdpa"](
+                    **on_device({k: padded[k] for k in ("input_ids", "attention_mask", "position_ids")})
+                ).logits.float()
+            cu = batch["cu_seqlens"].tolist()
+            for j, (a, b) in enumerate(zip(cu[:-1], cu[1:])):
+                worst = max(worst, (flat[a:b] - rows[j, : b - a]).abs().max().item())
+    verdict = "agree" if worst <= FLASH_TOLERANCE else "DIFFER"
+    print(
+        f"flash check: transformers {transformers.__version__}, {torch.cuda.get_device_name()}: packed batches on "
+        f"flash_attention_2 and padded rows on sdpa {verdict} (largest logit difference {worst:.4f}, bf16; "
+        f"tolerance {FLASH_TOLERANCE})"
+    )
+    return 0 if worst <= FLASH_TOLERANCE else 1
+
+
 def main() -> None:
+    if "--flash-check" in sys.argv[1:]:
+        work = Path(tempfile.mkdtemp(prefix="bench_trainer_gpu_"))
+        sys.exit(flash_check(work))
     backend = set_backend(sys.argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", help="jax or torch (default: $KERAS_BACKEND, else the first installed)")
@@ -100,6 +167,7 @@ def main() -> None:
         "--peak-tflops", type=float, help="the chip's dense bf16 peak, where the built-in table lacks it"
     )
     parser.add_argument("--smoke", action="store_true", help="a quick run of the tiny model, e.g. on CPU")
+    parser.add_argument("--flash-check", action="store_true", help="check packed batches on flash-attention (above)")
     parser.add_argument("--json", help="append one JSON line per configuration to this file")
     args = parser.parse_args()
 

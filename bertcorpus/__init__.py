@@ -9,6 +9,8 @@ The names a notebook or a training script uses, loaded on first use (so that `im
     Vocab, VocabError                a vocab.txt in the BERT layout
     WordPieceTokenizer               text → WordPiece ids, as the reference FullTokenizer gives them
     document_sentences               a document's text → its sentences, as `create` splits them
+    packed_to_padded                 a packed batch as padded rows, for any attention implementation
+    packed_to_flash_kwargs           a packed batch as ModernBERT's flash_attention_2 path takes it
 
 The sub-packages hold the rest: bertcorpus.pipeline (the Beam jobs and the command line), bertcorpus.transforms
 (pure processing steps), bertcorpus.wordpiece (vocab training and tokenisation), bertcorpus.trainer (the compact
@@ -28,6 +30,8 @@ _PUBLIC = {
     "VocabError": "bertcorpus.wordpiece.vocab",
     "WordPieceTokenizer": "bertcorpus.wordpiece.tokenizer",
     "document_sentences": "bertcorpus.transforms.sentences",
+    "packed_to_padded": "bertcorpus.trainer.attention_forms",
+    "packed_to_flash_kwargs": "bertcorpus.trainer.attention_forms",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -90,9 +90,10 @@ def assert_same_tree(out: Path, reference: Path, ignore: tuple[str, ...] = ()) -
 
 
 def summary_lines(stdout: str, output: Path) -> list[str]:
-    """A command's summary, without its timing lines (a local run also times each stage), with its output path as
-    OUTPUT, and each line's spaces as one (the label column is as wide as the longest label, timings included)."""
-    timing = re.compile(r" finished in |^\s+time\s+[\d.]+ s$|^\s+time in ")
+    """A command's summary, without its timing lines (a local run also times each stage) and a Flink run's restarts,
+    with its output path as OUTPUT, and each line's spaces as one (the label column is as wide as the longest label,
+    timings included)."""
+    timing = re.compile(r" finished in |^\s+time\s+[\d.]+ s$|^\s+time in |^\s+runner restarts\s")
     return [
         " ".join(line.replace(str(output), "OUTPUT").split()) for line in stdout.splitlines() if not timing.search(line)
     ]

@@ -486,7 +486,16 @@ DATAFLOW_DRY_RUN = [
 )
 def test_dataflow_dry_run_validates_offline(capsys, packaging):
     assert run_cli(*DATAFLOW_DRY_RUN, *packaging) == 0
-    assert "dry run" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    built = (
+        ", and the package for its workers was built from --setup_file ./setup.py" if "./setup.py" in packaging else ""
+    )
+    assert captured.out.splitlines()[-1] == (
+        f"create: dry run — the job graph was built and validated{built}; nothing ran and nothing was written."
+    )
+    assert (
+        "ERROR" not in captured.err
+    )  # Beam's staging built the package on its first try (tests/test_dataflow_packaging)
 
 
 def test_dataflow_dry_run_without_worker_packaging_is_refused(capsys):

@@ -225,7 +225,7 @@ def test_a_long_context_config_keeps_long_documents_whole(tmp_path):
     assert "min_document_tokens" not in manifest["outputs"]["seq128"]["train"]
     from bertcorpus.transforms.instance_mds import MdsColumns, read_samples
 
-    columns = MdsColumns.for_output(30522, "none")
+    columns = MdsColumns.for_output(30522, "none", "int64")
     real = {}
     for name in ("seq128", "seq512"):
         count = 0

@@ -54,6 +54,20 @@ def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
         assert any(n.endswith(module) for n in names), module
 
 
+def test_the_build_system_is_in_every_environment_the_package_is_installed_in():
+    """Beam stages the package for Dataflow with `python -m build --no-isolation --sdist` in the launching
+    environment (no PyPI there): every build requirement must come with the package itself. `wheel` did not (an
+    sdist needs none): in a `pip install -e .` environment the build stopped at "ERROR Unmet dependencies ... wheel",
+    and only Beam's fallback to `setup.py sdist` staged the package, after a line that looked like a failure."""
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed_with = {Requirement(r).name for r in project["project"]["dependencies"]}
+    needed = {Requirement(r).name for r in project["build-system"]["requires"]}
+    assert needed <= installed_with, needed - installed_with
+    assert {"setuptools", "build"} <= installed_with  # the backend, and the frontend Beam calls
+
+
 def test_graph_command_draws_a_job_offline(tmp_path, capsys, monkeypatch):
     from conftest import run_cli
 

@@ -355,6 +355,11 @@ def _error_line(capsys) -> str:
             "a SQuAD file without contexts",
         ),
         ("", "empty.jsonl", "the file is empty"),
+        (  # a SQuAD file cut short: the JSON error and its place
+            '{"version": "v2.0", "data": [{"title": "t", "paragraphs": [{"context": "Actrius is a 1996 film',
+            "dev-v2.0.json",
+            "not valid JSON: Unterminated string starting at: line 1 column 72 (char 71)",
+        ),
     ],
 )
 def test_a_bad_benchmark_file_is_one_line(capsys, tmp_path, wiki2014, content, name, expected):

@@ -356,6 +356,17 @@ def test_named_text_fields_read_any_jsonl_and_parquet(tmp_path):
         ("dev.jsonl", b'{"prompt": "a"}\n', "its first record has the fields prompt"),
         ("dev.tsv", b"a\tb\n1\t2\n", "its header has none of the text columns"),
         ("dev.txt", b"some text\n", "unknown benchmark layout"),
+        # Truncated files: the JSON error and where it is, not an unknown layout.
+        (
+            "dev.json",
+            _squad("v2.0")[:150],
+            "benchmark dev.json: not valid JSON: Unterminated string starting at: line 1 column 59 (char 58)",
+        ),
+        (
+            "dev.jsonl",
+            b'{"premise": "The cat sat on',
+            "benchmark dev.jsonl: not valid JSON: line 1: Unterminated string",
+        ),
     ],
 )
 def test_a_benchmark_file_that_cannot_be_read_says_why(name, data, message):

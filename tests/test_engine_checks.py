@@ -4,7 +4,14 @@ version that differs, no worker pool) are in tests/test_engines_flink.py."""
 
 from __future__ import annotations
 
+import socket
+import zipfile
 from pathlib import Path
+
+import apache_beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from bertcorpus.pipeline.engines.engine_checks import check_engine, version_skew
 
 from conftest import SAMPLE_TEXT, VOCAB, run_cli
 from engine_cluster import flink_jar
@@ -77,3 +84,39 @@ def test_a_cluster_with_bad_numbers_is_refused_before_anything_starts(tmp_path, 
         assert run_cli("cluster", "flink", "--state-dir", tmp_path / "state", *flags) == 2
         assert capsys.readouterr().err.strip() == f"bertcorpus cluster: error: {message}"
         assert not (tmp_path / "state").exists()
+
+
+def runner_jar(path: Path, runner: str, version: str | None) -> Path:
+    """A jar that bundles Beam's runner `runner` of release `version` (its pom.properties), as a job server does."""
+    with zipfile.ZipFile(path, "w") as archive:
+        if version is not None:
+            archive.writestr(
+                f"META-INF/maven/org.apache.beam/beam-runners-{runner}/pom.properties", f"version={version}\n"
+            )
+    return path
+
+
+def test_a_job_server_of_another_beam_release_is_said_in_one_line(tmp_path, capsys):
+    """The job servers are Beam 2.62 (Java), the SDK the project's Beam (Python): a run that passes every check is
+    told so in one line; a jar of the SDK's own release, or one that names none, says nothing."""
+    with socket.create_server(("127.0.0.1", 0)) as master, socket.create_server(("127.0.0.1", 0)) as pool:
+        options = [
+            "--runner=SparkRunner",
+            f"--spark_master_url=spark://127.0.0.1:{master.getsockname()[1]}",
+            "--environment_type=EXTERNAL",
+            f"--environment_config=127.0.0.1:{pool.getsockname()[1]}",
+        ]
+        for version, said in (("2.62.0", True), (apache_beam.__version__, False), (None, False)):
+            jar = runner_jar(tmp_path / f"spark-{version}.jar", "spark-3", version)
+            check_engine(PipelineOptions([*options, f"--spark_job_server_jar={jar}"]))
+            err = capsys.readouterr().err.splitlines()
+            if said:
+                assert err == [
+                    f"note: the job server is Beam 2.62.0 (Java), the launcher and its SDK workers Beam "
+                    f"{apache_beam.__version__} (Python): Beam does not promise that two releases work together; "
+                    "bertcorpus's tests compare every job's bytes on its own job servers (Beam 2.62.0) with the "
+                    "direct runner's (docs/engines.md, version skew)"
+                ]
+            else:
+                assert err == []
+    assert version_skew({"flink_job_server_jar": str(runner_jar(tmp_path / "f.jar", "flink-1.19", "2.62.0"))})

@@ -84,7 +84,8 @@ def resource_id(log: Path) -> str:
     return re.search(r"Starting TaskManager with ResourceID: (\S+)", log.read_text()).group(1)
 
 
-def finish_and_compare(job: subprocess.Popen, out: Path, local_create) -> None:
+def finish_and_compare(job: subprocess.Popen, out: Path, local_create) -> str:
+    """The job's bytes and summary are the in-memory run's; its summary's restarts row."""
     try:
         stdout, stderr = job.communicate(timeout=WAIT_SECONDS)
     finally:
@@ -95,6 +96,7 @@ def finish_and_compare(job: subprocess.Popen, out: Path, local_create) -> None:
     local, local_summary = local_create
     assert summary_lines(stdout, out) == local_summary
     assert_same_tree(out, local)
+    return next(line.split(None, 2)[2] for line in stdout.splitlines() if line.strip().startswith("runner restarts"))
 
 
 def kill_a_task_manager_mid_job(flink: Cluster, out: Path) -> tuple[subprocess.Popen, str]:
@@ -131,9 +133,10 @@ def test_a_task_manager_killed_mid_job_is_replaced_and_the_bytes_are_the_same(fl
             start_new_session=True,
         )
     try:
-        finish_and_compare(job, tmp_path / "out", local_create)
+        restarts = finish_and_compare(job, tmp_path / "out", local_create)
         assert final_state(flink, jid) == "FINISHED"
         assert flink.get(f"{REST}/jobs/{jid}/exceptions")["exceptionHistory"]["entries"]  # it failed, then restarted
+        assert int(restarts.split()[0].rstrip("+")) >= 1 and "(the first: " in restarts  # and the summary says so
     finally:
         with_group_killed(replacement)
 

@@ -62,6 +62,7 @@ def run_on_both(flink: Cluster, capsys, command: str, args: list, local: Path, r
     done = flink.run(command, *args, "--output", remote)
     assert done.returncode == 0, done.stderr[-3000:]
     assert summary_lines(done.stdout, remote) == local_summary
+    assert re.search(r"^\s+runner restarts\s+\d+", done.stdout, re.M), done.stdout  # how often Flink restarted it
     assert_same_tree(remote, local)
     (jid,) = flink_job_ids(flink) - jobs_before
     used = task_managers_used(flink, jid)

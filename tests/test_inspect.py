@@ -19,36 +19,17 @@ from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
 
+def create_dynamic(out: Path, *flags: str) -> Path:
+    """Instances (masks drawn at load time) in length bins, with an eval split: Parquet, or MDS with its flag."""
+    recipe = ["--masking", "dynamic", "--bin-size", "32", "--seq-configs", "128:20", "--dupe-factor", "1"]
+    argv = ["create", "--input", SAMPLE_TEXT, *BOOKS, "--vocab", VOCAB, "--output", out, *recipe]
+    assert run_cli(*argv, "--eval-fraction", "0.1", "--runner", "DirectRunner", *flags) == 0
+    return out
+
+
 @pytest.fixture(scope="module")
 def dynamic(tmp_path_factory) -> Path:
-    """Parquet instances (masks drawn at load time) in length bins, with an eval split."""
-    out = tmp_path_factory.mktemp("dynamic") / "out"
-    assert (
-        run_cli(
-            "create",
-            "--input",
-            SAMPLE_TEXT,
-            *BOOKS,
-            "--vocab",
-            VOCAB,
-            "--output",
-            out,
-            "--masking",
-            "dynamic",
-            "--bin-size",
-            "32",
-            "--seq-configs",
-            "128:20",
-            "--dupe-factor",
-            "1",
-            "--eval-fraction",
-            "0.1",
-            "--runner",
-            "DirectRunner",
-        )
-        == 0
-    )
-    return out
+    return create_dynamic(tmp_path_factory.mktemp("dynamic") / "out")
 
 
 def shards(out: Path, split: str) -> list[dict]:
@@ -127,7 +108,7 @@ def test_with_an_epoch_the_masks_are_the_loaders_other_each_epoch_and_reproducib
         assert lines[0] == f"  epoch 1, seed 0: {' '.join(seen[:b])} || {' '.join(seen[b:])}"
         count = int(sum(row["masked_lm_weights"]))
         predictions = [
-            f"{p}:{seen[p]}→{TOKENS[i]}"
+            f"{p}:{json.dumps(seen[p])}→{json.dumps(TOKENS[i])}"
             for p, i in zip(row["masked_lm_positions"][:count], row["masked_lm_ids"][:count])
         ]
         assert lines[1] == f"  masked ({count}): {', '.join(predictions)}"
@@ -184,8 +165,8 @@ def test_mistakes_are_one_line(dynamic, tmp_path, capsys):
     alone.parent.mkdir(parents=True)
     shutil.copy(shard, alone)
     assert error(alone, "--epoch", "0") == (
-        f"bertcorpus inspect: error: {alone}: no manifest.json in {tmp_path / 'copied'}; a Parquet shard is read "
-        "inside the create output it belongs to (OUT/seq{L}/FILE, with OUT/manifest.json)"
+        f"bertcorpus inspect: error: {alone}: no manifest.json in {tmp_path / 'copied'}; a shard of instances is "
+        "read inside the create output it belongs to (OUT/seq{L}/FILE, with OUT/manifest.json)"
     )
     run = tmp_path / "run"
     shutil.copytree(dynamic, run)
@@ -194,7 +175,7 @@ def test_mistakes_are_one_line(dynamic, tmp_path, capsys):
     assert error(stray) == f"bertcorpus inspect: error: {stray} is not a shard that {run / 'manifest.json'} lists"
     records_file = tmp_path / "x.tfrecord"
     records_file.write_bytes(b"")
-    assert "--epoch shows the masks drawn at load time for Parquet instances" in error(
+    assert "--epoch shows the masks drawn at load time for Parquet or MDS instances" in error(
         records_file, "--vocab", VOCAB, "--epoch", "1"
     )
     assert error(records_file) == "bertcorpus inspect: error: give --vocab: the vocab.txt the records were made with"
@@ -225,3 +206,42 @@ def test_a_tfrecord_in_its_create_output_is_read_with_the_vocab_its_manifest_nam
         f"bertcorpus inspect: error: the vocab {changed} has changed since {run / 'manifest.json'} was written (its "
         "sha256 differs); give --vocab: the vocab.txt the records were made with\n"
     )
+
+
+def test_an_mds_shard_shows_the_instances_of_the_parquet_shard(dynamic, tmp_path, capsys):
+    """An MDS shard (OUT/seq{L}/{split}/FILE) is read as the instances it holds, with the output's vocab copy: the
+    same lines as the Parquet shard of the same instances, masks of an epoch included, in both ids encodings."""
+    for ids in ("int64", "compact"):
+        mds = create_dynamic(tmp_path / ids, "--record-format", "mds", "--mds-ids", ids)
+        for split in ("train", "eval"):
+            shard = mds / shards(mds, split)[0]["path"]
+            assert shard.parent.name == split
+            flags = ["-n", "2", "--skip", "1", "--epoch", "1"]
+            shown = inspect(capsys, shard, *flags)
+            assert shown == inspect(capsys, dynamic / shards(dynamic, split)[0]["path"], *flags)
+            assert shown[0] == f"record 1 ({split} instance 1 of seq128):"
+    stray = tmp_path / "stray.mds"
+    stray.write_bytes(b"not an MDS shard at all")
+    capsys.readouterr()
+    assert run_cli("inspect", stray) == 2
+    assert "a shard of instances is read inside the create output it belongs to (OUT/seq{L}/{split}/FILE" in (
+        capsys.readouterr().err
+    )
+
+
+def test_masked_tokens_are_quoted_so_punctuation_reads_as_itself():
+    from bertcorpus.pipeline.stats.inspect import format_example
+
+    tokens = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "history", ",", "of")
+    features = {
+        "input_ids": [1, 4, 3, 5, 2, 0, 0],
+        "input_mask": [1, 1, 1, 1, 1, 0, 0],
+        "segment_ids": [0, 0, 0, 0, 0, 0, 0],
+        "masked_lm_positions": [1, 2, 0],
+        "masked_lm_ids": [5, 6, 0],
+        "masked_lm_weights": [1.0, 1.0, 0.0],
+        "next_sentence_labels": [0],
+    }
+    lines = format_example(features, tokens).splitlines()
+    # "history" kept in place of a comma (the 10% shown as a random token): once 1:history→,, now unambiguous.
+    assert lines[-1] == '  masked (2): 1:"history"→",", 2:"[MASK]"→"of"'

@@ -32,10 +32,12 @@ def create(out: Path, *flags: str) -> dict:
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory) -> dict[str, Path]:
-    """The same instances as Parquet and as MDS (nsp), the MDS one again on two worker processes."""
+    """The same instances as Parquet and as MDS (nsp), the MDS one again on two worker processes and with compact
+    ids."""
     base = tmp_path_factory.mktemp("mds")
     create(base / "parquet", "--runner", "DirectRunner")
     create(base / "mds", "--record-format", "mds", "--runner", "DirectRunner")
+    create(base / "mds-compact", "--record-format", "mds", "--mds-ids", "compact", "--runner", "DirectRunner")
     create(
         base / "mds-2",
         "--record-format",
@@ -45,7 +47,7 @@ def outputs(tmp_path_factory) -> dict[str, Path]:
         "--direct_running_mode=multi_processing",
         "--direct_num_workers=2",
     )
-    return {name: base / name for name in ("parquet", "mds", "mds-2")}
+    return {name: base / name for name in ("parquet", "mds", "mds-2", "mds-compact")}
 
 
 def parquet_rows(out: Path, split: str) -> list[dict]:
@@ -57,7 +59,8 @@ def test_mds_files_are_listed_hashed_and_the_same_on_any_runner(outputs):
     out = outputs["mds"]
     assert "streaming" not in sys.modules  # create wrote them in this process without mosaicml-streaming
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["form"]["file_format"] == "mds"
+    assert manifest["form"]["file_format"] == "mds" and manifest["form"]["mds_input_ids"] == "ndarray:int64"
+    assert manifest["config"]["mds_ids"] == "int64"
     for split in ("train", "eval"):
         entry = manifest["outputs"]["seq128"][split]
         assert entry["mds_index"] == f"seq128/{split}/index.json"
@@ -71,7 +74,7 @@ def test_mds_files_are_listed_hashed_and_the_same_on_any_runner(outputs):
             (Path(s["path"]).name, s["records"]) for s in entry["shards"]
         ]
         assert {s["compression"] for s in index["shards"]} == {None}
-        assert index["shards"][0]["column_encodings"] == ["ndarray:uint16", "uint16", "uint8", "uint16"]
+        assert index["shards"][0]["column_encodings"] == ["ndarray:int64", "uint16", "uint8", "uint16"]
     for path in sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"):
         assert (outputs["mds-2"] / path).read_bytes() == (out / path).read_bytes(), path
 
@@ -90,19 +93,27 @@ print(json.dumps(sorted({str(s["input_ids"].dtype) for s in samples})))
 """
 
 # ModernBERT's NoStreamingDataset: the split's index.json, a reader per shard from streaming's own format code, each
-# sample's input_ids in turn.
+# sample's input_ids in turn; and its StreamingTextDataset's rule for pretokenized samples on each of them.
 _READ_LIKE_MODERNBERT = """
 import json, os, sys
+import numpy as np
 from streaming.base.format import reader_from_json
 local, split = sys.argv[1], sys.argv[2]
 index = json.load(open(os.path.join(local, split, "index.json")))
-ids = []
+def text_dataset(sample):
+    try:
+        return np.frombuffer(sample["input_ids"], np.int64).tolist()
+    except ValueError:  # ids whose bytes are not a multiple of 8
+        return None
+ids, text_dataset_ids = [], []
 for info in index["shards"]:
     shard = reader_from_json(local, split, info)
     assert os.path.isfile(os.path.join(local, split, shard.raw_data.basename))
     shard.validate(True)
     ids += [shard[i]["input_ids"].tolist() for i in range(shard.samples)]
+    text_dataset_ids += [text_dataset(shard[i]) for i in range(shard.samples)]
 print(json.dumps(ids))
+print(json.dumps(text_dataset_ids))
 """
 
 
@@ -118,7 +129,7 @@ def test_streaming_dataset_reads_the_parquet_forms_instances(outputs):
     for split in ("train", "eval"):
         samples, dtypes = in_own_process(_READ_WITH_STREAMING, outputs["mds"], split)
         rows = parquet_rows(outputs["parquet"], split)
-        assert len(samples) == len(rows) > 0 and dtypes == ["uint16"]
+        assert len(samples) == len(rows) > 0 and dtypes == ["int64"]
         for sample, row in zip(samples, rows):
             assert sample["input_ids"] == row["input_ids"] and sample["len"] == row["length"]
             assert sample["segment_b_start"] == row["segment_b_start"]
@@ -126,8 +137,47 @@ def test_streaming_dataset_reads_the_parquet_forms_instances(outputs):
 
 
 def test_uncompressed_shards_read_sample_by_sample_as_modernbert_does(outputs):
-    (ids,) = in_own_process(_READ_LIKE_MODERNBERT, outputs["mds"] / "seq128", "train")
-    assert ids == [row["input_ids"] for row in parquet_rows(outputs["parquet"], "train")]
+    ids, text_dataset_ids = in_own_process(_READ_LIKE_MODERNBERT, outputs["mds"] / "seq128", "train")
+    assert ids == text_dataset_ids == [row["input_ids"] for row in parquet_rows(outputs["parquet"], "train")]
+    compact, compact_in_text_dataset = in_own_process(_READ_LIKE_MODERNBERT, outputs["mds-compact"] / "seq128", "train")
+    assert compact == ids and compact_in_text_dataset != ids  # uint16 ids: NoStreamingDataset only
+
+
+def input_ids_bytes(shard: bytes) -> list[bytes]:
+    """Each sample's input_ids values, as an MDS reader hands them over, found by the format alone: the sample's
+    offset, its first u32 (the ids' byte size: input_ids is the only column of variable size), then the ndarray's
+    header (a byte of ndim and the shape's width, the shape) before the values."""
+    samples = int(np.frombuffer(shard, "<u4", 1)[0])
+    offsets = np.frombuffer(shard, "<u4", samples + 1, 4)
+    found = []
+    for at in offsets[:-1].tolist():
+        size = int(np.frombuffer(shard, "<u4", 1, at)[0])
+        header = 1 + (1 << (shard[at + 4] & 3))  # one dimension: its length in 1 or 2 bytes
+        found.append(shard[at + 4 + header : at + 4 + size])
+    return found
+
+
+def test_create_writes_the_ids_modernberts_text_dataset_reads_and_compact_ids_on_request(outputs):
+    """ModernBERT's StreamingTextDataset reads a pretokenized sample as np.frombuffer(sample["input_ids"],
+    np.int64): create's default shards give it the instances; --mds-ids compact does not (and says so in the
+    manifest), while our loader reads both alike."""
+    rows = [row["input_ids"] for row in parquet_rows(outputs["parquet"], "train")]
+    for name, readable in (("mds", True), ("mds-compact", False)):
+        entry = manifests(outputs[name])["train"]
+        decoded = []
+        for shard in entry["shards"]:
+            for raw in input_ids_bytes((outputs[name] / shard["path"]).read_bytes()):
+                decoded.append(np.frombuffer(raw, np.int64).tolist() if len(raw) % 8 == 0 else None)
+        assert (decoded == rows) is readable
+    form = json.loads((outputs["mds-compact"] / "manifest.json").read_text())["form"]
+    assert form["mds_input_ids"] == "ndarray:uint16"
+    kw = {"seq_length": 128, "seed": 2, "batch_size": 16, "masked_lm_prob": 0.3}
+    int64, compact = PretrainingLoader(outputs["mds"], **kw), PretrainingLoader(outputs["mds-compact"], **kw)
+    for i in (0, len(int64) - 1):
+        for name, values in int64[i].items():
+            np.testing.assert_array_equal(compact[i][name], values, err_msg=name)
+    sizes = [sum(s["bytes"] for s in manifests(outputs[n])["train"]["shards"]) for n in ("mds", "mds-compact")]
+    assert sizes[1] < sizes[0]
 
 
 def test_our_loader_gives_the_same_batches_from_mds_as_from_parquet(outputs, tmp_path):
@@ -162,6 +212,16 @@ def test_without_mosaicml_streaming_the_extra_is_named(outputs, monkeypatch):
     with pytest.raises(LoaderError) as e:
         streaming_dataset(outputs["mds"], 128, "train")
     assert "pip install 'bertcorpus[mds]'" in str(e.value)
+
+
+def test_mds_ids_need_the_mds_form(tmp_path, capsys):
+    argv = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o", "--masking", "dynamic"]
+    assert run_cli(*argv, "--mds-ids", "compact") == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "bertcorpus create: error: --mds-ids chooses how MDS shards store input_ids: it needs --record-format mds "
+        "(not parquet)"
+    ]
+    assert not (tmp_path / "o").exists()
 
 
 def test_mds_needs_dynamic_masking(tmp_path, capsys):

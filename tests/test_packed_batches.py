@@ -111,6 +111,21 @@ def test_bad_packed_arguments_get_one_line(sample_dynamic_copy, index_cache):
     assert "takes tokens_per_batch" in str(e.value)
 
 
+def test_a_budget_that_leaves_no_batch_is_refused(sample_dynamic_copy, index_cache):
+    """A budget that holds the whole split makes one batch, the epoch's least filled, which drop_remainder leaves
+    out: an epoch of no batch is refused in one line, not served as a loader of length 0."""
+    with pytest.raises(LoaderError) as e:
+        packed(sample_dynamic_copy, index_cache, tokens_per_batch=10**12)
+    message = str(e.value)
+    assert message.startswith("tokens_per_batch 1,000,000,000,000 gives an epoch of no batch: the train split of seq")
+    assert "give a smaller tokens_per_batch" in message and "\n" not in message
+    whole = packed(sample_dynamic_copy, index_cache, tokens_per_batch=10**12, drop_remainder=False)
+    assert len(whole) == 1 and len(np.unique(whole.batch_instances(0))) == whole.dataset.instances
+    tokens = int(whole._plan().lengths.sum())
+    with pytest.raises(LoaderError, match="gives an epoch of no batch"):  # two ranks need two batches to keep
+        packed(sample_dynamic_copy, index_cache, tokens_per_batch=tokens // 2 + L, world_size=2)
+
+
 def test_a_packed_batch_has_the_loss_of_the_padded_batch(sample_dynamic_copy, index_cache):
     """The tiny model on TensorFlow: the packed stream with its block-diagonal attention gives the loss that the
     same instances give padded, so the layout carries the same training signal."""

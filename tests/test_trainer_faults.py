@@ -213,3 +213,19 @@ def test_an_output_that_is_a_file_is_named_before_training(binned, tmp_path):
     with pytest.raises(TrainerError, match=rf"^--output {taken} is a file, not a folder"):
         train(TrainConfig(data=str(binned), output=str(taken), model="tiny", batch_size=BATCH, steps=STEPS))
     assert taken.read_text() == "mine"
+
+
+def test_a_warning_is_one_line_without_python_source(binned, tmp_path):
+    """Bins smaller than a global batch are left out of every epoch: train says so in one line, as errors are said,
+    without the line of Python that warned."""
+    entry = json.loads((binned / "manifest.json").read_text())["outputs"]["seq128"]["train"]
+    sizes = sorted(b["instances"] for b in entry["bins"])
+    batch = sizes[0] + 1  # the smallest bin is left out, the largest still gives batches
+    assert batch <= sizes[-1]
+    argv = [*short_run(binned, tmp_path / "run"), "--steps", "1", "--eval-data", "none", "--batch-size", str(batch)]
+    done = cli(argv, "tensorflow")
+    assert done.returncode == 0, done.stderr[-3000:]
+    warned = [line for line in done.stderr.splitlines() if "warning" in line.lower()]
+    assert len(warned) == 1 and warned[0].startswith("bertcorpus train: warning: "), done.stderr[-3000:]
+    assert "are in length bins smaller than a global batch" in warned[0]
+    assert "warnings.warn(" not in done.stderr and "UserWarning" not in done.stderr

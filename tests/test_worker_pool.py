@@ -12,9 +12,13 @@ import signal
 import socket
 import time
 
+import pytest
 from apache_beam.portability.api import beam_fn_api_pb2, endpoints_pb2
 
 from bertcorpus.pipeline.engines import worker_pool
+from bertcorpus.pipeline.errors import UserError
+
+from conftest import run_cli
 
 
 def start_request(worker_id: str, url: str) -> beam_fn_api_pb2.StartWorkerRequest:
@@ -55,4 +59,33 @@ def test_a_worker_that_dies_while_its_runner_listens_is_started_again_and_not_on
         assert len(started(caplog)) == 2 and pool.live_workers() == 0
     finally:
         runner.close()
+        pool.close()
+
+
+def test_a_busy_pool_port_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """`cluster worker-pool` and `cluster flink` on a port something listens on: one line, exit 2, no traceback, and
+    for flink nothing fetched first."""
+    monkeypatch.setenv("BERTCORPUS_ENGINES_CACHE", str(tmp_path / "engines"))
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        port = busy.getsockname()[1]
+        for engine in ("worker-pool", "flink"):
+            assert run_cli("cluster", engine, "--pool-port", str(port), "--state-dir", str(tmp_path / "state")) == 2
+            assert capsys.readouterr().err.splitlines() == [
+                f"bertcorpus cluster: error: the worker pool cannot listen on 127.0.0.1:{port}: Address already in "
+                "use; choose another --pool-port, or stop what listens there"
+            ]
+    assert not (tmp_path / "engines").exists()
+
+
+def test_a_second_pool_on_a_served_port_fails_rather_than_share_it(monkeypatch):
+    server, pool, port = worker_pool.serve("127.0.0.1:0", preload=False)
+    try:
+        with pytest.raises(UserError, match=f"cannot listen on 127.0.0.1:{port}: Address already in use"):
+            worker_pool.serve(f"127.0.0.1:{port}", preload=False)
+        # Taken between the check and gRPC's own bind: gRPC's refusal is the same line.
+        monkeypatch.setattr(worker_pool, "listen_problem", lambda address: None)
+        with pytest.raises(UserError, match=f"cannot listen on 127.0.0.1:{port}: the address is in use"):
+            worker_pool.serve(f"127.0.0.1:{port}", preload=False)
+    finally:
+        server.stop(0)
         pool.close()

@@ -182,8 +182,26 @@ class PretrainingLoader:
                     f"split of seq{seq_length} ({longest} tokens); instances are never split"
                 )
         self._process = None
+        if packed:
+            self._refuse_an_empty_packed_epoch()
         if d.masking == "dynamic":  # a vocab that cannot be read, or is not the ids' own, is named now
             self._local().special(self)
+
+    def _refuse_an_empty_packed_epoch(self) -> None:
+        """A token budget so large that the split fills fewer batches than one step needs gives an epoch of no batch
+        at all: refused, as a global batch larger than the split is for the other layouts."""
+        plan = self._plan()
+        if len(plan):
+            return
+        d = self.dataset
+        tokens = int(plan.lengths.sum())
+        raise LoaderError(
+            f"tokens_per_batch {self.tokens_per_batch:,} gives an epoch of no batch: the {d.split} split of "
+            f"seq{d.seq_length} ({tokens:,} tokens in {d.instances:,} instances) packs into {plan.batches} "
+            f"batch(es) to keep, with drop_remainder=True leaving out the least filled one, and a step takes "
+            f"{self.world_size} (world_size); give a smaller tokens_per_batch (at most about "
+            f"{tokens // (self.world_size + 1):,}) or drop_remainder=False"
+        )
 
     # ---------------------------------------------------------------- per-process state
 

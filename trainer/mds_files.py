@@ -12,13 +12,15 @@ import numpy as np
 
 from bertcorpus.trainer.record_files import Dataset, InstanceRows, LoaderError, Shard
 from bertcorpus.trainer.storage import is_remote, join, read_bytes
-from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, read_header, read_samples
+from bertcorpus.transforms.instance_mds import ID_ENCODINGS, INDEX, MdsColumns, read_header, read_samples
 
 
 def columns_of(dataset: Dataset, config: dict, where: str) -> MdsColumns:
     """The columns a shard or an index entry names, if they are those of a bertcorpus output of this objective."""
     columns = MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
-    expected = {MdsColumns.for_output(size, dataset.pair_objective) for size in (0, 1 << 17)}
+    expected = {
+        MdsColumns.for_output(size, dataset.pair_objective, ids) for size in (0, 1 << 17) for ids in ID_ENCODINGS
+    }
     if columns not in expected or config.get("compression") or config.get("format") != "mds":
         raise LoaderError(
             f"{where} is not an uncompressed bertcorpus MDS shard for --pair-objective {dataset.pair_objective} "

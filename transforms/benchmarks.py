@@ -112,10 +112,15 @@ def parse_benchmark(name: str, file_name: str, data: bytes, text_fields: list[st
     elif lower.endswith(".tsv"):
         return _checked(_glue_tsv(name, file_name, data, text_fields), file_name)
     elif lower.endswith((".json", ".jsonl")):
-        document = _whole_json(data) if lower.endswith(".json") else None
+        document, error = _whole_json(data) if lower.endswith(".json") else (None, None)
         if isinstance(document, dict):
             return _checked(_squad(name, file_name, document), file_name)
-        records, unreadable = (document, 0) if isinstance(document, list) else _json_lines(data)
+        if isinstance(document, list):
+            records, unreadable = document, 0
+        else:
+            records, unreadable, line_error = _json_lines(data)
+            if not records:  # not JSON as a whole, nor a line of it: a truncated or damaged file, named as such
+                raise BenchmarkError(f"benchmark {file_name}: not valid JSON: {error or line_error}")
     else:
         raise BenchmarkError(
             f"benchmark {file_name}: {UNKNOWN}; its name ends in none of .json, .jsonl, .tsv, .parquet"
@@ -129,23 +134,27 @@ def _checked(benchmark: Benchmark, file_name: str) -> Benchmark:
     return benchmark
 
 
-def _whole_json(data: bytes):
+def _whole_json(data: bytes) -> tuple[object, str | None]:
+    """The file as one JSON document, or None and why it is not one (the error and its place: line, column, char),
+    where it may still be JSON lines under a .json name, as some exports write them."""
     try:
-        return json.loads(data)
-    except ValueError:
-        return None  # JSON lines under a .json name, as some exports write them
+        return json.loads(data), None
+    except ValueError as e:
+        return None, str(e)
 
 
-def _json_lines(data: bytes) -> tuple[list, int]:
-    records, unreadable = [], 0
-    for line in data.splitlines():
+def _json_lines(data: bytes) -> tuple[list, int, str | None]:
+    """The records of a JSON lines file, the count of lines that are not JSON, and why the first of them is not."""
+    records, unreadable, first_error = [], 0, None
+    for number, line in enumerate(data.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             records.append(json.loads(line))
-        except ValueError:
+        except ValueError as e:
             unreadable += 1
-    return records, unreadable
+            first_error = first_error or f"line {number}: {e}"
+    return records, unreadable, first_error
 
 
 def _parquet_records(file_name: str, data: bytes) -> list[dict]:

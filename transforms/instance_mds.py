@@ -4,7 +4,8 @@ our own code (a Beam job never imports mosaicml-streaming) and read back by Stre
 An output's split is a folder seq{L}/{split}/ of uncompressed shards shard.NNNNN.mds and an index.json that lists
 them. One sample per instance, unpadded, with the columns (MDS orders them by name):
 
-    input_ids            ndarray:uint16   [CLS] A [SEP] B [SEP] (ndarray:uint32 for a vocab past 65,536 ids)
+    input_ids            ndarray:int64    [CLS] A [SEP] B [SEP]; with create --mds-ids compact, ndarray:uint16
+                                          (ndarray:uint32 for a vocab past 65,536 ids)
     len                  uint16           len(input_ids)
     next_sentence_label  uint8            nsp: 1 = random next; sop: 1 = swapped (not with --pair-objective none)
     segment_b_start      uint16           position of B's first token (not with --pair-objective none)
@@ -16,6 +17,11 @@ The MDS layout, as the format defines it (version 2):
     index.json   {"shards": [config + {"raw_data": {"basename", "bytes", "hashes"}, "samples", "zip_data"}],
                   "version": 2}, keys sorted
 Everything here is a pure function of the instances, so a shard's bytes are the same on every runner.
+
+Why int64 by default: ModernBERT's StreamingTextDataset reads a sample's ids as np.frombuffer(sample["input_ids"],
+np.int64), which reads an ndarray:int64 column (and a bytes column of int64s) right and silently turns narrower ids
+into garbage; its NoStreamingDataset keeps only the ndarray columns of a sample. MosaicML's StreamingDataset and our
+loader read every encoding here.
 """
 
 from __future__ import annotations
@@ -32,7 +38,8 @@ from bertcorpus.wordpiece.ranges import concat_ranges
 MDS_VERSION = 2
 INDEX = "index.json"
 _SCALARS = {"uint8": "<u1", "uint16": "<u2", "uint32": "<u4"}
-_ARRAYS = {"ndarray:uint16": "<u2", "ndarray:uint32": "<u4"}
+_ARRAYS = {"ndarray:uint16": "<u2", "ndarray:uint32": "<u4", "ndarray:int64": "<i8"}
+ID_ENCODINGS = ("int64", "compact")  # create --mds-ids: what readers of int64 ids expect, or the narrowest that fits
 
 
 def shard_basename(shard: int) -> str:
@@ -47,8 +54,13 @@ class MdsColumns:
     encodings: tuple[str, ...]
 
     @staticmethod
-    def for_output(vocab_size: int, pair_objective: str) -> MdsColumns:
-        columns = {"input_ids": "ndarray:uint32" if vocab_size > WIDE_IDS else "ndarray:uint16", "len": "uint16"}
+    def for_output(vocab_size: int, pair_objective: str, ids: str) -> MdsColumns:
+        """The columns for a vocab of vocab_size, a pair objective and an ids encoding of ID_ENCODINGS."""
+        if ids == "int64":
+            id_column = "ndarray:int64"
+        else:
+            id_column = "ndarray:uint32" if vocab_size > WIDE_IDS else "ndarray:uint16"
+        columns = {"input_ids": id_column, "len": "uint16"}
         if pair_objective != "none":
             columns |= {"next_sentence_label": "uint8", "segment_b_start": "uint16"}
         names = tuple(sorted(columns))

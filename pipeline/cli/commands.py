@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+import warnings
 
 from bertcorpus.pipeline.cli import unknown_flags
 from bertcorpus.pipeline.errors import (
@@ -179,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         gc.enable()
     accepts_beam_options = getattr(module, "ACCEPTS_BEAM_OPTIONS", True)
     running = False
+    shown_before = warnings.showwarning
+    warnings.showwarning = _one_line_warnings(args.command)
     try:
         if args.command not in FORWARDING_COMMANDS:
             unknown_flags.check_unknown_flags(beam_args, own_flags, accepts_beam_options)
@@ -202,6 +205,18 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"bertcorpus {args.command}: error: {message}", file=sys.stderr)
         return 2
+    finally:
+        warnings.showwarning = shown_before
+
+
+def _one_line_warnings(command: str):
+    """Python's warnings shown as errors are: one line that names the command, never the source line that warned
+    (Python's own format quotes it, which means nothing to a user)."""
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        print(f"bertcorpus {command}: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
+
+    return show
 
 
 def _check_text(words: list[str]) -> None:

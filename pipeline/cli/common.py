@@ -17,16 +17,18 @@ BooleanFlag = argparse.BooleanOptionalAction
 
 @dataclass
 class FinishedRun:
-    """A run that ran to its end here: Beam's final state, and for a local run the seconds its stages took, each
-    named by the job's steps that worked most in it (run_progress.stage_time_rows)."""
+    """A run that ran to its end here: Beam's final state, for a local run the seconds its stages took, each named
+    by the job's steps that worked most in it (run_progress.stage_time_rows), and for a run on a Flink cluster how
+    often the job restarted (engines/flink_restarts.py)."""
 
     state: object
     stage_times: list[tuple[str, float]] = field(default_factory=list)
+    runner_rows: list[tuple[str, str]] = field(default_factory=list)
 
-    def time_rows(self) -> list[tuple[str, str]]:
+    def summary_rows(self) -> list[tuple[str, str]]:
         from bertcorpus.pipeline.engines.run_progress import stage_time_rows
 
-        return stage_time_rows(self.stage_times)
+        return stage_time_rows(self.stage_times) + self.runner_rows
 
 
 def run_pipeline(pipeline, options, what: str, plan=None) -> FinishedRun | None:
@@ -42,8 +44,13 @@ def run_pipeline(pipeline, options, what: str, plan=None) -> FinishedRun | None:
     from bertcorpus.pipeline.errors import WorkerDiedError, user_message
 
     if not runners.is_local(options):
+        from bertcorpus.pipeline.engines.flink_restarts import FlinkRestarts
+
+        restarts = FlinkRestarts.watching(options)
         result = _run_and_wait(pipeline, options, what)
-        return None if result is None else FinishedRun(result.state)
+        if result is None:
+            return None
+        return FinishedRun(result.state, runner_rows=restarts.rows() if restarts else [])
     mark_launcher()  # local worker processes end themselves if this one is killed (engines/launcher_watch.py)
     from apache_beam.options.pipeline_options import DirectOptions
 
@@ -143,7 +150,10 @@ def _run_and_wait(pipeline, options, what: str, progress=None):
             print(f"{what}: job graph written to {', '.join(options.get_all_options().get('render_output') or [])}")
             return None
         if dry_run:
-            print(f"{what}: dry run — the job graph was built and validated; nothing ran and nothing was written.")
+            print(
+                f"{what}: dry run — the job graph was built and validated{_package_built(options)}; nothing ran and "
+                "nothing was written."
+            )
             return None
         job = dataflow_job(result, options)
         if job:
@@ -156,6 +166,20 @@ def _run_and_wait(pipeline, options, what: str, progress=None):
     logging.getLogger(__name__).info("%s finished in %.1f s", what, time.time() - started)
     print(f"{what}: finished in {time.time() - started:.1f} s ({state})")
     return result
+
+
+def _package_built(options) -> str:
+    """What a Dataflow dry run did besides the graph: Beam's stager built the package its workers would be given
+    (an sdist of --setup_file, by `python -m build --no-isolation` in this environment), and would have failed the
+    run where it could not."""
+    from apache_beam.options.pipeline_options import SetupOptions
+
+    from bertcorpus.pipeline.engines import runners
+
+    setup_file = options.view_as(SetupOptions).setup_file
+    if not (setup_file and runners.is_dataflow(options)):
+        return ""
+    return f", and the package for its workers was built from --setup_file {setup_file}"
 
 
 def _wait_until_finish(result):

@@ -28,11 +28,11 @@ from bertcorpus.pipeline.sinks.up_to_date import Reuse
 
 @dataclass
 class JobRun:
-    """A job that ran to its end here, or whose up-to-date output was kept: its manifest, and the time rows of its
-    summary."""
+    """A job that ran to its end here, or whose up-to-date output was kept: its manifest, and the rows its run adds
+    to the summary (the time of its stages, a Flink job's restarts)."""
 
     manifest: dict
-    time_rows: list[tuple[str, str]] = field(default_factory=list)
+    run_rows: list[tuple[str, str]] = field(default_factory=list)
 
 
 def run_job(
@@ -61,7 +61,7 @@ def run_job(
     finished = run_pipeline(pipeline, options, what=name, plan=plan)
     if finished is None:
         return None
-    return JobRun(output.read_manifest(output_dir), finished.time_rows())
+    return JobRun(output.read_manifest(output_dir), finished.summary_rows())
 
 
 def run_extraction(
@@ -88,7 +88,7 @@ def run_extraction(
 
 def finish(name: str, run: JobRun, rows: list[tuple[str, str]], problems: Iterable[str | None] = ()) -> int:
     """Print the summary, then the first problem that makes the run exit 1 although its output is complete."""
-    print_summary(name, run.manifest, rows + run.time_rows)
+    print_summary(name, run.manifest, rows + run.run_rows)
     problem = next((p for p in problems if p), None)
     if problem is None:
         return 0

@@ -26,6 +26,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     positive_int,
 )
 from bertcorpus.transforms.bucket_instances import PAIR_OBJECTIVES, InstanceRecipe
+from bertcorpus.transforms.instance_mds import ID_ENCODINGS, MdsColumns
 from bertcorpus.transforms.instances import SeqConfig
 from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
@@ -72,6 +73,7 @@ class CreateConfig:
     pair_objective: str = "nsp"  # nsp, sop or none
     bin_size: int | None = None  # length bins of this many tokens, for batches of similar lengths
     record_format: str | None = None  # None: tfrecord for static masking, parquet for dynamic; or mds (dynamic)
+    mds_ids: str | None = None  # mds only: int64 (what ModernBERT's reader expects) or compact (uint16/uint32)
     num_shards: int = 0  # train shards per seq config; 0 = sized from the input
     eval_fraction: float | None = None  # None = sized from the input (auto_eval_fraction)
     num_buckets: int = 0  # 0 = sized from the input (bucket_mb of text per bucket)
@@ -134,6 +136,9 @@ class CreateConfig:
     def file_format(self) -> str:
         return self.record_format or ("tfrecord" if self.masking == "static" else "parquet")
 
+    def mds_columns(self, vocab_size: int) -> MdsColumns:
+        return MdsColumns.for_output(vocab_size, self.pair_objective, self.mds_ids)
+
     def recipe(self, seq: SeqConfig) -> InstanceRecipe:
         return InstanceRecipe(
             seq,
@@ -156,6 +161,8 @@ class CreateConfig:
         del d["output"]  # where the records went is not part of what they are
         d["segmenter_words"] = len(self.segmenter_words)  # the dictionary is known by its sha256
         d["languages"] = list(self.languages)  # as JSON holds it
+        if d["mds_ids"] is None:  # other forms than mds: their manifests stay as they were before the option
+            del d["mds_ids"]
         return d
 
 
@@ -235,6 +242,15 @@ def add_arguments(parser) -> None:
         "each; mds: the same instances as MosaicML streaming shards and an index.json in seq{L}/{split}/, "
         "for ModernBERT-class trainers (StreamingDataset reads them as they are) (default: tfrecord with "
         "--masking static, parquet with dynamic)",
+    )
+    recipe.add_argument(
+        "--mds-ids",
+        choices=ID_ENCODINGS,
+        default=None,
+        help="with --record-format mds, how input_ids are stored: int64 (ndarray:int64), as ModernBERT's "
+        "StreamingTextDataset reads them (np.frombuffer(..., np.int64)); compact: uint16 (uint32 for a vocab past "
+        "65,536 ids), a quarter of the ids' bytes, which MosaicML's StreamingDataset and bertcorpus's loader read "
+        "but ModernBERT's StreamingTextDataset does not (default: int64)",
     )
     recipe.add_argument(
         "--pair-objective",
@@ -388,6 +404,10 @@ def config_from_args(args) -> CreateConfig:
             "writes parquet or mds)",
         ),
         (
+            args.mds_ids is None or record_format == "mds",
+            f"--mds-ids chooses how MDS shards store input_ids: it needs --record-format mds (not {record_format})",
+        ),
+        (
             args.masking == "static" or longest <= MAX_STORED_LENGTH,
             f"--seq-configs: a length of {longest:,} is past the {MAX_STORED_LENGTH:,} tokens that dynamic "
             "masking's records store (uint16 lengths); split it into shorter instances",
@@ -434,6 +454,7 @@ def config_from_args(args) -> CreateConfig:
         pair_objective=args.pair_objective,
         bin_size=args.bin_size,
         record_format=args.record_format,
+        mds_ids=args.mds_ids or ("int64" if record_format == "mds" else None),
         num_shards=args.num_shards or 0,
         eval_fraction=args.eval_fraction,
         num_buckets=args.num_buckets or 0,

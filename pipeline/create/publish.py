@@ -18,7 +18,7 @@ from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import manifest_bins
-from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, index_bytes, index_entry
+from bertcorpus.transforms.instance_mds import INDEX, index_bytes, index_entry
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
@@ -137,7 +137,9 @@ class Publish(WatchedDoFn):
         """Stage the index.json of each MDS split folder (its shards in order, as the manifest lists them)."""
         cfg = self.config
         vocab_size = len(self.vocab.load().tokens)
-        columns = MdsColumns.for_output(vocab_size, cfg.pair_objective)
+        columns = cfg.mds_columns(vocab_size)
+        # How the shards store input_ids, which decides the readers that read them (docs/pretraining_data.md).
+        manifest["form"]["mds_input_ids"] = columns.encodings[columns.names.index("input_ids")]
         written = []
         for name, out in manifest["outputs"].items():
             for split in ("train", "eval"):

@@ -19,7 +19,7 @@ from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
 from bertcorpus.transforms.instance_columns import InstanceColumns
-from bertcorpus.transforms.instance_mds import MdsColumns, mds_shard
+from bertcorpus.transforms.instance_mds import mds_shard
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
 from bertcorpus.transforms.instances import Bucket, cut_long_sentences, sample_fragments
 from bertcorpus.transforms.language_id import LanguageSetting
@@ -278,7 +278,7 @@ class WriteShards(WatchedDoFn):
                 InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(seq.max_seq_length)
             )
             if self.config.file_format == "mds":
-                chunks = [mds_shard(instances, MdsColumns.for_output(self.vocab_size, self.config.pair_objective))]
+                chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size))]
             else:
                 chunks = [_parquet_bytes(instances, self.vocab_size)]
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)

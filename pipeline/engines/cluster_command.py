@@ -67,6 +67,10 @@ def run(args, beam_args: list[str]) -> int:
     if args.restart_attempts < 0:
         raise UserError("--restart-attempts must be 0 or more")
     state = Path(args.state_dir or engine_cache.cache_dir() / f"run-{args.engine}").expanduser().resolve()
+    if not args.fetch_only:  # now, not after minutes of fetching and building
+        from bertcorpus.pipeline.engines.worker_pool import check_can_listen
+
+        check_can_listen(f"{args.host}:{args.pool_port}")
     if args.engine == "worker-pool":
         return _serve_pool_only(args, state)
     engine_cache.require_java()

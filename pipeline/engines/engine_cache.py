@@ -13,11 +13,16 @@
 The Java side is Beam 2.62.0 (the newest whose Flink 1.19 runner and job service both resolve from Maven Central);
 the Python SDK is the project's own Beam. docs/engines.md says why and what the tests prove about the skew.
 The cache is $BERTCORPUS_ENGINES_CACHE, else ~/.cache/bertcorpus/engines. Each item is built in a temporary folder
-and renamed into place, so an interrupted fetch never leaves a half item that looks complete.
+and renamed into place, so an interrupted fetch never leaves a half item that looks complete. Each item records the
+sha256 of its files as it is built (CONTENTS), and every later use checks them: an item damaged since (a truncated
+jar, a file changed or gone) is named in one line and built again, where it would otherwise start a cluster whose
+every job fails ("not a jar").
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -72,6 +77,13 @@ def require_java() -> str:
     )
 
 
+# Each fetch and build step downloads (PyPI, Maven Central): where it fails, the network may be what is missing.
+OFFLINE_HINT = (
+    "; without network here (a network namespace, an offline host), fetch where there is network first: "
+    "`bertcorpus cluster flink --fetch-only` (or spark) fills the cache that a later start only reads"
+)
+
+
 def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
     """Run a fetch or build step; on failure one line naming the command and its last words."""
     done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
@@ -79,7 +91,8 @@ def _run(command: list[str], what: str, cwd: Path | None = None) -> None:
         lines = [line.strip() for line in (done.stderr + "\n" + done.stdout).splitlines() if line.strip()]
         errors = [line for line in lines if "ERROR" in line or "error" in line.lower()] or lines
         shown = " ".join(command[:6]) + (" ..." if len(command) > 6 else "")
-        raise UserError(f"{what} failed: `{shown}` exited {done.returncode}: {errors[-1] if errors else ''}"[:600])
+        failed = f"{what} failed: `{shown}` exited {done.returncode}: {errors[-1] if errors else ''}"[:600]
+        raise UserError(failed + OFFLINE_HINT)
 
 
 def _pip_download(requirement: str, into: Path, *extra: str) -> Path:
@@ -104,14 +117,81 @@ def _pip_download(requirement: str, into: Path, *extra: str) -> Path:
     return target
 
 
+CONTENTS = ".bertcorpus-contents.json"  # in each item: {relative path: sha256} of its files, written as it is built
+
+
+def _file_digests(folder: Path) -> dict[str, str]:
+    """The sha256 of every file under folder (but the record of them), by path relative to it."""
+    digests = {}
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and path.name != CONTENTS:
+            with path.open("rb") as f:
+                digests[path.relative_to(folder).as_posix()] = hashlib.file_digest(f, "sha256").hexdigest()
+    return digests
+
+
+def _record_contents(folder: Path) -> None:
+    (folder / CONTENTS).write_text(json.dumps(_file_digests(folder), indent=0, sort_keys=True))
+
+
+def _unreadable_jar(folder: Path) -> str | None:
+    """The first jar under folder whose zip directory cannot be read (a truncated jar), with why; else None."""
+    for jar in sorted(folder.rglob("*.jar")):
+        try:
+            zipfile.ZipFile(jar).close()
+        except (OSError, zipfile.BadZipFile) as e:
+            return f"{jar.relative_to(folder)} is not a whole jar: {e}"
+    return None
+
+
+def damage(item: Path) -> str | None:
+    """What is wrong with a cached item, or None: a file whose sha256 differs from the one recorded when the item was
+    built, or one missing (files added since, such as caches a tool keeps beside its own, harm nothing). An item built
+    before records were kept has its jars' zip directories checked, and its record written then."""
+    record = item / CONTENTS
+    if not record.exists():
+        problem = _unreadable_jar(item)
+        if problem is None:
+            _record_contents(item)
+        return problem
+    try:
+        recorded = json.loads(record.read_text())
+    except (OSError, ValueError) as e:
+        return f"its record of contents {CONTENTS} cannot be read ({e})"
+    found = _file_digests(item)
+    changed = sorted(name for name in recorded.keys() & found.keys() if recorded[name] != found[name])
+    missing = sorted(recorded.keys() - found.keys())
+    for names, what in ((changed, "differs from what was built"), (missing, "is missing")):
+        if names:
+            more = f" (and {len(names) - 1} more)" if len(names) > 1 else ""
+            return f"{names[0]}{more} {what}"
+    return None
+
+
+def rebuild_hint(path: Path) -> str:
+    """For a file that cannot be used: how to build it again, where it lies in the cache; else nothing."""
+    if not Path(path).expanduser().resolve().is_relative_to(cache_dir().resolve()):
+        return ""
+    return (
+        "; it lies in the engines cache: `bertcorpus cluster flink --fetch-only` (or spark) checks what the cache "
+        "holds and builds a damaged item again"
+    )
+
+
 def _build_atomically(target: Path, build) -> Path:
-    """build(folder) fills a temporary folder, which then becomes target; an existing target is taken as it is."""
+    """build(folder) fills a temporary folder, which then becomes target, with the record of its contents. An existing
+    target is taken as it is when its files are those built; a damaged one is removed and built again."""
     if target.exists():
-        return target
+        problem = damage(target)
+        if problem is None:
+            return target
+        say(f"the cached {target} is damaged: {problem}; removing it and building it again")
+        shutil.rmtree(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         build(partial)
+        _record_contents(partial)
         partial.rename(target)
     finally:
         shutil.rmtree(partial, ignore_errors=True)
@@ -173,7 +253,7 @@ def _maven_build(pom_name: str, jar_name: str, properties: dict[str, str]) -> Pa
         (folder / "pom.xml").write_bytes(
             resources.files("bertcorpus.pipeline.engines").joinpath("job-server-poms", pom_name).read_bytes()
         )
-        say(f"building {jar_name} with Maven from Maven Central (once; about a minute, more on first download) ...")
+        say(f"building {jar_name} with Maven from Maven Central (once; about 3 minutes on 2 cores) ...")
         started = time.monotonic()
         _run(
             [mvn, "--batch-mode", "--quiet", "package", *(f"-D{k}={v}" for k, v in properties.items())],

@@ -3,24 +3,31 @@
 Each misconfiguration would otherwise surface late and long: Beam starts its job server, translates the job and
 submits it before the mistake shows, as a Java stack trace one to three minutes later (a stopped cluster: 21
 submission attempts; no worker pool: the first Python stage fails; no --environment_type: Docker is tried). Each
-check here is one line, within about two seconds.
+check here is one line, within about two seconds. A run that passes them hears, in one line, when its job server is
+of another Beam release than the launcher's Python SDK (version_skew).
 """
 
 from __future__ import annotations
 
 import re
 import socket
+import sys
 import zipfile
 from pathlib import Path
 
+import apache_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from bertcorpus.pipeline.engines.daemons import http_json
+from bertcorpus.pipeline.engines.engine_cache import BEAM_JAVA_VERSION, rebuild_hint
 from bertcorpus.pipeline.errors import UserError
 
 PROBE_SECONDS = 2.0
 FLINK_LOCAL_MASTERS = {"[local]", "[auto]"}  # Beam then runs an embedded Flink with the DoFns in the launcher
 _JAR_FLINK_MINOR = re.compile(r"META-INF/maven/org\.apache\.beam/beam-runners-flink-(\d+\.\d+)/pom\.properties")
+_JAR_RUNNER_POM = re.compile(
+    r"META-INF/maven/org\.apache\.beam/beam-runners-(?:flink-\d+\.\d+|spark-3)/pom\.properties"
+)
 
 
 def runner_name(options: PipelineOptions) -> str:
@@ -40,6 +47,36 @@ def check_engine(options: PipelineOptions) -> None:
     elif runner == "SparkRunner":
         _check_spark(values)
     _check_worker_pool(values)
+    skew = version_skew(values)
+    if skew:
+        print(f"note: {skew}", file=sys.stderr, flush=True)
+
+
+def job_server_beam(jar: Path) -> str | None:
+    """The Beam release of the runner a job server jar bundles (its Maven pom.properties), or None where unknown."""
+    try:
+        with zipfile.ZipFile(jar) as archive:
+            pom = next((name for name in archive.namelist() if _JAR_RUNNER_POM.fullmatch(name)), None)
+            text = archive.read(pom).decode("utf-8", "replace") if pom else ""
+    except (OSError, zipfile.BadZipFile):
+        return None
+    found = re.search(r"^version=(\S+)", text, re.M)
+    return found.group(1) if found else None
+
+
+def version_skew(values: dict) -> str | None:
+    """One line when the job server (Java) is of another Beam release than this launcher and its SDK workers
+    (Python): Beam promises no compatibility between releases, and nothing else would say so (docs/engines.md)."""
+    jar = values.get("flink_job_server_jar") or values.get("spark_job_server_jar")
+    java = job_server_beam(Path(jar).expanduser()) if jar and "://" not in jar else None
+    python = apache_beam.__version__
+    if java is None or java == python:
+        return None
+    return (
+        f"the job server is Beam {java} (Java), the launcher and its SDK workers Beam {python} (Python): Beam "
+        "does not promise that two releases work together; bertcorpus's tests compare every job's bytes on its own "
+        f"job servers (Beam {BEAM_JAVA_VERSION}) with the direct runner's (docs/engines.md, version skew)"
+    )
 
 
 def _check_environment_type(runner: str, values: dict) -> None:
@@ -98,7 +135,7 @@ def jar_flink_minor(jar: Path) -> str | None:
                 if found:
                     return found.group(1)
     except (OSError, zipfile.BadZipFile) as e:
-        raise UserError(f"--flink_job_server_jar {jar}: not a jar ({e})") from e
+        raise UserError(f"--flink_job_server_jar {jar}: not a jar ({e}){rebuild_hint(jar)}") from e
     return None
 
 

@@ -64,6 +64,23 @@ def endpoint_open(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+def listen_problem(address: str) -> str | None:
+    """Why the pool cannot listen on HOST:PORT (the port in use, an address not this host's), or None; checked with a
+    plain socket first, so that the user gets one line rather than gRPC's log and traceback."""
+    host, _, port = address.rpartition(":")
+    try:
+        number = int(port)
+        family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds: past TIME_WAIT, not a listener
+            probe.bind((host.strip("[]"), number))
+    except ValueError:
+        return f"{address} is not HOST:PORT"
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
 def _run_worker(control_url: str, worker_id: str, data_buffer_time_limit_ms: int) -> None:
     """The body of a forked worker: Beam's SDK harness, connected to its runner's control endpoint."""
     try:  # die with the forkserver above (which exits with the pool), not only with the process group
@@ -193,16 +210,35 @@ def _terminate(process: multiprocessing.Process) -> None:
 
 def serve(address: str, preload: bool = True):
     """Start the pool's gRPC server on address (HOST:PORT; port 0 picks a free one). Returns (server, pool, port)."""
+    check_can_listen(address)
     pool = WorkerPool(preload=preload)
-    # As Beam's own pool: the runner's keep-alive pings must not count as abuse on an idle connection.
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=16),
-        options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)],
+        options=[
+            # As Beam's own pool: the runner's keep-alive pings must not count as abuse on an idle connection.
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.http2.max_ping_strikes", 0),
+            # A second pool on a port that one already serves must fail, not share the port with it.
+            ("grpc.so_reuseport", 0),
+        ],
     )
     beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(pool, server)
-    port = server.add_insecure_port(address)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # newer gRPC raises where older ones returned 0: taken between the check and now
+        port = 0
     if port == 0:
         pool.close()
-        raise UserError(f"the worker pool cannot listen on {address}: the address is in use or not this host's")
+        raise UserError(cannot_listen(address, "the address is in use or not this host's"))
     server.start()
     return server, pool, port
+
+
+def check_can_listen(address: str) -> None:
+    problem = listen_problem(address)
+    if problem:
+        raise UserError(cannot_listen(address, problem))
+
+
+def cannot_listen(address: str, why: str) -> str:
+    return f"the worker pool cannot listen on {address}: {why}; choose another --pool-port, or stop what listens there"

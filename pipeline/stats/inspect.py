@@ -3,11 +3,13 @@
     .tfrecord ─ records as stored: tokens with [MASK], segments, masked positions and labels
     .parquet  ─ instances as stored, unmasked: tokens, segments, label; with --epoch, also the masks that
                 trainer.loader draws for them in that epoch (a function of seed, epoch and instance only)
+    .mds      ─ the same instances as MosaicML streaming shards, shown as the Parquet ones
 
-A shard lies inside its output, OUT/seq{L}/FILE, whose manifest.json (two levels up) says what label 1 means and
-which vocab the records were made with, and for a Parquet shard its split and place among the split's instances and
-the masking settings. A Parquet shard is read only inside its output; a TFRecord anywhere (a reference file too,
-with --vocab).
+A shard lies inside its output, OUT/seq{L}/FILE (OUT/seq{L}/{split}/FILE for MDS), whose manifest.json says what
+label 1 means and which vocab the records were made with, and for the instances forms the shard's split and place
+among the split's instances and the masking settings. Instances are read only inside their output; a TFRecord
+anywhere (a reference file too, with --vocab). Tokens in the masked positions' list are quoted (JSON strings), so
+that a punctuation token such as "," reads as itself.
 """
 
 from __future__ import annotations
@@ -32,12 +34,13 @@ SEARCH_BATCH = 4096  # instances per loader batch while finding the batches that
 
 def add_arguments(parser) -> None:
     parser.add_argument(
-        "file", help="a .tfrecord or .parquet shard written by `bertcorpus create` (TFRecords of the reference too)"
+        "file",
+        help="a .tfrecord, .parquet or .mds shard written by `bertcorpus create` (TFRecords of the reference too)",
     )
     parser.add_argument(
         "--vocab",
         help="the vocab.txt the records were made with; needed for a TFRecord outside a create output "
-        "(default: the one the output's manifest names, or for Parquet the output's own copy)",
+        "(default: the one the output's manifest names, or for Parquet and MDS the output's own copy)",
     )
     parser.add_argument("-n", "--num", type=int, default=3, help="how many records to show (default: 3)")
     parser.add_argument("--skip", type=int, default=0, help="records to skip first (default: 0)")
@@ -45,7 +48,7 @@ def add_arguments(parser) -> None:
         "--epoch",
         type=int,
         metavar="E",
-        help="Parquet: also show the masks that bertcorpus.trainer.loader draws for these instances in epoch E",
+        help="Parquet and MDS: also show the masks that bertcorpus.trainer.loader draws for these instances in epoch E",
     )
     parser.add_argument(
         "--seed", type=int, metavar="S", help="Parquet, with --epoch: the loader's seed (default: the loader's own, 0)"
@@ -80,8 +83,13 @@ def _masked_line(features: dict[str, list], tokens: tuple[str, ...], length: int
     ids, weights = features["input_ids"][:length], features["masked_lm_weights"]
     positions = [p for p, w in zip(features["masked_lm_positions"], weights) if w > 0]
     originals = [tokens[i] for i, w in zip(features["masked_lm_ids"], weights) if w > 0]
-    predictions = ", ".join(f"{p}:{tokens[ids[p]]}→{o}" for p, o in zip(positions, originals))
+    predictions = ", ".join(f"{p}:{_quoted(tokens[ids[p]])}→{_quoted(o)}" for p, o in zip(positions, originals))
     return f"  masked ({len(positions)}): {predictions}"
+
+
+def _quoted(token: str) -> str:
+    """A token as a JSON string: "," and "history" are told apart from the list's own commas."""
+    return json.dumps(token, ensure_ascii=False)
 
 
 def format_example(features: dict[str, list], tokens: tuple[str, ...], label_kind: str = "random_next") -> str:
@@ -123,11 +131,18 @@ def format_masks(features: dict[str, list], tokens: tuple[str, ...], epoch: int,
 # ---------------------------------------------------------------------------------------------- the output around
 
 
+def _depth(path: str) -> int:
+    """How many folders down the output a shard lies: seq{L}/FILE, or seq{L}/{split}/FILE for MDS."""
+    return 3 if path.endswith(".mds") else 2
+
+
 def _output_of(path: str) -> str:
-    """OUT for OUT/seq{L}/FILE, local or remote."""
-    if "://" in path:
-        return posixpath.dirname(posixpath.dirname(path))
-    return os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    """OUT for OUT/seq{L}/FILE (OUT/seq{L}/{split}/FILE for MDS), local or remote."""
+    remote = "://" in path
+    folder = path if remote else os.path.abspath(path)
+    for _ in range(_depth(path)):
+        folder = posixpath.dirname(folder) if remote else os.path.dirname(folder)
+    return folder
 
 
 def _join(directory: str, name: str) -> str:
@@ -154,8 +169,8 @@ def read_manifest(output: str) -> dict | None:
 def find_shard(manifest: dict, path: str) -> tuple[str, int, str, int, int] | None:
     """(seq name, seq length, split, instances before this shard in the split's manifest order, instances of the
     split) of the file."""
-    seq = posixpath.basename(posixpath.dirname(path.replace(os.sep, "/")))
-    name = f"{seq}/{posixpath.basename(path)}"
+    parts = path.replace(os.sep, "/").split("/")[-_depth(path) :]
+    seq, name = parts[0], "/".join(parts)
     entry = manifest["outputs"].get(seq)
     if not isinstance(entry, dict):
         return None
@@ -180,15 +195,15 @@ def _manifest_listing(path: str) -> dict | None:
     return manifest if manifest is not None and find_shard(manifest, path) else None
 
 
-def manifest_vocab(output: str, manifest: dict, parquet: bool) -> str:
-    """The vocab an output's records were made with: the copy that a Parquet (dynamic) output holds, else the file
-    its manifest names, which must still hold the bytes it had then (its sha256)."""
+def manifest_vocab(output: str, manifest: dict, instances: bool) -> str:
+    """The vocab an output's records were made with: the copy that an output of instances (Parquet, MDS) holds, else
+    the file its manifest names, which must still hold the bytes it had then (its sha256)."""
     import hashlib
 
     from bertcorpus.pipeline.errors import UserError
 
     entry = manifest.get("vocab") if isinstance(manifest.get("vocab"), dict) else {}
-    if parquet:
+    if instances:
         return _join(output, str(entry.get("copy") or "vocab.txt"))
     path, named_in = entry.get("path"), _join(output, MANIFEST)
     if not path or not FileSystems.exists(path):
@@ -226,17 +241,17 @@ def run(args, beam_args: list[str]) -> int:
     for path, what in ((args.file, "the shard"), (args.vocab, "--vocab")):
         if path and (problem := special_file_problem(path, what)):
             raise UserError(problem)
-    if args.file.endswith(".parquet"):
-        return inspect_parquet(args)
+    if args.file.endswith((".parquet", ".mds")):
+        return inspect_instances(args)
     if args.epoch is not None:
         raise UserError(
             "TFRecords hold the masks create drew; --epoch shows the masks drawn at load time for "
-            "Parquet instances (create --masking dynamic)"
+            "Parquet or MDS instances (create --masking dynamic)"
         )
     manifest = _manifest_listing(args.file)
     if not args.vocab and manifest is None:
         raise UserError("give --vocab: the vocab.txt the records were made with")
-    vocab = Vocab.load(args.vocab or manifest_vocab(_output_of(args.file), manifest, parquet=False))
+    vocab = Vocab.load(args.vocab or manifest_vocab(_output_of(args.file), manifest, instances=False))
     records = read_records(args.file, args.skip, args.num)
     label_kind = _label_kind(manifest)
     for n, record in enumerate(records, start=args.skip):
@@ -292,6 +307,40 @@ def decoded_example(record: bytes, n: int, vocab_size: int) -> dict[str, list]:
 
 
 INSTANCE_COLUMNS = ("input_ids", "segment_b_start", "next_sentence_label", "length")
+
+
+def read_mds_instances(path: str, skip: int, num: int) -> list[dict]:
+    """Samples skip .. skip + num - 1 of an MDS shard of create's instances, as read_instances gives Parquet rows."""
+    from bertcorpus.pipeline.errors import UserError
+    from bertcorpus.transforms.instance_mds import ID_ENCODINGS, MdsColumns, read_header, read_samples
+
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            data = f.read()
+        samples, config = read_header(data)
+        columns = MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
+        ours = {MdsColumns.for_output(size, objective, ids) for size in (0, 1 << 17) for objective in ("nsp", "none")
+                for ids in ID_ENCODINGS}  # fmt: skip
+        if columns not in ours or config.get("compression"):
+            raise UserError(
+                f"{path} is not an uncompressed MDS shard of create's instances (columns "
+                f"{', '.join(columns.names) or 'none'}, compression {config.get('compression')})"
+            )
+        first, stop = min(skip, samples), min(skip + num, samples)
+        ids, starts, length, b_start, label = read_samples(data, first, stop, columns)
+    except (ValueError, IndexError, TypeError, AttributeError) as e:  # not MDS, or damaged
+        raise UserError(f"{path} is not a readable MDS shard: {e}") from None
+    except OSError as e:  # a directory, a file it may not read
+        raise UserError(f"{path}: {e.strerror or e}") from None
+    return [
+        {
+            "input_ids": ids[starts[i] : starts[i] + length[i]].tolist(),
+            "segment_b_start": int(b_start[i]),
+            "next_sentence_label": int(label[i]),
+            "length": int(length[i]),
+        }
+        for i in range(stop - first)
+    ]
 
 
 def read_instances(path: str, skip: int, num: int) -> list[dict]:
@@ -368,23 +417,26 @@ def loader_masks(
     return found, chosen_seed
 
 
-def inspect_parquet(args) -> int:
+def inspect_instances(args) -> int:
+    """A shard of instances (Parquet or MDS), inside its create output."""
     from bertcorpus.pipeline.errors import UserError
 
     output = _output_of(args.file)
     manifest = read_manifest(output)
     if manifest is None:
+        where = "OUT/seq{L}/{split}/FILE" if args.file.endswith(".mds") else "OUT/seq{L}/FILE"
         raise UserError(
-            f"{args.file}: no {MANIFEST} in {output}; a Parquet shard is read inside the create output "
-            f"it belongs to (OUT/seq{{L}}/FILE, with OUT/{MANIFEST})"
+            f"{args.file}: no {MANIFEST} in {output}; a shard of instances is read inside the create output "
+            f"it belongs to ({where}, with OUT/{MANIFEST})"
         )
     place = find_shard(manifest, args.file)
     if place is None:
         raise UserError(f"{args.file} is not a shard that {_join(output, MANIFEST)} lists")
     seq, seq_length, split, before, split_instances = place
-    vocab_path = args.vocab or manifest_vocab(output, manifest, parquet=True)
+    vocab_path = args.vocab or manifest_vocab(output, manifest, instances=True)
     vocab = Vocab.load(vocab_path)
-    rows = read_instances(args.file, args.skip, args.num)
+    read = read_mds_instances if args.file.endswith(".mds") else read_instances
+    rows = read(args.file, args.skip, args.num)
     label_kind = _label_kind(manifest)
     for n, row in enumerate(rows, start=args.skip):
         beyond = max(row["input_ids"], default=0)
