@@ -90,3 +90,13 @@ def test_both_writes_a_chinese_book_once_per_script(books, tmp_path):
     hans, hant = docs["books:pg25328-tou-peng-hsien-hua@zh-Hans"], docs["books:pg25328-tou-peng-hsien-hua@zh-Hant"]
     assert (hans["language"], hant["language"]) == ("zh-Hans", "zh-Hant")
     assert hant["text"].startswith("吾鄉先輩詩人徐菊潭有《豆棚吟》一冊") and len(hans["text"]) == len(hant["text"])
+
+
+def test_both_scripts_of_a_document_go_to_one_split():
+    from bertcorpus.pipeline.create.config import CreateConfig, split_of
+
+    config = CreateConfig([], "", "", eval_fraction=0.5)
+    ids = [f"zhwiki:{i}" for i in range(200)]
+    splits = [split_of(i, config) for i in ids]
+    assert 60 < splits.count("eval") < 140  # the split still draws
+    assert all(split_of(f"{i}@zh-Hans", config) == split_of(f"{i}@zh-Hant", config) == s for i, s in zip(ids, splits))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from dataclasses import asdict, dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
@@ -166,8 +167,14 @@ class CreateConfig:
         return d
 
 
+# The suffix of a document written once per script (extract-wiki/extract-books --zh-variant both): both forms of it
+# fall in one split, so that the eval split never holds the other script of a train document.
+_SCRIPT_SUFFIX = re.compile(r"@zh-Han[st]$")
+
+
 def split_of(doc_id: str, config: CreateConfig) -> str:
-    return "eval" if unit_interval(config.seed, "eval-split", doc_id) < config.eval_fraction else "train"
+    work = _SCRIPT_SUFFIX.sub("", doc_id)
+    return "eval" if unit_interval(config.seed, "eval-split", work) < config.eval_fraction else "train"
 
 
 def bucket_key(doc_id: str, split: str, config: CreateConfig) -> str:
