@@ -427,19 +427,16 @@ def _clean_blocks(blocks: list[str], removed: dict[str, int]) -> list[str]:
             count_removed(removed, "art_lines", n_lines)
             continue
 
+        # A heading glued to its first paragraph, possibly with title lines under it: in capitals, or East Asian
+        # (第一則 介之推火封妒婦, 弁言).
+        title_line = None
         if n_lines > 1 and len(lines[0]) < glued_limit and _KW_HEADING.fullmatch(lines[0]):
-            # Heading glued to its first paragraph, possibly with a title line in capitals under it.
-            drop = 1
-            while drop < n_lines - 1 and _is_caps_heading_line(lines[drop]):
-                drop += 1
-            count_removed(removed, "heading_lines", drop)
-            lines = lines[drop:]
-            n_lines = len(lines)
-            block = "\n".join(lines)
+            title_line = _is_caps_heading_line
         elif n_lines > 1 and (CJK_HEADING.fullmatch(lines[0]) or is_cjk_title_line(lines[0])):
-            # An East Asian heading or title line glued to the text under it (第一則 介之推火封妒婦, 弁言).
+            title_line = is_cjk_title_line
+        if title_line is not None:
             drop = 1
-            while drop < n_lines - 1 and is_cjk_title_line(lines[drop]):
+            while drop < n_lines - 1 and title_line(lines[drop]):
                 drop += 1
             count_removed(removed, "heading_lines", drop)
             lines = lines[drop:]
