@@ -27,6 +27,8 @@ RUN pip install --no-cache-dir \
     "build>=1.2,<2"
 
 COPY pyproject.toml setup.py README.md ./
+# src/bertcorpus and bertcorpus/pipeline etc. are symbolic links to the folders beside them (pyproject.toml).
+COPY src ./src
 COPY bertcorpus ./bertcorpus
 COPY pipeline ./pipeline
 COPY transforms ./transforms

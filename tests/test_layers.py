@@ -36,7 +36,8 @@ BEAM = "apache_beam"
 
 
 def module_name(root: Path, path: Path) -> str:
-    """The installed name: pipeline/create/job.py is bertcorpus.pipeline.create.job (pyproject.toml's package-dir)."""
+    """The installed name: pipeline/create/job.py is bertcorpus.pipeline.create.job (bertcorpus/pipeline links to
+    pipeline/)."""
     parts = path.relative_to(root).with_suffix("").parts
     parts = parts[:-1] if parts[-1] == "__init__" else parts
     return ".".join(parts if parts[0] == NAMESPACE else (NAMESPACE, *parts))
