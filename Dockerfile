@@ -35,6 +35,10 @@ COPY transforms ./transforms
 COPY wordpiece ./wordpiece
 COPY trainer ./trainer
 COPY beam_jobs.yaml ./
+# The demo's samples, which pipeline/cli/demo-samples links to: package data.
+COPY tests/data/books ./tests/data/books
+COPY tests/data/wiki/DATA.md tests/data/wiki/enwiki-2014-sample-truncated.xml.bz2 \
+     tests/data/wiki/enwiki-table-markup.xml.bz2 ./tests/data/wiki/
 RUN pip install --no-cache-dir --no-deps . && python -c "import bertcorpus.pipeline.create.job, bertcorpus.transforms.tfrecord, bertcorpus.wordpiece.tokenizer"
 
 # The SDK harness entry point of the base image stays as it is.

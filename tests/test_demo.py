@@ -4,8 +4,11 @@ stage whose output is up to date."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def table_of(printed: str) -> list[str]:
@@ -21,7 +24,7 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
     # Within 100 columns, the outputs named relative to the demo's folder, which is named relative to the working one.
     assert "\nbertcorpus demo summary (outputs in demo/)\n" in printed
     assert max(len(line) for line in table) <= 100, table
-    rows = {line.split()[0]: line for line in table if line.startswith("  ") and line[2] != " "}
+    rows = {line.split()[0]: line for line in table if line.startswith("  ") and line[2] != " " and "note:" not in line}
     assert list(rows) == ["stage", "extract-wiki", "extract-books", "vocab", "create", "stats", "train"]
     assert " vocab/ " in rows["vocab"] and " records/ " in rows["create"] and " report.html " in rows["stats"]
     assert printed.rstrip().endswith("data card: demo/report.html")
@@ -42,6 +45,17 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
         f"(chance {results['next_sentence_baseline_accuracy']:.3f})"
     ) in train
 
+    # A stage's line is its command, without the flags that only say how the demo reruns.
+    stage_lines = [line for line in printed.splitlines() if line.startswith("=== ")]
+    assert len(stage_lines) == 6 and not any("--reuse" in line or "--overwrite" in line for line in stage_lines)
+    # The notes under the table say why the truncated sample's error and the chance-level NSP accuracy are expected.
+    notes = " ".join(" ".join(table[table.index(rows["train"]) :]).split())
+    assert "note: extract-wiki: the one error is expected" in notes
+    # The data card names no path of this machine, and each source's licence.
+    card_text = (out / "report.html").read_text() + (out / "stats.json").read_text() + (out / "README.md").read_text()
+    assert str(tmp_path) not in card_text and str(ROOT) not in card_text
+    assert "CC BY-SA 3.0 and GFDL" in card_text and "Public domain in the USA" in card_text
+
     card = (out / "report.html").stat().st_mtime_ns
     assert run_cli("demo", "--output", "demo", "--train-steps", "3") == 0
     again = capsys.readouterr().out
@@ -49,7 +63,11 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
         assert f"{stage}: {out / folder} is up to date (same inputs, config and bertcorpus version); kept" in again
     assert f"vocab: {out / 'vocab' / 'vocab.txt'} is up to date" in again
     assert "finished in" not in again and (out / "report.html").stat().st_mtime_ns == card
-    kept = {line.split()[0]: line.split()[1] for line in table_of(again) if line.startswith("  ") and line[2] != " "}
+    kept = {
+        line.split()[0]: line.split()[1]
+        for line in table_of(again)
+        if line.startswith("  ") and line[2] != " " and "note:" not in line
+    }
     assert kept == dict.fromkeys(["extract-wiki", "extract-books", "vocab", "create", "stats", "train"], "kept") | {
         "stage": "time"
     }
