@@ -1,6 +1,6 @@
 """The project's import structure, read from its source with `ast` (nothing is imported).
 
-DESIGN.md fixes four rules:
+docs/architecture.md states the four rules this test holds the project to:
 - one namespace: the project's modules are bertcorpus.pipeline..., bertcorpus.transforms..., and every import
   names them so (a bare `import pipeline` would find a user's module of that name, or none once installed);
 - dependencies run pipeline → transforms → wordpiece, and trainer → transforms → wordpiece (the loader masks
