@@ -4,6 +4,8 @@ stage whose output is up to date."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import run_cli
@@ -48,6 +50,14 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
     # A stage's line is its command, without the flags that only say how the demo reruns.
     stage_lines = [line for line in printed.splitlines() if line.startswith("=== ")]
     assert len(stage_lines) == 6 and not any("--reuse" in line or "--overwrite" in line for line in stage_lines)
+    # README.md quotes the table of a run: its stages, outputs and counts are this run's.
+    (tmp_path / "printed.txt").write_text(printed)
+    drift = subprocess.run(
+        [sys.executable, ROOT / ".ci" / "docs_figures.py", "--check", "demo", "--printed", tmp_path / "printed.txt"],
+        capture_output=True,
+        text=True,
+    )
+    assert drift.returncode == 0, drift.stderr
     # The notes under the table say why the truncated sample's error and the chance-level NSP accuracy are expected.
     notes = " ".join(" ".join(table[table.index(rows["train"]) :]).split())
     assert "note: extract-wiki: the one error is expected" in notes
