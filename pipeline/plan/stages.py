@@ -99,49 +99,41 @@ def _documents_shard_memory(text_bytes: float, shards: int, workers: Workers) ->
     return int(rates.WORKER_BASE_BYTES + rates.DOCUMENT_SHARD_BYTES_PER_TEXT_BYTE * held)
 
 
-def extract_wiki(dumps: Input, num_shards: int, workers: Workers) -> Stage:
-    xml_mb = dumps.text_bytes / rates.MB  # a dump's "text" is its XML
-    text = ARTICLE_TEXT_PER_XML_BYTE * dumps.text_bytes
-    articles = round(rates.WIKI_ARTICLES_PER_XML_MB * xml_mb)
+def _extraction(name: str, read: Input, rate, text: float, documents: int, num_shards: int, workers, note) -> Stage:
+    """An extraction: its documents cross one shuffle to the shard writers, which write them as Parquet."""
+    mb = read.text_bytes / rates.MB
     return Stage(
-        "extract-wiki",
-        dumps,
-        xml_mb,
-        rates.EXTRACT_WIKI.start_s,
-        rates.EXTRACT_WIKI.per_mb_s * xml_mb,
-        documents=articles,
+        name,
+        read,
+        mb,
+        rate.start_s,
+        rate.per_mb_s * mb,
+        documents=documents,
         shards=num_shards,
         peak_memory_bytes=_documents_shard_memory(text, num_shards, workers),
         shuffle_bytes=int(text),
         output_bytes=int(text / PARQUET_TEXT_PER_BYTE),
         output_text_bytes=text,
-        output_documents=articles,
-        notes=[
-            f"articles and text as a full pages-articles dump yields them ({rates.WIKI_ARTICLES_PER_XML_MB:g} per "
-            f"MB of XML, {ARTICLE_TEXT_PER_XML_BYTE:.0%} of it text); a small sample's differ"
-        ],
+        output_documents=documents,
+        notes=[note],
     )
+
+
+def extract_wiki(dumps: Input, num_shards: int, workers: Workers) -> Stage:
+    """A dump's "text" is its XML (a .bz2 holds 3.5 bytes of it per byte), of which articles keep a share."""
+    articles = round(rates.WIKI_ARTICLES_PER_XML_MB * dumps.text_bytes / rates.MB)
+    note = (
+        f"articles and text as a full pages-articles dump yields them ({rates.WIKI_ARTICLES_PER_XML_MB:g} per MB of "
+        f"XML, {ARTICLE_TEXT_PER_XML_BYTE:.0%} of it text); a small sample's differ"
+    )
+    text = ARTICLE_TEXT_PER_XML_BYTE * dumps.text_bytes
+    return _extraction("extract-wiki", dumps, rates.EXTRACT_WIKI, text, articles, num_shards, workers, note)
 
 
 def extract_books(books: Input, num_shards: int, workers: Workers) -> Stage:
-    mb = books.text_bytes / rates.MB
+    note = "one document per book file; copies that the job removes are counted"
     text = rates.BOOK_TEXT_PER_FILE_BYTE * books.text_bytes
-    count = len(books.files)
-    return Stage(
-        "extract-books",
-        books,
-        mb,
-        rates.EXTRACT_BOOKS.start_s,
-        rates.EXTRACT_BOOKS.per_mb_s * mb,
-        documents=count,
-        shards=num_shards,
-        peak_memory_bytes=_documents_shard_memory(text, num_shards, workers),
-        shuffle_bytes=int(text),
-        output_bytes=int(text / PARQUET_TEXT_PER_BYTE),
-        output_text_bytes=text,
-        output_documents=count,
-        notes=["one document per book file; copies that the job removes are counted"],
-    )
+    return _extraction("extract-books", books, rates.EXTRACT_BOOKS, text, len(books.files), num_shards, workers, note)
 
 
 def dedup(sources: Input, num_shards: int, decontaminate: bool, workers: Workers) -> Stage:
