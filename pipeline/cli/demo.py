@@ -268,6 +268,6 @@ def run(args, beam_args: list[str]) -> int:
         print(line)
     trained = (train / "eval_results.json").is_file() and any(row[0] == "train" and row[2] for row in rows)
     for note in table_notes(out, trained):
-        print(textwrap.fill(note, TABLE_WIDTH, initial_indent="  note: ", subsequent_indent="        "))
+        print(textwrap.fill(note, TABLE_WIDTH, initial_indent="note: ", subsequent_indent="      "))
     print(f"\ndata card: {_shown(card)}")
     return 0
