@@ -9,24 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_TEXT, VOCAB, run_cli
+from conftest import DATAFLOW_OFFLINE, SAMPLE_TEXT, VOCAB, exit_status, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 DUMP = DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"
 CHAIN = ["chain", "--wiki", DUMP, "--books", DATA / "books", "--dedup", "--seq-configs", "128:20,512:80"]
-DATAFLOW = [
-    "--runner",
-    "DataflowRunner",
-    "--project",
-    "my-project",
-    "--region",
-    "us-central1",
-    "--temp_location",
-    "gs://some-bucket/tmp",
-    "--setup_file",
-    "./setup.py",
-]
+DATAFLOW = DATAFLOW_OFFLINE
 
 
 def planned(capsys, *words) -> dict:
@@ -116,38 +105,27 @@ def test_a_dataflow_dry_run_ends_with_the_plan_of_what_it_can_list(capsys):
     assert "gs://some-bucket/docs/*.parquet: not listed (a dry run works offline" in printed
 
 
+SAMPLE_CREATE = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "o"]
+
+
 @pytest.mark.parametrize(
     "words, message",
     [
         (["nosuchjob"], "argument JOB: invalid choice: 'nosuchjob'"),
-        (["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "o", "--dupe-factr", "3"], "--dupe-factr"),
-        (["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "o", "--workers", "0"], "--workers"),
+        ([*SAMPLE_CREATE, "--dupe-factr", "3"], "--dupe-factr"),
+        ([*SAMPLE_CREATE, "--workers", "0"], "--workers"),
+        ([*SAMPLE_CREATE, "--price-vcpu-hour", "-1"], "--price-vcpu-hour: must be 0 or more"),
         (["create", "--input", "no-such-file.txt", "--vocab", VOCAB, "--output", "o"], "no input files match"),
         (["chain", "--dedup"], "give --wiki dumps, --books, or both"),
         (["run", "no-such-job"], "unknown job 'no-such-job'"),
         (
-            [
-                "create",
-                "--input",
-                SAMPLE_TEXT,
-                "--vocab",
-                VOCAB,
-                "--output",
-                "o",
-                "--runner",
-                "DataflowRunner",
-                "--machine_type",
-                "custom-6-20480",
-            ],
+            [*SAMPLE_CREATE, "--runner", "DataflowRunner", "--machine_type", "custom-6-20480"],
             "--machine_type custom-6-20480: not a machine type the plan knows",
         ),
     ],
 )
 def test_bad_flags_get_one_line(capsys, monkeypatch, words, message):
     monkeypatch.chdir(ROOT)
-    try:
-        code = run_cli("plan", *words)
-    except SystemExit as e:  # argparse's own refusal
-        code = e.code
+    code = exit_status("plan", *words)
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
