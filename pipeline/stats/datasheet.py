@@ -163,6 +163,9 @@ def _languages_text(languages: dict) -> str:
 
 
 def datasheet_html(sheet: dict) -> str:
+    """The sources' table, what dedup removed and the intended use; nothing where there are no documents."""
+    if not sheet["sources"]:
+        return ""
     rows = [
         [
             f"<code>{escape(s['source'])}</code>",
