@@ -27,12 +27,18 @@ RUN pip install --no-cache-dir \
     "build>=1.2,<2"
 
 COPY pyproject.toml setup.py README.md ./
+# src/bertcorpus and bertcorpus/pipeline etc. are symbolic links to the folders beside them (pyproject.toml).
+COPY src ./src
 COPY bertcorpus ./bertcorpus
 COPY pipeline ./pipeline
 COPY transforms ./transforms
 COPY wordpiece ./wordpiece
 COPY trainer ./trainer
 COPY beam_jobs.yaml ./
+# The demo's samples, which pipeline/cli/demo-samples links to: package data.
+COPY tests/data/books ./tests/data/books
+COPY tests/data/wiki/DATA.md tests/data/wiki/enwiki-2014-sample-truncated.xml.bz2 \
+     tests/data/wiki/enwiki-table-markup.xml.bz2 ./tests/data/wiki/
 RUN pip install --no-cache-dir --no-deps . && python -c "import bertcorpus.pipeline.create.job, bertcorpus.transforms.tfrecord, bertcorpus.wordpiece.tokenizer"
 
 # The SDK harness entry point of the base image stays as it is.

@@ -39,6 +39,29 @@ def run_cli(*argv: str) -> int:
     return main([str(a) for a in argv])
 
 
+def exit_status(*argv: str) -> int:
+    """run_cli's exit status, also where argparse refuses the words itself (with SystemExit)."""
+    try:
+        return run_cli(*argv)
+    except SystemExit as refused:
+        return refused.code
+
+
+# A Dataflow job that is validated offline, never launched: its project, region, temp location and worker packaging.
+DATAFLOW_OFFLINE = [
+    "--runner",
+    "DataflowRunner",
+    "--project",
+    "my-project",
+    "--region",
+    "us-central1",
+    "--temp_location",
+    "gs://some-bucket/tmp",
+    "--setup_file",
+    "./setup.py",
+]
+
+
 def wait_until(condition, run, what: str, timeout: float = 300) -> None:
     """Poll condition() until it holds, failing if the process `run` ends first or `timeout` seconds pass."""
     import time

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import subprocess
+import sys
 import tarfile
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -33,9 +37,13 @@ def test_dockerfile_base_image_and_dependencies_match_pyproject():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     assert sorted(requirements) == sorted(declared)
     assert not any(r.lower().startswith(("tensorflow", "keras")) for r in requirements)
-    copied = {arg.split()[0] for kind, arg in instructions if kind == "COPY"}
-    for package in ("bertcorpus", "pipeline", "transforms", "wordpiece"):
+    copied = {source for kind, arg in instructions if kind == "COPY" for source in arg.split()[:-1]}
+    for package in ("src", "bertcorpus", "pipeline", "transforms", "wordpiece", "trainer"):
         assert package in copied
+    # Every file the demo's samples link to, for the package data that `pip install .` takes.
+    samples = ROOT / "pipeline" / "cli" / "demo-samples"
+    linked = {os.path.relpath(p.resolve(), ROOT) for p in samples.rglob("*") if p.is_symlink()}
+    assert linked and all(any(path == c or path.startswith(c + "/") for c in copied) for path in linked), linked
 
 
 @pytest.mark.parametrize("setup_file", ["setup.py", "pyproject.toml"])
@@ -43,15 +51,40 @@ def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
     from apache_beam.runners.portability.stager import Stager
 
     tarball = Stager._build_setup_package(str(ROOT / setup_file), str(tmp_path))
-    names = tarfile.open(tarball).getnames()
-    for module in (
-        "bertcorpus/__init__.py",
-        "pipeline/create/job.py",
-        "pipeline/cli/commands.py",
-        "transforms/tfrecord.py",
-        "wordpiece/tokenizer.py",
-    ):
-        assert any(n.endswith(module) for n in names), module
+    members = {m.name.split("/", 1)[1]: m for m in tarfile.open(tarball).getmembers() if "/" in m.name}
+    for module in (*PACKAGED, "src/bertcorpus/pipeline/cli/commands.py", "src/bertcorpus/transforms/tfrecord.py"):
+        # the files themselves, not the links the checkout holds
+        assert module in members and members[module].isfile(), module
+
+
+# What an installed bertcorpus needs from each kind of package folder, the demo's samples included.
+PACKAGED = (
+    "src/bertcorpus/__init__.py",
+    "src/bertcorpus/pipeline/create/job.py",
+    "src/bertcorpus/wordpiece/tokenizer.py",
+    "src/bertcorpus/trainer/loader.py",
+    "src/bertcorpus/pipeline/cli/demo-samples/sources.yaml",
+    "src/bertcorpus/pipeline/cli/demo-samples/wiki/DATA.md",
+    "src/bertcorpus/pipeline/cli/demo-samples/wiki/enwiki-2014-sample-truncated.xml.bz2",
+    "src/bertcorpus/pipeline/cli/demo-samples/books/DATA.md",
+    "src/bertcorpus/pipeline/cli/demo-samples/books/gutenberg_utf8/84-0.txt",
+)
+
+
+def test_a_wheel_holds_the_files_themselves(tmp_path):
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", tmp_path, ROOT],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    [wheel] = tmp_path.glob("bertcorpus-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    for path in PACKAGED:
+        assert path.removeprefix("src/") in names, path
+    # a zip entry of a link would be its target's name, a few bytes long
+    samples = [n for n in names if n.endswith(".xml.bz2")]
+    assert samples and all(zipfile.ZipFile(wheel).getinfo(n).file_size > 60_000 for n in samples)
 
 
 def test_the_build_system_is_in_every_environment_the_package_is_installed_in():

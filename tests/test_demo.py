@@ -4,8 +4,13 @@ stage whose output is up to date."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 from conftest import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def table_of(printed: str) -> list[str]:
@@ -33,6 +38,8 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
     assert not (out / "manifest.json").exists()
     assert records["vocab"]["path"] == str(out / "vocab" / "vocab.txt")
     results = json.loads((out / "train" / "eval_results.json").read_text())
+    at_chance = abs(results["next_sentence_accuracy"] - results["next_sentence_baseline_accuracy"]) < 0.05
+    assert ("note: train: next-sentence accuracy at chance is expected" in " ".join(printed.split())) == at_chance
     assert {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy", "next_sentence_loss"} <= set(results)
     train = " ".join(" ".join(table[table.index(rows["train"]) :]).split())
     assert (
@@ -41,6 +48,25 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
         f"next_sentence_accuracy {results['next_sentence_accuracy']:.3f} "
         f"(chance {results['next_sentence_baseline_accuracy']:.3f})"
     ) in train
+
+    # A stage's line is its command, without the flags that only say how the demo reruns.
+    stage_lines = [line for line in printed.splitlines() if line.startswith("=== ")]
+    assert len(stage_lines) == 6 and not any("--reuse" in line or "--overwrite" in line for line in stage_lines)
+    # README.md quotes the table of a run: its stages, outputs and counts are this run's.
+    (tmp_path / "printed.txt").write_text(printed)
+    drift = subprocess.run(
+        [sys.executable, ROOT / ".ci" / "docs_figures.py", "--check", "demo", "--printed", tmp_path / "printed.txt"],
+        capture_output=True,
+        text=True,
+    )
+    assert drift.returncode == 0, drift.stderr
+    # The notes under the table say why the truncated sample's error and the chance-level NSP accuracy are expected.
+    notes = " ".join(" ".join(table[table.index(rows["train"]) :]).split())
+    assert "note: extract-wiki: the one error is expected" in notes
+    # The data card names no path of this machine, and each source's licence.
+    card_text = (out / "report.html").read_text() + (out / "stats.json").read_text() + (out / "README.md").read_text()
+    assert str(tmp_path) not in card_text and str(ROOT) not in card_text
+    assert "CC BY-SA 3.0 and GFDL" in card_text and "Public domain in the USA" in card_text
 
     card = (out / "report.html").stat().st_mtime_ns
     assert run_cli("demo", "--output", "demo", "--train-steps", "3") == 0

@@ -1,6 +1,6 @@
 """The project's import structure, read from its source with `ast` (nothing is imported).
 
-DESIGN.md fixes four rules:
+docs/architecture.md states the four rules this test holds the project to:
 - one namespace: the project's modules are bertcorpus.pipeline..., bertcorpus.transforms..., and every import
   names them so (a bare `import pipeline` would find a user's module of that name, or none once installed);
 - dependencies run pipeline → transforms → wordpiece, and trainer → transforms → wordpiece (the loader masks
@@ -36,7 +36,8 @@ BEAM = "apache_beam"
 
 
 def module_name(root: Path, path: Path) -> str:
-    """The installed name: pipeline/create/job.py is bertcorpus.pipeline.create.job (pyproject.toml's package-dir)."""
+    """The installed name: pipeline/create/job.py is bertcorpus.pipeline.create.job (bertcorpus/pipeline links to
+    pipeline/)."""
     parts = path.relative_to(root).with_suffix("").parts
     parts = parts[:-1] if parts[-1] == "__init__" else parts
     return ".".join(parts if parts[0] == NAMESPACE else (NAMESPACE, *parts))

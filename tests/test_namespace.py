@@ -18,8 +18,14 @@ FOLDERS = ("pipeline", "transforms", "wordpiece", "trainer")
 
 def test_every_package_folder_is_installed_under_the_namespace():
     tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
-    folders = {"bertcorpus": "bertcorpus", **{f"bertcorpus.{name}": name for name in FOLDERS}}
-    assert tool["package-dir"] == {name: folder for name, folder in folders.items() if name != "bertcorpus"}
+    # A plain tree under src/: src/bertcorpus is bertcorpus/, whose sub-packages link to the top-level folders.
+    assert tool["package-dir"] == {"": "src"}
+    assert (ROOT / "src" / "bertcorpus").resolve() == (ROOT / "bertcorpus").resolve()
+    # nothing else on the path of an editable install (setuptools' own metadata aside)
+    assert [p.name for p in (ROOT / "src").iterdir() if not p.name.endswith(".egg-info")] == ["bertcorpus"]
+    for name in FOLDERS:
+        link = ROOT / "bertcorpus" / name
+        assert link.is_symlink() and link.resolve() == (ROOT / name).resolve(), link
     found = {
         "bertcorpus." + ".".join(init.parent.relative_to(ROOT).parts)
         for folder in FOLDERS

@@ -14,6 +14,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import tensorflow as tf  # the test extra installs it: the record checks must run, never skip
@@ -223,7 +224,7 @@ def test_words_that_become_unk_equal_the_reference_tokenizer(run_dir, run_stats)
     assert unknown["unk_words"] > 10
     top = sorted(((w, n) for w, n in counts.items() if n), key=lambda wn: (-wn[1], wn[0]))[:20]
     assert [(t["word"], t["count"]) for t in unknown["top"]] == top
-    assert unknown["counts_exact"] and unknown["vocab"] == str(VOCAB)
+    assert unknown["counts_exact"] and unknown["vocab"] == VOCAB.name
 
 
 def test_lineage_links_dumps_documents_vocab_and_records(run_dir, run_stats):
@@ -231,8 +232,9 @@ def test_lineage_links_dumps_documents_vocab_and_records(run_dir, run_stats):
     stages = {s["stage"]: s for s in lineage["stages"]}
     assert {s: stages[s]["kind"] for s in stages} == {"wiki": "documents", "small": "documents", "records": "records"}
     dump = stages["wiki"]["inputs"][0]
+    # A file outside the run by its name: with its sha256 it is known wherever it lies.
     assert (dump["path"], dump["sha256"], dump["size"]) == (
-        str(ENWIKI_2014),
+        ENWIKI_2014.name,
         sha256(ENWIKI_2014),
         ENWIKI_2014.stat().st_size,
     )
@@ -243,7 +245,7 @@ def test_lineage_links_dumps_documents_vocab_and_records(run_dir, run_stats):
     ]
     vocab = next(i for i in stages["records"]["inputs"] if i["role"] == "vocab")
     assert vocab["sha256"] == sha256(VOCAB) and "from" not in vocab
-    assert vocab["checked"] == {"path": str(VOCAB), "sha256_matches": True}
+    assert vocab["checked"] == {"path": VOCAB.name, "sha256_matches": True}
     for name in ("wiki", "small", "records"):
         for output in stages[name]["outputs"]:
             assert output["sha256"] == sha256(run_dir / name / output["path"])
@@ -388,7 +390,7 @@ def test_the_card_of_the_parquet_form_counts_what_its_files_hold(dynamic_run, dy
     manifest = json.loads((dynamic_run / "manifest.json").read_text())
     info = dynamic_card["records"]["."]
     assert info["form"] == manifest["form"] and info["form"]["file_format"] == "parquet"
-    assert dynamic_card["options"]["vocab"] == str(dynamic_run / "vocab.txt")  # the output's own copy
+    assert dynamic_card["options"]["vocab"] == "vocab.txt"  # the output's own copy, named relative to it
     s = info["seq_configs"]["seq128"]
     assert not s["sampled"] and dynamic_card["warnings"] == []
     for split in ("train", "eval"):
@@ -579,9 +581,8 @@ def test_an_invalid_manifest_is_named_with_what_is_wrong(tmp_path, records_dir, 
     (run / "broken").mkdir()
     (run / "broken" / "manifest.json").write_text("[1, 2]")
     card = stats(run, "--output", tmp_path / "out", "--max-records", "100")
-    assert card["warnings"] == [
-        f"{run / 'broken' / 'manifest.json'} is not a valid bertcorpus manifest: it holds "
-        "an array, not a JSON object; skipped"
+    assert card["warnings"] == [  # the card names it relative to the run
+        "broken/manifest.json is not a valid bertcorpus manifest: it holds an array, not a JSON object; skipped"
     ]
 
 
@@ -635,3 +636,113 @@ def test_stats_has_help():
     with pytest.raises(SystemExit) as exit_:
         run_cli("stats", "--help")
     assert exit_.value.code == 0
+
+
+# ---------------------------------------------------------------------------------------------- the datasheet
+
+
+def test_the_card_names_no_path_of_this_machine(run_dir, run_stats):
+    assert run_stats["directory"] == run_dir.name
+    for text in (json.dumps(run_stats), (run_dir / "report.html").read_text(), (run_dir / "README.md").read_text()):
+        assert str(run_dir) not in text and str(ENWIKI_2014.parent) not in text
+    assert run_stats["records"]["records"]["vocab"]["path"] == VOCAB.name
+
+
+def front_matter(readme: str) -> dict:
+    import yaml
+
+    assert readme.startswith("---\n")
+    return yaml.safe_load(readme.split("---\n")[1])
+
+
+def test_each_source_has_its_licence_provenance_languages_and_use(run_dir, tmp_path):
+    info = tmp_path / "sources.yaml"
+    info.write_text(
+        "sample:\n  license: cc-by-sa-3.0\n  license_name: CC BY-SA 3.0 (the test's own words)\n"
+        "  provenance: three pages of a real export\n  limits: [three pages]\n"
+    )
+    card = stats(run_dir, "--output", tmp_path / "card", "--source-info", info)
+    sources = {s["source"]: s for s in card["datasheet"]["sources"]}
+    assert set(sources) == {"wikipedia", "sample"}
+    wiki, sample = sources["wikipedia"], sources["sample"]
+    # Without --source-info: what the extraction's manifest says, and the licence of Wikipedia's text.
+    assert wiki["license"] == ["cc-by-sa-4.0", "gfdl"] and "extract-wiki" in wiki["provenance"]
+    assert ENWIKI_2014.name in wiki["provenance"] and sha256(ENWIKI_2014)[:12] in wiki["provenance"]
+    assert wiki["documents"] == card["documents"]["by_source"]["wikipedia"]
+    assert wiki["languages"] == {"und": wiki["documents"]}  # no language column: undetermined
+    skipped = json.loads((run_dir / "wiki" / "manifest.json").read_text())["documents"]["skipped"]
+    assert wiki["removed_by_extraction"] == {k: n for k, n in skipped.items() if "duplicate" in k and n}
+    assert (sample["license"], sample["provenance"]) == ("cc-by-sa-3.0", "three pages of a real export")
+    assert sample["limits"][0] == "three pages" and "article prose only" in sample["limits"][1]
+    assert card["datasheet"]["removed_by_dedup"] == {}
+    readme = (tmp_path / "card" / "README.md").read_text()
+    header = front_matter(readme)
+    assert header["license"] == ["cc-by-sa-3.0", "cc-by-sa-4.0", "gfdl"] and header["language"] == ["und"]
+    rows = max(sum(c["instances"].values()) for c in card["records"]["records"]["seq_configs"].values())
+    size = next(name for bound, name in ((1e3, "n<1K"), (1e4, "1K<n<10K"), (1e5, "10K<n<100K")) if rows < bound)
+    assert header["task_categories"] == ["fill-mask"] and header["size_categories"] == [size]
+    assert "### sample" in readme and "CC BY-SA 3.0 (the test's own words)" in readme
+    page = (tmp_path / "card" / "report.html").read_text()
+    assert '<section id="sources">' in page and "three pages of a real export" in page
+
+
+def test_languages_come_from_the_documents_language_column(run_dir, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(run_dir / "small", run / "small")
+    [path] = (run / "small").glob("documents-*.parquet")
+    table = pq.read_table(path)
+    tags = ["en"] * (table.num_rows - 1) + ["de"]
+    pq.write_table(table.append_column("language", pa.array(tags)), path)
+    card = stats(run)
+    [sample] = card["datasheet"]["sources"]
+    assert sample["languages"] == {"en": table.num_rows - 1, "de": 1}
+    assert front_matter((run / "README.md").read_text())["language"] == ["de", "en"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("- a list\n", "must map each source to its fields"),
+        ("wikipedia:\n  licence: x\n", "source 'wikipedia' has unknown field 'licence'"),
+        ("wikipedia: [\n", "is not YAML or JSON"),
+    ],
+)
+def test_a_source_info_file_that_cannot_be_read_is_one_line(run_dir, tmp_path, capsys, text, message):
+    info = tmp_path / "sources.yaml"
+    info.write_text(text)
+    assert run_cli("stats", run_dir, "--output", tmp_path / "card", "--source-info", info) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def drawn(monkeypatch, draw, *args):
+    """The figure a plot function draws, instead of its PNG."""
+    from bertcorpus.pipeline.stats import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    draw(*args, Path("unused.png"))
+    return figures[0].axes[0]
+
+
+def test_the_segment_plot_shows_the_spike_and_the_rest_on_a_log_axis(monkeypatch):
+    from bertcorpus.pipeline.stats.plots import plot_segments
+
+    spike = [1] * 60 + [5000] + [1] * 68
+    summary = {f"segment_{s}_tokens_hist": spike for s in "ab"} | {"mean_segment_a_tokens": 60.0}
+    axes = drawn(monkeypatch, plot_segments, summary | {"mean_segment_b_tokens": 59.0}, 128)
+    assert axes.get_yscale() == "log"
+
+
+def test_the_size_plots_show_each_source_as_shares_of_its_own_documents(monkeypatch):
+    from bertcorpus.pipeline.stats.plots import plot_sizes
+
+    edges = [0, 1, 10, 100, 1000, 10_000]
+    by_source = {
+        "wikipedia": {"counts": [0, 0, 150, 50, 2], "documents": 202},
+        "books": {"counts": [0, 0, 0, 0, 7], "documents": 7},
+    }
+    axes = drawn(monkeypatch, plot_sizes, by_source, edges, "characters")
+    heights = {patch.get_label().split()[0]: patch.get_data().values for patch in axes.patches}
+    assert heights["books"].max() == 1.0  # all seven books in one bin: as tall as any line can be
+    assert heights["wikipedia"].max() == pytest.approx(150 / 202)

@@ -16,9 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
-from bertcorpus.transforms.tfrecord import FEATURE_NAMES
-
-_FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+from bertcorpus.transforms.tfrecord import FEATURE_NAMES, FLOAT_FEATURES
 
 
 class RecordFormatError(ValueError):
@@ -37,7 +35,7 @@ def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[st
         "masked_lm_weights": predictions,
         "next_sentence_labels": 1,
     }
-    spec = {name: (name in _FLOAT_FEATURES, widths[name]) for name in FEATURE_NAMES}
+    spec = {name: (name in FLOAT_FEATURES, widths[name]) for name in FEATURE_NAMES}
     try:
         return parse_examples(*joined_records(records), spec)
     except FeatureWidthError as e:

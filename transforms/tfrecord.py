@@ -32,7 +32,7 @@ FEATURE_NAMES = (
     "masked_lm_weights",
     "next_sentence_labels",
 )
-_FLOAT_FEATURES = frozenset({"masked_lm_weights"})
+FLOAT_FEATURES = frozenset({"masked_lm_weights"})  # the rest are int64 lists
 _LEN = 0x0A  # field 1, length-delimited: Example.features, Features.feature, MapEntry.key, List.value
 _VALUE = 0x12  # MapEntry.value
 _FLOAT_LIST, _INT64_LIST = 0x12, 0x1A  # Feature.float_list, Feature.int64_list
@@ -114,7 +114,7 @@ def _entry_prefix(name: str, payload_len: int) -> bytes:
     """Everything of one Features.feature field that comes before its packed values."""
     key = name.encode()
     list_len = 1 + len(varint(payload_len)) + payload_len
-    tag = _FLOAT_LIST if name in _FLOAT_FEATURES else _INT64_LIST
+    tag = _FLOAT_LIST if name in FLOAT_FEATURES else _INT64_LIST
     feature_len = 1 + len(varint(list_len)) + list_len
     entry_head = bytes([_LEN, len(key)]) + key + bytes([_VALUE]) + varint(feature_len)
     entry_len = len(entry_head) + feature_len
@@ -184,7 +184,7 @@ def _fixed_block(features: dict[str, np.ndarray]) -> _Padded:
     columns = []
     for name in _FIXED:
         values = np.asarray(features[name])
-        if name in _FLOAT_FEATURES:
+        if name in FLOAT_FEATURES:
             payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
         else:
             if values.size and (values.min() < 0 or values.max() > 0x7F):

@@ -37,7 +37,9 @@ BEAM_OPTIONS_EPILOG = "Beam pipeline options may follow, e.g. --runner DataflowR
 VERBOSE_FLAGS = ("-v", "--verbose")
 
 # Commands whose extra flags belong to the command they run (a named job's), which checks them itself.
-FORWARDING_COMMANDS = {"run", "graph"}
+FORWARDING_COMMANDS = {"run", "graph", "plan"}
+# The jobs `bertcorpus plan` sizes, alone or as a chain.
+PLANNED_COMMANDS = ("extract-wiki", "extract-books", "dedup", "vocab", "create")
 # Commands that are no step of a corpus: a named job never runs them (a cluster is a service that runs until stopped).
 SERVICE_COMMANDS = {"cluster"}
 
@@ -70,6 +72,10 @@ def _commands() -> dict:
         "stats": (
             "bertcorpus.pipeline.stats.command",
             "a data card for documents, records or a run: stats.json, report.html, plots",
+        ),
+        "plan": (
+            "bertcorpus.pipeline.plan.command",
+            "size and price a run before it runs: documents, shards, instances, CPU, memory, shuffle, output, cost",
         ),
         "run": ("bertcorpus.pipeline.cli.named_jobs", "run a named job from beam_jobs.yaml with a runner profile"),
         "demo": ("bertcorpus.pipeline.cli.demo", "run the chain on the real samples bundled in the repository"),
@@ -115,7 +121,7 @@ class _FlagRecorder:
         return getattr(self._container, name)
 
 
-class _OneLineParser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """argparse, whose usage errors (a missing required flag, a bad value) are one line, as every other mistake
     is: the usage it would print first is what --help shows."""
 
@@ -128,7 +134,7 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
     loads the trainer), and the long flags that command defines (empty if it is not one)."""
     import importlib
 
-    parser = _OneLineParser(
+    parser = OneLineParser(
         prog="bertcorpus", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(*VERBOSE_FLAGS, action="store_true", help="show log messages from Beam and others")
@@ -160,6 +166,25 @@ def command_flags(command: str) -> set[str]:
     return _build_parsers(command)[1]
 
 
+def parse_command(words: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """A command line's words → (the command's arguments, the Beam options among them), unknown flags refused as
+    main refuses them."""
+    parser, own_flags = _build_parsers(words[0] if words else None)
+    args, beam_args = parser.parse_known_args(words)
+    _check_flags(args, beam_args, own_flags)
+    return args, beam_args
+
+
+def _check_flags(args, beam_args: list[str], own_flags: set[str]) -> None:
+    """Refuse a flag that is neither the command's own nor, where the command takes them, a Beam option's. A
+    command that forwards its flags to another leaves them to that one."""
+    import importlib
+
+    if args.command not in FORWARDING_COMMANDS:
+        module = importlib.import_module(args.module)
+        unknown_flags.check_unknown_flags(beam_args, own_flags, getattr(module, "ACCEPTS_BEAM_OPTIONS", True))
+
+
 def main(argv: list[str] | None = None) -> int:
     import importlib
 
@@ -183,12 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     shown_before = warnings.showwarning
     warnings.showwarning = _one_line_warnings(args.command)
     try:
-        if args.command not in FORWARDING_COMMANDS:
-            unknown_flags.check_unknown_flags(beam_args, own_flags, accepts_beam_options)
+        _check_flags(args, beam_args, own_flags)
         if accepts_beam_options:
             _check_text(words)
         running = True
-        return module.run(args, beam_args)
+        status = module.run(args, beam_args)
+        if status == 0:
+            _plan_after_dry_run(args, beam_args)
+        return status
     except KeyboardInterrupt as stop:
         with _stop_signals_ignored():
             if running:
@@ -217,6 +244,15 @@ def _one_line_warnings(command: str):
         print(f"bertcorpus {command}: warning: {' '.join(str(message).split())}", file=file or sys.stderr)
 
     return show
+
+
+def _plan_after_dry_run(args, beam_args: list[str]) -> None:
+    """A job's dry run ends with the plan of the run it validated (`bertcorpus plan` on the same words); the plan
+    command is loaded as every command is, by its name."""
+    import importlib
+
+    if args.command in PLANNED_COMMANDS and any(word.startswith("--dry_run") for word in beam_args):
+        importlib.import_module(_commands()["plan"][0]).print_after_dry_run(args, beam_args)
 
 
 def _check_text(words: list[str]) -> None:

@@ -18,9 +18,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--jobs-file", default=None, help="the YAML file (default: ./beam_jobs.yaml)")
     parser.add_argument(
         "--output",
-        default="docs/graphs",
-        help="the folder JOB.dot and JOB.png go to; set the job's own output with --set output=... "
-        "(default: docs/graphs)",
+        default="graphs",
+        help="the folder JOB.dot and JOB.png go to, e.g. docs/graphs for the drawings the docs show; set the job's "
+        "own output with --set output=... (default: graphs, in the current directory)",
     )
     parser.add_argument("--output-dir", dest="output", help=argparse.SUPPRESS)  # its earlier spelling
 

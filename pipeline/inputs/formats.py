@@ -1,7 +1,7 @@
 """The input formats of `create` and `vocab`: documents Parquet, reference-format text and JSONL, each read into
 `SourceDocument`s while a `ReadStats` counts what could not be used (replacement characters, skipped lines).
 
-Every file boundary is a document boundary. A line format may be read in byte spans (input_reads.py): a document
+Every file boundary is a document boundary. A line format may be read in byte spans (reads.py): a document
 belongs to the span that holds its first byte, and ids that fall back to a position use the byte offset, which
 no split changes.
 """

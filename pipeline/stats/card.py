@@ -16,10 +16,13 @@ Memory is bounded by construction: fixed-size counters, one Parquet row group or
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
+from bertcorpus.pipeline.stats.datasheet import UNDETERMINED, build_datasheet
 from bertcorpus.pipeline.stats.dedup_card import dedup_section
+from bertcorpus.pipeline.stats.paths import portable
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
 from bertcorpus.transforms.local_files import special_file_problem
@@ -77,7 +80,8 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
 
 
 def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: int):
-    """One read of every documents file: DocumentStats, and UnknownWords when there is a vocab."""
+    """One read of every documents file: DocumentStats, UnknownWords when there is a vocab, and the documents of
+    each source by language where the files have a `language` column (a null tag counts as undetermined)."""
     import pyarrow.parquet as pq
     from tqdm import tqdm
 
@@ -90,20 +94,23 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
         raise UserError(f"documents files named in a manifest are missing: {', '.join(missing[:3])}")
+    languages: dict[str, Counter] = {}
     total = sum(s.manifest.get("documents", {}).get("kept", 0) for s in stages)
     # disable=None: no bar where stderr is not a terminal, whose log its redraws would fill.
     with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
         for path in files:
-            for batch in pq.ParquetFile(path).iter_batches(
-                columns=["id", "source", "title", "text"], batch_size=DOCUMENT_BATCH
-            ):
-                ids, sources, titles, texts = (c.to_pylist() for c in batch.columns)
+            parquet = pq.ParquetFile(path)
+            columns = ["id", "source", "title", "text"] + ["language"] * ("language" in parquet.schema_arrow.names)
+            for batch in parquet.iter_batches(columns=columns, batch_size=DOCUMENT_BATCH):
+                ids, sources, titles, texts, *language = (c.to_pylist() for c in batch.columns)
                 stats.add(ids, sources, titles, texts)
+                for source, tag in zip(sources, language[0] if language else []):
+                    languages.setdefault(source, Counter())[tag or UNDETERMINED] += 1
                 if unknown is not None:
                     for text in texts[: max(0, max_documents - unknown.documents)]:
                         unknown.add(text)
                 bar.update(len(ids))
-    return stats, unknown
+    return stats, unknown, languages
 
 
 def documents_counts(stage: Stage) -> dict:
@@ -200,8 +207,11 @@ def build_lineage(stages: list[Stage]) -> dict:
 # ---------------------------------------------------------------------------------------------- the card
 
 
-def build_card(root: Path, vocab_arg: str | None, max_records: int, max_documents: int) -> tuple[dict, dict]:
-    """(stats.json content, what the plots need beyond it: the record accumulators)."""
+def build_card(
+    root: Path, vocab_arg: str | None, max_records: int, max_documents: int, source_info: dict | None = None
+) -> tuple[dict, dict]:
+    """(stats.json content, what the plots need beyond it: the record accumulators). Paths in the card are relative
+    to `root`, or named where they lie outside it; `source_info` holds each source's licence and provenance."""
     from bertcorpus.pipeline.sinks.output import TOOL_VERSION
     from bertcorpus.transforms.document_stats import EDGES
     from bertcorpus.transforms.record_stats import bin_padding
@@ -221,7 +231,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
         "tool": "bertcorpus",
         "version": TOOL_VERSION,
         "job": "stats",
-        "directory": str(root),
+        "directory": root.resolve().name,
         "options": {"vocab": vocab_path, "max_records": max_records or None, "max_documents": max_documents or None},
         "warnings": warnings,
         "lineage": build_lineage(stages),
@@ -231,7 +241,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
         # The vocab is usually made outside the run; the file in hand shows whether it is the one recorded.
         entry["checked"] = {"path": vocab_path, "sha256_matches": entry.get("sha256") == vocab.sha256}
     if documents:
-        doc_stats, unknown = documents_pass(documents, vocab, lowercase, max_documents or sys.maxsize)
+        doc_stats, unknown, languages = documents_pass(documents, vocab, lowercase, max_documents or sys.maxsize)
         card["documents"] = {
             "stages": {s.name: documents_counts(s) for s in documents},
             "bin_edges": EDGES.tolist(),
@@ -245,6 +255,7 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
         if unknown is not None:
             card["unknown_words"].update(vocab=vocab_path, lowercase=lowercase)
     else:
+        languages = {}
         card["documents"] = {"absent": f"no documents (documents-*.parquet with a {MANIFEST}) in {root}"}
         card["unknown_words"] = {
             "absent": "the words behind [UNK] need the source text, and there are no "
@@ -292,7 +303,8 @@ def build_card(root: Path, vocab_arg: str | None, max_records: int, max_document
             "made_from": records_source(stage),
             "seq_configs": per_seq,
         }
-    return card, accumulators
+    card["datasheet"] = build_datasheet(card, stages, source_info or {}, languages)
+    return portable(card, str(root.resolve())), accumulators
 
 
 # The settings of create that shape what its records hold, as its manifest's config names them.

@@ -7,7 +7,7 @@
                                                              │    per seq config: lengths, label, masking, [UNK],
                                                              │    vocab, padding per length bin
                                                              └─ every manifest ─ lineage: files linked by name + sha256
-      ─ DIR/stats.json, DIR/report_files/*.png, DIR/report.html (last)
+      ─ DIR/stats.json, DIR/report_files/*.png, DIR/README.md (a Hugging Face dataset card), DIR/report.html (last)
 
 This is not a Beam job: the statistics of even a full corpus are a single sequential read, and a sample cap
 (--max-records, --max-documents) bounds the time. Memory is bounded by construction: fixed-size counters,
@@ -26,12 +26,14 @@ from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.card import build_card
+from bertcorpus.pipeline.stats.datasheet import hub_readme, read_source_info
 from bertcorpus.pipeline.stats.html import render_html
 from bertcorpus.pipeline.stats.plots import write_plots
 from bertcorpus.pipeline.stats.stages import REPORT_FILES, STATS
 
 ACCEPTS_BEAM_OPTIONS = False
 REPORT = "report.html"
+HUB_README = "README.md"  # the dataset card a Hugging Face dataset repository shows
 
 
 def add_arguments(parser) -> None:
@@ -43,6 +45,13 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument("--vocab", help="vocab.txt (default: the one named in the records manifest)")
     parser.add_argument("--output", help="where stats.json, report.html and report_files/ go (default: DIR)")
+    parser.add_argument(
+        "--source-info",
+        metavar="FILE",
+        help="YAML or JSON: each source's license, license_name, provenance, limits and intended_use, "
+        "for the datasheet and README.md (default: what the extraction manifests say; licence unknown but for "
+        "Wikipedia's)",
+    )
     parser.add_argument(
         "--max-records",
         type=int,
@@ -67,13 +76,18 @@ def run(args, beam_args: list[str]) -> int:
     if args.max_records < 0 or args.max_documents < 0:
         raise UserError("--max-records and --max-documents must be >= 0")
     out = Path(args.output) if args.output else root
-    card, accumulators = build_card(root, args.vocab, args.max_records, args.max_documents)
+    source_info = read_source_info(args.source_info)
+    card, accumulators = build_card(root, args.vocab, args.max_records, args.max_documents, source_info)
     out.mkdir(parents=True, exist_ok=True)
     (out / REPORT).unlink(missing_ok=True)  # an old report must not point at plots about to be replaced
     plots = write_plots(card, accumulators, out / REPORT_FILES)
     (out / STATS).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / HUB_README).write_text(hub_readme(card), encoding="utf-8")
     (out / REPORT).write_text(render_html(card, plots), encoding="utf-8")
     for warning in card["warnings"]:
         print(f"bertcorpus stats: warning: {warning}", file=sys.stderr)
-    print(f"stats: {out / STATS}\nreport: {out / REPORT} ({len(plots)} plots in {out / REPORT_FILES})")
+    print(
+        f"stats: {out / STATS}\nreport: {out / REPORT} ({len(plots)} plots in {out / REPORT_FILES})\n"
+        f"dataset card: {out / HUB_README}"
+    )
     return 0

@@ -7,6 +7,7 @@ row that repeats another are left out; stats.json keeps every number.
 
 from __future__ import annotations
 
+from bertcorpus.pipeline.stats.datasheet import datasheet_html
 from bertcorpus.pipeline.stats.dedup_card import dedup_html
 from bertcorpus.pipeline.stats.html_parts import (
     escape,
@@ -326,6 +327,7 @@ def render_html(card: dict, plots: dict[str, str]) -> str:
             f'<p class="note">bertcorpus {escape(card["version"])} stats; every number is also in {STATS}.</p>',
             f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else "",
             section("built", "What was built", _built_html(card)),
+            section("sources", "Sources: licence, provenance, languages, use", datasheet_html(card["datasheet"])),
             section("plots", "Plots", plots_html(card["records"], plots)),
             section("documents", "Documents", _documents_html(card["documents"], card["unknown_words"], plots)),
             section("dedup", "Duplicates and benchmark text removed", dedup_html(card.get("dedup", []))),

@@ -22,7 +22,7 @@ import posixpath
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.transforms.local_files import special_file_problem
-from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example
+from bertcorpus.transforms.tfrecord import FEATURE_NAMES, iter_tfrecords, parse_example
 from bertcorpus.wordpiece.vocab import Vocab
 
 ACCEPTS_BEAM_OPTIONS = False
@@ -275,15 +275,7 @@ def read_records(path: str, skip: int, num: int) -> list[bytes]:
         raise UserError(f"{path}: {e.strerror or e}") from None
 
 
-FEATURES = {
-    "input_ids",
-    "input_mask",
-    "segment_ids",
-    "masked_lm_positions",
-    "masked_lm_ids",
-    "masked_lm_weights",
-    "next_sentence_labels",
-}
+FEATURES = frozenset(FEATURE_NAMES)
 
 
 def decoded_example(record: bytes, n: int, vocab_size: int) -> dict[str, list]:

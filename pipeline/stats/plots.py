@@ -50,21 +50,25 @@ def _save(fig, path: Path) -> None:
 
 
 def plot_sizes(by_source: dict[str, dict], edges: list[float], what: str, path: Path) -> None:
-    """Documents per size bin, one line per source, on a logarithmic size axis."""
+    """Each source's documents per size bin as a share of that source, one line per source, on a logarithmic size
+    axis: a source of seven books shows as plainly beside one of two hundred articles."""
+    from matplotlib.ticker import PercentFormatter
+
     fig, ax = _figure()
     edges_arr = np.asarray(edges)
     used = np.zeros(len(edges) - 1, bool)
     for source, hist in by_source.items():
         counts = np.asarray(hist["counts"])
         used |= counts > 0
-        ax.stairs(counts[1:], edges_arr[1:], label=f"{source} ({hist['documents']:,})", linewidth=1.5)
+        shares = counts / max(counts.sum(), 1)
+        ax.stairs(shares[1:], edges_arr[1:], label=f"{source} ({hist['documents']:,} documents)", linewidth=1.5)
     found = np.flatnonzero(used[1:]) + 1
     if len(found):
         ax.set_xlim(edges_arr[found[0]], edges_arr[found[-1] + 1])
     ax.set_xscale("log")
     ax.set_xlabel(f"{what} per document (log scale, 10 bins per decade)")
-    ax.set_ylabel("documents")
-    _counts_axis(ax.yaxis)
+    ax.set_ylabel("share of the source's documents")
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
     ax.legend(fontsize=8)
     _save(fig, path)
 
@@ -95,10 +99,11 @@ def plot_segments(summary: dict, length: int, path: Path) -> None:
             linewidth=1.5,
             label=f"segment {segment.upper()} (mean {mean:.1f})",
         )
+    # The pairs cut to fit end level near half the length, a spike far above the rest: a log scale shows both.
+    ax.set_yscale("log")
     ax.set_xlim(0, length + 1)
     ax.set_xlabel("tokens per segment (without [CLS]/[SEP])")
-    ax.set_ylabel("instances")
-    _counts_axis(ax.yaxis)
+    ax.set_ylabel("instances (log scale)")
     ax.legend(fontsize=8)
     _save(fig, path)
 
