@@ -18,7 +18,7 @@ table has) costs only itself: it is removed and counted (MarkupCounts), and the 
 
 The conversion tables are MediaWiki's ZhConversion tables as zhconv-rs ships them (GPL-2.0-or-later, an optional
 extra: pip install 'bertcorpus[zh]'); the common conversion groups are a snapshot of zhwiki's Module:CGroup pages
-(transforms/data/zh_cgroups.json.zst, CC BY-SA 4.0).
+(transforms/conversion-groups/zh_cgroups.json.zst, CC BY-SA 4.0).
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def conversion_groups() -> dict:
     """The snapshot of zhwiki's common conversion groups: {"groups": {name: [rules]}, "aliases": {alias: name}}."""
     import zstandard
 
-    data = resources.files("bertcorpus.transforms").joinpath("data/zh_cgroups.json.zst").read_bytes()
+    data = resources.files("bertcorpus.transforms").joinpath("conversion-groups/zh_cgroups.json.zst").read_bytes()
     return json.loads(zstandard.ZstdDecompressor().decompress(data))
 
 
