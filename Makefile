@@ -2,7 +2,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test test-slow lint venv clean
+.PHONY: demo demo-zh test test-slow lint venv clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -18,6 +18,10 @@ venv: $(VENV)/.installed-test
 
 demo: $(VENV)/.installed-train
 	$(VENV)/bin/bertcorpus demo --output demo-out
+
+# The Chinese chain on the bundled Chinese samples (docs/chinese.md): the train extra and the zh extra.
+demo-zh: $(VENV)/.installed-train $(VENV)/.installed-zh
+	$(VENV)/bin/bertcorpus demo --zh --output demo-zh-out
 
 # Two test processes (pytest-xdist), one per core of the 2-core machines the suite is sized for.
 test: $(VENV)/.installed-test
@@ -35,4 +39,4 @@ lint: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) demo-out
+	rm -rf $(VENV) demo-out demo-zh-out

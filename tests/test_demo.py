@@ -34,7 +34,8 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
     records = json.loads((out / "records" / "manifest.json").read_text())
     assert set(records["outputs"]) == {"seq128", "seq512"}
     # The vocab in a folder of its own, so that the card's lineage goes from the documents through it to the records.
-    assert sum(1 for _ in open(out / "vocab" / "vocab.txt", encoding="utf-8")) == 8000
+    lines = sum(1 for _ in open(out / "vocab" / "vocab.txt", encoding="utf-8"))
+    assert 7900 < lines <= 8000 and f" {lines:,} tokens" in rows["vocab"]  # what was learned, no filler
     assert not (out / "manifest.json").exists()
     assert records["vocab"]["path"] == str(out / "vocab" / "vocab.txt")
     results = json.loads((out / "train" / "eval_results.json").read_text())
@@ -79,3 +80,31 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
     assert kept == dict.fromkeys(["extract-wiki", "extract-books", "vocab", "create", "stats", "train"], "kept") | {
         "stage": "time"
     }
+
+
+def test_the_chinese_demo(tmp_path, capsys, monkeypatch):
+    """demo --zh: the zhwiki sample and the Chinese book, each in both scripts, bert-base-chinese's layout, whole-word
+    masks over jieba's words, and a data card that counts characters and names the characters behind [UNK]."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "demo-zh-out"
+    assert run_cli("demo", "--zh", "--skip-train") == 0
+    table = table_of(capsys.readouterr().out)
+    rows = {line.split()[0]: line for line in table if line.startswith("  ") and line[2] != " "}
+    assert list(rows) == ["stage", "extract-wiki", "extract-books", "vocab", "create", "stats"]
+    assert "read 2, kept 2, skipped 0, errors 0" in rows["extract-wiki"]  # one page, in both scripts
+    assert any("converter blocks" in line for line in table)
+    wiki = json.loads((out / "wiki" / "manifest.json").read_text())
+    assert sorted(wiki["documents"]["languages"]) == ["zh-Hans", "zh-Hant"]
+    vocab = json.loads((out / "vocab" / "manifest.json").read_text())
+    assert vocab["tokens"]["layout"] == "bert-chinese" and vocab["tokens"]["filler_share"] < 0.05
+    records = json.loads((out / "records" / "manifest.json").read_text())
+    assert records["form"]["whole_word_mask"] and records["form"]["word_segmenter"]["name"] == "jieba"
+    card = json.loads((out / "stats.json").read_text())
+    assert set(card["languages"]) == {"zh-Hans", "zh-Hant"}
+    for row in card["languages"].values():
+        assert row["documents"] == 2 and row["unk_word_rate"] < 0.002 and row["tokens"] > 90_000
+    top = card["unknown_words"]["top"]
+    assert top and all(len(w["word"]) == 1 for w in top)  # characters, not clauses
+    words, chars = card["documents"]["words"]["total"], card["documents"]["chars"]["total"]
+    assert 0.9 * chars < words <= chars  # a character is a word
+    assert "Languages" in (out / "report.html").read_text(encoding="utf-8")

@@ -16,6 +16,7 @@ from collections import Counter
 
 import numpy as np
 
+from bertcorpus.transforms.unspaced_scripts import spaced_unspaced_scripts
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer, prepared_chunks
 from bertcorpus.wordpiece.vocab import UNK
 
@@ -79,7 +80,7 @@ class DocumentStats:
 
     def add(self, ids: list[str], sources: list[str], titles: list[str | None], texts: list[str]) -> None:
         chars = np.fromiter(map(len, texts), np.int64, len(texts))
-        words = np.fromiter((len(t.split()) for t in texts), np.int64, len(texts))
+        words = np.fromiter((len(spaced_unspaced_scripts(t).split()) for t in texts), np.int64, len(texts))
         labels = [s if s in self.by_source or len(self.by_source) < MAX_SOURCES else OTHER_SOURCES for s in sources]
         self.by_source.update(labels)
         for label in set(labels):
@@ -141,7 +142,8 @@ class PrunedCounter:
 
 class UnknownWords:
     """Whitespace-separated chunks of text (after the tokenizer's cleaning and lower-casing) whose WordPiece ids
-    contain [UNK], counted over all documents added."""
+    contain [UNK], counted over all documents added, and per language. A character of a script written without
+    spaces (Chinese, Japanese, Thai) is a chunk of its own: what becomes [UNK] there is a character."""
 
     CACHE_LIMIT = 1_000_000  # distinct chunks whose outcome is remembered
 
@@ -154,9 +156,10 @@ class UnknownWords:
         self.documents = 0
         self.words = 0
         self.unknown = 0
+        self.by_language: dict[str, list[int]] = {}  # language → [words, words that became [UNK]]
 
-    def add(self, text: str) -> None:
-        chunks, _ = prepared_chunks(text, self.tokenizer.lowercase)
+    def add(self, text: str, language: str | None = None) -> None:
+        chunks, _ = prepared_chunks(spaced_unspaced_scripts(text), self.tokenizer.lowercase)
         distinct = set(chunks)
         hits = distinct & self.unknown_chunks
         new = distinct - self.known
@@ -168,10 +171,14 @@ class UnknownWords:
                 self.unknown_chunks |= found
         self.documents += 1
         self.words += len(chunks)
-        if hits:
-            unknown = [c for c in chunks if c in hits]
+        unknown = [c for c in chunks if c in hits] if hits else []
+        if unknown:
             self.unknown += len(unknown)
             self.counter.update(unknown)
+        if language is not None:
+            totals = self.by_language.setdefault(language, [0, 0])
+            totals[0] += len(chunks)
+            totals[1] += len(unknown)
 
     def _unknown_of(self, chunks: list[str]) -> set[str]:
         """The chunks whose ids contain [UNK]; one tokenizer call for all, each chunk as its own line."""
@@ -187,4 +194,8 @@ class UnknownWords:
             "unk_word_rate": self.unknown / self.words if self.words else None,
             "top": [{"word": w, "count": n} for w, n in self.counter.most_common(top)],
             "counts_exact": self.counter.exact,
+            "by_language": {
+                tag: {"words": words, "unk_words": unk, "unk_word_rate": unk / words if words else None}
+                for tag, (words, unk) in sorted(self.by_language.items())
+            },
         }

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
+from bertcorpus.transforms.unspaced_scripts import spaced_unspaced_scripts
+
 __all__ = [
     "EMPTY_BIN",
     "band_hashes",
@@ -59,21 +61,6 @@ def nfkc(text: str) -> str:
 def casefolded(text: str) -> str:
     """NFKC, then casefolded: the text with the differences that never tell two texts apart taken out."""
     return nfkc(text).casefold()
-
-
-# Scripts written without spaces between words (CJK ideographs, kana, Thai, Lao, Myanmar, Khmer): each of their
-# characters is a word of its own, so that shingles and n-grams of Chinese are runs of characters, not of whole
-# clauses (a clause with one character changed would otherwise share no shingle with the original).
-_UNSPACED = re.compile(
-    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
-)
-
-
-def spaced_unspaced_scripts(text: str) -> str:
-    """The text with a space on each side of every character of a script without spaces between words."""
-    if text.isascii() or _UNSPACED.search(text) is None:
-        return text
-    return _UNSPACED.sub(r" \g<0> ", text)
 
 
 def folded_utf8(text: str, punctuation: bytes, is_casefolded: bool = False) -> bytes:

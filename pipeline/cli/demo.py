@@ -37,8 +37,22 @@ RERUN_FLAGS = ("--overwrite", "--reuse")
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--output", default="demo-out", help="where every stage writes (default: demo-out)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="the demo vocab's size (default: 8000)")
+    parser.add_argument(
+        "--zh",
+        action="store_true",
+        help="the Chinese chain instead: a zhwiki article and a Chinese Project Gutenberg book, each in both scripts "
+        "(--zh-variant both), bert-base-chinese's vocab layout, whole-word masks over jieba's words; needs pip "
+        "install 'bertcorpus[zh]' (default: the English chain)",
+    )
+    parser.add_argument(
+        "--output", default=None, help="where every stage writes (default: demo-out, demo-zh-out with --zh)"
+    )
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        help="the demo vocab's size (default: 8000; 21128, bert-base-chinese's, with --zh)",
+    )
     parser.add_argument("--train-steps", type=int, default=300, help="tiny-model training steps (default: 300)")
     parser.add_argument("--skip-train", action="store_true", help="stop after the data card (default: off)")
     parser.add_argument(
@@ -121,8 +135,10 @@ def summary_table(rows: list[tuple[str, str, str, str]], width: int = TABLE_WIDT
     return lines
 
 
-def data_stages(out: Path, vocab_size: int) -> list[tuple[str, list, Path]]:
+def data_stages(out: Path, vocab_size: int, chinese: bool = False) -> list[tuple[str, list, Path]]:
     """The data stages in order, each (name, its command line without RERUN_FLAGS and Beam options, its output)."""
+    if chinese:
+        return chinese_stages(out, vocab_size)
     wiki, books, vocab, records = (
         out / "wiki",
         out / "books",
@@ -157,6 +173,42 @@ def data_stages(out: Path, vocab_size: int) -> list[tuple[str, list, Path]]:
     ]
 
 
+def chinese_stages(out: Path, vocab_size: int) -> list[tuple[str, list, Path]]:
+    """The Chinese chain: the zhwiki sample and the Chinese book in both scripts, the vocab in bert-base-chinese's
+    layout, records whose whole-word masks fall on jieba's words."""
+    zh = DATA / "zh"
+    wiki, books, vocab, records = out / "wiki", out / "books", out / "vocab" / "vocab.txt", out / "records"
+    documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
+    both = ["--zh-variant", "both"]
+    return [
+        (
+            "extract-wiki",
+            ["extract-wiki", "--input", zh / "zhwiki-quantum-mechanics.xml.bz2", "--output", wiki, *both],
+            wiki,
+        ),
+        ("extract-books", ["extract-books", "--input", zh, "--output", books, "--source", "zhbooks", *both], books),
+        ("vocab", ["vocab", "--input", *documents, "--vocab-size", vocab_size, "--output", vocab], vocab.parent),
+        (
+            "create",
+            [
+                "create",
+                "--input",
+                *documents,
+                "--vocab",
+                vocab,
+                "--output",
+                records,
+                "--seq-configs",
+                "128:20",
+                "--dupe-factor",
+                "5",
+                "--whole-word-mask",
+            ],
+            records,
+        ),
+    ]
+
+
 def _stage_counts(name: str, output: Path) -> str:
     if name == "vocab":
         return f"{sum(1 for _ in open(output / 'vocab.txt', encoding='utf-8')):,} tokens"
@@ -166,7 +218,15 @@ def _stage_counts(name: str, output: Path) -> str:
 def table_notes(out: Path, trained: bool) -> list[str]:
     """What a reader might take for a failure in the table, and why it is not one."""
     notes = []
-    errors = _manifest(out / "wiki")["documents"]["errors_by_reason"]
+    wiki = _manifest(out / "wiki")
+    markup = wiki.get("converter_markup")
+    if markup:
+        notes.append(
+            f"extract-wiki: the article's {markup.get('blocks', 0):,} converter blocks and "
+            f"{markup.get('page_rules', 0):,} page rules were resolved, and each document written in both scripts "
+            "(zh-Hans and zh-Hant); none of the markup is left in the text"
+        )
+    errors = wiki["documents"]["errors_by_reason"]
     if errors == {"truncated": 1}:
         notes.append(
             "extract-wiki: the one error is expected: the 2014 sample export was cut short after its last page "
@@ -191,7 +251,14 @@ def run(args, beam_args: list[str]) -> int:
     from bertcorpus.pipeline.cli import commands, train_command
     from bertcorpus.trainer.config import backend_extra
 
-    out = Path(args.output).resolve()
+    if args.zh:
+        from bertcorpus.transforms.word_segmentation import SegmenterSpec, check_segmenter
+        from bertcorpus.transforms.zh_variants import check_converter
+
+        check_converter()
+        check_segmenter(SegmenterSpec())
+    out = Path(args.output or ("demo-zh-out" if args.zh else "demo-out")).resolve()
+    args.vocab_size = args.vocab_size or (21128 if args.zh else 8000)
     records, train = out / "records", out / "train"
     rows: list[tuple[str, str, str, str]] = []
     reuse = [] if args.force else ["--reuse"]
@@ -214,7 +281,7 @@ def run(args, beam_args: list[str]) -> int:
         print(f"\n=== {name}: kept: no stage before it ran again (--force reruns it)", flush=True)
         rows.append((name, "kept", _shown(output, out), counts()))
 
-    for name, words, output in data_stages(out, args.vocab_size):
+    for name, words, output in data_stages(out, args.vocab_size, args.zh):
         if name == "vocab":  # the vocab counts in this process (no Beam options) and writes into its own folder
             output.mkdir(parents=True, exist_ok=True)
         options = [] if name == "vocab" else beam_args

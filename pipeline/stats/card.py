@@ -95,6 +95,7 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
     if missing:
         raise UserError(f"documents files named in a manifest are missing: {', '.join(missing[:3])}")
     languages: dict[str, Counter] = {}
+    characters: Counter = Counter()  # per language
     total = sum(s.manifest.get("documents", {}).get("kept", 0) for s in stages)
     # disable=None: no bar where stderr is not a terminal, whose log its redraws would fill.
     with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
@@ -103,14 +104,41 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
             columns = ["id", "source", "title", "text"] + ["language"] * ("language" in parquet.schema_arrow.names)
             for batch in parquet.iter_batches(columns=columns, batch_size=DOCUMENT_BATCH):
                 ids, sources, titles, texts, *language = (c.to_pylist() for c in batch.columns)
+                tags = [tag or UNDETERMINED for tag in language[0]] if language else [UNDETERMINED] * len(ids)
                 stats.add(ids, sources, titles, texts)
-                for source, tag in zip(sources, language[0] if language else []):
-                    languages.setdefault(source, Counter())[tag or UNDETERMINED] += 1
+                for source, tag, text in zip(sources, tags, texts):
+                    languages.setdefault(source, Counter())[tag] += 1
+                    characters[tag] += len(text)
                 if unknown is not None:
-                    for text in texts[: max(0, max_documents - unknown.documents)]:
-                        unknown.add(text)
+                    for text, tag in zip(texts[: max(0, max_documents - unknown.documents)], tags):
+                        unknown.add(text, tag)
                 bar.update(len(ids))
-    return stats, unknown, languages
+    return stats, unknown, (languages, characters)
+
+
+def language_table(
+    by_source: dict[str, Counter], characters: Counter, unknown: dict | None, records: list[Stage]
+) -> dict[str, dict]:
+    """Per language: documents, characters and the [UNK] share of its words (from the documents), and the tokens of
+    the documents create kept, with each output's instances and their target and achieved shares where the records'
+    manifests give them."""
+    table: dict[str, dict] = {}
+    for counts in by_source.values():
+        for tag, n in counts.items():
+            table.setdefault(tag, {"documents": 0})["documents"] += n
+    for tag, n in characters.items():
+        table.setdefault(tag, {"documents": 0})["characters"] = n
+    for tag, row in (unknown or {}).get("by_language", {}).items():
+        table.setdefault(tag, {"documents": 0})["unk_word_rate"] = row["unk_word_rate"]
+    for stage in records:
+        for tag, row in (stage.manifest.get("languages") or {}).items():
+            entry = table.setdefault(tag, {"documents": row["documents"]})
+            entry["tokens"] = entry.get("tokens", 0) + row["tokens"]
+        for name, out in stage.manifest.get("outputs", {}).items():
+            for split in ("train", "eval"):
+                for tag, row in ((out.get(split) or {}).get("languages") or {}).items():
+                    table.setdefault(tag, {"documents": 0}).setdefault("outputs", {})[f"{name} {split}"] = row
+    return dict(sorted(table.items(), key=lambda kv: (-kv[1].get("documents", 0), kv[0])))
 
 
 def documents_counts(stage: Stage) -> dict:
@@ -241,7 +269,9 @@ def build_card(
         # The vocab is usually made outside the run; the file in hand shows whether it is the one recorded.
         entry["checked"] = {"path": vocab_path, "sha256_matches": entry.get("sha256") == vocab.sha256}
     if documents:
-        doc_stats, unknown, languages = documents_pass(documents, vocab, lowercase, max_documents or sys.maxsize)
+        doc_stats, unknown, (languages, characters) = documents_pass(
+            documents, vocab, lowercase, max_documents or sys.maxsize
+        )
         card["documents"] = {
             "stages": {s.name: documents_counts(s) for s in documents},
             "bin_edges": EDGES.tolist(),
@@ -255,7 +285,7 @@ def build_card(
         if unknown is not None:
             card["unknown_words"].update(vocab=vocab_path, lowercase=lowercase)
     else:
-        languages = {}
+        languages, characters, unknown = {}, Counter(), None
         card["documents"] = {"absent": f"no documents (documents-*.parquet with a {MANIFEST}) in {root}"}
         card["unknown_words"] = {
             "absent": "the words behind [UNK] need the source text, and there are no "
@@ -303,6 +333,9 @@ def build_card(
             "made_from": records_source(stage),
             "seq_configs": per_seq,
         }
+    card["languages"] = language_table(
+        languages, characters, unknown.summary() if unknown is not None else None, records
+    )
     card["datasheet"] = build_datasheet(card, stages, source_info or {}, languages)
     return portable(card, str(root.resolve())), accumulators
 

@@ -297,7 +297,8 @@ def _unknown_html(unknown: dict) -> str:
     if "absent" in unknown:
         return parts[0] + f"<p>{escape(unknown['absent'])}.</p>"
     parts.append(
-        f"<p>{unknown['unk_words']:,} of {unknown['words']:,} whitespace-separated words "
+        f"<p>{unknown['unk_words']:,} of {unknown['words']:,} words (whitespace-separated; a character of Chinese, "
+        "Japanese or Thai) "
         f"({(unknown['unk_word_rate'] or 0):.4%}) in {unknown['documents']:,} documents contain [UNK] "
         f"when tokenised with <code>{escape(unknown['vocab'])}</code>"
         f"{' (lower-cased)' if unknown['lowercase'] else ''}."
@@ -305,6 +306,39 @@ def _unknown_html(unknown: dict) -> str:
     )
     rows = [[f"<code>{escape(w['word'])}</code>", escape(_code_points(w["word"])), w["count"]] for w in unknown["top"]]
     return "".join(parts) + table(["word", "characters outside ASCII", "count"], rows, {2})
+
+
+def _languages_html(languages: dict[str, dict]) -> str:
+    """Per language: documents, characters, the [UNK] share of its words, its tokens in the records, and each output's
+    instances with their target and achieved shares where create sampled languages."""
+    if not languages or (set(languages) == {"und"} and not languages["und"].get("outputs")):
+        return ""
+    outputs = sorted({name for row in languages.values() for name in row.get("outputs", {})})
+    header = ["language", "documents", "characters", "[UNK] share of words", "tokens"]
+    header += [f"{name}: instances (achieved / target share)" for name in outputs]
+    rows = []
+    for tag, row in languages.items():
+        cells = [
+            f"<code>{escape(tag)}</code>",
+            row.get("documents"),
+            row.get("characters"),
+            share(row.get("unk_word_rate")),
+        ]
+        cells.append(row.get("tokens"))
+        for name in outputs:
+            out = row.get("outputs", {}).get(name)
+            cells.append(
+                ""
+                if out is None
+                else f"{out.get('instances', 0):,} ({share(out.get('achieved_share'))} / "
+                f"{share(out.get('target_share'))})"
+            )
+        rows.append(cells)
+    note = (
+        '<p class="note">A character of Chinese, Japanese or Thai counts as a word, and what becomes [UNK] there is a '
+        "character.</p>"
+    )
+    return table(header, rows, {1, 2, 4}) + note
 
 
 def _code_points(word: str) -> str:
@@ -328,6 +362,7 @@ def render_html(card: dict, plots: dict[str, str]) -> str:
             f'<div class="warn"><b>Warnings</b><ul>{warnings}</ul></div>' if warnings else "",
             section("built", "What was built", _built_html(card)),
             section("sources", "Sources: licence, provenance, languages, use", datasheet_html(card["datasheet"])),
+            section("languages", "Languages", _languages_html(card.get("languages", {}))),
             section("plots", "Plots", plots_html(card["records"], plots)),
             section("documents", "Documents", _documents_html(card["documents"], card["unknown_words"], plots)),
             section("dedup", "Duplicates and benchmark text removed", dedup_html(card.get("dedup", []))),
