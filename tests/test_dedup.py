@@ -383,3 +383,29 @@ def test_bad_inputs_and_settings_are_one_line(capsys, tmp_path, wiki2014):
         line = _error_line(capsys)
         assert line.startswith("bertcorpus dedup: error: ") and expected in line, line
     assert not out.exists()
+
+
+def test_invalid_utf8_is_replaced_and_counted_as_create_does(tmp_path, capsys):
+    """A JSONL source holding a cp1252 book's paragraphs as they are on disk: each byte that is not UTF-8 becomes
+    U+FFFD, as create reads it, and is counted in both manifests and in the summary."""
+    raw = (BOOKS / "gutenberg_cp1252_with_header" / "pg64317.txt").read_bytes()
+    paragraphs = [p for p in raw.replace(b"\r\n", b"\n").split(b"\n\n") if len(p.split()) > 20][:200]
+    lines = [
+        json.dumps({"id": f"pg64317-{n}", "text": p.decode("latin-1")}, ensure_ascii=False).encode("latin-1") + b"\n"
+        for n, p in enumerate(paragraphs)
+    ]
+    (tmp_path / "web.jsonl").write_bytes(b"".join(lines))
+    expected = sum(line.decode("utf-8", errors="replace").count("\ufffd") for line in lines)
+    assert expected > 50
+    capsys.readouterr()
+    manifest = dedup(tmp_path / "out", "--input", tmp_path / "web.jsonl")
+    (source,) = manifest["sources"]
+    assert source["replaced_chars"] == expected
+    assert source["read"] == source["kept"] + sum(source["removed"].values())
+    per_source = json.loads((tmp_path / "out" / "web" / "manifest.json").read_text())
+    assert per_source["dedup"]["replaced_chars"] == per_source["inputs"][0]["replaced_chars"] == expected
+    kept = documents(tmp_path / "out" / "web")
+    assert sum(d["text"].count("\ufffd") for d in kept.values()) == sum(
+        lines[int(i.rsplit("-", 1)[1])].decode("utf-8", errors="replace").count("\ufffd") for i in kept
+    )
+    assert f"{expected:,} characters replaced by U+FFFD" in capsys.readouterr().out

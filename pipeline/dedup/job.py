@@ -159,6 +159,8 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
                 f"{chars['removed']:,}; too short to compare {s['too_short_to_compare']:,}",
             )
         )
+        if s["replaced_chars"]:
+            rows.append((f"{s['name']} invalid UTF-8", f"{s['replaced_chars']:,} characters replaced by U+FFFD"))
     dup = manifest["duplicates"]
     rows.append(("pairs", f"{dup['pairs_measured']:,} measured, {dup['pairs_similar']:,} at or above the threshold"))
     for b in manifest["benchmarks"]:

@@ -49,6 +49,8 @@ def source_summary(config: DedupConfig, priority: int, counts: dict) -> dict:
         "records": mine.get("records", 0),
         "cut": mine.get("cut", 0),
         "too_short_to_compare": mine.get("too_short_to_compare", 0),
+        # Invalid UTF-8 (and JSONL's lone surrogates) read as U+FFFD, as create reads them: counted, never silent.
+        "replaced_chars": mine.get("replaced_chars", 0),
         "characters": {k: mine.get(f"characters_{k}", 0) for k in ("read", "kept", "removed")},
     }
 
@@ -100,6 +102,7 @@ def source_manifest(config: DedupConfig, summary: dict, inputs: list[dict], file
             "records": summary["records"],
             "cut": summary["cut"],
             "too_short_to_compare": summary["too_short_to_compare"],
+            "replaced_chars": summary["replaced_chars"],
             "characters": summary["characters"],
         },
         "outputs": {kind: [relative(f) for f in files if f["kind"] == kind] for kind in ("documents", "errors")},

@@ -67,6 +67,7 @@ class ReadSources(beam.DoFn):
         counts[source_key(priority, "read")] = (
             stats.documents + sum(stats.skipped.values()) + sum(stats.errors.values())
         )
+        counts[source_key(priority, "replaced_chars")] = stats.replaced_chars
         counts.update({source_key(priority, f"skipped:{k}"): v for k, v in stats.skipped.items()})
         counts.update({source_key(priority, f"errors:{k}"): v for k, v in stats.errors.items()})
         yield tally.emit(METRICS, counts)
