@@ -4,6 +4,7 @@ with one clear line and a non-zero exit, never a traceback, and a flag is never 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -209,6 +210,38 @@ def test_a_full_disk_with_worker_processes_is_one_line(full_disk):
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith(f"bertcorpus create: error: cannot write {out}/.staging/seq128/")
     assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_a_full_tmpdir_names_the_folder_and_what_to_do(tmp_path, mode):
+    """The spill files of create's shuffles go under $TMPDIR: a full one is one line that names the folder and says
+    to point TMPDIR elsewhere, also where a worker process's traceback holds the error twice; the files go."""
+    with mounted_tmpfs(tmp_path / "tmp", "size=256k") as tmp:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bertcorpus",
+                "create",
+                *map(str, EXTRACTIONS["create"]),
+                "--output",
+                str(tmp_path / "out"),
+                f"--direct_running_mode={mode}",
+            ],
+            cwd=TESTS.parent,
+            env={**os.environ, "TMPDIR": str(tmp)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 2
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith(f"bertcorpus create: error: {tmp}/bertcorpus-shuffle-")
+        assert (
+            ".spill: No space left on device (a run on this machine keeps what it shuffles in spill files under "
+            f"{tmp}, its TMPDIR; point TMPDIR at a disk with room)"
+        ) in done.stderr
+        assert list(tmp.iterdir()) == []
 
 
 @pytest.mark.parametrize("command", EXTRACTIONS)
