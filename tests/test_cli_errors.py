@@ -212,6 +212,27 @@ def test_a_full_disk_with_worker_processes_is_one_line(full_disk):
     assert list(out.iterdir()) == []
 
 
+def test_vocab_on_a_full_disk_names_the_file_and_leaves_no_temporary_file(tmp_path, capsys):
+    with mounted_tmpfs(tmp_path / "disk", "size=64k") as disk:
+        vocab = disk / "vocab" / "vocab.txt"
+        args = ["--input", TESTS / "data" / "create" / "11-0.txt", "--output", vocab, "--vocab-size", "3000"]
+        assert run_cli("vocab", *args) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"bertcorpus vocab: error: cannot write {vocab.parent}/tokenizer.json: No space left on device"
+        )
+        assert list(vocab.parent.iterdir()) == []
+
+
+def test_stats_on_a_full_disk_names_the_file_and_leaves_no_plots(records_dir, tmp_path, capsys):
+    with mounted_tmpfs(tmp_path / "disk", "size=64k") as disk:
+        card = disk / "card"
+        assert run_cli("stats", records_dir, "--output", card) == 2
+        line = _error_line(capsys)
+        assert line.startswith(f"bertcorpus stats: error: cannot write {card}/report_files/")
+        assert line.endswith(".png: No space left on device")
+        assert list(card.iterdir()) == []
+
+
 @pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
 def test_a_full_tmpdir_names_the_folder_and_what_to_do(tmp_path, mode):
     """The spill files of create's shuffles go under $TMPDIR: a full one is one line that names the folder and says
