@@ -125,7 +125,7 @@ class ReadCandidateShingles(beam.DoFn):
         for _, doc_id, digest in nodes:
             wanted.setdefault(doc_id, set()).add(digest)
         found = {}
-        for doc in read_documents(path, "auto", ReadStats(path), start, stop):
+        for doc in read_documents(path, "auto", ReadStats(path), start, stop, again=True):
             if isinstance(doc, SourceDocument) and doc.id in wanted:
                 found.setdefault(doc.id, []).append(doc.text)
         for doc_id, digests in sorted(wanted.items()):
