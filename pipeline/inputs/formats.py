@@ -20,6 +20,7 @@ from typing import BinaryIO
 
 from bertcorpus.pipeline.inputs.streams import lines_of
 from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES
+from bertcorpus.transforms.document_pieces import piece_id, sentence_pieces, text_pieces
 
 _REPLACEMENT_BYTES = "\ufffd".encode()
 
@@ -34,6 +35,19 @@ class SourceDocument:
     text: str | None = None  # paragraphs separated by blank lines, to be split into sentences
     sentences: list[str] | None = None  # already one sentence per entry (reference-format text)
     fields: dict | None = None  # the other fields a reader was asked for (dedup's title, url, source), None if absent
+
+
+def document_pieces(doc: SourceDocument, cap: int) -> Iterator[SourceDocument]:
+    """The document itself, or where it is longer than `cap` characters its pieces, one at a time, each a document
+    of its own (transforms/document_pieces.py)."""
+    if doc.sentences is not None and sum(map(len, doc.sentences)) > cap:
+        for number, run in enumerate(sentence_pieces(doc.sentences, cap), 1):
+            yield SourceDocument(piece_id(doc.id, number), sentences=run, fields=doc.fields)
+    elif doc.sentences is None and len(doc.text or "") > cap:
+        for number, text in enumerate(text_pieces(doc.text, cap), 1):
+            yield SourceDocument(piece_id(doc.id, number), text=text, fields=doc.fields)
+    else:
+        yield doc
 
 
 @dataclass
