@@ -370,7 +370,7 @@ def test_dead_letters_are_sorted_by_the_numbers_in_where(tmp_path):
     writer = documents.WriteErrors(str(tmp_path)).writer
     written = [
         out
-        for out in writer.process((0, [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]))
+        for out in writer.process((0, [documents._keyed(e, documents._error_row, 1)[1] for e in errors]))
         if isinstance(out, dict)
     ]
     lines = (tmp_path / ".staging" / written[0]["path"]).read_text().splitlines()
