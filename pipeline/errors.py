@@ -87,9 +87,12 @@ def _message(error: BaseException) -> str | None:
     found = _WRAPPED.findall(text)
     if found:
         return found[-1].strip()
-    os_error = _WRAPPED_OS_ERROR.search(text)
-    if os_error:
-        cause, path, step = os_error.groups()
+    # A worker's traceback holds the error as first raised and, further on, as re-raised with what the job adds to
+    # it (the path, the advice on a full $TMPDIR): the fullest is the one to show.
+    os_errors = list(_WRAPPED_OS_ERROR.finditer(text))
+    if os_errors:
+        fullest = max(os_errors, key=lambda m: (m.group(2) is not None, len(m.group(1).strip())))
+        cause, path, step = fullest.groups()
         cause = cause.strip()
         return (f"{path}: {cause}" if path else cause) + (f" (in step '{step}')" if step else "")
     return None

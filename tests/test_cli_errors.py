@@ -4,6 +4,7 @@ with one clear line and a non-zero exit, never a traceback, and a flag is never 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -211,6 +212,59 @@ def test_a_full_disk_with_worker_processes_is_one_line(full_disk):
     assert list(out.iterdir()) == []
 
 
+def test_vocab_on_a_full_disk_names_the_file_and_leaves_no_temporary_file(tmp_path, capsys):
+    with mounted_tmpfs(tmp_path / "disk", "size=64k") as disk:
+        vocab = disk / "vocab" / "vocab.txt"
+        args = ["--input", TESTS / "data" / "create" / "11-0.txt", "--output", vocab, "--vocab-size", "3000"]
+        assert run_cli("vocab", *args) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"bertcorpus vocab: error: cannot write {vocab.parent}/tokenizer.json: No space left on device"
+        )
+        assert list(vocab.parent.iterdir()) == []
+
+
+def test_stats_on_a_full_disk_names_the_file_and_leaves_no_plots(records_dir, tmp_path, capsys):
+    with mounted_tmpfs(tmp_path / "disk", "size=64k") as disk:
+        card = disk / "card"
+        assert run_cli("stats", records_dir, "--output", card) == 2
+        line = _error_line(capsys)
+        assert line.startswith(f"bertcorpus stats: error: cannot write {card}/report_files/")
+        assert line.endswith(".png: No space left on device")
+        assert list(card.iterdir()) == []
+
+
+@pytest.mark.parametrize("mode", ["in_memory", "multi_processing"])
+def test_a_full_tmpdir_names_the_folder_and_what_to_do(tmp_path, mode):
+    """The spill files of create's shuffles go under $TMPDIR: a full one is one line that names the folder and says
+    to point TMPDIR elsewhere, also where a worker process's traceback holds the error twice; the files go."""
+    with mounted_tmpfs(tmp_path / "tmp", "size=256k") as tmp:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "bertcorpus",
+                "create",
+                *map(str, EXTRACTIONS["create"]),
+                "--output",
+                str(tmp_path / "out"),
+                f"--direct_running_mode={mode}",
+            ],
+            cwd=TESTS.parent,
+            env={**os.environ, "TMPDIR": str(tmp)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 2
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith(f"bertcorpus create: error: {tmp}/bertcorpus-shuffle-")
+        assert (
+            ".spill: No space left on device (a run on this machine keeps what it shuffles in spill files under "
+            f"{tmp}, its TMPDIR; point TMPDIR at a disk with room)"
+        ) in done.stderr
+        assert list(tmp.iterdir()) == []
+
+
 @pytest.mark.parametrize("command", EXTRACTIONS)
 def test_a_read_only_output_is_one_line(read_only_disk, capsys, command):
     out = read_only_disk / "out"
@@ -316,7 +370,7 @@ def test_dead_letters_are_sorted_by_the_numbers_in_where(tmp_path):
     writer = documents.WriteErrors(str(tmp_path)).writer
     written = [
         out
-        for out in writer.process((0, [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]))
+        for out in writer.process((0, [documents._keyed(e, documents._error_row, 1)[1] for e in errors]))
         if isinstance(out, dict)
     ]
     lines = (tmp_path / ".staging" / written[0]["path"]).read_text().splitlines()

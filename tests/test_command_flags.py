@@ -26,7 +26,7 @@ def help_of(capsys, *argv: str) -> str:
 
 def command_options(command: str) -> list[argparse.Action]:
     """The options a command's --help lists."""
-    parser, _ = commands._build_parsers(command)
+    parser, *_ = commands._build_parsers(command)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
     return [a for a in sub._actions if a.option_strings and a.help != argparse.SUPPRESS and a.dest != "help"]
 

@@ -382,14 +382,42 @@ def test_awkward_documents_work_and_are_counted(tmp_path):
     assert structural_errors(rec, 128, 20) == []
 
 
-def test_a_split_of_one_document_is_refused_before_anything_is_written(tmp_path, capsys):
+def test_a_split_of_one_document_is_refused_before_anything_is_tokenised(tmp_path, capsys, monkeypatch):
+    from bertcorpus.pipeline.create.steps import TokenizeBuckets
+
+    tokenised = []
+    monkeypatch.setattr(TokenizeBuckets, "tokenize", lambda self, docs: tokenised.append(docs))
     doc = tmp_path / "one.txt"
     doc.write_text("\n".join(SAMPLE_TEXT.read_text().split("\n\n")[0].splitlines()) + "\n")
     out = tmp_path / "o"
     assert run_cli("create", "--input", doc, "--vocab", VOCAB, "--output", out, "--dupe-factor", "3") == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "single document (one:0)" in line and "random next" in line
+    assert tokenised == []
     assert not list(out.rglob("*.tfrecord")) and not (out / "manifest.json").exists()
+
+
+def test_a_document_over_the_cap_is_cut_into_pieces_and_counted(tmp_path, capsys):
+    """Two real books as JSONL documents with a cap of 0.1 million characters: each becomes pieces, which are
+    documents to the rest of the job, and a single book is no longer a split of one document."""
+    books = sorted((Path(__file__).parent / "data" / "create").glob("*.txt"))
+    texts = [b.read_text(encoding="utf-8") for b in books]
+    corpus = tmp_path / "books.jsonl"
+    corpus.write_text("".join(json.dumps({"id": b.stem, "text": t}) + "\n" for b, t in zip(books, texts)))
+    out = tmp_path / "o"
+    flags = ["--vocab", VOCAB, "--dupe-factor", "1", "--eval-fraction", "0", "--max-document-mb", "0.1"]
+    assert run_cli("create", "--input", corpus, "--output", out, *flags) == 0
+    docs = json.loads((out / "manifest.json").read_text())["documents"]
+    pieces = sum(-(-len(t) // 100_000) for t in texts)  # at least so many: each ends at a paragraph
+    assert docs["read"] == docs["split"]["documents"] == 2 and docs["split"]["pieces"] >= pieces >= 6
+    assert docs["read"] - docs["split"]["documents"] + docs["split"]["pieces"] == docs["kept"]
+    line = f"documents cut +2 longer than --max-document-mb, into {docs['split']['pieces']} pieces"
+    assert re.search(line, capsys.readouterr().out)
+    assert read_records(f"{out}/seq128/*.tfrecord")["input_ids"].shape[0] > 1000
+    # A single book over the cap: its pieces are enough documents for random next segments.
+    one = tmp_path / "one.jsonl"
+    one.write_text(json.dumps({"id": books[1].stem, "text": texts[1]}) + "\n")
+    assert run_cli("create", "--input", one, "--output", tmp_path / "one", *flags) == 0
 
 
 def test_file_boundaries_are_document_boundaries(tmp_path):

@@ -20,15 +20,16 @@ from bertcorpus.pipeline.create.steps import (
     TokenizeBuckets,
     UnbalancedSplitError,
     WriteShards,
-    assign_bucket,
+    assign_buckets,
     fragment_targets,
+    plan_negatives,
 )
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
-from conftest import SAMPLE_TEXT, VOCAB, book_sections
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections
 
 LOCAL = ["--runner=DirectRunner"]
 
@@ -62,11 +63,40 @@ def all_true(found: list) -> None:
 
 def test_assign_buckets_keys_every_document_by_split_and_bucket():
     cfg = config()
-    expected = [assign_bucket(doc, cfg)[0] for doc in documents()]
-    assert {k.split("/")[0] for k in expected} == {"train", "eval"}
+    expected = [key for doc in documents() for key, _ in assign_buckets(doc, cfg)]
+    assert len(expected) == len(documents()) and {k.split("/")[0] for k in expected} == {"train", "eval"}
     with TestPipeline(argv=LOCAL) as p:
-        keys = p | beam.Create(documents()) | beam.Map(assign_bucket, cfg) | beam.Keys()
-        assert_that(keys, equal_to(expected))
+        assigned = (
+            p | beam.Create(documents()) | beam.FlatMap(assign_buckets, cfg).with_outputs(tally.TALLY, main="docs")
+        )
+        assert_that(assigned.docs | beam.Keys(), equal_to(expected))
+
+
+def test_a_document_over_the_cap_goes_to_buckets_as_pieces_of_its_split():
+    """A real book cut at 20,000 characters: its pieces end at paragraphs, have ids of their own and buckets of
+    their own, but all stay in the split of the book, and together they are the book."""
+    cfg = config(max_document_mb=0.02, num_buckets=16, eval_fraction=0.5)
+    book = SourceDocument("84-0", BOOKS[1].read_text(encoding="utf-8"))
+    for seed in range(4):
+        cfg.seed = seed
+        out = list(assign_buckets(book, cfg))
+        *keyed, counts = out
+        pieces = [doc for _, doc in keyed]
+        assert "".join(p.text for p in pieces) == book.text and all(len(p.text) <= 20_000 for p in pieces)
+        assert all(p.text.endswith("\n\n") for p in pieces[:-1])  # at paragraph boundaries
+        assert [p.id for p in pieces] == [f"84-0#part-{n}" for n in range(1, len(pieces) + 1)]
+        assert len({key.split("/")[0] for key, _ in keyed}) == 1 and len({key for key, _ in keyed}) > 4
+        assert counts.value == {"documents_split": 1, "document_pieces": len(pieces)}
+
+
+def test_a_split_of_one_document_is_refused_as_buckets_are_planned():
+    """Before any document is tokenised: NSP has no random next segment for the only document of a split."""
+    cfg = config()
+    buckets = [("train/000001", (1, "a")), ("train/000002", (1, "b")), ("eval/000000", (2, "c"))]
+    assert plan_negatives(buckets, cfg) == fragment_targets([key for key, _ in buckets], cfg.seed)
+    with pytest.raises(UnbalancedSplitError, match=r"^the eval split holds a single document \(c\), .*--eval-fraction"):
+        plan_negatives([*buckets[:2], ("eval/000000", (0, None)), ("eval/000001", (1, "c"))], cfg)
+    assert plan_negatives([("train/000001", (1, "a"))], config(pair_objective="sop"))  # SOP swaps, draws nothing
 
 
 def test_every_bucket_draws_negatives_from_as_many_other_buckets_of_its_split():
@@ -86,7 +116,7 @@ def test_every_bucket_draws_negatives_from_as_many_other_buckets_of_its_split():
 
 def test_tokenize_buckets_sends_fragments_of_its_own_documents_to_its_receivers():
     cfg = config()
-    docs = [assign_bucket(doc, cfg)[1] for doc in documents()[:12]]
+    docs = documents()[:12]
     targets = {"train/000000": (3, ["train/000001", "train/000002"])}
     with TestPipeline(argv=LOCAL) as p:
         out = (

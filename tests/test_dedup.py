@@ -389,3 +389,58 @@ def test_bad_inputs_and_settings_are_one_line(capsys, tmp_path, wiki2014):
         line = _error_line(capsys)
         assert line.startswith("bertcorpus dedup: error: ") and expected in line, line
     assert not out.exists()
+
+
+def test_invalid_utf8_is_replaced_and_counted_as_create_does(tmp_path, capsys):
+    """A JSONL source holding a cp1252 book's paragraphs as they are on disk: each byte that is not UTF-8 becomes
+    U+FFFD, as create reads it, and is counted in both manifests and in the summary."""
+    raw = (BOOKS / "gutenberg_cp1252_with_header" / "pg64317.txt").read_bytes()
+    paragraphs = [p for p in raw.replace(b"\r\n", b"\n").split(b"\n\n") if len(p.split()) > 20][:200]
+    lines = [
+        json.dumps({"id": f"pg64317-{n}", "text": p.decode("latin-1")}, ensure_ascii=False).encode("latin-1") + b"\n"
+        for n, p in enumerate(paragraphs)
+    ]
+    (tmp_path / "web.jsonl").write_bytes(b"".join(lines))
+    expected = sum(line.decode("utf-8", errors="replace").count("\ufffd") for line in lines)
+    assert expected > 50
+    capsys.readouterr()
+    manifest = dedup(tmp_path / "out", "--input", tmp_path / "web.jsonl")
+    (source,) = manifest["sources"]
+    assert source["replaced_chars"] == expected
+    assert source["read"] == source["kept"] + sum(source["removed"].values())
+    per_source = json.loads((tmp_path / "out" / "web" / "manifest.json").read_text())
+    assert per_source["dedup"]["replaced_chars"] == per_source["inputs"][0]["replaced_chars"] == expected
+    kept = documents(tmp_path / "out" / "web")
+    assert sum(d["text"].count("\ufffd") for d in kept.values()) == sum(
+        lines[int(i.rsplit("-", 1)[1])].decode("utf-8", errors="replace").count("\ufffd") for i in kept
+    )
+    assert f"{expected:,} characters replaced by U+FFFD" in capsys.readouterr().out
+
+
+def test_a_document_over_the_cap_is_compared_and_kept_as_pieces(tmp_path, capsys):
+    """A real book and an edited copy of it, with a cap of 0.1 million characters: both are cut at the same
+    paragraphs, so each piece of the copy is found as a copy of a piece of the book; the ledger balances, counting
+    the pieces, in documents and in characters."""
+    book = (DATA / "create" / "84-0.txt").read_text(encoding="utf-8")
+    copy = book.replace(" the ", " a ", 3)
+    corpus = tmp_path / "books.jsonl"
+    corpus.write_text(
+        json.dumps({"id": "book", "text": book}) + "\n" + json.dumps({"id": "copy", "text": copy}) + "\n",
+        encoding="utf-8",
+    )
+    capsys.readouterr()
+    manifest = dedup(tmp_path / "out", "--input", corpus, "--max-document-mb", "0.1")
+    (source,) = manifest["sources"]
+    pieces = source["split"]["pieces"]
+    assert source["read"] == source["split"]["documents"] == 2 and pieces >= 2 * 5
+    assert source["read"] - 2 + pieces == source["kept"] + sum(source["removed"].values())
+    assert source["kept"] == sum(source["removed"].values()) == pieces // 2
+    assert source["characters"]["read"] == len(book) + len(copy)
+    assert source["characters"]["kept"] + source["characters"]["removed"] == source["characters"]["read"]
+    kept = documents(tmp_path / "out" / "books")
+    assert sorted(kept) == sorted(f"book#part-{n}" for n in range(1, pieces // 2 + 1))
+    assert "".join(kept[f"book#part-{n}"]["text"] for n in range(1, pieces // 2 + 1)) == book
+    assert {row["id"].split("#")[0] for row in ledger(tmp_path / "out", "books")} == {"copy"}
+    per_source = json.loads((tmp_path / "out" / "books" / "manifest.json").read_text())
+    assert per_source["documents"]["split"] == source["split"]
+    assert f"read 2 + {pieces - 2:,} more pieces = kept" in capsys.readouterr().out

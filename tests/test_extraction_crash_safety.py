@@ -325,9 +325,9 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
     error_writer = documents.WriteErrors(str(out)).writer
     shards = {0: [], 1: []}
     for doc in docs:
-        shard, row = documents._keyed(doc, documents.COLUMNS, 2)
+        shard, row = documents._keyed(doc, documents._document_row, 2)
         shards[shard].append(row)
-    error_rows = [documents._keyed(e, documents.ERROR_FIELDS, 1)[1] for e in errors]
+    error_rows = [documents._keyed(e, documents._error_row, 1)[1] for e in errors]
 
     files, counts, staged = [], [], {}
     for writer, shard, rows in [(doc_writer, 0, shards[0]), (doc_writer, 1, shards[1]), (error_writer, 0, error_rows)]:

@@ -8,6 +8,7 @@ it rather than run a job for minutes (conftest.py raises it for every other test
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import subprocess
@@ -150,3 +151,33 @@ def test_a_dataflow_job_is_named_with_its_console_page_as_soon_as_it_is_submitte
         "2026-05-01_01_02_03-1234?project=proj"
     )
     assert dataflow_job(submitted, PipelineOptions(["--runner", "DirectRunner"])) is None
+
+
+def test_each_input_byte_is_counted_once_however_often_it_is_read(tmp_path, monkeypatch):
+    """Two JSONL lines of 1.8 MB each (whole books, the second a near copy of the first) cross several of the
+    readers' 1 MiB byte spans: every reader of a span inside one reads back to its start and on to its end, and
+    dedup reads the documents of a candidate pair a second time. None of it is progress: the bytes read add up to
+    the input's size, in create and in dedup alike."""
+    from bertcorpus.pipeline import tally
+
+    from conftest import DATA, run_cli
+
+    books = [BOOKS[0], BOOKS[1], DATA / "books_more" / "2701-0.txt"]
+    whole = "\n\n".join(path.read_text(encoding="utf-8") for path in books)
+    short = [p for p in (DATA / "books_more" / "1342-0.txt").read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    rows = [{"id": f"short-{n}", "text": p} for n, p in enumerate(short)]
+    rows[len(rows) // 3 : len(rows) // 3] = [{"id": "whole", "text": whole}]
+    rows[2 * len(rows) // 3 : 2 * len(rows) // 3] = [{"id": "copy", "text": whole.replace(" the ", " a ", 20)}]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert corpus.stat().st_size > 4 * len(whole.encode()) / 2
+
+    counted = []
+    monkeypatch.setattr(tally, "progress", lambda name, n: counted.append(n) if name == "bytes_read" else None)
+    assert run_cli("dedup", "--input", corpus, "--output", tmp_path / "dedup") == 0
+    assert json.loads((tmp_path / "dedup" / "manifest.json").read_text())["duplicates"]["pairs_measured"] >= 1
+    assert sum(counted) == corpus.stat().st_size
+    counted.clear()
+    create = ["--vocab", VOCAB, "--output", tmp_path / "create", "--dupe-factor", "1", "--pair-objective", "none"]
+    assert run_cli("create", "--input", corpus, *create) == 0
+    assert sum(counted) == corpus.stat().st_size

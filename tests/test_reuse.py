@@ -6,15 +6,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
 import pytest
 
 from bertcorpus.pipeline.sinks import output
-from bertcorpus.pipeline.sinks.up_to_date import digest, staleness
+from bertcorpus.pipeline.sinks.up_to_date import staleness
 
-from conftest import SAMPLE_TEXT, VOCAB, run_cli
+from conftest import BOOKS, SAMPLE_TEXT, VOCAB, run_cli
 
 
 def stamp(path: Path) -> tuple[int, int]:
@@ -101,16 +102,45 @@ def test_staleness_names_what_differs(records, tmp_path):
     assert staleness(str(copy / "manifest.json"), "create", config, inputs, same) == f"{shard} is missing or changed"
 
 
-def test_an_input_an_earlier_job_wrote_is_known_by_the_digest_its_manifest_records(tmp_path):
-    """A documents file is not read again: its extraction's manifest gives its sha256 (here not the file's own, which
-    reading it would give)."""
-    documents = tmp_path / "documents-00000-of-00001.parquet"
-    documents.write_bytes(b"PAR1 not really")
-    listed = {"path": documents.name, "bytes": documents.stat().st_size, "sha256": "ab" * 32, "records": 1}
-    output.write_json_atomically(str(tmp_path / "manifest.json"), {"outputs": {"documents": [listed]}})
-    assert digest(str(documents), documents.stat().st_size) == "ab" * 32
-    # At another size than the manifest lists it, it is another file: read.
-    assert digest(str(documents), 3) == hashlib.sha256(documents.read_bytes()).hexdigest()
+def damaged_in_place(path: Path) -> None:
+    """A few bytes in the middle of the file changed, at the same size and the same modification time."""
+    status = path.stat()
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 8] = bytes(b ^ 0xFF for b in data[middle : middle + 8])
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert path.stat().st_size == status.st_size and path.stat().st_mtime_ns == status.st_mtime_ns
+
+
+def test_a_documents_file_damaged_in_place_is_no_longer_up_to_date(tmp_path, capsys):
+    """Its extraction's manifest still records the sha256 it had: the file itself is read."""
+    documents, out = tmp_path / "documents", tmp_path / "records"
+    assert run_cli("extract-books", "--input", *BOOKS, "--output", documents) == 0
+    create = ["create", "--input", documents, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1", "--reuse"]
+    assert run_cli(*create) == 0
+    capsys.readouterr()
+    assert run_cli(*create) == 0
+    assert "is up to date" in capsys.readouterr().out
+    (parquet,) = documents.glob("documents-*.parquet")
+    damaged_in_place(parquet)
+    run_cli(*create)  # the run that follows may well fail on the damaged file: what matters is that it runs
+    assert f"create: {out} is out of date ({parquet} changed); running again\n" in capsys.readouterr().out
+
+
+def test_a_shard_changed_at_its_size_is_no_longer_up_to_date(tmp_path, capsys):
+    """run --reuse checks the output's own files by their sha256, not by their sizes alone."""
+    text, out = tmp_path / "sample.txt", tmp_path / "out"
+    shutil.copy(SAMPLE_TEXT, text)
+    assert run_sample(text, out) == 0
+    shard = next((out / "seq128").glob("train-*.tfrecord"))
+    damaged_in_place(shard)
+    capsys.readouterr()
+    assert run_sample(text, out) == 0
+    assert f"create: {out} is out of date ({shard} changed since the run wrote it); running again\n" in (
+        capsys.readouterr().out
+    )
+    assert hashlib.sha256(shard.read_bytes()).hexdigest() in (out / "manifest.json").read_text()
 
 
 def test_reuse_replaces_only_an_output_of_its_own_job(tmp_path, capsys):

@@ -176,8 +176,7 @@ def test_a_records_directory_alone(records_dir, tmp_path):
 
 # The scripts written without spaces, by their Unicode blocks: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs.
 UNSPACED_CHARACTER = re.compile(
-    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-    "\U00020000-\U0002fa1f]"
+    "[\u0e00-\u0eff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f]"
 )
 
 

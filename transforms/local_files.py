@@ -29,9 +29,12 @@ def special_kind(path: str) -> str | None:
     return SPECIAL_FILES.get(stat.S_IFMT(mode), "special file")
 
 
-def special_file_problem(path: str, what: str) -> str | None:
-    """One line for a special file named as `what` (a flag, "the vocab"), or None when it is not one."""
+def special_file_problem(path: str, what: str, written: bool = False) -> str | None:
+    """One line for a special file named as `what` (a flag, "the vocab"), or None when it is not one; `written`:
+    named as where an output goes."""
     kind = special_kind(path)
     if kind is None:
         return None
+    if written:
+        return f"{what} {path} is a {kind}, not a regular file or folder: nothing can be written there; choose another"
     return f"{what} {path} is a {kind}, not a regular file: it cannot be read to its end; name a regular file"

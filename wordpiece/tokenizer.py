@@ -74,6 +74,15 @@ def prepare_text(text: str, lowercase: bool) -> str:
     return text.lower() if lowercase else text
 
 
+_WORD_CHARACTER = re.compile(r"\w")
+
+
+def has_tokens(text: str) -> bool:
+    """Whether text tokenises to anything: it does where it holds a word character, which nothing removes (one
+    search, which stops at the first), else where prepare_text leaves anything but whitespace."""
+    return _WORD_CHARACTER.search(text) is not None or bool(prepare_text(text, False).split())
+
+
 def prepared_chunks(text: str, lowercase: bool) -> tuple[list[str], int]:
     """prepare_text(text, lowercase).split() and the prepared text's length, with one split where nothing is to be
     removed (almost always): lower-casing adds and takes no removed character and no whitespace, so the test on the

@@ -42,6 +42,8 @@ FORWARDING_COMMANDS = {"run", "graph", "plan"}
 PLANNED_COMMANDS = ("extract-wiki", "extract-books", "dedup", "vocab", "create")
 # Commands that are no step of a corpus: a named job never runs them (a cluster is a service that runs until stopped).
 SERVICE_COMMANDS = {"cluster"}
+# The flags that name where a command writes: a special file there is refused as a place to write.
+OUTPUT_FLAGS = {"--output", "--counts-dir", "--output-dir", "--state-dir"}
 
 
 def _commands() -> dict:
@@ -103,19 +105,21 @@ class _FlagRecorder:
     """Stands for a command's parser, or one of its argument groups, while the command adds its arguments, and notes
     the long flags they define (argparse lists them only in private attributes)."""
 
-    def __init__(self, container, flags: set[str]):
+    def __init__(self, container, flags: set[str], actions: list | None = None):
         self._container, self.flags = container, flags
+        self.actions = [] if actions is None else actions
 
     def add_argument(self, *names, **kwargs):
         action = self._container.add_argument(*names, **kwargs)
         self.flags.update(flag for flag in action.option_strings if flag.startswith("--"))  # with --no-x
+        self.actions.append(action)
         return action
 
     def add_argument_group(self, *args, **kwargs):
-        return _FlagRecorder(self._container.add_argument_group(*args, **kwargs), self.flags)
+        return _FlagRecorder(self._container.add_argument_group(*args, **kwargs), self.flags, self.actions)
 
     def add_mutually_exclusive_group(self, **kwargs):
-        return _FlagRecorder(self._container.add_mutually_exclusive_group(**kwargs), self.flags)
+        return _FlagRecorder(self._container.add_mutually_exclusive_group(**kwargs), self.flags, self.actions)
 
     def __getattr__(self, name):
         return getattr(self._container, name)
@@ -129,9 +133,9 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[str]]:
+def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[str], list[argparse.Action]]:
     """The parser, where only the chosen command's module is imported and its arguments added (so `create` never
-    loads the trainer), and the long flags that command defines (empty if it is not one)."""
+    loads the trainer), the long flags that command defines (empty if it is not one) and its arguments."""
     import importlib
 
     parser = OneLineParser(
@@ -140,13 +144,14 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
     parser.add_argument(*VERBOSE_FLAGS, action="store_true", help="show log messages from Beam and others")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     own_flags: set[str] = set()
+    actions: list[argparse.Action] = []
     for name, (module, summary) in _commands().items():
         p = sub.add_parser(name, help=summary, description=summary)
         p.set_defaults(module=module)
         if name != command:
             continue
         own_flags.add("--help")
-        recorder = _FlagRecorder(p, own_flags)
+        recorder = _FlagRecorder(p, own_flags, actions)
         # Before or after the command's name alike; SUPPRESS keeps the command's default from undoing it before.
         recorder.add_argument(
             *VERBOSE_FLAGS,
@@ -158,7 +163,7 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
         loaded.add_arguments(recorder)
         if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
             p.epilog = getattr(loaded, "BEAM_OPTIONS_EPILOG", BEAM_OPTIONS_EPILOG)
-    return parser, own_flags
+    return parser, own_flags, actions
 
 
 def command_flags(command: str) -> set[str]:
@@ -169,7 +174,7 @@ def command_flags(command: str) -> set[str]:
 def parse_command(words: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """A command line's words → (the command's arguments, the Beam options among them), unknown flags refused as
     main refuses them."""
-    parser, own_flags = _build_parsers(words[0] if words else None)
+    parser, own_flags, _ = _build_parsers(words[0] if words else None)
     args, beam_args = parser.parse_known_args(words)
     _check_flags(args, beam_args, own_flags)
     return args, beam_args
@@ -185,6 +190,38 @@ def _check_flags(args, beam_args: list[str], own_flags: set[str]) -> None:
         unknown_flags.check_unknown_flags(beam_args, own_flags, getattr(module, "ACCEPTS_BEAM_OPTIONS", True))
 
 
+def _named_paths(args, actions: list[argparse.Action], beam_args: list[str]):
+    """(what, value) for every word of the command line that may name a file: the value of each of the command's
+    arguments that takes free text (not a number, not a choice), and of each Beam option."""
+    for action in actions:
+        if action.nargs == 0 or action.choices is not None or action.type not in (None, str):
+            continue
+        value = getattr(args, action.dest, None)
+        long_flags = [flag for flag in action.option_strings if flag.startswith("--")]
+        what = long_flags[0] if long_flags else action.metavar or action.dest.upper()
+        for word in value if isinstance(value, list) else [value]:
+            if isinstance(word, str) and word:
+                yield what, word
+    flag = None
+    for word in beam_args:
+        if word.startswith("--"):
+            flag, _, value = word.partition("=")
+            if value:
+                yield flag, value
+        elif flag is not None:
+            yield flag, word
+
+
+def _refuse_special_files(args, actions: list[argparse.Action], beam_args: list[str]) -> None:
+    """Every file argument of every command is checked here, before anything opens it: a FIFO without a writer
+    would be waited on forever and a device such as /dev/zero never ends (an output there could be replaced)."""
+    from bertcorpus.transforms.local_files import special_file_problem
+
+    for what, path in _named_paths(args, actions, beam_args):
+        if problem := special_file_problem(path, what, written=what in OUTPUT_FLAGS):
+            raise UserError(problem)
+
+
 def main(argv: list[str] | None = None) -> int:
     import importlib
 
@@ -197,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if verbose else logging.CRITICAL, format="%(levelname)s %(name)s: %(message)s"
     )
     command = next((w for w in words if not w.startswith("-")), None)
-    parser, own_flags = _build_parsers(command)
+    parser, own_flags, actions = _build_parsers(command)
     args, beam_args = parser.parse_known_args(words)
     module = importlib.import_module(args.module)
     if not gc.isenabled():  # entry_point's process: what the modules made lives to the end, so freeze it
@@ -211,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         _check_flags(args, beam_args, own_flags)
         if accepts_beam_options:
             _check_text(words)
+        _refuse_special_files(args, actions, beam_args)
         running = True
         status = module.run(args, beam_args)
         if status == 0:

@@ -78,6 +78,26 @@ def add_lower_case(group, help: str) -> None:
     group.add_argument("--cased", dest="do_lower_case", action="store_false", help=argparse.SUPPRESS)
 
 
+# The longest document that create and dedup take whole, in millions of characters: longer than any Wikipedia article
+# and all but the longest books (a complete Shakespeare is 5.5), so that ordinary corpora are untouched, and short
+# enough that the worker holding one needs at most some 160 MB more for it (docs/benchmarks.md, "Huge documents").
+MAX_DOCUMENT_MB = 4.0
+
+
+def add_document_cap(group, what: str) -> None:
+    """--max-document-mb: documents past it are cut into pieces (transforms/document_pieces.py); `what` says what
+    a piece is to the command."""
+    group.add_argument(
+        "--max-document-mb",
+        type=positive_float,
+        default=MAX_DOCUMENT_MB,
+        metavar="MB",
+        help="a document longer than this many million characters is cut at paragraph boundaries into pieces "
+        f"no longer, ID#part-1, ID#part-2, ..., each {what}, and counted: one worker holds a document whole "
+        "(default: %(default)s)",
+    )
+
+
 def add_error_limits(parser: argparse.ArgumentParser, rate_help: str) -> None:
     """--strict and --max-error-rate: when a run whose output is complete still exits non-zero."""
     errors = parser.add_argument_group("errors")

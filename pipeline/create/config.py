@@ -16,6 +16,8 @@ from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.cli.shared_flags import (
     LOCAL_FOLDERS_HELP,
+    MAX_DOCUMENT_MB,
+    add_document_cap,
     add_error_limits,
     add_files,
     add_input_format,
@@ -79,6 +81,7 @@ class CreateConfig:
     eval_fraction: float | None = None  # None = sized from the input (auto_eval_fraction)
     num_buckets: int = 0  # 0 = sized from the input (bucket_mb of text per bucket)
     bucket_mb: float = 1.0
+    max_document_mb: float = MAX_DOCUMENT_MB  # longer documents are cut into pieces, million characters
     strict: bool = False  # exit 1 on any unreadable record
     max_error_rate: float = 0.01  # exit 1 when errors / records read is above this
     # Whole-word masking's words in Chinese text (transforms/word_segmentation.py): the segmenter, and the words of
@@ -121,6 +124,10 @@ class CreateConfig:
                 "eval_fraction": eval_fraction,
             }
         )
+
+    @property
+    def max_document_chars(self) -> int:
+        return int(self.max_document_mb * 1e6)
 
     @property
     def eval_buckets(self) -> int:
@@ -375,6 +382,7 @@ def add_arguments(parser) -> None:
         "holds at once (default: %(default)s)",
     )
     add_language(parser.add_argument_group("languages"), "documents")
+    add_document_cap(layout, "a document of its own, in the split of the document it comes from")
     add_error_limits(
         parser,
         "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
@@ -466,6 +474,7 @@ def config_from_args(args) -> CreateConfig:
         eval_fraction=args.eval_fraction,
         num_buckets=args.num_buckets or 0,
         bucket_mb=args.bucket_mb,
+        max_document_mb=args.max_document_mb,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
         segmenter=segmenter,

@@ -33,11 +33,13 @@ from bertcorpus.pipeline.create.job_vocab import JobVocab, read_job_vocab
 from bertcorpus.pipeline.create.publish import Publish, RunOutcome, keyed_by_kind, output_notes
 from bertcorpus.pipeline.create.steps import (
     BuildInstances,
+    DocumentsOfBucket,
     ReadFiles,
     TokenizeBuckets,
     WriteShards,
-    assign_bucket,
-    fragment_targets,
+    assign_buckets,
+    bucket_and_id,
+    plan_negatives,
 )
 from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues
@@ -77,17 +79,19 @@ class CreatePretrainingData(beam.PTransform):
         )
         # dead-letter records → one staged errors file → its file info
         errors = read.errors | "write errors" >> documents.WriteErrors(cfg.output)
-        # SourceDocument → (bucket key, SourceDocument)
-        keyed = read.docs | "assign buckets" >> beam.Map(assign_bucket, cfg).with_output_types(
+        # SourceDocument → (bucket key, SourceDocument), or its pieces where it is longer than --max-document-mb
+        assigned = read.docs | "assign buckets" >> beam.FlatMap(assign_buckets, cfg).with_output_types(
             tuple[str, SourceDocument]
-        )
-        # bucket keys → {bucket key: (buckets in its split, buckets it sends fragments to)}, one small dict
+        ).with_outputs(tally.TALLY, main="docs")
+        keyed = assigned.docs
+        # bucket keys → {bucket key: (buckets in its split, buckets it sends fragments to)}, one small dict; a split
+        # of one document is refused here, before anything is tokenised
         targets = (
             keyed
-            | "list buckets" >> beam.Keys()
-            | "distinct buckets" >> beam.Distinct()
+            | "list buckets" >> beam.Map(bucket_and_id)
+            | "count documents" >> beam.CombinePerKey(DocumentsOfBucket())
             | "gather buckets" >> beam.combiners.ToList()
-            | "plan negatives" >> beam.Map(fragment_targets, cfg.seed)
+            | "plan negatives" >> beam.Map(plan_negatives, cfg)
         )
         # The three shuffles below carry the job's bytes: GroupLargeValues is a GroupByKey, whose local expansion
         # keeps those bytes in spill files (pipeline/engines/local_shuffle.py).
@@ -120,6 +124,7 @@ class CreatePretrainingData(beam.PTransform):
             values | f"label {what}" >> beam.Map(keyed_by_kind, kind)
             for what, kind, values in (
                 ("reading counts", "counts", read[tally.TALLY]),
+                ("splitting counts", "counts", assigned[tally.TALLY]),
                 ("tokenizing counts", "counts", tokenized[tally.TALLY]),
                 ("building counts", "counts", built[tally.TALLY]),
                 ("file stats", "files", read.files),
@@ -191,6 +196,10 @@ def run(args, beam_args: list[str]) -> int:
 def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
     docs, form = manifest["documents"], manifest["form"]
     rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
+    if split := docs["split"]["documents"]:
+        rows.append(
+            ("documents cut", f"{split:,} longer than --max-document-mb, into {docs['split']['pieces']:,} pieces")
+        )
     rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
     rows += [(f"errors ({k})", f"{v:,} in errors-*.jsonl") for k, v in docs["errors_by_reason"].items()]
     rows += documents.skipped_rows(manifest["inputs_skipped"])

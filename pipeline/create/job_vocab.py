@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bertcorpus.pipeline.inputs.discovery import refuse_special_file
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.wordpiece.vocab import Vocab, VocabError, read_vocab_bytes
 
@@ -35,7 +34,6 @@ def read_job_vocab(path: str, dry_run: bool, rendering: bool) -> tuple[JobVocab,
     written; only a graph drawing, or a dry run that cannot reach a remote vocab, goes without it."""
     if rendering:
         return JobVocab(path), "not read (drawing the graph)"
-    refuse_special_file(path, "--vocab")
     try:
         raw = read_vocab_bytes(path)
     except VocabError:

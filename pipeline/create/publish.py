@@ -290,7 +290,8 @@ def build_manifest(
         }
     # Lines and rows that never became documents count as read: skipped by reason (a null text, beside documents
     # without tokens) or errors (a record that could not be read, each a dead letter), so that
-    # read = kept + skipped + errors.
+    # read = kept + skipped + errors; a document cut into pieces is read once and kept as its pieces, so that
+    # read - split + pieces = kept + skipped + errors.
     skipped = {
         k.split(":", 1)[1]: v for k, v in counts.items() if k.startswith(("documents_skipped:", "lines_skipped:"))
     }
@@ -328,6 +329,7 @@ def build_manifest(
             "skipped": dict(sorted(skipped.items())),
             "errors": sum(errors.values()),
             "errors_by_reason": dict(sorted(errors.items())),
+            "split": {"documents": counts.get("documents_split", 0), "pieces": counts.get("document_pieces", 0)},
         },
         "errors_files": errors_files,
         "counts": {

@@ -14,7 +14,7 @@ from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
-from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
+from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument, document_pieces
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
@@ -29,7 +29,7 @@ from bertcorpus.transforms.seeding import python_rng, stable_hash
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.transforms.tfrecord import serialize_framed
 from bertcorpus.transforms.word_segmentation import word_continues
-from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer, has_tokens
 from bertcorpus.wordpiece.vocab import UNK
 
 NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
@@ -68,9 +68,70 @@ class ReadFiles(WatchedDoFn):
         )
 
 
-def assign_bucket(doc: SourceDocument, config: CreateConfig) -> tuple[str, SourceDocument]:
-    """SourceDocument → (its bucket's key, the document)."""
-    return bucket_key(doc.id, split_of(doc.id, config), config), doc
+def assign_buckets(doc: SourceDocument, config: CreateConfig):
+    """SourceDocument → (its bucket's key, the document); one longer than --max-document-mb as its pieces, each in
+    a bucket of its own id but all in the split of the document (so that no text of one document is in both), and
+    the count of them to TALLY."""
+    split = split_of(doc.id, config)
+    pieces = 0
+    for piece in document_pieces(doc, config.max_document_chars):
+        pieces += 1
+        yield bucket_key(piece.id, split, config), piece
+    if pieces > 1:
+        yield tally.emit("create", {"documents_split": 1, "document_pieces": pieces})
+
+
+def bucket_and_id(item: tuple[str, SourceDocument]) -> tuple[str, str | None]:
+    """(bucket key, document) → (bucket key, the document's id, None where it has no text to tokenise)."""
+    key, doc = item
+    texts = doc.sentences if doc.sentences is not None else [doc.text or ""]
+    return key, doc.id if any(has_tokens(text) for text in texts) else None
+
+
+class DocumentsOfBucket(beam.CombineFn):
+    """A bucket's document ids (None for a document without tokens) → (how many with tokens, the least of their
+    ids): enough to refuse a split of one document before anything is tokenised."""
+
+    def create_accumulator(self):
+        return 0, None
+
+    def add_input(self, acc, doc_id):
+        if doc_id is None:
+            return acc
+        return acc[0] + 1, doc_id if acc[1] is None else min(acc[1], doc_id)
+
+    def merge_accumulators(self, accs):
+        accs = list(accs)
+        ids = [doc_id for _, doc_id in accs if doc_id is not None]
+        return sum(n for n, _ in accs), min(ids) if ids else None
+
+    def extract_output(self, acc):
+        return acc
+
+
+def plan_negatives(buckets: list[tuple[str, tuple[int, str]]], config: CreateConfig) -> dict:
+    """(bucket key, (documents, least id)) of every bucket → fragment_targets; a split of one document is refused
+    here, with NSP, before any document is tokenised: it can have no random next segments."""
+    if config.pair_objective == "nsp":
+        documents: dict[str, list] = {}
+        for key, (count, doc_id) in buckets:
+            documents.setdefault(key.split("/")[0], []).append((count, doc_id))
+        for split, found in documents.items():
+            if sum(count for count, _ in found) == 1:
+                raise single_document_error(split, next(doc_id for count, doc_id in found if count))
+    return fragment_targets([key for key, _ in buckets], config.seed)
+
+
+def single_document_error(split: str, doc_id: str) -> UnbalancedSplitError:
+    remedy = (
+        "pass --eval-fraction 0 for no eval split, or a larger one"
+        if split == "eval"
+        else "give create more than one document"
+    )
+    return UnbalancedSplitError(
+        f"the {split} split holds a single document ({doc_id}), so it can have no random next segments and its NSP "
+        f"labels could not be balanced; {remedy}"
+    )
 
 
 def bucket_order(doc: SourceDocument) -> tuple:
@@ -219,16 +280,8 @@ class BuildInstances(WatchedDoFn):
         fragments = [m.bucket for m in sorted((m for m in messages if m.sender is not None), key=lambda m: m.sender)]
         pool_size = sum(len(f) for f in fragments)
         if not pool_size and len(own.bucket) < 2 and own.ring_size == 1 and cfg.pair_objective == "nsp":
-            remedy = (
-                "pass --eval-fraction 0 for no eval split, or a larger one"
-                if split == "eval"
-                else "give create more than one document"
-            )
-            raise UnbalancedSplitError(
-                f"the {split} split holds a single document ({own.bucket.doc_ids[0]}), so "
-                f"it can have no random next segments and its NSP labels could not be "
-                f"balanced; {remedy}"
-            )
+            # plan_negatives saw more, but the others had no tokens after all (only accents, which lower-casing strips)
+            raise single_document_error(split, own.bucket.doc_ids[0])
         bucket = Bucket.concatenate([own.bucket, *fragments]) if pool_size else own.bucket
         pool = range(len(own.bucket), len(own.bucket) + pool_size) if pool_size else None
         tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode

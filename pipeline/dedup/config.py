@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.cli.shared_flags import (
+    MAX_DOCUMENT_MB,
+    add_document_cap,
     add_error_limits,
     add_files,
     add_language,
@@ -65,8 +67,13 @@ class DedupConfig:
     max_splits: int = 10
     min_piece_chars: int = 200
     language: LanguageSetting = field(default_factory=LanguageSetting)
+    max_document_mb: float = MAX_DOCUMENT_MB  # longer documents are cut into pieces, million characters
     strict: bool = False
     max_error_rate: float = 0.01
+
+    @property
+    def max_document_chars(self) -> int:
+        return int(self.max_document_mb * 1e6)
 
     @property
     def names(self) -> list[str]:
@@ -215,6 +222,7 @@ def add_arguments(parser) -> None:
         default=None,
         help="documents files per source (default: about 128 MB of text each, estimated from its input size)",
     )
+    add_document_cap(files, "compared, kept or removed as a document of its own and written as one")
     near = parser.add_argument_group("duplicates")
     near.add_argument(
         "--threshold",
@@ -357,6 +365,7 @@ def config_from_args(args, dry_run: bool) -> DedupConfig:
         max_splits=args.max_splits,
         min_piece_chars=args.min_piece_chars,
         language=language_setting(args),
+        max_document_mb=args.max_document_mb,
         strict=args.strict,
         max_error_rate=args.max_error_rate,
     )

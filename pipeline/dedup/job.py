@@ -145,10 +145,12 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
     for s in manifest["sources"]:
         removed = ", ".join(f"{reason} {n:,}" for reason, n in s["removed"].items() if n) or "none"
         chars = s["characters"]
+        more = s["split"]["pieces"] - s["split"]["documents"]  # a document cut into pieces is kept or removed as them
         rows.append(
             (
                 s["name"],
-                f"read {s['read']:,} = kept {s['kept']:,} + removed {sum(s['removed'].values()):,} "
+                f"read {s['read']:,}{f' + {more:,} more pieces' if more else ''} = kept {s['kept']:,} + removed "
+                f"{sum(s['removed'].values()):,} "
                 f"({removed}) + skipped {sum(s['skipped'].values()):,} + errors {s['errors']:,}",
             )
         )
@@ -159,6 +161,15 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
                 f"{chars['removed']:,}; too short to compare {s['too_short_to_compare']:,}",
             )
         )
+        if s["split"]["documents"]:
+            rows.append(
+                (
+                    f"{s['name']} documents cut",
+                    f"{s['split']['documents']:,} longer than --max-document-mb, into {s['split']['pieces']:,} pieces",
+                )
+            )
+        if s["replaced_chars"]:
+            rows.append((f"{s['name']} invalid UTF-8", f"{s['replaced_chars']:,} characters replaced by U+FFFD"))
     dup = manifest["duplicates"]
     rows.append(("pairs", f"{dup['pairs_measured']:,} measured, {dup['pairs_similar']:,} at or above the threshold"))
     for b in manifest["benchmarks"]:

@@ -2,8 +2,9 @@
 that create, vocab and stats read OUT/NAME like an extraction's output), the staged files moved into place, and
 OUT/manifest.json written last.
 
-Each source's documents add up: read = kept + removed (by reason) + skipped + errors, and so do its characters:
-read = kept + removed. A run whose counts do not add up publishes nothing.
+Each source's documents add up: read = kept + removed (by reason) + skipped + errors, where a document longer than
+--max-document-mb is read once and kept or removed as its pieces (read - split + pieces on the left), and so do its
+characters: read = kept + removed. A run whose counts do not add up publishes nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def source_summary(config: DedupConfig, priority: int, counts: dict) -> dict:
         "records": mine.get("records", 0),
         "cut": mine.get("cut", 0),
         "too_short_to_compare": mine.get("too_short_to_compare", 0),
+        # Invalid UTF-8 (and JSONL's lone surrogates) read as U+FFFD, as create reads them: counted, never silent.
+        "replaced_chars": mine.get("replaced_chars", 0),
+        "split": {"documents": mine.get("split", 0), "pieces": mine.get("pieces", 0)},
         "characters": {k: mine.get(f"characters_{k}", 0) for k in ("read", "kept", "removed")},
     }
 
@@ -60,8 +64,8 @@ def _check(summary: dict, files: list[dict]) -> list[str]:
     written = sum(f["records"] for f in files if f["kind"] == "documents")
     checks = (
         (
-            "documents read != kept + removed + skipped + errors",
-            summary["read"],
+            "documents read - split + pieces != kept + removed + skipped + errors",
+            summary["read"] - summary["split"]["documents"] + summary["split"]["pieces"],
             summary["kept"] + removed + sum(summary["skipped"].values()) + summary["errors"],
         ),
         ("characters read != kept + removed", chars["read"], chars["kept"] + chars["removed"]),
@@ -92,6 +96,7 @@ def source_manifest(config: DedupConfig, summary: dict, inputs: list[dict], file
             "skipped": {**summary["removed"], **summary["skipped"]},
             "errors": summary["errors"],
             "errors_by_reason": summary["errors_by_reason"],
+            "split": summary["split"],
             "characters": summary["characters"]["kept"],
         },
         "dedup": {
@@ -100,6 +105,7 @@ def source_manifest(config: DedupConfig, summary: dict, inputs: list[dict], file
             "records": summary["records"],
             "cut": summary["cut"],
             "too_short_to_compare": summary["too_short_to_compare"],
+            "replaced_chars": summary["replaced_chars"],
             "characters": summary["characters"],
         },
         "outputs": {kind: [relative(f) for f in files if f["kind"] == kind] for kind in ("documents", "errors")},

@@ -90,17 +90,16 @@ class SpillValues(WatchedDoFn):
         yield key, (path, offset, len(data))
 
     def finish_bundle(self):
+        self.teardown()
+
+    def teardown(self):
+        # Closing writes what is still buffered: on a full disk that fails too, and must say where and what to do.
         if self._file is not None:
             file, self._file = self._file, None
             try:
                 file.close()
             except OSError as e:
                 raise _spill_error(e, file.name) from e
-
-    def teardown(self):
-        if self._file is not None:
-            file, self._file = self._file, None
-            file.close()
 
 
 def _spill_error(error: OSError, path: str) -> OSError:

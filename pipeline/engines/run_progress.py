@@ -101,7 +101,7 @@ def progress_line(what: str, plan: ProgressPlan, totals: dict, stage: str | None
     read_bytes = totals.get(BYTES_READ, 0)
     if plan.total_bytes:
         read = f"read {readable_size(read_bytes)} of {readable_size(plan.total_bytes)}"
-        read += f" ({min(read_bytes / plan.total_bytes, 1.0):.0%})"  # a span's reader reads its last line past it
+        read += f" ({min(read_bytes / plan.total_bytes, 1.0):.0%})"  # an input that grew while the run read it
     else:
         read = f"read {readable_size(read_bytes)}"
     if plan.read:

@@ -20,7 +20,6 @@ from bertcorpus.pipeline.cli.shared_flags import (
 )
 from bertcorpus.pipeline.extract.book_files import beside, list_inputs, metadata_table
 from bertcorpus.pipeline.extract.books import JOB, REMOVED_KINDS, BooksConfig, ExtractBooks
-from bertcorpus.pipeline.inputs.discovery import refuse_special_file
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents, output
@@ -147,8 +146,6 @@ def config_from_args(args, dry_run: bool) -> BooksConfig:
         return path if output.is_remote(path) else os.path.abspath(path) + "/" * path.endswith("/")
 
     inputs, metadata = [resolved(p) for p in args.input], [resolved(p) for p in args.metadata]
-    for path in metadata:
-        refuse_special_file(path, "--metadata")
     missing = [p for p in metadata if not output.is_remote(p) and not os.path.isfile(p)]
     if missing:
         raise InputError(f"--metadata {missing[0]} is not a file")

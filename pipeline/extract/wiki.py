@@ -307,7 +307,7 @@ class ReadByteRanges(WatchedDoFn):
     def process(self, element):
         dump, start, end, listed = element
         losses = Counter()
-        with _open(dump.path) as opened, ReadProgress(opened) as f:
+        with _open(dump.path) as opened, ReadProgress(opened, start, end) as f:
             yield from _route(dump, iter_range_pages(f, start, end, listed), losses)
         if losses:
             yield beam.pvalue.TaggedOutput("losses", (dump.path, dict(losses)))

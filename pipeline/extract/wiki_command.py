@@ -16,7 +16,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
 )
 from bertcorpus.pipeline.extract.wiki import JOB, ExtractWikipedia, WikiConfig, read_dump_header
 from bertcorpus.pipeline.extract.wiki_losses import loss_check, loss_rows, pages_lost
-from bertcorpus.pipeline.inputs.discovery import SKIPPED, match_inputs, refuse_special_file
+from bertcorpus.pipeline.inputs.discovery import SKIPPED, match_inputs
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents
@@ -128,8 +128,6 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
-    for path in index:
-        refuse_special_file(path, "--index")
     if args.zh_variant is not None and not dry_run:
         _check_chinese_dumps(args.input)
     skipped: dict[str, int] = dict.fromkeys(SKIPPED, 0)

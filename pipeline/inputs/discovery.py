@@ -22,7 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.sinks.documents import DOCUMENTS_GLOB
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, filesystem_error_cause, glob_folder, has_glob, is_remote
-from bertcorpus.transforms.local_files import SPECIAL_FILES, special_file_problem
+from bertcorpus.transforms.local_files import SPECIAL_FILES
 
 # Paths that input discovery meets but does not read, by reason: (one, several, why), for the note and the manifest.
 SKIPPED = {
@@ -145,12 +145,6 @@ def local_kind(path: str) -> str:
     if stat.S_ISDIR(mode):
         return "folder"
     return SPECIAL_FILES.get(stat.S_IFMT(mode), "special file")
-
-
-def refuse_special_file(path: str, what: str) -> None:
-    """InputError for a special file (a FIFO, a socket, a device) named as a file argument, `what` ("--vocab")."""
-    if problem := special_file_problem(path, what):
-        raise InputError(problem)
 
 
 def refuse_unreadable(path: str, kind: str) -> None:

@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from bertcorpus.pipeline.inputs.streams import lines_of
 from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES
+from bertcorpus.transforms.document_pieces import piece_id, sentence_pieces, text_pieces
 from bertcorpus.transforms.languages import LanguageTagError, normalize_tag
 
 _REPLACEMENT_BYTES = "\ufffd".encode()
@@ -38,6 +39,19 @@ class SourceDocument:
     fields: dict | None = None  # the other fields a reader was asked for (dedup's title, url, source), None if absent
     language: str | None = None  # the BCP 47 tag the record carries (documents' language column, JSONL's field)
     language_confidence: float | None = None  # a detector's confidence in it, where the record carries one
+
+
+def document_pieces(doc: SourceDocument, cap: int) -> Iterator[SourceDocument]:
+    """The document itself, or where it is longer than `cap` characters its pieces, one at a time, each a document
+    of its own (transforms/document_pieces.py)."""
+    if doc.sentences is not None and sum(map(len, doc.sentences)) > cap:
+        for number, run in enumerate(sentence_pieces(doc.sentences, cap), 1):
+            yield SourceDocument(piece_id(doc.id, number), sentences=run, fields=doc.fields)
+    elif doc.sentences is None and len(doc.text or "") > cap:
+        for number, text in enumerate(text_pieces(doc.text, cap), 1):
+            yield SourceDocument(piece_id(doc.id, number), text=text, fields=doc.fields)
+    else:
+        yield doc
 
 
 @dataclass

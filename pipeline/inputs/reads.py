@@ -5,6 +5,7 @@ on Dataflow."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -56,16 +57,23 @@ def plan_reads(path: str, size: int, input_format: str) -> list[tuple[str, int, 
 
 
 def read_documents(
-    path: str, input_format: str, stats: ReadStats, start: int = 0, stop: int = -1, fields: tuple[str, ...] = ()
+    path: str,
+    input_format: str,
+    stats: ReadStats,
+    start: int = 0,
+    stop: int = -1,
+    fields: tuple[str, ...] = (),
+    again: bool = False,
 ) -> Iterator[SourceDocument | Rejected]:
     """The documents of one file, or of its byte span [start, stop) (plan_reads), and the file's fingerprint;
     among them a Rejected dead letter for each record (line, row group, damaged or foreign file) that could not
     be read, also counted in stats.errors. Documents Parquet and JSONL give the `fields` asked for with each
-    document (SourceDocument.fields).
+    document (SourceDocument.fields). `again`: a second pass over what the run has read once, which its progress
+    does not count again.
 
     A whole file is hashed as it streams past; of a file read in spans, the reader of the first span hashes it."""
     try:
-        yield from _read_documents(path, input_format, stats, start, stop, fields)
+        yield from _read_documents(path, input_format, stats, start, stop, fields, again)
     except OSError as e:
         if e.filename is None and e.strerror:  # a read that fails (a disk's I/O error) names no file by itself
             raise OSError(e.errno, e.strerror, path) from None
@@ -73,13 +81,16 @@ def read_documents(
 
 
 def _read_documents(
-    path: str, input_format: str, stats: ReadStats, start: int, stop: int, fields: tuple[str, ...]
+    path: str, input_format: str, stats: ReadStats, start: int, stop: int, fields: tuple[str, ...], again: bool
 ) -> Iterator[SourceDocument | Rejected]:
     fmt = guess_format(path) if input_format == "auto" else input_format
     read_lines = (
         functools.partial(LINE_READERS[fmt], fields=fields) if fields and fmt == "jsonl" else LINE_READERS.get(fmt)
     )
-    with FileSystems.open(path, compression_type="uncompressed") as opened, ReadProgress(opened) as raw:
+    with (
+        FileSystems.open(path, compression_type="uncompressed") as opened,
+        contextlib.nullcontext(opened) if again else ReadProgress(opened, start, stop if stop >= 0 else None) as raw,
+    ):
         if fmt == "documents":
             yield from _counted(read_parquet_documents(raw, path, stats, fields), stats)
             return

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from bertcorpus.pipeline import tally
+from bertcorpus.transforms.byte_coverage import SpanCoverage
 from bertcorpus.transforms.compression import MIB, is_cut
 
 # Bytes of text per stored byte of a compressed file, measured on the bundled books and Wikipedia articles
@@ -46,11 +47,16 @@ class HashingReader(io.RawIOBase):
 
 
 class ReadProgress(io.RawIOBase):
-    """Passes a file's bytes through (seeks too), counting them toward the run's progress (tally.progress
-    "bytes_read"), a MiB at a time: what a reader has read of its input so far, while it reads."""
+    """Passes a file's bytes through (seeks too), counting toward the run's progress (tally.progress "bytes_read"),
+    a MiB at a time, each byte of the reader's span [start, stop) once (stop None: to the file's end), however
+    often it is read: what other readers read of the file is theirs to count, and a read again is no progress. A
+    reader that finishes counts what it passed over of its span (a Parquet reader skips the columns it does not
+    need), so the count of a run's readers ends at the size of its inputs."""
 
-    def __init__(self, raw: BinaryIO):
+    def __init__(self, raw: BinaryIO, start: int = 0, stop: int | None = None):
         self._raw, self._pending = raw, 0
+        self._coverage = SpanCoverage(start, stop)
+        self._position = raw.tell() if raw.seekable() else 0
 
     def readable(self) -> bool:
         return True
@@ -59,14 +65,16 @@ class ReadProgress(io.RawIOBase):
         return self._raw.seekable()
 
     def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        return self._raw.seek(offset, whence)
+        self._position = self._raw.seek(offset, whence)
+        return self._position
 
     def tell(self) -> int:
         return self._raw.tell()
 
     def read(self, size: int = -1) -> bytes:
         data = self._raw.read(size)
-        self._count(len(data))
+        self._count(self._coverage.add(self._position, self._position + len(data)))
+        self._position += len(data)
         return data
 
     def readinto(self, buffer) -> int:
@@ -79,6 +87,16 @@ class ReadProgress(io.RawIOBase):
         if self._pending >= MIB:
             tally.progress("bytes_read", self._pending)
             self._pending = 0
+
+    def __exit__(self, error_type, *rest):
+        if error_type is None and not self.closed:  # the reader is done with its span: what it passed over counts
+            coverage = self._coverage
+            stop = coverage.stop
+            if stop is None and self._raw.seekable():
+                stop = self._raw.seek(0, io.SEEK_END)
+            if stop is not None:
+                self._pending += max(stop - coverage.start - coverage.covered, 0)
+        return super().__exit__(error_type, *rest)
 
     def close(self) -> None:
         if not self.closed:

@@ -1,13 +1,19 @@
 """The documents sink shared by the extraction jobs: sharded Parquet, the errors dead letter, the manifest.
 
-    documents ─ (shard, document) ─ GroupByKey ─ write shards, sorted by id ──┐
-    errors ──── (shard, error) ──── GroupByKey ─ write shards, sorted ─────────┤
+    documents ─ (shard, document) ─ GroupLargeValues ─ write shards, sorted by id ──┐
+    errors ──── (shard, error) ──── GroupLargeValues ─ write shards, sorted ─────────┤
     counts ──────────────────────────────────── sum ──────────────────────────┼─ publish: move the staged files
     input descriptions ──────────────────────── list ─────────────────────────┘  into place, manifest.json last
 
 A document's shard is a stable hash of its id, and each shard is written sorted by id, so the files hold the same
 bytes whatever the runner, its worker count and the order in which documents arrive. Shard files are written whole
 under fixed names in OUT/.staging, so a retried bundle rewrites the same file instead of adding one.
+
+Memory is one shard's worth, whatever the size of the input. The grouping is a GroupByKey on every runner; on this
+machine it goes through spill files (pipeline/engines/local_shuffle.py), since Beam's local runner holds every value
+it shuffles in its own memory until the stage ends: extract-wiki's memory grew with the dump, 0.4 GB at 50 MB of
+XML and 2.3 GB at 780 MB. A document crosses it with its text as UTF-8, half the memory of most texts as Python
+strings, and the writer makes its Parquet file a row group at a time.
 
 Counts travel as tally dicts (pipeline/tally.py) with these names: `read` for every input item the job looked at,
 `skipped:<reason>` and `errors:<reason>` for those it set aside; the writer adds `kept` (documents written),
@@ -21,13 +27,16 @@ import json
 import math
 import re
 import typing
+from collections.abc import Iterable, Iterator
 
 import apache_beam as beam
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
+from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.seeding import stable_hash
 
@@ -58,43 +67,93 @@ def default_num_shards(text_bytes: int) -> int:
 
 
 def parquet_bytes(documents: list[dict]) -> bytes:
-    table = pa.Table.from_pylist(documents, schema=SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="zstd", row_group_size=ROW_GROUP_ROWS)
-    return sink.getvalue().to_pybytes()
+    return b"".join(parquet_chunks([tuple(d[c] for c in COLUMNS) for d in documents]))
 
 
-def _encode_documents(documents: list[dict]) -> tuple[bytes, int, dict]:
-    """Sorted documents → (Parquet bytes, records, counts); of documents sharing an id only the first is kept."""
-    unique = [d for i, d in enumerate(documents) if not i or d["id"] != documents[i - 1]["id"]]
+def parquet_chunks(rows: list[tuple]) -> Iterator[bytes]:
+    """Documents Parquet of rows in COLUMNS order (the text as str, or as UTF-8 bytes), a row group at a time: the
+    bytes pq.write_table gives, without the table and the file in memory at once beside the rows."""
+    sink = _Taken()
+    with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as writer:
+        for start in range(0, max(len(rows), 1), ROW_GROUP_ROWS):  # an empty file has one empty row group
+            group = rows[start : start + ROW_GROUP_ROWS]
+            columns = [pa.array([row[i] for row in group], type=f.type) for i, f in enumerate(SCHEMA)]
+            writer.write_table(pa.Table.from_arrays(columns, schema=SCHEMA))
+            del columns
+            yield from sink.take()
+    yield from sink.take()
+
+
+class _Taken:
+    """A file for pyarrow to write into, whose bytes are taken away as they come."""
+
+    closed = False
+
+    def __init__(self):
+        self._parts, self._position = [], 0
+
+    def write(self, data) -> int:
+        self._parts.append(bytes(data))
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> list[bytes]:
+        parts, self._parts = self._parts, []
+        return parts
+
+
+def _document_row(document: dict) -> tuple:
+    """A document as it crosses the shuffle to its shard: its fields in COLUMNS order, the text as UTF-8 bytes,
+    which a shard's writer holds in half the memory of a Python string of most texts (two bytes a character)."""
+    return tuple(document[c].encode() if c == "text" else document[c] for c in COLUMNS)
+
+
+def _characters(utf8: bytes) -> int:
+    """The characters of UTF-8 text: its bytes but the continuation bytes."""
+    return len(utf8) - int(np.count_nonzero((np.frombuffer(utf8, np.uint8) & 0xC0) == 0x80))
+
+
+def _encode_documents(rows: list[tuple]) -> tuple[Iterable[bytes], int, dict]:
+    """Document rows sorted by id → (Parquet bytes, records, counts); of documents sharing an id only the first is
+    kept."""
+    unique = [row for i, row in enumerate(rows) if not i or row[0] != rows[i - 1][0]]
     counts = {
         "kept": len(unique),
-        "characters": sum(len(d["text"]) for d in unique),
-        "skipped:duplicate_id": len(documents) - len(unique),
+        "characters": sum(_characters(row[3]) for row in unique),
+        "skipped:duplicate_id": len(rows) - len(unique),
     }
-    for d in unique:
-        for name, n in ((f"language:{d['language']}", 1), (f"language_characters:{d['language']}", len(d["text"]))):
+    language = COLUMNS.index("language")
+    for row in unique:
+        tag = row[language]
+        for name, n in ((f"language:{tag}", 1), (f"language_characters:{tag}", _characters(row[3]))):
             counts[name] = counts.get(name, 0) + n
-    return parquet_bytes(unique), len(unique), counts
+    return parquet_chunks(unique), len(unique), counts
 
 
-def _encode_errors(errors: list[dict]) -> tuple[bytes, int, dict]:
-    """Sorted error records → (JSON lines, records, no counts: the job counted them where they arose)."""
-    lines = "".join(json.dumps({k: e[k] for k in ERROR_FIELDS}, ensure_ascii=False) + "\n" for e in errors)
-    return lines.encode(), len(errors), {}
+def _encode_errors(rows: list[tuple]) -> tuple[Iterable[bytes], int, dict]:
+    """Sorted error rows → (JSON lines, records, no counts: the job counted them where they arose)."""
+    lines = "".join(json.dumps(dict(zip(ERROR_FIELDS, row)), ensure_ascii=False) + "\n" for row in rows)
+    return [lines.encode()], len(rows), {}
 
 
 def errors_bytes(errors: list[dict]) -> bytes:
     """Dead-letter records as an errors file holds them: sorted, one JSON object a line (for a job that writes its
     errors files itself)."""
-    return _encode_errors(sorted(errors, key=lambda e: _sort_key(e, ERROR_FIELDS)))[0]
+    rows = sorted((tuple(e[k] for k in ERROR_FIELDS) for e in errors), key=lambda row: _sort_key(row, ERROR_FIELDS))
+    return b"".join(_encode_errors(rows)[0])
 
 
-def _sort_key(record: dict, fields: tuple[str, ...]) -> tuple:
-    """The fields in order (the first is the id), None before any string: a total order on distinct records. An
+def _sort_key(row: tuple, fields: tuple[str, ...]) -> tuple:
+    """A row's fields in order (the first is the id), None before any value: a total order on distinct records. An
     error's `where` goes by the numbers in it ("byte 20" before "byte 100"), then as text."""
     return tuple(
-        (record[f] is not None, _natural_key(record[f] or "") if f == "where" else record[f] or "") for f in fields
+        (value is not None, _natural_key(value or "") if f == "where" else value or "") for f, value in zip(fields, row)
     )
 
 
@@ -104,14 +163,14 @@ def _natural_key(text: str) -> tuple:
     return tuple(int(part) if i % 2 else part for i, part in enumerate(parts)), text
 
 
-def _keyed(record: dict, fields: tuple[str, ...], num_shards: int) -> tuple[int, tuple]:
-    """record → (shard, its fields as a tuple): the shard from the first field, the id."""
-    row = tuple(record[f] for f in fields)
+def _keyed(record: dict, to_row, num_shards: int) -> tuple[int, tuple]:
+    """record → (shard, its row): the shard from the first field, the id."""
+    row = to_row(record)
     return stable_hash(row[0]) % num_shards, row
 
 
 class _WriteShard(WatchedDoFn):
-    """(shard, records) → one staged file holding the records sorted; yields its file info, counts to TALLY."""
+    """(shard, rows) → one staged file holding the rows sorted; yields its file info, counts to TALLY."""
 
     def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
         self.output_dir, self.kind, self.suffix = output_dir, kind, suffix
@@ -123,10 +182,10 @@ class _WriteShard(WatchedDoFn):
     def process(self, element):
         shard, rows = element
         # GroupByKey order is arbitrary: sorting fixes the bytes of the file.
-        records = sorted((dict(zip(self.fields, row)) for row in rows), key=lambda r: _sort_key(r, self.fields))
-        data, count, counts = self.encode(records)
+        rows = sorted(rows, key=lambda row: _sort_key(row, self.fields))
+        chunks, count, counts = self.encode(rows)
         rel = self.file_name(shard)
-        size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), [data])
+        size, sha = output.write_bytes(output.staging_path(self.output_dir, rel), chunks)
         tally.progress(f"{self.kind}_written", count)
         yield {"path": rel, "records": count, "bytes": size, "sha256": sha}
         if counts:
@@ -137,21 +196,24 @@ class _WriteShards(beam.PTransform):
     """Records → one staged file per shard, every shard written even when empty; returns {"files": file infos,
     tally.TALLY: counts}."""
 
-    def __init__(self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode):
+    def __init__(
+        self, output_dir: str, kind: str, suffix: str, num_shards: int, fields: tuple[str, ...], encode, to_row
+    ):
         super().__init__()
         if num_shards < 1:
             raise ValueError(f"the number of {kind} shards must be at least 1, not {num_shards}")
         self.writer = _WriteShard(output_dir, kind, suffix, num_shards, fields, encode)
+        self.to_row = to_row
 
     def expand(self, records):
         writer = self.writer
         # record → (shard, row of its fields) → (shard, [rows]) → a staged file per shard that has records
-        keyed = records | "assign shards" >> beam.Map(_keyed, writer.fields, writer.num_shards).with_output_types(
+        keyed = records | "assign shards" >> beam.Map(_keyed, self.to_row, writer.num_shards).with_output_types(
             tuple[int, typing.Any]
         )
         written = (
             keyed
-            | "group into shards" >> beam.GroupByKey()
+            | "group into shards" >> GroupLargeValues()
             | "write shards" >> beam.ParDo(self.writer).with_outputs(tally.TALLY, main="files")
         )
         # Shards that drew no record get their (empty) file here. Only file infos pass: a Flatten of the records
@@ -174,7 +236,11 @@ class WriteDocuments(_WriteShards):
     """Document dicts (COLUMNS) → OUT/.staging/documents-SSSSS-of-NNNNN.parquet, sorted by id."""
 
     def __init__(self, output_dir: str, num_shards: int):
-        super().__init__(output_dir, "documents", "parquet", num_shards, COLUMNS, _encode_documents)
+        super().__init__(output_dir, "documents", "parquet", num_shards, COLUMNS, _encode_documents, _document_row)
+
+
+def _error_row(error: dict) -> tuple:
+    return tuple(error[f] for f in ERROR_FIELDS)
 
 
 class WriteErrors(_WriteShards):
@@ -183,7 +249,7 @@ class WriteErrors(_WriteShards):
     Errors are few (a job fails its exit check long before they are many), so one shard is the default."""
 
     def __init__(self, output_dir: str, num_shards: int = 1):
-        super().__init__(output_dir, "errors", "jsonl", num_shards, ERROR_FIELDS, _encode_errors)
+        super().__init__(output_dir, "errors", "jsonl", num_shards, ERROR_FIELDS, _encode_errors, _error_row)
 
 
 def languages_kept(counts: dict) -> dict[str, dict[str, int]]:

@@ -382,21 +382,27 @@ def temporary_name(path: str) -> str:
 
 def write_atomically(path: str, data: bytes) -> None:
     """Write to a temporary name beside path, then rename: readers never see a partial file, and locally never a
-    moment without one (os.replace)."""
-    tmp = temporary_name(path)
-    write_bytes(tmp, [data])  # a write that fails leaves at most a partial temporary file, which the next replaces
-    with _output_errors("write", path):
-        try:
+    moment without one (os.replace). A write that fails names path, and its temporary file goes: on a full disk it
+    would keep the disk full."""
+    tmp, created = temporary_name(path), False
+    try:
+        with _output_errors("write", path):
+            _make_local_parent(path)
+            with FileSystems.create(tmp) as f:
+                created = True  # from here on the temporary file is this write's own, to remove if it fails
+                f.write(data)
             if is_remote(path):
                 if exists(path):
                     FileSystems.delete([path])
                 FileSystems.rename([tmp], [path])
             else:
                 os.replace(tmp, path)
-        except BaseException:
-            if exists(tmp):
-                FileSystems.delete([tmp])
-            raise
+    except BaseException:
+        if created:
+            with contextlib.suppress(*FILESYSTEM_ERRORS):
+                if exists(tmp):
+                    FileSystems.delete([tmp])
+        raise
 
 
 def write_json_atomically(path: str, payload: dict) -> None:

@@ -1,11 +1,12 @@
 """Whether a finished output is what a run would write again, so that `run` and `demo` (and a job given --reuse) can
 keep it instead of running: its manifest, written last, must record this bertcorpus version, the same config, and
-the same input files with the same sizes and digests, and the files it lists must still be there at their sizes.
+the same input files with the same sizes and digests, and the files it lists must still be there with the sizes and
+sha256 it records.
 
-An input's digest is the one the manifest of the output that holds it records (a documents Parquet of an
-extraction, found by its size in that manifest), else the file is hashed as the job fingerprints it: its sha256,
-or for a multistream dump read by byte ranges the sha256 of its first and last MiB. The cheap checks come first,
-so a changed config or input size is found without reading any input.
+Every input is hashed as the job fingerprints it: its sha256, or for a multistream dump read by byte ranges the
+sha256 of its first and last MiB. What another job's manifest says of a file is not taken for it: a file damaged in
+place at the same size and time would pass. The output's own files are read and hashed the same way. The cheap
+checks come first, so a changed config or size is found without reading any file.
 """
 
 from __future__ import annotations
@@ -71,29 +72,26 @@ def staleness(
         if recorded[path].get("size") != size:
             return f"{path} changed size"
     folder = _split(manifest_path)[0]
-    for relative, size in _output_files(manifest):
-        path = output.join(folder, relative)
+    written = list(dict.fromkeys((output.join(folder, rel), size, sha) for rel, size, sha in _output_files(manifest)))
+    for path, size, _ in written:
         if not output.exists(path) or _size(path) != size:
             return f"{path} is missing or changed"
     for path, size in inputs:
         entry = recorded[path]
-        if "sha256" in entry and digest(path, size) != entry["sha256"]:
+        if "sha256" in entry and digest(path) != entry["sha256"]:
             return f"{path} changed"
         if "sha256_first_and_last_mib" in entry:
             with FileSystems.open(path, compression_type="uncompressed") as f:
                 if head_tail_sha256(f, size) != entry["sha256_first_and_last_mib"]:
                     return f"{path} changed"
+    for path, _, sha in written:
+        if sha is not None and digest(path) != sha:
+            return f"{path} changed since the run wrote it"
     return None
 
 
-def digest(path: str, size: int) -> str:
-    """The sha256 of a file: as the manifest of the output holding it records it, when it lists the file at this
-    size; else read."""
-    folder, name = _split(path)
-    produced = _read_json(output.join(folder, output.MANIFEST)) or {}
-    for entry in _listed_files(produced.get("outputs")):
-        if entry.get("path") == name and entry.get("bytes") == size and entry.get("sha256"):
-            return entry["sha256"]
+def digest(path: str) -> str:
+    """The sha256 of a file, read."""
     sha = hashlib.sha256()
     with FileSystems.open(path, compression_type="uncompressed") as f:
         while chunk := f.read(MIB):
@@ -122,14 +120,18 @@ def _listed_files(outputs) -> list[dict]:
     return [e for value in outputs.values() for e in _listed_files(value)]
 
 
-def _output_files(manifest: dict) -> list[tuple[str, int]]:
-    """(path relative to the output, bytes) of every file the manifest lists as written: shards, errors files, and
-    files keyed by their name (a vocab's)."""
-    files = [(e["path"], e["bytes"]) for e in _listed_files([manifest.get("outputs"), manifest.get("errors_files")])]
+def _output_files(manifest: dict) -> list[tuple[str, int, str | None]]:
+    """(path relative to the output, bytes, sha256 where recorded) of every file the manifest lists as written:
+    shards, errors files, and files keyed by their name (a vocab's)."""
+    listed = [(e["path"], e) for e in _listed_files([manifest.get("outputs"), manifest.get("errors_files")])]
     outputs = manifest.get("outputs")
     if isinstance(outputs, dict):
-        files += [(name, e["bytes"]) for name, e in outputs.items() if isinstance(e, dict) and set(e) >= {"bytes"}]
-    return [(path, size) for path, size in files if isinstance(size, int)]
+        listed += [(name, e) for name, e in outputs.items() if isinstance(e, dict) and set(e) >= {"bytes"}]
+    return [
+        (path, e["bytes"], e.get("sha256") if isinstance(e.get("sha256"), str) else None)
+        for path, e in listed
+        if isinstance(e["bytes"], int)
+    ]
 
 
 def _entry(manifest: dict, dotted: str):

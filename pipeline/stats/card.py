@@ -25,7 +25,6 @@ from bertcorpus.pipeline.stats.dedup_card import dedup_section
 from bertcorpus.pipeline.stats.paths import portable
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
-from bertcorpus.transforms.local_files import special_file_problem
 
 DOCUMENT_BATCH = 1024  # documents read at once
 TOP_UNKNOWN_WORDS = 20
@@ -39,8 +38,6 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
     from bertcorpus.wordpiece.vocab import Vocab
 
     if explicit:
-        if problem := special_file_problem(explicit, "--vocab"):
-            raise UserError(problem)
         vocab, path = Vocab.load(explicit), explicit
     elif records:
         named = str(records[0].manifest.get("vocab", {}).get("path", ""))

@@ -20,11 +20,13 @@ html.py writes the report: what was built first, then the plots, the documents, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.stats.card import build_card
 from bertcorpus.pipeline.stats.datasheet import hub_readme, read_source_info
 from bertcorpus.pipeline.stats.html import render_html
@@ -80,10 +82,14 @@ def run(args, beam_args: list[str]) -> int:
     card, accumulators = build_card(root, args.vocab, args.max_records, args.max_documents, source_info)
     out.mkdir(parents=True, exist_ok=True)
     (out / REPORT).unlink(missing_ok=True)  # an old report must not point at plots about to be replaced
-    plots = write_plots(card, accumulators, out / REPORT_FILES)
-    (out / STATS).write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / HUB_README).write_text(hub_readme(card), encoding="utf-8")
-    (out / REPORT).write_text(render_html(card, plots), encoding="utf-8")
+    try:
+        plots = write_plots(card, accumulators, out / REPORT_FILES)
+        output.write_atomically(str(out / STATS), (json.dumps(card, indent=1, ensure_ascii=False) + "\n").encode())
+        output.write_atomically(str(out / HUB_README), hub_readme(card).encode())
+        output.write_atomically(str(out / REPORT), render_html(card, plots).encode())
+    except BaseException:
+        _remove_card(out)
+        raise
     for warning in card["warnings"]:
         print(f"bertcorpus stats: warning: {warning}", file=sys.stderr)
     print(
@@ -91,3 +97,12 @@ def run(args, beam_args: list[str]) -> int:
         f"dataset card: {out / HUB_README}"
     )
     return 0
+
+
+def _remove_card(out: Path) -> None:
+    """What a failed run (a full disk) wrote of the card: no stats.json or plots without their report are left,
+    and no file keeps the disk full. Trouble here leaves the files in place; the run's own error is what to say."""
+    with contextlib.suppress(OSError):
+        for path in [out / STATS, out / HUB_README, *(out / REPORT_FILES).glob("*.png")]:
+            path.unlink(missing_ok=True)
+        (out / REPORT_FILES).rmdir()  # only where it is empty: it may hold the user's own files

@@ -21,7 +21,6 @@ import posixpath
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertcorpus.transforms.local_files import special_file_problem
 from bertcorpus.transforms.tfrecord import FEATURE_NAMES, iter_tfrecords, parse_example
 from bertcorpus.wordpiece.vocab import Vocab
 
@@ -238,9 +237,6 @@ def run(args, beam_args: list[str]) -> int:
         raise UserError("--seed chooses the loader's masks; give --epoch with it")
     if not FileSystems.exists(args.file):
         raise UserError(f"no such file: {args.file}")
-    for path, what in ((args.file, "the shard"), (args.vocab, "--vocab")):
-        if path and (problem := special_file_problem(path, what)):
-            raise UserError(problem)
     if args.file.endswith((".parquet", ".mds")):
         return inspect_instances(args)
     if args.epoch is not None:

@@ -6,11 +6,13 @@ fits the axes around their labels, ticks and titles inside that size, so no labe
 
 from __future__ import annotations
 
+import io
 import re
 from pathlib import Path
 
 import numpy as np
 
+from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.stats.stages import SPLITS
 
 PLOT_INCHES = (6.0, 3.2)
@@ -45,8 +47,10 @@ def _counts_axis(axis) -> None:
 def _save(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, format="png", metadata={"Software": None})
+    png = io.BytesIO()
+    fig.savefig(png, format="png", metadata={"Software": None})
     plt.close(fig)
+    output.write_atomically(str(path), png.getvalue())  # a failed write names the file
 
 
 def plot_sizes(by_source: dict[str, dict], edges: list[float], what: str, path: Path) -> None:
