@@ -518,12 +518,13 @@ def test_dataflow_dry_run_validates_offline(capsys, packaging):
     built = (
         ", and the package for its workers was built from --setup_file ./setup.py" if "./setup.py" in packaging else ""
     )
-    assert captured.out.splitlines()[-1] == (
-        f"create: dry run — the job graph was built and validated{built}; nothing ran and nothing was written."
-    )
+    # The dry run's line, then the plan of the run it validated (pipeline/plan), priced for Dataflow.
+    lines = captured.out.splitlines()
     assert (
-        "ERROR" not in captured.err
-    )  # Beam's staging built the package on its first try (tests/test_dataflow_packaging)
+        f"create: dry run — the job graph was built and validated{built}; nothing ran and nothing was written." in lines
+    )
+    assert lines[-1].startswith("cost ≈ $")
+    assert "ERROR" not in captured.err  # Beam's staging built the package on its first try (test_dataflow_packaging)
 
 
 def test_dataflow_dry_run_without_worker_packaging_is_refused(capsys):

@@ -199,7 +199,9 @@ def test_create_and_the_data_card_name_the_dedup_step(two_revisions, tmp_path):
     assert section["removed_by_pair"] == manifest["duplicates"]["removed_by_pair"]
     assert section["top_clusters"][0]["ledger"] == ["dedup/removed-wiki2015-00000-of-00001.jsonl"]
     create_stage = next(s for s in card["lineage"]["stages"] if s["job"] == "create")
-    assert create_stage["input_runs"] == [run]
+    # The card names the run's files relative to the folder it describes, never by the machine's paths.
+    relative = json.loads(json.dumps(run).replace(str(run_dir) + "/", ""))
+    assert create_stage["input_runs"] == [relative] and relative["input"] == "dedup/wiki2015"
     assert create_stage["inputs"][0]["from"] == "dedup/wiki2015"
     page = (tmp_path / "card" / "report.html").read_text()
     assert "Duplicates and benchmark text removed" in page and "near: removed from" in page

@@ -92,6 +92,8 @@ def test_enwiki_2014_counts_reconcile_exactly(enwiki):
             "path": str(ENWIKI_2014),
             "size": ENWIKI_2014.stat().st_size,
             "sha256": hashlib.sha256(ENWIKI_2014.read_bytes()).hexdigest(),
+            "wiki": "enwiki",  # from the dump's header, as the language is
+            "language": "en",
         }
     ]
     assert manifest["job"] == "extract-wiki" and manifest["config"]["min_chars"] == 100

@@ -99,6 +99,7 @@ FILE_ARGUMENTS = {
     ("train", "--init-checkpoint"): ["train", "--data", "OUT", "--init-checkpoint", "FILE", "--output", "OUT/run"],
     ("train", "--output"): ["train", "--data", "OUT", "--output", "FILE"],
     ("demo", "--output"): ["demo", "--output", "FILE"],
+    ("plan", "--input"): ["plan", "create", "--input", "FILE", "--vocab", VOCAB, "--output", "OUT"],
     ("cluster", "--state-dir"): ["cluster", "flink", "--state-dir", "FILE"],
 }
 
