@@ -337,6 +337,7 @@ def build_manifest(
                 "replaced_chars",
                 "single_sentence_documents",
                 "long_sentences_cut",
+                "unsplit_paragraphs",
             )
         },
         "segmentation": {

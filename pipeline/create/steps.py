@@ -26,7 +26,7 @@ from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.seeding import python_rng, stable_hash
-from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.transforms.sentences import document_sentences, unsplit_sentences
 from bertcorpus.transforms.tfrecord import serialize_framed
 from bertcorpus.transforms.word_segmentation import word_continues
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
@@ -149,6 +149,7 @@ class TokenizeBuckets(WatchedDoFn):
             "unk_tokens": 0,
             "single_sentence_documents": 0,
             "long_sentences_cut": 0,
+            "unsplit_paragraphs": 0,
             "documents_skipped:empty": 0,
         }
         for doc in docs:
@@ -172,6 +173,7 @@ class TokenizeBuckets(WatchedDoFn):
             counts["tokens"] += len(ids)
             counts["unk_tokens"] += int(np.count_nonzero(ids == self.unk))
             counts["single_sentence_documents"] += int(len(lengths) == 1)
+            counts["unsplit_paragraphs"] += unsplit_sentences(sentences)
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
         return tokenized, counts
