@@ -15,7 +15,7 @@ from bertcorpus.pipeline.dedup.read import source_key
 from bertcorpus.pipeline.dedup.write import REASONS
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
-from bertcorpus.pipeline.sinks.documents import AccountingError
+from bertcorpus.pipeline.sinks.documents import AccountingError, languages_kept
 from bertcorpus.transforms.decontamination import NgramIndex
 from bertcorpus.transforms.near_duplicates import JACCARD_BINS
 
@@ -50,6 +50,7 @@ def source_summary(config: DedupConfig, priority: int, counts: dict) -> dict:
         "cut": mine.get("cut", 0),
         "too_short_to_compare": mine.get("too_short_to_compare", 0),
         "characters": {k: mine.get(f"characters_{k}", 0) for k in ("read", "kept", "removed")},
+        "languages": languages_kept(mine),
     }
 
 
@@ -93,6 +94,7 @@ def source_manifest(config: DedupConfig, summary: dict, inputs: list[dict], file
             "errors": summary["errors"],
             "errors_by_reason": summary["errors_by_reason"],
             "characters": summary["characters"]["kept"],
+            "languages": summary["languages"],
         },
         "dedup": {
             "run": f"../{output.MANIFEST}",
