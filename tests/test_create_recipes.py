@@ -60,6 +60,7 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
         "label": "random_next",
         "whole_word_mask": False,
         "word_segmenter": None,
+        "language_sampling_alpha": 1.0,
     }
     assert manifest["config"]["dupe_factor"] == 1  # dynamic masking's default: one pass, masked every epoch
     assert (dynamic / "vocab.txt").read_bytes() == VOCAB.read_bytes() and manifest["vocab"]["copy"] == "vocab.txt"
@@ -74,8 +75,10 @@ def test_dynamic_masking_writes_unmasked_instances_that_plain_pyarrow_reads(dyna
                 ("segment_b_start", "uint16"),
                 ("next_sentence_label", "uint8"),
                 ("length", "uint16"),
+                ("language", "string"),  # the sample's documents carry none: und
             ]
             found = rows(dynamic, f"{name}/{split}-*.parquet")
+            assert {r["language"] for r in found} == {"und"}
             assert len(found) == entry["instances"] == sum(s["records"] for s in entry["shards"]) > 100
             for shard, f in zip(entry["shards"], files):
                 assert shard["sha256"] == hashlib.sha256(f.read_bytes()).hexdigest()

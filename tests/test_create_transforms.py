@@ -173,7 +173,7 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
     build = TokenizeBuckets(cfg, job_vocab())
     build.setup()
     docs = documents()
-    own, _ = build.tokenize(docs[:10])
+    own, _, _ = build.tokenize(docs[:10])
     donor = Bucket.from_documents(build.tokenize(docs[10:30])[0])
     fragments = sample_fragments(donor, 20, 256, python_rng(1, "fragments"))
     element = (
@@ -208,7 +208,7 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
     build.setup()
     tokenizer = TokenizeBuckets(cfg, job_vocab())
     tokenizer.setup()
-    own, _ = tokenizer.tokenize(
+    own, _, _ = tokenizer.tokenize(
         [
             SourceDocument(f"s{i}", sentences=block.split("\n"))
             for i, block in enumerate(SAMPLE_TEXT.read_text().split("\n\n"))
@@ -259,14 +259,14 @@ def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
 def test_a_bucket_crosses_the_shuffle_unchanged():
     tokenize = TokenizeBuckets(config(), job_vocab())
     tokenize.setup()
-    own, _ = tokenize.tokenize(documents()[:5])
+    own, _, languages = tokenize.tokenize(documents()[:5])
     own.append(("odd\nid é", np.array([70_000, 3], np.int32), np.array([2], np.int32)))  # ids past 16 bits
-    bucket = Bucket.from_documents(own)
+    bucket = Bucket.from_documents(own, [*languages[:-1], "zh-Hant", "ja"])
     coder = beam.coders.registry.get_coder(BucketMessage)
     message = coder.decode(coder.encode(BucketMessage(bucket, sender="train/000007")))
     back = message.bucket
     assert message.sender == "train/000007" and coder.is_deterministic()
-    assert back.doc_ids == bucket.doc_ids
+    assert back.doc_ids == bucket.doc_ids and back.languages == bucket.languages == ["und"] * 4 + ["zh-Hant", "ja"]
     for a, b in (
         (back.tokens, bucket.tokens),
         (back.sentence_starts, bucket.sentence_starts),

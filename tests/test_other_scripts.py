@@ -90,6 +90,10 @@ def mixed_corpus(tmp_path_factory) -> Path:
     return path
 
 
+def documents_of(jsonl: Path) -> list[str]:
+    return [json.loads(line)["text"] for line in jsonl.read_text(encoding="utf-8").splitlines()]
+
+
 def test_create_pairs_chinese_sentences_cuts_the_long_preamble_and_warns_of_thai(mixed_corpus, tmp_path, capsys):
     out = tmp_path / "out"
     flags = ["--vocab", VOCAB, "--pair-objective", "sop", "--eval-fraction", "0", "--masking", "dynamic"]
@@ -101,8 +105,12 @@ def test_create_pairs_chinese_sentences_cuts_the_long_preamble_and_warns_of_thai
     # the only single-sentence documents. Every Chinese article has two sentences or more, and the preamble (one
     # sentence of 463 tokens) is cut into pieces of at most 62, as is every sentence longer than a pair can hold.
     assert counts["single_sentence_documents"] == thai
+    # Each is a paragraph kept whole, and counted so: the Thai articles' paragraphs, and nothing else.
+    paragraphs = [p for d in documents_of(mixed_corpus) for p in d.split("\n\n")]
+    thai_paragraphs = [p for p in paragraphs if any("\u0e00" <= c <= "\u0e7f" for c in p)]
+    assert counts["unsplit_paragraphs"] == len(thai_paragraphs) >= thai
     tokenizer = WordPieceTokenizer(Vocab.load(str(VOCAB)), lowercase=True)
-    documents = [json.loads(line)["text"] for line in mixed_corpus.read_text(encoding="utf-8").splitlines()]
+    documents = documents_of(mixed_corpus)
     too_long = [s for d in documents for s in document_sentences(d) if len(tokenizer.encode(s)) > 128 - 3]
     assert counts["long_sentences_cut"] == len(too_long) and too_long[0].startswith("鉴于对人类家庭所有成员")
     assert manifest["outputs"]["seq128"]["train"]["sop_draws_skipped"].get("single_sentence_document", 0) <= thai * 10

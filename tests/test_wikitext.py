@@ -107,9 +107,46 @@ RULES = [
     # magic words and behaviour switches
     ("__NOTOC__\n__NOEDITSECTION__Text __TOC__ here.", "Text here."),
     # leftovers of removed templates
-    ("Aristotle ({{IPAc-en|ˈ|ær}}; {{lang-grc|Ἀριστοτέλης}}) was a philosopher.", "Aristotle was a philosopher."),
+    ("Aristotle ({{IPAc-en|ˈ|ær}}; {{circa|384}}) was a philosopher.", "Aristotle was a philosopher."),
+    (
+        "Aristotle ({{IPAc-en|ˈ|ær}}; {{lang-grc|Ἀριστοτέλης}}) was a philosopher.",
+        "Aristotle (Ἀριστοτέλης) was a philosopher.",
+    ),
     ("Pons (born {{birth date|1945}}, ) directs.", "Pons (born) directs."),
     ("Text.\n\n.\n\n, ;\n\n{{stub}}\n\n()", "Text."),
+    # the same holes in full-width brackets and between commas, as Japanese and Chinese text has them
+    (
+        "ロシア連邦（ロシアれんぽう、{{lang-ru|x}}{{要出典}}、、通称ロシア、{{IPA}}）は",
+        "ロシア連邦（ロシアれんぽう、x、通称ロシア）は",
+    ),
+    ("定数（{{efn|a}},, 定数560）と{{sfn|b}}（、）の、, ,", "定数（定数560）との、"),
+    # templates whose output is words of the sentence keep them: a word in another language, an interlanguage link's
+    # label, a reading, a quantity, styled or annotated text
+    (
+        "朝鮮語（{{lang|ko|이}}、{{Lang|ko|그}}、{{lang|ko|저}}）や英語（{{lang-en-short|this}}）",
+        "朝鮮語（이、그、저）や英語（this）",
+    ),
+    ("「{{en|I am happy.}}」{{en}} and {{zh|s=南沙群岛|t=南沙群島}}", "「I am happy.」 and 南沙群岛"),
+    ("{{読み仮名|'''物理学'''|ぶつりがく|{{Lang-en-short|physics}}}}は", "物理学（ぶつりがく、physics）は"),
+    (
+        "{{仮リンク|タンメルコスキ川|en|Tammerkoski}}、{{ill|Sverker Johansson|sv}}",
+        "タンメルコスキ川、Sverker Johansson",
+    ),
+    ("У {{нп|Сьомий лист|Сьомому листі|en|Seventh Letter}} і {{не перекладено|Пансіон}}", "У Сьомому листі і Пансіон"),
+    (
+        "{{nihongo|Ayumi Hamasaki|浜崎あゆみ|Hamasaki Ayumi}}, {{nihongo||欧州連合|Ōshū Rengō}}",
+        "Ayumi Hamasaki (浜崎あゆみ, Hamasaki Ayumi), 欧州連合 (Ōshū Rengō)",
+    ),
+    (
+        "A coast of {{convert|58|km|mi|abbr=on}}, {{convert|2|to|5|m}} deep, {{cvt|1|-|3|ft}} and {{convert|x|km}}.",
+        "A coast of 58 km, 2 to 5 m deep, 1–3 ft and.",
+    ),
+    (
+        "{{IPA|nʲihoŋŋo}} {{IPA|fr|ɛ̃}} {{IPA-es|ˈeɾa}} {{nowrap|{{small|a b}}}} {{要出典範囲|claim|date=2021}}",
+        "nʲihoŋŋo ɛ̃ ˈeɾa a b claim",
+    ),
+    ("多数（{{要出典|範囲=50作以上|date=2021年3月}}）の{{要出典|date=2020}}作品", "多数（50作以上）の作品"),
+    ("{{lang|en|[[Foo (band)|bar]] and {{lang|fr|mot}}}} {{Lang\n|de|Wort}} {{lang|en}}", "bar and mot Wort"),
     # {{PAGENAME}} is the title
     ("{{PAGENAME}} is a word.", "Word is a word."),
     # unbalanced markup never leaks

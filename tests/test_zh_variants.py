@@ -102,7 +102,7 @@ def test_malformed_markup_is_removed_and_counted_and_the_text_kept():
     assert out == "開始 甲;乙 沒有結束 下一段 嵌套 内 外 完" or out.startswith("開始 甲;乙 沒有結束")
     assert "-{" not in out and "}-" not in out and "zh-hans" not in out
     # A template followed by a hyphen is no block's end; a }- left anywhere is swept from the clean text.
-    assert shown("{{lang|en|x}}-y 文字 -{R|甲}-", "zh-hans") == "-y 文字 甲"
+    assert shown("{{lang|en|x}}-y 文字 -{R|甲}-", "zh-hans") == "x-y 文字 甲"
     counts = MarkupCounts()
     assert sweep_residue("甲}-乙-{丙", counts) == "甲乙丙" and counts.residue == 2
 

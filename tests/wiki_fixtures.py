@@ -15,6 +15,10 @@ BGWIKI_UTF16 = WIKI_DATA / "bgwiki-shortened-utf16.xml.bz2"
 VIWIKI = WIKI_DATA / "viwiki-sample-truncated.xml"
 SZLWIKI_INDEX = WIKI_DATA / "szlwiki-20260201-pages-articles-multistream-index.txt.bz2"
 GOLDEN = WIKI_DATA / "golden"
+# Long articles of five other Wikipedias (multilingual/DATA.md), by language.
+MULTILINGUAL = {
+    lang: WIKI_DATA / "multilingual" / f"{lang}wiki-sample.xml.bz2" for lang in ("ja", "vi", "el", "bn", "uk")
+}
 
 ALL_DUMPS = (ENWIKI_2014, ENWIKI_TABLES, ENWIKI_SMALL, BGWIKI_UTF16, VIWIKI)
 
@@ -83,3 +87,14 @@ def flip_bytes(data: bytes, at: int, count: int = 16) -> bytes:
     """A copy of data with `count` bytes inverted from offset `at`: corruption that a checksum must catch."""
     damaged = bytes(b ^ 0xFF for b in data[at : at + count])
     return data[:at] + damaged + data[at + count :]
+
+
+def wiki_articles(path: Path, min_chars: int = 100) -> list[tuple[str, str]]:
+    """(title, clean text) of every article of a sample that extract-wiki would keep, as its cleaner makes it."""
+    from bertcorpus.pipeline.extract.wiki import select_article
+    from bertcorpus.transforms.wiki_pages import Page, iter_pages
+
+    with bz2.open(path) if path.suffix == ".bz2" else open(path, "rb") as f:
+        pages = [p for p in iter_pages(f) if isinstance(p, Page)]
+    articles = [(p.title, select_article(p, min_chars)[0]) for p in pages]
+    return [(title, text) for title, text in articles if text]

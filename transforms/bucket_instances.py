@@ -12,8 +12,9 @@ order), which shuffles the output globally.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from bertcorpus.transforms.instances import (
     create_sop_instances_from_document,
 )
 from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
-from bertcorpus.transforms.packing import assemble_packed, pack_sentences
+from bertcorpus.transforms.packing import PackedPieces, assemble_packed, pack_sentences
 from bertcorpus.transforms.seeding import numpy_rng, python_rng
 
 PAIR_OBJECTIVES = ("nsp", "sop", "none")
@@ -52,6 +53,62 @@ class BucketInstances:
     sort_keys: np.ndarray  # (N,) int64 in [0, 2**63)
     counts: dict[str, int] = field(default_factory=dict)  # instances, labels, real tokens, predictions, bins
     skipped: dict[str, int] = field(default_factory=dict)  # pair draws that could not be honoured, by reason
+    # Each instance's language, as a number into language_tags: that of the document its first segment comes from.
+    languages: np.ndarray | None = None
+    language_tags: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Pass:
+    """One dupe pass's draws, before assembling: pairs (an InstanceBatch) or packed pieces, and their labels."""
+
+    dupe: int
+    draws: InstanceBatch | PackedPieces
+    labels: np.ndarray
+    first_tokens: np.ndarray  # where each instance's first segment starts in the bucket's tokens
+
+
+def _passes(
+    bucket: Bucket, documents: int, pool: range | None, recipe: InstanceRecipe, seed: int, key: str, skipped: dict
+):
+    """Every non-empty dupe pass's draws over the first `documents` documents, labels balanced from pass to pass;
+    the reasons of draws that could not be honoured are added to `skipped`. The draws depend only on these
+    arguments, so that counting them (count_bucket_instances) and building them give the same instances."""
+    seq = recipe.seq
+    drawn = {"instances": 0, "positive_labels": 0}
+    owed = 0  # the label balance, carried from pass to pass: a pass's end drops no label it owes
+    for dupe in range(recipe.dupe_factor):
+        rng = python_rng(seed, "instances", key, seq.name, dupe)
+        if recipe.pair_objective == "none":
+            packed = pack_sentences(bucket, documents, seq.max_seq_length, rng, seq.min_document_tokens)
+            if not len(packed):
+                continue
+            firsts = packed.start[np.searchsorted(packed.instance, np.arange(len(packed)))]
+            yield _Pass(dupe, packed, np.zeros(len(packed), np.int64), firsts)
+            continue
+        batch = _pairs(bucket, documents, pool, recipe, rng, owed, last_pass=dupe == recipe.dupe_factor - 1, made=drawn)
+        owed = batch.balance
+        for reason, n in batch.skipped.items():
+            skipped[reason] = skipped.get(reason, 0) + n
+        if not len(batch):
+            continue
+        labels = batch.labels()
+        drawn["instances"] += len(labels)
+        drawn["positive_labels"] += int(labels.sum())
+        yield _Pass(dupe, batch, labels, batch.columns()[0])
+
+
+def count_by_language(
+    bucket: Bucket, documents: int, pool: range | None, recipe: InstanceRecipe, seed: int, key: str
+) -> dict[str, int]:
+    """{language: instances} that bucket_instances makes of these documents, each instance under the language of
+    the document its first segment comes from: the same draws, nothing assembled."""
+    languages = bucket.languages or ["und"] * len(bucket)
+    found: dict[str, int] = {}
+    for drawn in _passes(bucket, documents, pool, recipe, seed, key, {}):
+        for doc, n in zip(*np.unique(bucket.document_of_tokens(drawn.first_tokens), return_counts=True)):
+            found[languages[doc]] = found.get(languages[doc], 0) + int(n)
+    return found
 
 
 def bucket_instances(
@@ -59,38 +116,106 @@ def bucket_instances(
 ) -> BucketInstances:
     """The instances of the first `documents` documents of `bucket`; random next segments (nsp) come from the
     documents in `pool`, the rest of the bucket (see create_instances_from_document)."""
+    skipped: dict[str, int] = {}
+    return _built(
+        _passes(bucket, documents, pool, recipe, seed, key, skipped),
+        bucket,
+        documents,
+        recipe,
+        special,
+        seed,
+        key,
+        skipped,
+    )
+
+
+def sampled_bucket_instances(
+    bucket: Bucket,
+    documents: int,
+    pool: range | None,
+    recipe: InstanceRecipe,
+    special: SpecialIds,
+    seed: int,
+    key: str,
+    wanted: float,
+    rate: float,
+) -> BucketInstances:
+    """About `wanted` instances of the documents (language sampling, transforms/language_sampling.py): `wanted`
+    rounded up or down at random, so that the expected number is exact, chosen at random among the draws of at
+    least the recipe's passes and of as many more as it takes (about `rate` times as many), each pass paired and
+    masked anew; labels stay balanced. Only the chosen draws are assembled."""
+    target = int(wanted + _unit(seed, key, recipe))
+    skipped: dict[str, int] = {}
+    most = recipe.dupe_factor + 4 * math.ceil(rate * recipe.dupe_factor) + 8  # a bound: passes rarely draw none
+    drawn: list[_Pass] = []
+    if target:
+        for one in _passes(bucket, documents, pool, replace(recipe, dupe_factor=most), seed, key, skipped):
+            drawn.append(one)
+            if one.dupe + 1 >= recipe.dupe_factor and sum(len(p.labels) for p in drawn) >= target:
+                break
+    labels = np.concatenate([p.labels for p in drawn]) if drawn else np.zeros(0, np.int64)
+    chosen = chosen_draws(labels, target, numpy_rng(seed, "sampled draws", key, recipe.seq.name))
+    kept, start = [], 0
+    for one in drawn:
+        rows = chosen[(chosen >= start) & (chosen < start + len(one.labels))] - start
+        start += len(one.labels)
+        if len(rows):
+            kept.append(_Pass(one.dupe, one.draws.take(rows), one.labels[rows], one.first_tokens[rows]))
+    return _built(kept, bucket, documents, recipe, special, seed, key, skipped)
+
+
+def _unit(seed: int, key: str, recipe: InstanceRecipe) -> float:
+    return float(numpy_rng(seed, "sampled count", key, recipe.seq.name).random())
+
+
+def chosen_draws(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    """About `count` of the draws, ascending, chosen at random: half of them of each label, rounded at random, and
+    never one label more than one draw ahead of the other. Where one label runs short (documents of one sentence
+    make only random next segments), fewer are chosen: labels stay balanced, and the language's share falls short
+    (the manifest shows it, and create warns)."""
+    positives = np.flatnonzero(labels == 1)
+    negatives = np.flatnonzero(labels != 1)
+    from_positives = min(len(positives), int(count / 2 + rng.random()))
+    from_negatives = min(len(negatives), count - from_positives)
+    from_positives = min(len(positives), count - from_negatives, from_negatives + 1)
+    from_negatives = min(from_negatives, from_positives + 1)
+    return np.sort(
+        np.concatenate(
+            [rng.choice(positives, from_positives, replace=False), rng.choice(negatives, from_negatives, replace=False)]
+        )
+    )
+
+
+def _built(
+    drawn_passes,
+    bucket: Bucket,
+    documents: int,
+    recipe: InstanceRecipe,
+    special: SpecialIds,
+    seed: int,
+    key: str,
+    skipped: dict[str, int],
+) -> BucketInstances:
+    """Each pass's draws assembled, masked (or left for masking at load time) and given their random sort keys."""
     seq = recipe.seq
     passes: list[InstanceColumns] = []
     sort_keys: list[np.ndarray] = []
+    first_tokens: list[np.ndarray] = []
     counts = {"instances": 0, "positive_labels": 0, "real_tokens": 0, "predictions": 0}
-    skipped: dict[str, int] = {}
     negatives: list[np.ndarray] = []  # where each random next segment starts (nsp): how many distinct ones
-    owed = 0  # the label balance, carried from pass to pass: a pass's end drops no label it owes
-    for dupe in range(recipe.dupe_factor):
-        rng = python_rng(seed, "instances", key, seq.name, dupe)
-        nrng = numpy_rng(seed, "masking", key, seq.name, dupe)
+    for drawn in drawn_passes:
+        nrng = numpy_rng(seed, "masking", key, seq.name, drawn.dupe)
+        labels, draws, firsts = drawn.labels, drawn.draws, drawn.first_tokens
         if recipe.pair_objective == "none":
-            packed = pack_sentences(bucket, documents, seq.max_seq_length, rng, seq.min_document_tokens)
-            if not len(packed):
-                continue
-            rows = assemble_packed(bucket.tokens, packed, seq.max_seq_length, special, bucket.word_continues)
-            labels = np.zeros(len(packed), np.int64)
+            rows = assemble_packed(bucket.tokens, draws, seq.max_seq_length, special, bucket.word_continues)
         else:
-            batch = _pairs(
-                bucket, documents, pool, recipe, rng, owed, last_pass=dupe == recipe.dupe_factor - 1, made=counts
-            )
-            owed = batch.balance
-            for reason, n in batch.skipped.items():
-                skipped[reason] = skipped.get(reason, 0) + n
-            if not len(batch):
-                continue
-            columns = batch.columns()
+            columns = draws.columns()
             if recipe.pair_objective == "nsp":
                 negatives.append(columns[2][columns[4] == 1])
             rows = assemble(bucket.tokens, columns, seq.max_seq_length, special, nrng, bucket.word_continues)
-            labels = batch.labels()
         passes.append(_masked(rows, labels, recipe, special, nrng))
         sort_keys.append(nrng.integers(0, 2**63, len(labels), dtype=np.int64))
+        first_tokens.append(firsts)
         counts["instances"] += len(labels)
         counts["positive_labels"] += int(labels.sum())
         counts["real_tokens"] += int(rows.length.sum())
@@ -105,7 +230,15 @@ def bucket_instances(
         counts["random_next_segments"] = len(np.unique(np.concatenate(negatives)))
     if not passes:
         return BucketInstances(None, np.zeros(0, np.int64), counts, skipped)
-    return BucketInstances(InstanceColumns.concatenate(passes), np.concatenate(sort_keys), counts, skipped)
+    built = BucketInstances(InstanceColumns.concatenate(passes), np.concatenate(sort_keys), counts, skipped)
+    if bucket.languages is not None:
+        docs = bucket.document_of_tokens(np.concatenate(first_tokens))
+        built.language_tags = sorted({bucket.languages[d] for d in range(documents)})
+        numbers = {tag: i for i, tag in enumerate(built.language_tags)}
+        built.languages = np.array([numbers[bucket.languages[d]] for d in docs.tolist()], np.int16)
+        for tag, n in zip(built.language_tags, np.bincount(built.languages, minlength=len(built.language_tags))):
+            counts[f"language:{tag}"] = int(n)
+    return built
 
 
 def _pairs(

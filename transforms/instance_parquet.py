@@ -9,6 +9,8 @@ One row per instance, unpadded (docs/pretraining_data.md, "The Parquet form"):
     chinese_ref          list<uint16>  only from a run with whole-word masking by a segmenter: the positions of the
                                        tokens that continue a Chinese word (its characters after the first), as
                                        Hugging Face's DataCollatorForWholeWordMask reads a `chinese_ref` column
+    language             string        the language (BCP 47) of the document the instance's first segment comes
+                                       from; und where it is not known
 
 Plain pyarrow and `datasets.load_dataset("parquet", ...)` read it as it is.
 """
@@ -37,11 +39,12 @@ def instance_schema(vocab_size: int) -> pa.Schema:
 
 
 CHINESE_REF = "chinese_ref"
+LANGUAGE = "language"
 
 
-def instances_table(instances: InstanceColumns, vocab_size: int) -> pa.Table:
+def instances_table(instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None) -> pa.Table:
     """The unmasked instances as rows of instance_schema (their padding dropped), with chinese_ref where they
-    carry word_continues."""
+    carry word_continues, and each one's language where `languages` gives them."""
     schema = instance_schema(vocab_size)
     width = instances.input_ids.shape[1]
     real = np.arange(width)[None, :] < instances.length[:, None]
@@ -60,6 +63,9 @@ def instances_table(instances: InstanceColumns, vocab_size: int) -> pa.Table:
         positions = np.nonzero(continues)[1]  # row by row, ascending
         columns.append(pa.ListArray.from_arrays(pa.array(ref_offsets), pa.array(positions, pa.uint16())))
         schema = schema.append(pa.field(CHINESE_REF, pa.list_(pa.uint16())))
+    if languages is not None:
+        columns.append(pa.array(languages, pa.string()))
+        schema = schema.append(pa.field(LANGUAGE, pa.string()))
     return pa.table(columns, schema=schema)
 
 

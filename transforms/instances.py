@@ -60,10 +60,12 @@ class Bucket:
     sentence_starts: np.ndarray  # int64, len = sentences + 1; sentence k is tokens[starts[k]:starts[k+1]]
     doc_first_sentence: np.ndarray  # int64, len = documents + 1; document d has sentences [first[d], first[d+1])
     word_continues: np.ndarray | None = None  # bool per token, or None where no segmenter grouped any
+    languages: list[str] | None = None  # each document's language (BCP 47), or None where they are not known
 
     @classmethod
-    def from_documents(cls, docs: list[tuple]) -> Bucket:
-        """docs: (doc_id, token ids, tokens per sentence[, word_continues per token]), in a fixed order."""
+    def from_documents(cls, docs: list[tuple], languages: list[str] | None = None) -> Bucket:
+        """docs: (doc_id, token ids, tokens per sentence[, word_continues per token]), in a fixed order; languages:
+        each one's language, if known."""
         tokens = np.concatenate([d[1] for d in docs]) if docs else np.zeros(0, np.int32)
         lengths = np.concatenate([d[2] for d in docs]) if docs else np.zeros(0, np.int32)
         starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
@@ -75,10 +77,31 @@ class Bucket:
             continues = np.concatenate(
                 [g if g is not None else np.zeros(len(d[1]), bool) for g, d in zip(grouped, docs)]
             )
-        return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first, continues)
+        return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first, continues, languages)
 
     def __len__(self) -> int:
         return len(self.doc_ids)
+
+    def select(self, docs: list[int]) -> Bucket:
+        """A bucket of these documents of this one (indices in order), with their sentences, tokens and languages."""
+        first, starts = self.doc_first_sentence, self.sentence_starts
+        spans = [(int(starts[first[d]]), int(starts[first[d + 1]])) for d in docs]
+        token_rows = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.int64)
+        lengths = np.concatenate([np.diff(starts[first[d] : first[d + 1] + 1]) for d in docs]) if docs else []
+        per_doc = np.array([first[d + 1] - first[d] for d in docs], np.int64)
+        return Bucket(
+            [self.doc_ids[d] for d in docs],
+            self.tokens[token_rows],
+            np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
+            np.concatenate(([0], np.cumsum(per_doc))),
+            None if self.word_continues is None else self.word_continues[token_rows],
+            None if self.languages is None else [self.languages[d] for d in docs],
+        )
+
+    def document_of_tokens(self, tokens: np.ndarray) -> np.ndarray:
+        """The document each token index falls in."""
+        token_starts = self.sentence_starts[self.doc_first_sentence]
+        return np.searchsorted(token_starts, tokens, side="right") - 1
 
     @classmethod
     def concatenate(cls, buckets: list[Bucket]) -> Bucket:
@@ -89,12 +112,16 @@ class Bucket:
         continues = None
         if any(b.word_continues is not None for b in buckets):
             continues = np.concatenate([b.continues_or_none() for b in buckets])
+        languages = None
+        if any(b.languages is not None for b in buckets):  # fragments carry none: their instances are not theirs
+            languages = [tag for b in buckets for tag in (b.languages or [""] * len(b))]
         return cls(
             [i for b in buckets for i in b.doc_ids],
             tokens,
             np.concatenate(([0], np.cumsum(lengths))),
             np.concatenate(([0], np.cumsum(per_doc))),
             continues,
+            languages,
         )
 
     def continues_or_none(self) -> np.ndarray:
@@ -158,6 +185,10 @@ class InstanceBatch:
                 del self.rows[at]
                 self.count("unpaired_label")
                 left -= 1
+
+    def take(self, rows: np.ndarray) -> InstanceBatch:
+        """A batch of these rows of this one, in that order."""
+        return InstanceBatch([self.rows[i] for i in rows.tolist()])
 
     def columns(self) -> np.ndarray:
         """(5, N) int64: a_start, a_end, b_start, b_end, label."""

@@ -46,10 +46,14 @@ def check_detector(languages: tuple[str, ...] = ()) -> None:
     unknown = [code for code in languages if code not in known]
     if unknown:
         raise LanguageIdUnavailable(
-            f"language identification does not know {', '.join(unknown)}; it knows {', '.join(sorted(known))}"
+            f"language identification does not know {', '.join(unknown)}; it knows these {len(known)}: "
+            f"{', '.join(sorted(known))}"
         )
     if len(languages) == 1:
-        raise LanguageIdUnavailable("--languages needs at least two languages to tell apart")
+        raise LanguageIdUnavailable(
+            f"--languages needs at least two languages to tell apart; for documents that are all in one, pass "
+            f"--language {languages[0]} instead of auto"
+        )
 
 
 @functools.cache

@@ -66,6 +66,32 @@ _WIKI_CODES = {
     "no": "nb",
     "sh": "hbs",
 }
+# Country codes and retired language codes that are often written for a language (jp for Japanese): the code they
+# stand for, suggested before any look-alike.
+_MISTAKEN_CODES = {
+    "jp": "ja",
+    "cn": "zh",
+    "ua": "uk",
+    "gr": "el",
+    "cz": "cs",
+    "dk": "da",
+    "vn": "vi",
+    "us": "en",
+    "gb": "en",
+    "il": "he",
+    "iw": "he",
+    "in": "id",
+    "ji": "yi",
+    "jw": "jv",
+    "mo": "ro",
+    "rs": "sr",
+    "al": "sq",
+    "ir": "fa",
+    "pk": "ur",
+    "ge": "ka",
+    "by": "be",
+    "kz": "kk",
+}
 _WIKI_SUFFIX = re.compile(r"(wiki|wiktionary|wikibooks|wikinews|wikiquote|wikisource|wikiversity|wikivoyage)$")
 _TAG = re.compile(r"^([A-Za-z]{2,3})(?:-([A-Za-z]{4}))?(?:-([A-Za-z]{2}|\d{3}))?((?:-[A-Za-z0-9]{4,8})*)$")
 
@@ -98,6 +124,9 @@ def _suggestion(tag: str) -> str:
         code = by_name[word]
         return f"; did you mean {code} ({LANGUAGE_NAMES[code]})?"
     primary = re.split(r"[-_]", word)[0]
+    if primary in _MISTAKEN_CODES:
+        code = _MISTAKEN_CODES[primary]
+        return f"; did you mean {code} ({LANGUAGE_NAMES[code]})?"
     close = difflib.get_close_matches(primary, sorted(KNOWN_LANGUAGES), n=1, cutoff=0.5) or difflib.get_close_matches(
         word, sorted(by_name), n=1, cutoff=0.6
     )

@@ -33,6 +33,13 @@ class PackedPieces:
     def __len__(self) -> int:
         return self.count
 
+    def take(self, instances: np.ndarray) -> PackedPieces:
+        """The pieces of these instances (ascending), numbered anew from 0."""
+        number = np.full(self.count, -1, np.int64)
+        number[instances] = np.arange(len(instances))
+        kept = number[self.instance] >= 0
+        return PackedPieces(number[self.instance[kept]], self.start[kept], self.end[kept], len(instances))
+
 
 def pack_sentences(
     bucket: Bucket, documents: int, max_seq_length: int, rng: random.Random, min_document_tokens: int = 0

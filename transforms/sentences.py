@@ -145,6 +145,10 @@ _FULLWIDTH_STOP = "\uff0e"  # also a decimal point between full-width digits (ï¼
 _QUOTE_PAIRS = {"\u300c": "\u300d", "\u300e": "\u300f", "\u201c": "\u201d", "\u2018": "\u2019"}
 _QUOTE = re.compile("[\u300c\u300d\u300e\u300f\u201c\u201d\u2018\u2019]")
 _HIRAGANA = re.compile("[\u3041-\u309f]")
+# The letters of scripts that mark no sentence end: Thai and Lao separate phrases and sentences alike by a space. A
+# paragraph of them stays one sentence, cut into pieces only where it is too long for a pair (transforms/instances.py
+# cut_long_sentences); `create` counts such sentences, so that a corpus shows how much of it had no boundaries.
+_UNSTOPPED_SCRIPT = re.compile("[\u0e01-\u0e5b\u0e81-\u0edf]")
 
 
 def split_paragraphs(text: str) -> list[str]:
@@ -249,3 +253,9 @@ def _split_at_script_stops(sentence: str) -> list[str]:
 def document_sentences(text: str) -> list[str]:
     """All sentences of a document whose paragraphs are separated by blank lines."""
     return [s for p in split_paragraphs(text) for s in _split_line(p)]
+
+
+def unsplit_sentences(sentences: list[str]) -> int:
+    """How many of the sentences hold a script that marks no sentence end (Thai, Lao): each is a paragraph, or what
+    the stops of another script in it left of one, that no boundary could be found in."""
+    return sum(1 for sentence in sentences if _UNSTOPPED_SCRIPT.search(sentence))

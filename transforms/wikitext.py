@@ -21,6 +21,8 @@ import html
 import re
 from bisect import bisect_right
 
+from bertcorpus.transforms.languages import LANGUAGE_NAMES
+
 # --- 1. comments and tail sections ----------------------------------------------------------------------------------
 
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.S)
@@ -55,6 +57,63 @@ _BRACE_TOKEN = re.compile(r"\{\{|\}\}|\n[ \t]*(?:\{\||\|\}\}?)")
 
 _PAGENAME = re.compile(r"\{\{\s*(?:FULL)?PAGENAME\s*\}\}")
 
+# Templates that only style their text or annotate it after it: {{nowrap|...}}, {{要出典範囲|claim|date=...}}.
+# fmt: off
+_STYLED_TEMPLATES = (
+    "nowrap", "nobr", "small", "smaller", "big", "larger", "mono", "sic", "vanchor", "abbr", "em", "strong",
+    "inline-block", "unicode", "iast", "math", "mvar", "ruby", "ilq", "nihongo2",
+    "要出典範囲", "要検証範囲", "独自研究範囲",
+)
+# fmt: on
+# Templates whose output is words of the sentence around them, in English Wikipedia and in the other wikis of the
+# samples (ja, vi, el, bn, uk): removed, they leave holes such as "日本語（、）は" or "(born, Kyiv)". Each keeps
+# the text a reader sees, not expanded further than that: by name (lower case, "_" as " "), how its arguments make
+# the text. Every other template still goes whole.
+_TEXT_TEMPLATES = {
+    # a word in another language: {{lang|ko|이}}, {{langx|fr|mot}}; {{lang-en|word}} by _LANG_X below
+    **dict.fromkeys(("lang", "langx"), "second"),
+    # an interlanguage link shows its label: {{仮リンク|label|en|Target}}, {{ill|label|de|Ziel}}; ukwiki's
+    # {{не перекладено|title|shown|ru|...}} shows its second argument where it has one
+    **dict.fromkeys(("仮リンク", "ill", "interlanguage link"), "first"),
+    **dict.fromkeys(("не перекладено", "нп", "iw"), "second_or_first"),
+    # styled or annotated text, and a quotation ({{ilq|...}})
+    **dict.fromkeys(_STYLED_TEMPLATES, "first"),
+    "color": "second",
+    "resize": "last",
+    "transl": "last",
+    "ipa": "ipa",
+    # a Japanese word with its reading: {{nihongo|English|漢字|rōmaji}} → English (漢字, rōmaji), and jawiki's
+    # {{読み仮名|物理学|ぶつりがく|英: physics}} → 物理学（ぶつりがく、英: physics）
+    "nihongo": "nihongo",
+    **dict.fromkeys(("読み仮名", "読み仮名 ruby不使用"), "reading"),
+    # a quantity: {{convert|58|km|mi|abbr=on}} shows 58 km (and its conversion, which is left out)
+    **dict.fromkeys(("convert", "cvt", "রূপান্তর"), "convert"),
+    # jawiki's {{要出典|範囲=claim|date=...}} marks its claim, which it shows
+    "要出典": "claim",
+    "読み": "first",
+    "nbsp": "space",
+}
+# {{lang-en|word}}, {{lang-en-short|word}}, {{lang-cu2|и}}: the word (the language's name before it is left out);
+# {{IPA-es|...}}: the transcription. jawiki's {{en|word}}, {{zh|s=...|t=...}}: a word in the language the name is
+# the code of (without an argument, as in other wikis' {{en}} after a link, they show a mark and go).
+_LANG_X = re.compile(
+    r"(?:lang|ipa)-[a-z]{2,3}(?:-[a-z]{2,8})*\d?|(?:" + "|".join(sorted(LANGUAGE_NAMES)) + r")(?=[ \t]*\|)"
+)
+_LANGUAGE_CODE = re.compile(r"[a-z]{2,3}(?:-[a-z]{2,8})*")
+# The opening of a template of _TEXT_TEMPLATES, its name in group 1: one match per template tells the few apart.
+_TEXT_TEMPLATE = re.compile(
+    r"\{\{[ \t]*(?:template[ \t]*:[ \t]*)?("
+    + "|".join(
+        [_LANG_X.pattern]
+        + [re.escape(name).replace(r"\ ", "[ _]+") for name in sorted(_TEXT_TEMPLATES, key=len, reverse=True)]
+    )
+    + r")[ \t]*(?:\||\}\}|\n)",
+    re.I,
+)
+_ARGUMENT_TOKEN = re.compile(r"\{\{|\}\}|\[\[|\]\]|\|")
+_NUMBER = re.compile(r"[-+−]?\d[\d.,]*")
+_CONVERT_RANGES = {"-", "–", "to", "and", "or", "x", "×", "by", "to(-)", "and(-)"}
+
 # --- 4. links that are not part of the prose -----------------------------------------------------------------------
 
 # File and category namespaces (canonical English names and the local names of common wikis), plus interlanguage
@@ -63,6 +122,7 @@ _NON_PROSE_NAMESPACES = (
     "file|image|media|category|tập[ _]tin|hình|thể[ _]loại|файл|картинка|изображение|категория|datei|bild"
     "|kategorie|fichier|catégorie|archivo|imagen|categoría|immagine|categoria|ficheiro|arquivo|imagem|plik"
     "|grafika|kategoria|bestand|afbeelding|categorie|fil|kategori|ファイル|画像|カテゴリ|文件|檔案|图像|分类|分類"
+    "|αρχείο|εικόνα|κατηγορία|зображення|категорія|চিত্র|বিষয়শ্রেণী|चित्र|वर्ग|պատկեր|կատեգորիա"
 )
 _NON_PROSE_LINK = re.compile(
     rf"\[\[[ \t]*(?:(?i:{_NON_PROSE_NAMESPACES})[ \t]*:|(?:[a-z]{{2,3}}(?:-[a-z]{{1,8}}){{0,2}}|simple)[ \t]*:)"
@@ -74,8 +134,8 @@ _BRACKET_TOKEN = re.compile(r"\[\[|\]\]|\n[ \t]*\n")
 # [[Target (qualifier)|]] shows "Target".
 _PIPE_TRICK_LINK = re.compile(r"\[\[:?([^\[\]|\n]*?)(?:[ \t]*\([^\[\]|\n()]*\))?\|\]\]")
 # A link shows its label, or else its target: deleting "[[target|" (or "[[") and then every "]]" leaves exactly that,
-# with C-speed deletions instead of a Python call per link.
-_LINK_OPENING = re.compile(r"\[\[:?(?:[^\[\]|\n]*\|)?(?=[^\[\]\n]*\]\])")
+# with C-speed deletions instead of a Python call per link. A label may hold single brackets: [[IPA|[ç]]] shows [ç].
+_LINK_OPENING = re.compile(r"\[\[:?(?:[^\[\]|\n]*\|)?(?=[^\[\]\n]*(?:\[[^\[\]\n]*\][^\[\]\n]*)*\]\])")
 _EXTERNAL_LINK = re.compile(
     r"\[(?:(?:https?|ftp|ftps|irc|ircs|news|mailto|gopher|git|svn|telnet|urn|sftp|ssh):|//)[^\s\[\]]*"
     r"(?:[ \t]+([^\]\n]*))?\]",
@@ -98,12 +158,17 @@ _MAGIC_WORD = re.compile(r"__[^\W_]+__")
 
 # Headings, list items (* # ; :), table rows and cells (| !) and horizontal rules take the whole line with them.
 _NON_PROSE_LINE = re.compile(r"\n(?:[ \t]*[*#:;|!][^\n]*|=[^\n]*=[ \t]*|-{4,}[ \t]*)(?=\n)")
-# What removed templates leave inside brackets: "()", "(; born 1950, )". Tidied only in the few paragraphs that
-# show one of the telltale pairs, because a regex tried at every "(" of the text costs more than all the rest.
-_BRACKET_LEFTOVER_HINT = re.compile(r"\(\)|\( | \)|\(,|\(;|\(:|,\)|;\)|\[\]|\[ ")
-_EMPTY_BRACKETS = re.compile(r"\([ ,;:]*\)|\[[ ,;:]*\]")
-_PUNCT_AFTER_PAREN = re.compile(r"\([ ,;:]+")
-_PUNCT_BEFORE_PAREN = re.compile(r"[ ,;:]+\)")
+_SEPARATORS_PATTERN = " ,;:、，；："
+# What removed templates leave inside brackets and between commas, in ASCII and in the full-width forms of Chinese and
+# Japanese text: "()", "(; born 1950, )", "（ロシアれんぽう、、通称ロシア、）", "（,, 定数560）". Tidied only in the few
+# paragraphs that show one of the telltale pairs, because a regex tried at every "(" of the text costs more than all
+# the rest.
+_BRACKET_LEFTOVER_HINT = re.compile(r"\(\)|\( | \)|\([,;:、，；：]|[,;、，；]\)|\[\]|\[ ")
+_FULL_WIDTH_LEFTOVER_HINT = re.compile(rf"（[{_SEPARATORS_PATTERN}）]|[{_SEPARATORS_PATTERN}]）")
+_EMPTY_BRACKETS = re.compile(rf"[(（][{_SEPARATORS_PATTERN}]*[)）]|\[[ ,;:]*\]")
+_PUNCT_AFTER_PAREN = re.compile(rf"([(（])[{_SEPARATORS_PATTERN}]+")
+_PUNCT_BEFORE_PAREN = re.compile(rf"[{_SEPARATORS_PATTERN}]+([)）])")
+_DOUBLED_COMMAS = re.compile(r"([,，、])(?: ?[,，、])+")
 _SPACE_BEFORE_PUNCT = re.compile(r" (?=[,.;:])")
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n\s*")
 _HAS_WORD = re.compile(r"[^\W_]")
@@ -213,7 +278,81 @@ def _drop_templates_and_tables(text: str) -> str:
     spans = _outermost(pairs)
     if strays or stack:
         spans = sorted(_disjoint(spans, strays + [(start, start + 2) for _, start in stack]))
-    return _cut(text, spans)
+    return _cut(text, spans, _kept_template_texts(text, spans))
+
+
+def _kept_template_texts(text: str, spans: list[tuple[int, int]]) -> dict[int, str]:
+    """{start: the text it leaves} for the removed spans that are templates of _TEXT_TEMPLATES."""
+    kept = {}
+    for start, end in spans:
+        if end - start < 5 or not text.startswith("{{", start) or not text.startswith("}}", end - 2):
+            continue
+        found = _TEXT_TEMPLATE.match(text, start)
+        if found is None:
+            continue
+        name = " ".join(found.group(1).replace("_", " ").split()).lower()
+        shown = _template_text(_TEXT_TEMPLATES.get(name, "first"), _arguments(text[start + 2 : end - 2]))
+        kept[start] = _drop_templates_and_tables(shown) if "{" in shown else shown
+    return kept
+
+
+def _arguments(body: str) -> dict[str, str]:
+    """A template's arguments by name, the positional ones by their number ("1", "2", ...) as MediaWiki numbers
+    them: split at the pipes outside nested templates and links; an argument with "=" outside them is named."""
+    parts = []
+    depth = last = 0
+    for token in _ARGUMENT_TOKEN.finditer(body):
+        tok = token.group()
+        if tok in ("{{", "[["):
+            depth += 1
+        elif tok in ("}}", "]]"):
+            depth = max(0, depth - 1)
+        elif not depth:
+            parts.append(body[last : token.start()])
+            last = token.end()
+    parts.append(body[last:])
+    arguments: dict[str, str] = {}
+    number = 0
+    for part in parts[1:]:  # parts[0] is the name
+        name, equals, value = part.partition("=")
+        if equals and "{{" not in name and "[[" not in name:
+            arguments[name.strip()] = value.strip()
+        else:
+            number += 1
+            arguments[str(number)] = part.strip()
+    return arguments
+
+
+def _template_text(rule: str, args: dict[str, str]) -> str:
+    """What a template of _TEXT_TEMPLATES shows, by its rule; empty where its arguments do not give it."""
+    first, second, third = args.get("1", ""), args.get("2", ""), args.get("3", "")
+    if rule == "first":  # also {{zh|c=...}}, {{zh|s=...|t=...}}: the characters, simplified first
+        return args.get("lt") or first or args.get("c") or args.get("s") or args.get("t", "")
+    if rule == "claim":
+        return args.get("範囲", "")
+    if rule == "second":
+        return second
+    if rule == "second_or_first":
+        return second or first
+    if rule == "last":
+        numbered = [v for k, v in args.items() if k.isdigit() and v]
+        return numbered[-1] if numbered else ""
+    if rule == "ipa":  # {{IPA|nʲihoŋŋo}}, or {{IPA|fr|ɛ̃}} with a language first
+        return second if second and _LANGUAGE_CODE.fullmatch(first) else first
+    if rule == "nihongo":
+        given = [v for v in (first, second, third) if v]
+        return f"{given[0]} ({', '.join(given[1:])})" if len(given) > 1 else "".join(given)
+    if rule == "reading":
+        readings = [v for v in (second, third) if v]
+        return f"{first}（{'、'.join(readings)}）" if readings else first
+    if rule == "convert":  # {{convert|58|km|mi}} → 58 km; {{convert|2|to|5|m}} → 2 to 5 m
+        if not _NUMBER.fullmatch(first):
+            return ""
+        if second in _CONVERT_RANGES and _NUMBER.fullmatch(third):
+            joiner = "–" if second in ("-", "–") else f" {second.replace('(-)', '')} "
+            return f"{first}{joiner}{third} {args.get('4', '')}".strip()
+        return f"{first} {second}".strip()
+    return " "  # nbsp
 
 
 def _outermost(pairs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -240,12 +379,14 @@ def _disjoint(spans: list[tuple[int, int]], tokens: list[tuple[int, int]]) -> li
     return spans + extra
 
 
-def _cut(text: str, spans: list[tuple[int, int]]) -> str:
-    """Text without the sorted, disjoint spans."""
+def _cut(text: str, spans: list[tuple[int, int]], kept: dict[int, str] | None = None) -> str:
+    """Text without the sorted, disjoint spans; a span whose start is in `kept` is replaced by its text there."""
     out: list[str] = []
     pos = 0
     for start, end in spans:
         out.append(text[pos:start])
+        if kept and start in kept:
+            out.append(kept[start])
         pos = end
     out.append(text[pos:])
     return "".join(out)
@@ -296,7 +437,7 @@ def _paragraphs(text: str) -> str:
     kept: list[str] = []
     for block in _PARAGRAPH_BREAK.split(text):
         paragraph = " ".join(block.split()).lstrip(_LINE_START_MARKUP)  # split() also takes U+00A0 (&nbsp;)
-        if ("(" in paragraph or "[" in paragraph) and _BRACKET_LEFTOVER_HINT.search(paragraph):
+        if _has_leftovers(paragraph):
             paragraph = _tidy_brackets(paragraph)
         if paragraph and _HAS_WORD.search(paragraph):
             kept.append(paragraph)
@@ -306,10 +447,22 @@ def _paragraphs(text: str) -> str:
     return out
 
 
+def _has_leftovers(paragraph: str) -> bool:
+    """Whether a paragraph shows what a removed template leaves: the cheap tests for a bracket come first."""
+    return (
+        (("(" in paragraph or "[" in paragraph) and _BRACKET_LEFTOVER_HINT.search(paragraph) is not None)
+        or ("（" in paragraph and _FULL_WIDTH_LEFTOVER_HINT.search(paragraph) is not None)
+        or ",," in paragraph
+        or ", ," in paragraph
+        or (("、" in paragraph or "，" in paragraph) and _DOUBLED_COMMAS.search(paragraph) is not None)
+    )
+
+
 def _tidy_brackets(paragraph: str) -> str:
+    paragraph = _DOUBLED_COMMAS.sub(r"\1", paragraph)
     paragraph = _EMPTY_BRACKETS.sub("", paragraph)
-    paragraph = _PUNCT_AFTER_PAREN.sub("(", paragraph)
-    paragraph = _PUNCT_BEFORE_PAREN.sub(")", paragraph)
+    paragraph = _PUNCT_AFTER_PAREN.sub(r"\1", paragraph)
+    paragraph = _PUNCT_BEFORE_PAREN.sub(r"\1", paragraph)
     return " ".join(paragraph.split()).lstrip(_LINE_START_MARKUP)
 
 
@@ -334,12 +487,21 @@ _DISAMBIGUATION_NAMES = "|".join(
         r"định hướng",
         r"пояснение",
         r"многозначност",
+        r"aimai",
+        r"曖昧さ回避",
+        r"消歧[义義]",
+        r"αποσαφήνιση",
+        r"দ্ব্যর্থতা নিরসন",
+        r"неоднозначність",
     )
 )
 _DISAMBIGUATION_TEMPLATE = re.compile(
     rf"\{{\{{[ \t]*(?:template[ \t]*:[ \t]*)?(?:{_DISAMBIGUATION_NAMES})[ \t]*(?:\||\}}\}})", re.I
 )
-_DISAMBIGUATION_TITLE = re.compile(r"\((?:disambiguation|định hướng|пояснение)\)\s*$", re.I)
+_DISAMBIGUATION_TITLE = re.compile(
+    r"[(（](?:disambiguation|định hướng|пояснение|曖昧さ回避|消歧[义義]|αποσαφήνιση|দ্ব্যর্থতা নিরসন|значення)[)）]\s*$",
+    re.I,
+)
 
 
 def is_disambiguation(markup: str, title: str) -> bool:

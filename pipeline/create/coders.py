@@ -44,6 +44,8 @@ class InstancePiece:
     sort_keys: np.ndarray  # (N,) int64
     rows: np.ndarray  # (N,) int64
     instances: InstanceColumns
+    language_tags: tuple = ()  # the languages of the bucket's documents
+    languages: np.ndarray | None = None  # (N,) each instance's language, a number into language_tags
 
 
 class SourceDocumentCoder(DeterministicCoder):
@@ -87,26 +89,35 @@ class InstancePieceCoder(DeterministicCoder):
     def encode(self, piece: InstancePiece) -> bytes:
         n = len(piece.sort_keys)
         compressed = zstandard.ZstdCompressor(level=1).compress(columns_bytes(piece.instances))
+        tags = "\n".join(piece.language_tags).encode("utf-8") if piece.languages is not None else b""
         return b"".join(
             [
-                np.array([n, piece.tiebreak], "<i8").tobytes(),
+                np.array([n, piece.tiebreak, piece.languages is not None, len(tags)], "<i8").tobytes(),
                 piece.sort_keys.astype("<i8").tobytes(),
                 piece.rows.astype("<i8").tobytes(),
+                tags,
+                piece.languages.astype("<i2").tobytes() if piece.languages is not None else b"",
                 compressed,
             ]
         )
 
     def decode(self, data: bytes) -> InstancePiece:
-        n, tiebreak = np.frombuffer(data, "<i8", 2).tolist()
-        keys, rows = np.frombuffer(data, "<i8", 2 * n, 16).reshape(2, n)
-        packed = zstandard.ZstdDecompressor().decompress(memoryview(data)[16 * (1 + n) :])
-        return InstancePiece(tiebreak, keys, rows, columns_from_bytes(packed))
+        n, tiebreak, has_languages, tags_size = np.frombuffer(data, "<i8", 4).tolist()
+        keys, rows = np.frombuffer(data, "<i8", 2 * n, 32).reshape(2, n)
+        at = 32 + 16 * n
+        tags, languages = (), None
+        if has_languages:
+            tags = tuple(data[at : at + tags_size].decode("utf-8").split("\n"))
+            languages = np.frombuffer(data, "<i2", n, at + tags_size)
+            at += tags_size + 2 * n
+        packed = zstandard.ZstdDecompressor().decompress(memoryview(data)[at:])
+        return InstancePiece(tiebreak, keys, rows, columns_from_bytes(packed), tags, languages)
 
     def estimate_size(self, piece: InstancePiece) -> int:
         # Beam samples element sizes for its counters; compressing a piece again only to weigh it would cost as
         # much as encoding it.
         columns = (getattr(piece.instances, f.name) for f in fields(InstanceColumns))
-        return 16 * (1 + len(piece.sort_keys)) + sum(c.nbytes for c in columns if c is not None) // 8
+        return 32 + 16 * len(piece.sort_keys) + sum(c.nbytes for c in columns if c is not None) // 8
 
 
 beam.coders.registry.register_coder(SourceDocument, SourceDocumentCoder)
@@ -117,7 +128,9 @@ beam.coders.registry.register_coder(InstancePiece, InstancePieceCoder)
 # ------------------------------------------------------------------------------ the layouts behind the coders
 
 
-_WIDE, _GROUPED = 1, 2  # the header's flags: 32-bit ids; word_continues follows the names, a bit per token
+# The header's flags: 32-bit ids; word_continues follows the names, a bit per token; the documents' languages follow
+# that, as their distinct tags (one "\n"-joined string, its length first) and each document's tag number.
+_WIDE, _GROUPED, _LANGUAGES = 1, 2, 4
 
 
 def bucket_bytes(bucket: Bucket) -> bytes:
@@ -125,7 +138,7 @@ def bucket_bytes(bucket: Bucket) -> bytes:
     wide = bool(len(bucket.tokens)) and int(bucket.tokens.max()) >= 1 << 16
     grouped = bucket.word_continues is not None
     names = [i.encode("utf-8", "surrogatepass") for i in bucket.doc_ids]
-    flags = _WIDE * wide | _GROUPED * grouped
+    flags = _WIDE * wide | _GROUPED * grouped | _LANGUAGES * (bucket.languages is not None)
     header = np.array([len(names), len(bucket.sentence_starts) - 1, len(bucket.tokens), flags], "<i8")
     return b"".join(
         [
@@ -136,7 +149,17 @@ def bucket_bytes(bucket: Bucket) -> bytes:
             np.array([len(n) for n in names], "<i4").tobytes(),
             *names,
             np.packbits(bucket.word_continues).tobytes() if grouped else b"",
+            _languages_bytes(bucket.languages) if bucket.languages is not None else b"",
         ]
+    )
+
+
+def _languages_bytes(languages: list[str]) -> bytes:
+    tags = sorted(set(languages))
+    number = {tag: i for i, tag in enumerate(tags)}
+    joined = "\n".join(tags).encode("utf-8")
+    return b"".join(
+        [np.array([len(joined)], "<i8").tobytes(), joined, np.array([number[t] for t in languages], "<u2").tobytes()]
     )
 
 
@@ -152,15 +175,23 @@ def bucket_from_bytes(data) -> Bucket:
     ends = (at + np.cumsum(name_lengths)).tolist()
     doc_ids = [data[start:end].decode("utf-8", "surrogatepass") for start, end in zip([at, *ends[:-1]], ends)]
     continues = None
+    at = ends[-1] if ends else at
     if flags & _GROUPED:
-        bits = np.frombuffer(data, np.uint8, (tokens + 7) // 8, ends[-1] if ends else at)
+        bits = np.frombuffer(data, np.uint8, (tokens + 7) // 8, at)
         continues = np.unpackbits(bits, count=tokens).astype(bool)
+        at += bits.nbytes
+    languages = None
+    if flags & _LANGUAGES:
+        size = int(np.frombuffer(data, "<i8", 1, at)[0])
+        tags = data[at + 8 : at + 8 + size].decode("utf-8").split("\n")
+        languages = [tags[i] for i in np.frombuffer(data, "<u2", docs, at + 8 + size).tolist()]
     return Bucket(
         doc_ids,
         ids.astype(np.int32),
         np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
         np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))),
         continues,
+        languages,
     )
 
 

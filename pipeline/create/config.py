@@ -93,6 +93,8 @@ class CreateConfig:
     language: str = "und"
     languages: tuple = ()
     min_language_confidence: float = 0.5
+    # Languages mixed by smoothed shares (transforms/language_sampling.py); 1 makes each as it comes.
+    language_sampling_alpha: float = 1.0
 
     @property
     def segmentation(self) -> SegmenterSpec | None:
@@ -381,7 +383,18 @@ def add_arguments(parser) -> None:
         help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
         "holds at once (default: %(default)s)",
     )
-    add_language(parser.add_argument_group("languages"), "documents")
+    languages = parser.add_argument_group("languages")
+    add_language(languages, "documents")
+    languages.add_argument(
+        "--language-sampling-alpha",
+        type=float,
+        default=1.0,
+        metavar="A",
+        help="mix the languages by smoothed shares: each language's share of the instances, p, becomes p^A "
+        "renormalised, at about the same total: frequent languages are under-sampled, rare ones repeated with new "
+        "pairs and masks; per output and split (0.7 as multilingual BERT, 0.3 as XLM-R) (default: 1, each "
+        "language as it comes)",
+    )
     add_document_cap(layout, "a document of its own, in the split of the document it comes from")
     add_error_limits(
         parser,
@@ -437,6 +450,11 @@ def config_from_args(args) -> CreateConfig:
         (args.eval_fraction is None or 0 <= args.eval_fraction < 1, "--eval-fraction must be in [0, 1)"),
         (args.bucket_mb > 0, "--bucket-mb must be positive"),
         (
+            0 < args.language_sampling_alpha <= 1,
+            f"--language-sampling-alpha must be in (0, 1], not {args.language_sampling_alpha:g} (1 keeps each "
+            "language's share as it comes, 0.7 is multilingual BERT's, 0.3 XLM-R's)",
+        ),
+        (
             args.bin_size is None or 0 < args.bin_size < shortest,
             f"--bin-size must be between 1 and the sequence length less one ({shortest - 1})",
         ),
@@ -483,6 +501,7 @@ def config_from_args(args) -> CreateConfig:
         language=args.language,
         languages=tuple(args.languages),
         min_language_confidence=args.min_language_confidence,
+        language_sampling_alpha=args.language_sampling_alpha,
     )
 
 

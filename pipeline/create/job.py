@@ -30,9 +30,16 @@ from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, config_from_args
 from bertcorpus.pipeline.create.config import add_arguments as add_arguments  # the command's flags, for the CLI
 from bertcorpus.pipeline.create.job_vocab import JobVocab, read_job_vocab
-from bertcorpus.pipeline.create.publish import Publish, RunOutcome, keyed_by_kind, output_notes
+from bertcorpus.pipeline.create.publish import (
+    Publish,
+    RunOutcome,
+    keyed_by_kind,
+    languages_without_instances,
+    output_notes,
+)
 from bertcorpus.pipeline.create.steps import (
     BuildInstances,
+    CountInstances,
     DocumentsOfBucket,
     ReadFiles,
     TokenizeBuckets,
@@ -49,6 +56,7 @@ from bertcorpus.pipeline.inputs.reads import PlanReads
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.vocab.files import recorded_unk_share
+from bertcorpus.transforms.language_sampling import rates_by_output
 from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
 
 
@@ -105,14 +113,24 @@ class CreatePretrainingData(beam.PTransform):
             .with_outputs(tally.TALLY, main="buckets")
         )
         # → (bucket key, [its documents, fragments from other buckets]) → ((config, split, shard), InstancePiece)
-        built = (
-            tokenized.buckets
-            | "gather negatives" >> GroupLargeValues()
-            | "build instances"
-            >> beam.ParDo(BuildInstances(cfg, self.vocab))
-            .with_output_types(tuple[tuple[str, str, int], InstancePiece])
-            .with_outputs(tally.TALLY, main="pieces")
-        )
+        gathered = tokenized.buckets | "gather negatives" >> GroupLargeValues()
+        sampling = {}
+        if cfg.language_sampling_alpha != 1:
+            # Language sampling: each language's instances without sampling, counted per output and split over the
+            # whole corpus → {"seq:split:language": rate}, one small dict that every bucket builds at
+            counted = gathered | "count instances" >> beam.ParDo(CountInstances(cfg)).with_outputs(
+                tally.TALLY, main="counts"
+            )
+            rates = (
+                counted.counts
+                | "sum the counts" >> beam.CombinePerKey(sum)
+                | "gather the counts" >> beam.combiners.ToDict()
+                | "language rates" >> beam.Map(rates_by_output, cfg.language_sampling_alpha)
+            )
+            sampling = {"rates": beam.pvalue.AsSingleton(rates)}
+        built = gathered | "build instances" >> beam.ParDo(
+            BuildInstances(cfg, self.vocab), **sampling
+        ).with_output_types(tuple[tuple[str, str, int], InstancePiece]).with_outputs(tally.TALLY, main="pieces")
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
         shard_infos = (
             built.pieces
@@ -132,6 +150,8 @@ class CreatePretrainingData(beam.PTransform):
                 ("errors files", "errors", errors["files"]),
             )
         ]
+        if sampling:
+            parts.append(counted[tally.TALLY] | "label sampling counts" >> beam.Map(keyed_by_kind, "counts"))
         return (
             parts
             | "gather the outcome" >> beam.Flatten()
@@ -224,4 +244,15 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
                         f"{o['instances']:,} in {shards} shard{'s' if shards != 1 else ''}{share}",
                     )
                 )
+                if form.get("language_sampling_alpha", 1) != 1 and o.get("languages"):
+                    rows.append((f"{name} {split} languages", _language_shares(o["languages"])))
+    if missing := languages_without_instances(manifest):
+        named = ", ".join(f"{k} ({v:,} document{'s' * (v != 1)})" for k, v in missing.items())
+        rows.append(("languages without instances", named))
     return rows
+
+
+def _language_shares(report: dict) -> str:
+    """`ja 0.4120 (target 0.4118), vi ...`: each language's achieved and target share, largest first."""
+    ranked = sorted(report.items(), key=lambda kv: (-kv[1]["target_share"], kv[0]))
+    return ", ".join(f"{lang} {e['achieved_share']:.4f} (target {e['target_share']:.4f})" for lang, e in ranked)

@@ -19,6 +19,7 @@ from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import manifest_bins
 from bertcorpus.transforms.instance_mds import INDEX, index_bytes, index_entry
+from bertcorpus.transforms.language_sampling import SHARE_TOLERANCE, share_report, strays
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
@@ -190,11 +191,41 @@ def unbalanced_outputs(manifest: dict) -> UnbalancedSplitError | None:
 REPEATED_NEGATIVES_PER_PASS = 4
 
 
+def languages_without_instances(manifest: dict) -> dict[str, int]:
+    """{language: documents} of the languages whose documents made no instance in any output and split (too few
+    or too short for a pair)."""
+    made = {
+        language
+        for out in manifest["outputs"].values()
+        for split in ("train", "eval")
+        for language, entry in (out.get(split) or {}).get("languages", {}).items()
+        if entry["instances"]
+    }
+    return {lang: e["documents"] for lang, e in manifest.get("languages", {}).items() if lang not in made}
+
+
 def output_notes(manifest: dict) -> list[str]:
     """Warnings about a published output: an eval split that got no instance although one was asked for (the split
-    is by document, and a few large documents may all fall on the train side), and NSP negatives that repeat."""
+    is by document, and a few large documents may all fall on the train side), NSP negatives that repeat, languages
+    that made no instance, and sampled language shares off their targets by more than SHARE_TOLERANCE (the output
+    is published: a small corpus's shares move by whole instances)."""
     notes = []
     config, objective = manifest["config"], manifest["form"]["pair_objective"]
+    if missing := languages_without_instances(manifest):
+        notes.append(
+            "no instance was made of the documents of "
+            + ", ".join(f"{lang} ({n:,} document{'s' * (n != 1)})" for lang, n in sorted(missing.items()))
+            + ": too few or too short for a pair; they are counted under the manifest's languages"
+        )
+    for name, out in manifest["outputs"].items():
+        for split in ("train", "eval"):
+            report = (out.get(split) or {}).get("languages", {})
+            if manifest["form"].get("language_sampling_alpha", 1) != 1 and (off := strays(report)):
+                notes.append(
+                    f"the language shares of {name} {split} miss their targets by more than {SHARE_TOLERANCE}: "
+                    f"{', '.join(off)} over {out[split]['instances']:,} instances: too few instances to mix finely, "
+                    "or documents that make pairs of one label only (of one sentence), which are not repeated"
+                )
     for name, out in manifest["outputs"].items():
         evaluated = out.get("eval")
         if evaluated is not None and not evaluated["instances"] and config["eval_fraction"]:
@@ -278,6 +309,15 @@ def build_manifest(
                 entry[f"{objective}_draws_skipped"] = {
                     k.rsplit(":", 1)[1]: v for k, v in counts.items() if k.startswith(f"{prefix}:skipped:")
                 }
+            if kept := {k.rsplit(":", 1)[1]: v for k, v in counts.items() if k.startswith(f"{prefix}:language:")}:
+                unsampled = None
+                if cfg.language_sampling_alpha != 1:
+                    unsampled = {
+                        k.rsplit(":", 1)[1]: v
+                        for k, v in counts.items()
+                        if k.startswith(f"language_unsampled:{prefix}:")
+                    }
+                entry["languages"] = share_report(kept, unsampled, cfg.language_sampling_alpha)
             if cfg.bin_size:
                 entry["bins"] = manifest_bins(
                     {int(k.rsplit(":", 1)[1]): v for k, v in counts.items() if k.startswith(f"{prefix}:bin:")}
@@ -313,6 +353,8 @@ def build_manifest(
             "whole_word_mask": cfg.whole_word_mask,
             # What makes a word of Chinese characters for whole-word masking: a segmenter, or nothing (each one).
             "word_segmenter": cfg.segmentation.describe() if cfg.segmentation else None,
+            # Languages mixed by smoothed shares p^alpha (1: each as it comes); each split's languages say how.
+            "language_sampling_alpha": cfg.language_sampling_alpha,
         },
         "languages": languages_of(counts),
         "vocab": vocab,
@@ -341,6 +383,7 @@ def build_manifest(
                 "replaced_chars",
                 "single_sentence_documents",
                 "long_sentences_cut",
+                "unsplit_paragraphs",
             )
         },
         "segmentation": {

@@ -17,7 +17,12 @@ from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument, document_pieces
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
-from bertcorpus.transforms.bucket_instances import bucket_instances, shard_rows
+from bertcorpus.transforms.bucket_instances import (
+    bucket_instances,
+    count_by_language,
+    sampled_bucket_instances,
+    shard_rows,
+)
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import mds_shard
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
@@ -26,7 +31,7 @@ from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.seeding import python_rng, stable_hash
-from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.transforms.sentences import document_sentences, unsplit_sentences
 from bertcorpus.transforms.tfrecord import serialize_framed
 from bertcorpus.transforms.word_segmentation import word_continues
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer, has_tokens
@@ -178,11 +183,11 @@ class TokenizeBuckets(WatchedDoFn):
     def process(self, element, targets: dict):
         key, docs = element
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
-        tokenized, counts = self.tokenize(sorted(docs, key=bucket_order))
+        tokenized, counts, languages = self.tokenize(sorted(docs, key=bucket_order))
         yield tally.emit("create", counts)
         if tokenized:
             ring_size, receivers = targets[key]
-            bucket = Bucket.from_documents(tokenized)
+            bucket = Bucket.from_documents(tokenized, languages)
             yield key, BucketMessage(bucket, ring_size=ring_size)
             if self.config.pair_objective == "nsp":  # only random next segments come from other buckets
                 yield from self._fragments(bucket, key, receivers)
@@ -200,9 +205,10 @@ class TokenizeBuckets(WatchedDoFn):
             fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
             yield receiver, BucketMessage(fragments, sender=key)
 
-    def tokenize(self, docs: list[SourceDocument]) -> tuple[list, dict[str, int]]:
-        """Documents → (id, ids, tokens per sentence) of those with any tokens, and counts."""
+    def tokenize(self, docs: list[SourceDocument]) -> tuple[list, dict[str, int], list[str]]:
+        """Documents → (id, ids, tokens per sentence) of those with any tokens, counts, and their languages."""
         tokenized = []
+        languages = []
         counts = {
             "documents_kept": 0,
             "sentences": 0,
@@ -210,6 +216,7 @@ class TokenizeBuckets(WatchedDoFn):
             "unk_tokens": 0,
             "single_sentence_documents": 0,
             "long_sentences_cut": 0,
+            "unsplit_paragraphs": 0,
             "documents_skipped:empty": 0,
         }
         for doc in docs:
@@ -222,6 +229,7 @@ class TokenizeBuckets(WatchedDoFn):
             lengths, cut = cut_long_sentences(lengths, self.longest_sentence)
             counts["long_sentences_cut"] += cut
             language = doc.language or UNDETERMINED
+            languages.append(language)
             counts[f"language_documents:{language}"] = counts.get(f"language_documents:{language}", 0) + 1
             counts[f"language_tokens:{language}"] = counts.get(f"language_tokens:{language}", 0) + len(ids)
             if self.segmentation is not None:
@@ -233,9 +241,10 @@ class TokenizeBuckets(WatchedDoFn):
             counts["tokens"] += len(ids)
             counts["unk_tokens"] += int(np.count_nonzero(ids == self.unk))
             counts["single_sentence_documents"] += int(len(lengths) == 1)
+            counts["unsplit_paragraphs"] += unsplit_sentences(sentences)
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
-        return tokenized, counts
+        return tokenized, counts, languages
 
     def _word_continues(self, sentences: list[str], counts: dict) -> np.ndarray | None:
         """The segmenter's words of a document's tokens (whole-word masking), counted; None where it has no
@@ -256,9 +265,58 @@ class UnbalancedSplitError(InputError):
     """A split whose documents cannot give random next segments: no other document to draw from."""
 
 
+def bucket_pool(key: str, own: BucketMessage, messages: list[BucketMessage], pair_objective: str):
+    """A bucket's own documents followed by the fragments other buckets sent it, in the order of their senders (the
+    same on every runner), and the range of those fragments: its pool of random next segments, or None."""
+    fragments = [m.bucket for m in sorted((m for m in messages if m.sender is not None), key=lambda m: m.sender)]
+    pool_size = sum(len(f) for f in fragments)
+    split = key.split("/")[0]
+    if not pool_size and len(own.bucket) < 2 and own.ring_size == 1 and pair_objective == "nsp":
+        # plan_negatives saw more, but the others had no tokens after all (only accents, which lower-casing strips)
+        raise single_document_error(split, own.bucket.doc_ids[0])
+    if not pool_size:
+        return own.bucket, None
+    return Bucket.concatenate([own.bucket, *fragments]), range(len(own.bucket), len(own.bucket) + pool_size)
+
+
+def language_parts(bucket: Bucket, documents: int, pool: range | None):
+    """For language sampling: (language, its bucket, its documents, its pool) for each language of the first
+    `documents` documents of `bucket`, its documents first. Random next segments come from the pool the bucket
+    has, or, in a split of one bucket, from the bucket's documents of other languages."""
+    languages = bucket.languages or [UNDETERMINED] * len(bucket)
+    for language in sorted(set(languages[:documents])):
+        mine = [d for d in range(documents) if languages[d] == language]
+        rest = list(pool) if pool is not None else [d for d in range(documents) if languages[d] != language]
+        part = bucket.select(mine + rest)
+        yield language, part, len(mine), range(len(mine), len(part)) if rest else None
+
+
+class CountInstances(WatchedDoFn):
+    """(bucket key, [its own BucketMessage, fragments]) → ("seq:split:language", instances a run without language
+    sampling makes of the bucket's documents of that language: the same draws, counted), for the rates of language
+    sampling; the same counts to TALLY, for the manifest's targets."""
+
+    def __init__(self, config: CreateConfig):
+        self.config = config
+
+    def process(self, element):
+        key, messages = element
+        cfg, split = self.config, key.split("/")[0]
+        counts = {}
+        for own in (m for m in messages if m.sender is None):
+            bucket, pool = bucket_pool(key, own, messages, cfg.pair_objective)
+            for seq in cfg.seq_configs:
+                found = count_by_language(bucket, len(own.bucket), pool, cfg.recipe(seq), cfg.seed, key)
+                for language, n in found.items():
+                    counts[f"{seq.name}:{split}:{language}"] = counts.get(f"{seq.name}:{split}:{language}", 0) + n
+        yield from sorted(counts.items())
+        yield tally.emit("create", {f"language_unsampled:{k}": v for k, v in counts.items()})
+
+
 class BuildInstances(WatchedDoFn):
     """(bucket key, [its own BucketMessage, fragments from other buckets]) → ((seq config, split, shard),
-    InstancePiece) for every shard its instances go to; counts to TALLY."""
+    InstancePiece) for every shard its instances go to; counts to TALLY. With language sampling, each language of
+    the bucket is built on its own, at its rate (the `rates` side input: {"seq:split:language": rate})."""
 
     def __init__(self, config: CreateConfig, vocab: JobVocab):
         self.config = config
@@ -268,25 +326,49 @@ class BuildInstances(WatchedDoFn):
         super().setup()
         self.special = special_ids(self.vocab.load())
 
-    def process(self, element):
+    def process(self, element, rates: dict | None = None):
         key, messages = element
         # A bucket whose documents had no tokens sends no message of its own; the fragments sent to it go unused.
         for own in (m for m in messages if m.sender is None):
-            yield from self._bucket_instances(key, own, messages)
+            bucket, pool = bucket_pool(key, own, messages, self.config.pair_objective)
+            if rates is None:
+                yield from self._instances(key, key, bucket, len(own.bucket), pool)
+                continue
+            # The instances a run without sampling makes of each language here, times the language's rate
+            unsampled = {
+                seq.name: count_by_language(
+                    bucket, len(own.bucket), pool, self.config.recipe(seq), self.config.seed, key
+                )
+                for seq in self.config.seq_configs
+            }
+            for language, part, documents, part_pool in language_parts(bucket, len(own.bucket), pool):
+                sampling = (rates, language, {name: found.get(language, 0) for name, found in unsampled.items()})
+                yield from self._instances(key, f"{key}/{language}", part, documents, part_pool, sampling)
 
-    def _bucket_instances(self, key: str, own: BucketMessage, messages: list[BucketMessage]):
+    def _instances(
+        self,
+        key: str,
+        seed_key: str,
+        bucket: Bucket,
+        documents: int,
+        pool: range | None,
+        sampling: tuple | None = None,
+    ):
+        """The instances of the first `documents` documents of `bucket`, to their shards; with `sampling` (the
+        rates, the documents' language, and {seq: its instances in a run without sampling}), at the language's
+        rate."""
         cfg, split = self.config, key.split("/")[0]
-        # The fragments in the order of the buckets that sent them: the pool is the same on every runner.
-        fragments = [m.bucket for m in sorted((m for m in messages if m.sender is not None), key=lambda m: m.sender)]
-        pool_size = sum(len(f) for f in fragments)
-        if not pool_size and len(own.bucket) < 2 and own.ring_size == 1 and cfg.pair_objective == "nsp":
-            # plan_negatives saw more, but the others had no tokens after all (only accents, which lower-casing strips)
-            raise single_document_error(split, own.bucket.doc_ids[0])
-        bucket = Bucket.concatenate([own.bucket, *fragments]) if pool_size else own.bucket
-        pool = range(len(own.bucket), len(own.bucket) + pool_size) if pool_size else None
-        tiebreak = stable_hash(key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
+        tiebreak = stable_hash(seed_key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
         for seq in cfg.seq_configs:
-            built = bucket_instances(bucket, len(own.bucket), pool, cfg.recipe(seq), self.special, cfg.seed, key)
+            recipe = cfg.recipe(seq)
+            if sampling is None:
+                built = bucket_instances(bucket, documents, pool, recipe, self.special, cfg.seed, seed_key)
+            else:
+                rates, language, unsampled = sampling
+                rate = rates.get(f"{seq.name}:{split}:{language}", 0.0)
+                built = sampled_bucket_instances(
+                    bucket, documents, pool, recipe, self.special, cfg.seed, seed_key, rate * unsampled[seq.name], rate
+                )
             prefix = f"{seq.name}:{split}"
             yield tally.emit(
                 "create",
@@ -295,10 +377,12 @@ class BuildInstances(WatchedDoFn):
                     **{f"{prefix}:skipped:{k}": v for k, v in built.skipped.items()},
                 },
             )
+            tags = tuple(built.language_tags)
             for shard, rows in shard_rows(built.sort_keys, cfg.shards(split)):
+                languages = built.languages[rows] if built.languages is not None else None
                 yield (
                     (seq.name, split, shard),
-                    InstancePiece(tiebreak, built.sort_keys[rows], rows, built.instances.take(rows)),
+                    InstancePiece(tiebreak, built.sort_keys[rows], rows, built.instances.take(rows), tags, languages),
                 )
 
 
@@ -333,7 +417,7 @@ class WriteShards(WatchedDoFn):
             if self.config.file_format == "mds":
                 chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size))]
             else:
-                chunks = [_parquet_bytes(instances, self.vocab_size)]
+                chunks = [_parquet_bytes(instances, self.vocab_size, instance_languages(pieces, part, row))]
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
         return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
 
@@ -358,7 +442,16 @@ def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.nd
         yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
 
 
-def _parquet_bytes(instances: InstanceColumns, vocab_size: int) -> bytes:
+def instance_languages(pieces: list[InstancePiece], part: np.ndarray, row: np.ndarray) -> list[str]:
+    """The language of instance row[i] of pieces[part[i]] for every i (und where a piece carries none)."""
+    tags = [
+        np.array(p.language_tags, dtype=object)[p.languages] if p.languages is not None else np.full(len(p.rows), "und")
+        for p in pieces
+    ]
+    return [tags[p][r] for p, r in zip(part.tolist(), row.tolist())]
+
+
+def _parquet_bytes(instances: InstanceColumns, vocab_size: int, languages: list[str]) -> bytes:
     sink = io.BytesIO()
-    write_instances(instances_table(instances, vocab_size), sink)
+    write_instances(instances_table(instances, vocab_size, languages), sink)
     return sink.getvalue()

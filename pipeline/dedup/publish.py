@@ -16,7 +16,7 @@ from bertcorpus.pipeline.dedup.read import source_key
 from bertcorpus.pipeline.dedup.write import REASONS
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
 from bertcorpus.pipeline.sinks import output
-from bertcorpus.pipeline.sinks.documents import AccountingError
+from bertcorpus.pipeline.sinks.documents import AccountingError, languages_kept
 from bertcorpus.transforms.decontamination import NgramIndex
 from bertcorpus.transforms.near_duplicates import JACCARD_BINS
 
@@ -54,6 +54,7 @@ def source_summary(config: DedupConfig, priority: int, counts: dict) -> dict:
         "replaced_chars": mine.get("replaced_chars", 0),
         "split": {"documents": mine.get("split", 0), "pieces": mine.get("pieces", 0)},
         "characters": {k: mine.get(f"characters_{k}", 0) for k in ("read", "kept", "removed")},
+        "languages": languages_kept(mine),
     }
 
 
@@ -98,6 +99,7 @@ def source_manifest(config: DedupConfig, summary: dict, inputs: list[dict], file
             "errors_by_reason": summary["errors_by_reason"],
             "split": summary["split"],
             "characters": summary["characters"]["kept"],
+            "languages": summary["languages"],
         },
         "dedup": {
             "run": f"../{output.MANIFEST}",

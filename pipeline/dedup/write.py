@@ -87,6 +87,9 @@ class WriteShard(beam.DoFn):
         kept.sort(key=lambda d: d["id"])
         counts[source_key(priority, "records")] = len(kept)
         counts[source_key(priority, "characters_kept")] = sum(len(d["text"]) for d in kept)
+        for d in kept:  # the documents written, by language, as an extraction's manifest counts them
+            _add(counts, source_key(priority, f"language:{d['language']}"), 1)
+            _add(counts, source_key(priority, f"language_characters:{d['language']}"), len(d["text"]))
         tally.progress("documents_written", len(kept))  # the run's progress line
         yield from self._write(
             documents_file(name, shard, cfg.num_shards[priority]),

@@ -165,6 +165,15 @@ def add_arguments(parser) -> None:
         "Training needs ~1.6 KB per distinct word (default: 1M)",
     )
     scale.add_argument(
+        "--language-sampling-alpha",
+        type=float,
+        default=1.0,
+        metavar="A",
+        help="scale each language's word counts to its smoothed share of the words, p^A renormalised, as "
+        "multilingual BERT's vocab was (0.7): rare languages get more of the vocab; in-process counting only "
+        "(default: 1, every word as it comes)",
+    )
+    scale.add_argument(
         "--count-with-beam",
         action=BooleanFlag,
         default=False,
@@ -209,6 +218,15 @@ def config_from_args(args) -> VocabConfig:
             not (args.count_with_beam and args.max_documents),
             "--max-documents needs in-process counting (input order); use --sample-fraction with --count-with-beam",
         ),
+        (
+            0 < args.language_sampling_alpha <= 1,
+            f"--language-sampling-alpha must be in (0, 1], not {args.language_sampling_alpha:g} (1 counts every "
+            "word as it comes, 0.7 is multilingual BERT's)",
+        ),
+        (
+            not (args.count_with_beam and args.language_sampling_alpha != 1),
+            "--language-sampling-alpha counts each language apart in this process; leave out --count-with-beam",
+        ),
     ]
     for ok, message in checks:
         if not ok:
@@ -226,6 +244,7 @@ def config_from_args(args) -> VocabConfig:
         max_words=args.max_words,
         count_with_beam=args.count_with_beam,
         counts_dir=args.counts_dir,
+        language_sampling_alpha=args.language_sampling_alpha,
     )
 
 
@@ -265,6 +284,7 @@ def run(args, beam_args: list[str]) -> int:
             return 0
     else:
         counts = count_in_process(found.files, cfg)
+    smoothing = counts.smoothed_training(cfg.language_sampling_alpha) if counts.train_by_language is not None else {}
     if not counts.train.counts:
         skipped = "".join(
             f"; {n:,} {kind} {reason}"
@@ -301,12 +321,77 @@ def run(args, beam_args: list[str]) -> int:
             file=sys.stderr,
         )
     quality = measure(trained.tokens, counts.held_out.counts)
+    languages = language_report(trained.tokens, counts, smoothing)
     data = trained.file_bytes()
-    record = {**_record(cfg, counts, trained, quality), "inputs_skipped": found.skipped_counts()}
+    record = {
+        **_record(cfg, counts, trained, quality),
+        "languages": languages,
+        "inputs_skipped": found.skipped_counts(),
+    }
     manifest = write_vocab_files(cfg.output, data, cfg.training.lowercase, record)
     rows = _summary_rows(cfg, counts, trained, quality, data, time.time() - started)
+    rows[-2:-2] = _language_rows(languages)
     print_summary("vocab", manifest, rows[:1] + documents.skipped_rows(record["inputs_skipped"]) + rows[1:])
     return 0
+
+
+# A language is served badly when more of its held-out wordpieces are [UNK] than this, or its words take this many
+# times the pieces of the best-served language's.
+BAD_UNK_SHARE = 0.01
+BAD_PIECES_RATIO = 2.0
+
+
+def language_report(tokens: list[str], counts: CorpusCounts, smoothing: dict[str, dict]) -> dict[str, dict]:
+    """{language: its training words and shares (smoothed ones with --language-sampling-alpha), and the vocab
+    measured on its held-out words: [UNK] rates and wordpieces per word}."""
+    report = {}
+    for language in sorted(set(counts.held_out_by_language) | set(smoothing)):
+        entry = dict(smoothing.get(language, {}))
+        held = counts.held_out_by_language.get(language)
+        quality = measure(tokens, held.counts) if held is not None else Quality(0, 0.0, 0.0)
+        entry["held_out_words"] = held.words if held is not None else 0
+        measured = quality.words > 0
+        entry["unk_word_rate"] = round(quality.unk_rate, 6) if measured else None
+        entry["unk_token_share"] = round(quality.unk_token_share, 6) if measured else None
+        entry["pieces_per_word"] = round(quality.pieces_per_word, 4) if measured else None
+        report[language] = entry
+    return report
+
+
+def served_badly(report: dict[str, dict]) -> list[str]:
+    """The languages the vocab serves badly, each with why: a high [UNK] share, or many pieces per word."""
+    measured = {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
+    if not measured:
+        return []
+    best = min(e["pieces_per_word"] for e in measured.values())
+    bad = []
+    for lang, e in measured.items():
+        why = []
+        if e["unk_token_share"] > BAD_UNK_SHARE:
+            why.append(f"{e['unk_token_share']:.2%} [UNK]")
+        if e["pieces_per_word"] > BAD_PIECES_RATIO * best:
+            why.append(f"{e['pieces_per_word']:.2f} pieces per word, against {best:.2f} at best")
+        if why:
+            bad.append(f"{lang} ({', '.join(why)})")
+    return bad
+
+
+def _language_rows(report: dict[str, dict]) -> list[tuple[str, str]]:
+    if len(report) < 2:
+        return []
+    measured = {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
+    rows = [
+        (
+            "by language",
+            ", ".join(
+                f"{lang} {e['unk_token_share']:.2%} [UNK], {e['pieces_per_word']:.2f} pieces/word"
+                for lang, e in measured.items()
+            ),
+        )
+    ]
+    if bad := served_badly(report):
+        rows.append(("languages served badly", "; ".join(bad)))
+    return rows
 
 
 def _set_aside(counts: CorpusCounts, kind: str) -> Counter:

@@ -28,6 +28,8 @@ import numpy as np
 from bertcorpus.pipeline.engines.progress import Progress
 from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import read_documents
+from bertcorpus.transforms.language_sampling import smoothed_shares
+from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
 from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
 
@@ -50,6 +52,9 @@ class VocabConfig:
     batch_chars: int = 1 << 25  # text per chunk batch before it becomes word counts
     count_with_beam: bool = False
     counts_dir: str | None = None
+    # Each language's word counts scaled to its smoothed share p^alpha (renormalised) before training, as
+    # multilingual BERT's vocab was (transforms/language_sampling.py); 1 counts every word as it comes.
+    language_sampling_alpha: float = 1.0
 
     def describe(self) -> dict:
         d = asdict(self)
@@ -143,12 +148,17 @@ class DocumentCounter:
     """Documents → (role, word counts) of each text batch that fills up, and tallies of the documents and lines.
 
     A batch lasts as long as the counter: a Beam worker keeps one through its whole bundle of spans, since each
-    drain sends every distinct word of its batch on, and draining per span would multiply that work."""
+    drain sends every distinct word of its batch on, and draining per span would multiply that work.
 
-    def __init__(self, cfg: VocabConfig):
+    `by_language` counts each language apart: the role is then "role:language", and the batches are drained
+    whenever the documents' language changes (inputs usually come a language at a time: one dump each)."""
+
+    def __init__(self, cfg: VocabConfig, by_language: bool = False):
         self.cfg = cfg
         self.batches = {role: ChunkBatch(cfg.training.lowercase, cfg.batch_chars) for role in (TRAIN, HELD_OUT)}
         self.tallies: Counter = Counter()
+        self.by_language = by_language
+        self.language: str | None = None
 
     def add(self, doc) -> Iterator[tuple[str, Counter]]:
         self.tallies["documents_read"] += 1
@@ -156,6 +166,9 @@ class DocumentCounter:
             self.tallies["documents_unsampled"] += 1
             return
         self.tallies["documents_sampled"] += 1
+        if self.by_language and (doc.language or UNDETERMINED) != self.language:
+            yield from self.drain()
+            self.language = doc.language or UNDETERMINED
         train_text, held_out = split_held_out(doc.id, document_text(doc), self.cfg)
         if held_out:
             self.tallies["heldout_documents"] += 1
@@ -163,11 +176,14 @@ class DocumentCounter:
         for role, text in ((TRAIN, train_text), (HELD_OUT, "\n".join(held_out))):
             for piece in text_pieces(text):
                 if self.batches[role].add(piece):
-                    yield role, self.batches[role].drain()
+                    yield self._role(role), self.batches[role].drain()
 
     def drain(self) -> Iterator[tuple[str, Counter]]:
         for role, batch in self.batches.items():
-            yield role, batch.drain()
+            yield self._role(role), batch.drain()
+
+    def _role(self, role: str) -> str:
+        return f"{role}:{self.language}" if self.by_language and self.language else role
 
 
 @dataclass
@@ -179,9 +195,53 @@ class CorpusCounts:
     tallies: Counter = field(default_factory=Counter)  # documents_read, _sampled, _unsampled, heldout_lines, ...
     files: list[dict] = field(default_factory=list)
     files_not_read: int = 0  # files left unopened at --max-documents
+    # By language, from a DocumentCounter by_language: the held-out words (to measure the vocab on each), and, to
+    # smooth them, the training words (train holds them only once smoothed_training has run).
+    held_out_by_language: dict[str, HeldOutWords] = field(default_factory=dict)
+    train_by_language: dict[str, WordCounter] | None = None
 
     def add(self, role: str, words: Counter) -> None:
-        (self.train if role == TRAIN else self.held_out).add_counts(words)
+        role, _, language = role.partition(":")
+        if role == HELD_OUT:
+            self.held_out.add_counts(words)
+            if language:
+                held = self.held_out_by_language.setdefault(language, HeldOutWords(self.held_out.max_words))
+                held.add_counts(Counter(words))
+        elif language and self.train_by_language is not None:
+            self.train_by_language.setdefault(language, WordCounter(self.train.max_words)).add_counts(words)
+        else:
+            self.train.add_counts(words)
+
+    def smoothed_training(self, alpha: float) -> dict[str, dict]:
+        """Merge the languages' training words into `train`, each language's counts scaled by its smoothed share
+        of the words over its own share (p^alpha renormalised, over p: the total stays the same), rounded, words
+        scaled to nothing dropped; returns {language: {words, share, smoothed_share, scale}}."""
+        by_language = self.train_by_language or {}
+        words = {language: counter.words for language, counter in sorted(by_language.items())}
+        targets = smoothed_shares(words, alpha)
+        total = sum(words.values())
+        merged: Counter = Counter()
+        report = {}
+        for language, counter in sorted(by_language.items()):
+            scale = targets.get(language, 0.0) * total / words[language] if words[language] else 0.0
+            for word, n in counter.counts.items():
+                merged[word] += n * scale
+            self.train.pruned_symbols[0].update(counter.pruned_symbols[0])
+            self.train.pruned_symbols[1].update(counter.pruned_symbols[1])
+            self.train.too_long += counter.too_long
+            self.train.pruned_words += counter.pruned_words
+            self.train.pruned_occurrences += counter.pruned_occurrences
+            report[language] = {
+                "words": words[language],
+                "share": round(words[language] / total, 6) if total else 0.0,
+                "smoothed_share": round(targets.get(language, 0.0), 6),
+                "scale": round(scale, 6),
+            }
+        rounded = Counter({word: round(n) for word, n in sorted(merged.items()) if round(n) > 0})
+        too_long = self.train.too_long
+        self.train.add_counts(rounded)
+        self.train.words, self.train.too_long = total, too_long  # the corpus's words, before scaling
+        return report
 
 
 def file_entry(stats: ReadStats) -> dict:
@@ -189,9 +249,12 @@ def file_entry(stats: ReadStats) -> dict:
 
 
 def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCounts:
-    """Stream every document once, in input order, with the progress of bytes read on stderr."""
+    """Stream every document once, in input order, with the progress of bytes read on stderr; each language's
+    held-out words apart, and its training words too where they are to be smoothed."""
     result = CorpusCounts(WordCounter(cfg.max_words), HeldOutWords(cfg.max_words))
-    counter = DocumentCounter(cfg)
+    if cfg.language_sampling_alpha != 1:
+        result.train_by_language = {}
+    counter = DocumentCounter(cfg, by_language=True)
 
     def enough() -> bool:
         return bool(cfg.max_documents) and counter.tallies["documents_sampled"] >= cfg.max_documents

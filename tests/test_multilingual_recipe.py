@@ -1,0 +1,83 @@
+"""The multilingual recipe of docs/recipes.md, end to end on real dumps of five Wikipedias: extract-wiki each → dedup
+→ vocab with smoothed counts → create with smoothed language shares → the loader's batches."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from bertcorpus import PretrainingLoader
+
+from conftest import run_cli
+from wiki_fixtures import MULTILINGUAL
+
+LOCAL = ["--runner", "DirectRunner"]
+
+
+@pytest.fixture(scope="module")
+def recipe(tmp_path_factory):
+    root = tmp_path_factory.mktemp("multilingual")
+    sources = []
+    for lang, dump in MULTILINGUAL.items():
+        assert run_cli("extract-wiki", "--input", dump, "--output", root / "wiki" / lang, *LOCAL) == 0
+        sources.append(f"{lang}={root / 'wiki' / lang}")
+    assert run_cli("dedup", "--input", *sources, "--output", root / "dedup", *LOCAL) == 0
+    documents = [root / "dedup" / lang / "documents-*.parquet" for lang in MULTILINGUAL]
+    vocab = root / "vocab" / "vocab.txt"
+    flags = ["--vocab-size", "8000", "--language-sampling-alpha", "0.7", "--holdout-fraction", "0.05"]
+    assert run_cli("vocab", "--input", *documents, "--output", vocab, *flags) == 0
+    flags = ["--masking", "dynamic", "--language-sampling-alpha", "0.7"]
+    assert run_cli("create", "--input", *documents, "--vocab", vocab, "--output", root / "out", *flags, *LOCAL) == 0
+    return root
+
+
+def manifest(path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_every_stage_keeps_and_reports_the_languages_of_the_dumps(recipe):
+    for lang in MULTILINGUAL:
+        extracted = manifest(recipe / "wiki" / lang / "manifest.json")["documents"]["languages"]
+        assert list(extracted) == [lang] and extracted[lang]["documents"] >= 25
+        deduped = manifest(recipe / "dedup" / lang / "manifest.json")["documents"]["languages"]
+        assert list(deduped) == [lang]
+    vocab = manifest(recipe / "vocab" / "manifest.json")["languages"]
+    assert set(vocab) == set(MULTILINGUAL)
+    assert all(entry["pieces_per_word"] and entry["smoothed_share"] for entry in vocab.values())
+    created = manifest(recipe / "out" / "manifest.json")
+    assert set(created["languages"]) == set(MULTILINGUAL)
+
+
+def test_the_instances_are_mixed_by_smoothed_shares(recipe):
+    created = manifest(recipe / "out" / "manifest.json")
+    for split in ("train", "eval"):
+        entry = created["outputs"]["seq128"][split]
+        unsampled = sum(e["unsampled_instances"] for e in entry["languages"].values())
+        assert abs(entry["instances"] - unsampled) <= 0.05 * unsampled
+        for lang, e in entry["languages"].items():
+            assert abs(e["achieved_share"] - e["target_share"]) <= 0.01, (split, lang, e)
+        found = Counter(
+            language
+            for path in sorted((recipe / "out" / "seq128").glob(f"{split}-*.parquet"))
+            for language in pq.read_table(path, columns=["language"]).column("language").to_pylist()
+        )
+        assert dict(found) == {lang: e["instances"] for lang, e in entry["languages"].items() if e["instances"]}
+    train = created["outputs"]["seq128"]["train"]["languages"]
+    assert len(train) == 5
+    # Smoothing at 0.7 lifts the smallest language's share and lowers the largest's.
+    smallest = min(train, key=lambda lang: train[lang]["unsampled_share"])
+    largest = max(train, key=lambda lang: train[lang]["unsampled_share"])
+    assert train[smallest]["achieved_share"] > train[smallest]["unsampled_share"]
+    assert train[largest]["achieved_share"] < train[largest]["unsampled_share"]
+
+
+def test_the_loader_gives_masked_batches_of_every_language(recipe):
+    loader = PretrainingLoader(recipe / "out", seq_length=128, batch_size=64, seed=0, epoch=0)
+    batch = next(iter(loader))
+    assert batch["input_ids"].shape == (64, 128)
+    assert np.all(batch["input_ids"][:, 0] == batch["input_ids"][0, 0])  # [CLS]
+    assert (batch["masked_lm_weights"].sum(axis=1) > 0).all()
