@@ -54,7 +54,17 @@ def test_read_dump_files_gives_every_page_and_fingerprints_the_file():
         assert_that(read.pages | beam.Map(lambda d: d[0].wiki), equal_to(["enwiki"] * 3), label="wiki")
         assert_that(
             read.inputs,
-            equal_to([{"path": str(ENWIKI_SMALL), "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}]),
+            equal_to(
+                [
+                    {
+                        "path": str(ENWIKI_SMALL),
+                        "size": len(data),
+                        "sha256": hashlib.sha256(data).hexdigest(),
+                        "wiki": "enwiki",
+                        "language": "en",
+                    }
+                ]
+            ),
             label="inputs",
         )
         assert_that(read.errors, equal_to([]), label="errors")

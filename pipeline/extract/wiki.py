@@ -317,7 +317,7 @@ class CleanText(WatchedDoFn):
     """(Dump, Page) → a document dict for an article (two for a Chinese page written in both scripts); every other
     page counted by the reason it is skipped, and what Chinese converter markup held counted too."""
 
-    def __init__(self, source: str, min_chars: int, zh_variant: str):
+    def __init__(self, source: str, min_chars: int, zh_variant: str = "zh-hans"):
         self.source, self.min_chars, self.zh_variant = source, min_chars, zh_variant
 
     def process(self, element):
