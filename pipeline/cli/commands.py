@@ -299,7 +299,7 @@ def _discard_staging(args, module, beam_args: list[str], job_over: bool = False)
 
 
 def entry_point() -> None:
-    from bertcorpus.pipeline.cli.common import StandardStreams
+    from bertcorpus.pipeline.cli.standard_streams import StandardStreams
 
     streams = StandardStreams()
     # Every command stops the same way on SIGINT and SIGTERM, also where SIGINT came ignored (a shell script's

@@ -28,7 +28,7 @@ from bertcorpus.transforms.zh_variants import CHOICES, check_converter
 
 
 def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.common import BooleanFlag
+    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
 
     files = add_files(
         parser,

@@ -53,7 +53,7 @@ MAX_VOCAB_SIZE = 1 << 20
 
 
 def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.common import BooleanFlag
+    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
 
     files = add_files(
         parser,
@@ -230,7 +230,7 @@ def config_from_args(args) -> VocabConfig:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.cli.common import print_summary
+    from bertcorpus.pipeline.cli.job_skeleton import print_summary
     from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.errors import UserError
 
