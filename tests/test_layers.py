@@ -201,7 +201,7 @@ def modules() -> dict[str, ast.Module]:
 
 def test_every_package_is_read(modules) -> None:
     assert {layer_of(name) for name in modules} == {*PACKAGES, NAMESPACE}
-    assert "bertcorpus.wordpiece.tokenizer" in modules and "bertcorpus.pipeline.extract.books" in modules
+    assert "bertcorpus.wordpiece.tokenizer" in modules and "bertcorpus.pipeline.extract.books_job" in modules
 
 
 def test_every_import_names_the_namespace(modules) -> None:
