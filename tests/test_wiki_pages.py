@@ -385,7 +385,7 @@ def test_deleted_revision_text_gives_a_page_without_text():
     assert errors == [] and pages[1].text is None and pages[2].text
 
 
-def test_open_dump_reads_plain_gzip_and_bz2_alike(tmp_path):
+def test_open_decompressed_reads_plain_gzip_and_bz2_alike(tmp_path):
     xml = read_xml(ENWIKI_SMALL)
     (tmp_path / "plain.xml").write_bytes(xml)
     (tmp_path / "dump.gz").write_bytes(gzip.compress(xml))

@@ -34,6 +34,7 @@ from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_rec
 from bertcorpus.transforms.masking import Assembled, Masked, SpecialIds, mask_tokens, special_ids
 from bertcorpus.transforms.row_streams import RowStreams, row_keys
 from bertcorpus.transforms.seeding import stable_hash
+from bertcorpus.transforms.tfrecord import feature_spec
 from bertcorpus.wordpiece.ranges import concat_ranges
 from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
@@ -129,15 +130,7 @@ class BatchReader:
     def static_features(self, loader, ids: np.ndarray, width: int) -> dict[str, np.ndarray]:
         """The instances' records, parsed as stored; with bins, the rows cut to the batch's width."""
         d = loader.dataset
-        spec = {
-            "input_ids": (False, d.seq_length),
-            "input_mask": (False, d.seq_length),
-            "segment_ids": (False, d.seq_length),
-            "masked_lm_positions": (False, d.max_predictions),
-            "masked_lm_ids": (False, d.max_predictions),
-            "masked_lm_weights": (True, d.max_predictions),
-            "next_sentence_labels": (False, 1),
-        }
+        spec = feature_spec(d.seq_length, d.max_predictions)
         records: list[bytes] = [b""] * len(ids)
         for s, rows, at in by_shard(loader.shard_start, ids):
             try:
