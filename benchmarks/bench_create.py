@@ -73,7 +73,8 @@ def real_documents() -> list[tuple[str, str]]:
         docs.append((Path(path).stem, Path(path).read_text(encoding="utf-8")))
     for path in sorted(glob.glob(str(SHARED / "books" / "gutenberg_cp1252_with_header" / "*.txt"))):
         docs.append((Path(path).stem, Path(path).read_bytes().decode("cp1252").replace("\r\n", "\n")))
-    from bertcorpus.transforms.wiki_pages import Page, iter_pages
+    from bertcorpus.transforms.wiki_page_items import Page
+    from bertcorpus.transforms.wiki_pages import iter_pages
     from bertcorpus.transforms.wikitext import clean_wikitext
 
     with bz2.open(SHARED / "wiki" / "enwiki-2014-sample-truncated.xml.bz2") as f:

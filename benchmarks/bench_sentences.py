@@ -34,7 +34,8 @@ sys.path.insert(0, str(REPO))
 from bertcorpus.transforms.book_cleaning import clean_book
 from bertcorpus.transforms.book_decoding import DecodedBook, decode_book
 from bertcorpus.transforms.sentences import split_paragraphs, split_sentences
-from bertcorpus.transforms.wiki_pages import Page, iter_pages
+from bertcorpus.transforms.wiki_page_items import Page
+from bertcorpus.transforms.wiki_pages import iter_pages
 from bertcorpus.transforms.wikitext import clean_wikitext
 
 GOLD = REPO / "tests" / "data" / "sentences"

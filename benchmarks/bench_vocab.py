@@ -53,7 +53,8 @@ def measure_process(cmd: list) -> dict:
 
 def real_documents() -> list[tuple[str, str]]:
     """Every distinct real text: six UTF-8 novels, three more Windows-1252 ones, PG-19 samples, enwiki articles."""
-    from bertcorpus.transforms.wiki_pages import Page, iter_pages
+    from bertcorpus.transforms.wiki_page_items import Page
+    from bertcorpus.transforms.wiki_pages import iter_pages
     from bertcorpus.transforms.wikitext import clean_wikitext
 
     books = sorted((SHARED / "books" / "gutenberg_utf8").glob("*.txt"))

@@ -28,7 +28,8 @@ sys.path.insert(0, str(REPO))
 
 from bertcorpus.transforms.compression import open_decompressed
 from bertcorpus.transforms.local_files import special_file_problem
-from bertcorpus.transforms.wiki_pages import Page, iter_pages
+from bertcorpus.transforms.wiki_page_items import Page
+from bertcorpus.transforms.wiki_pages import iter_pages
 from bertcorpus.transforms.wikitext import clean_wikitext
 
 DEFAULT_DUMP = REPO / "tests" / "data" / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"

@@ -13,7 +13,8 @@ import pytest
 
 from bertcorpus.transforms.bz2_blocks import BLOCK_MAGIC, END_MAGIC, Bz2Reader, Damage, decode_block, find_magic
 from bertcorpus.transforms.compression import open_decompressed
-from bertcorpus.transforms.wiki_pages import PageError, iter_pages
+from bertcorpus.transforms.wiki_page_items import PageError
+from bertcorpus.transforms.wiki_pages import iter_pages
 
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, flip_bytes, read_xml
 

@@ -119,11 +119,11 @@ def test_killed_rerun_over_finished_output_never_leaves_a_stale_manifest(tmp_pat
 def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     import numpy as np
 
-    from bertcorpus.pipeline.create.coders import InstancePiece
     from bertcorpus.pipeline.create.config import CreateConfig
     from bertcorpus.pipeline.create.job_vocab import JobVocab
     from bertcorpus.pipeline.create.publish import Publish
     from bertcorpus.pipeline.create.steps import WriteShards
+    from bertcorpus.pipeline.create.values import InstancePiece
     from bertcorpus.transforms.instance_columns import InstanceColumns
     from bertcorpus.transforms.instances import SeqConfig
     from bertcorpus.transforms.tfrecord import iter_tfrecords, parse_example

@@ -10,7 +10,6 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to, is_not_empty
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.coders import BucketMessage
 from bertcorpus.pipeline.create.config import CreateConfig
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.publish import Publish, random_next_bound
@@ -24,6 +23,7 @@ from bertcorpus.pipeline.create.steps import (
     fragment_targets,
     plan_negatives,
 )
+from bertcorpus.pipeline.create.values import BucketMessage
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
 from bertcorpus.transforms.seeding import python_rng
@@ -281,7 +281,7 @@ def test_a_bucket_crosses_the_shuffle_unchanged():
 
 def test_documents_cross_the_bucket_shuffle_as_they_were_read():
     """Text stays text and sentences stay a list of sentences, byte for byte, through the coder."""
-    from bertcorpus.pipeline.create.coders import SourceDocumentCoder
+    from bertcorpus.pipeline.create.values import SourceDocumentCoder
 
     coder = SourceDocumentCoder()
     sentences = [line for line in SAMPLE_TEXT.read_text().splitlines()[:40] if line] + ["", "naïve café 日本語"]

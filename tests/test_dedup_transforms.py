@@ -30,7 +30,7 @@ from bertcorpus.pipeline.dedup.read import ReadSources, shard_of
 from bertcorpus.pipeline.dedup.report import ContaminationReport, TopClusters
 from bertcorpus.pipeline.dedup.values import Probe, ProbeCoder, ShardItem, ShardItemCoder, Verdict
 from bertcorpus.pipeline.dedup.write import WriteShards
-from bertcorpus.transforms.benchmarks import BenchmarkError, parse_benchmark
+from bertcorpus.transforms.benchmark_texts import BenchmarkError, parse_benchmark
 from bertcorpus.transforms.decontamination import (
     Region,
     build_index,
@@ -378,7 +378,7 @@ def test_a_benchmark_file_that_cannot_be_read_says_why(name, data, message):
 
 
 def _index(*texts: str, ngram: int = 13, min_ngram: int = 8):
-    from bertcorpus.transforms.benchmarks import Benchmark, BenchmarkText
+    from bertcorpus.transforms.benchmark_texts import Benchmark, BenchmarkText
 
     benchmark = Benchmark("t/dev", "test", len(texts), [BenchmarkText(t, [f"e{i}"]) for i, t in enumerate(texts)])
     return build_index([benchmark], ngram, min_ngram)

@@ -15,7 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.extract.book_files import book_id
-from bertcorpus.pipeline.extract.books import (
+from bertcorpus.pipeline.extract.books_job import (
     Book,
     BooksConfig,
     CleanBooks,

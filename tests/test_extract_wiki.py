@@ -215,7 +215,7 @@ def test_byte_identical_in_memory_and_with_two_worker_processes(enwiki, tmp_path
 
 
 def test_byte_ranges_are_planned_by_size_and_dealt_in_a_stable_shuffled_order(multistream):
-    from bertcorpus.pipeline.extract.wiki import MIB, PlanByteRanges, auto_range_bytes
+    from bertcorpus.pipeline.extract.wiki_job import MIB, PlanByteRanges, auto_range_bytes
 
     assert [auto_range_bytes(mb * MIB) // MIB for mb in (10, 64, 200, 3000)] == [1, 1, 3, 32]
     dump, index = multistream

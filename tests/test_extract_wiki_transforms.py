@@ -15,9 +15,10 @@ from apache_beam.testing import test_pipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.extract.wiki import CleanText, Dump, PlanByteRanges, ReadByteRanges, ReadDumpFiles
+from bertcorpus.pipeline.extract.wiki_job import CleanText, Dump, PlanByteRanges, ReadByteRanges, ReadDumpFiles
 from bertcorpus.transforms.compression import open_decompressed
-from bertcorpus.transforms.wiki_pages import Page, iter_pages, read_siteinfo
+from bertcorpus.transforms.wiki_page_items import Page
+from bertcorpus.transforms.wiki_pages import iter_pages, read_siteinfo
 
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, GOLDEN, build_multistream, read_xml, split_dump
 

@@ -387,8 +387,8 @@ def test_document_writers_and_publish_are_idempotent_under_retries(tmp_path):
 
 def test_vocab_writers_are_idempotent_under_retries(tmp_path):
     from bertcorpus.pipeline.sinks import output
-    from bertcorpus.pipeline.vocab.beam_counts import WriteCountsManifest
     from bertcorpus.pipeline.vocab.counting import VocabConfig
+    from bertcorpus.pipeline.vocab.job import WriteCountsManifest
     from bertcorpus.wordpiece.training import TrainingConfig
 
     counts_dir = tmp_path / "counts"

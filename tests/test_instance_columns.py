@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bertcorpus.pipeline.create.coders import columns_bytes, columns_from_bytes
+from bertcorpus.pipeline.create.values import columns_bytes, columns_from_bytes
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.tfrecord import parse_example, serialize_framed
 

@@ -201,7 +201,7 @@ def modules() -> dict[str, ast.Module]:
 
 def test_every_package_is_read(modules) -> None:
     assert {layer_of(name) for name in modules} == {*PACKAGES, NAMESPACE}
-    assert "bertcorpus.wordpiece.tokenizer" in modules and "bertcorpus.pipeline.extract.books" in modules
+    assert "bertcorpus.wordpiece.tokenizer" in modules and "bertcorpus.pipeline.extract.books_job" in modules
 
 
 def test_every_import_names_the_namespace(modules) -> None:
@@ -285,8 +285,8 @@ def test_circles_are_found_also_through_imports_in_functions(tmp_path: Path) -> 
         tmp_path,
         {
             "pipeline/__init__.py": "",
-            "pipeline/cli/common.py": "from bertcorpus.pipeline.engines.runners import make_pipeline\n",
-            "pipeline/engines/runners.py": "def fail():\n    from bertcorpus.pipeline.cli import common\n",
+            "pipeline/cli/job_skeleton.py": "from bertcorpus.pipeline.engines.runners import make_pipeline\n",
+            "pipeline/engines/runners.py": "def fail():\n    from bertcorpus.pipeline.cli import job_skeleton\n",
             "pipeline/a.py": "import bertcorpus.pipeline.b\n",
             "pipeline/b.py": "from .c import x\n",
             "pipeline/c.py": "from bertcorpus.pipeline import a\n",
@@ -295,7 +295,7 @@ def test_circles_are_found_also_through_imports_in_functions(tmp_path: Path) -> 
     )
     assert import_circles(dependencies(modules)) == [
         ["bertcorpus.pipeline.a", "bertcorpus.pipeline.b", "bertcorpus.pipeline.c"],
-        ["bertcorpus.pipeline.cli.common", "bertcorpus.pipeline.engines.runners"],
+        ["bertcorpus.pipeline.cli.job_skeleton", "bertcorpus.pipeline.engines.runners"],
     ]
 
 

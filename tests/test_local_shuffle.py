@@ -14,7 +14,6 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from bertcorpus.pipeline.cli import common
 from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.engines.local_shuffle import (
     GroupLargeValues,
@@ -24,6 +23,7 @@ from bertcorpus.pipeline.engines.local_shuffle import (
     remove_abandoned,
     spill_directory,
 )
+from bertcorpus.pipeline.engines.run_and_wait import step_names
 
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, file_digests, run_cli
 
@@ -113,7 +113,7 @@ def test_a_full_tmpdir_is_one_balanced_line_naming_the_folder(tmp_path):
 
 
 def step_labels(pipeline) -> set[str]:
-    return set(common.step_names(pipeline))
+    return set(step_names(pipeline))
 
 
 def create_graph(tmp_path, *beam_args: str):

@@ -17,8 +17,8 @@ import threading
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from bertcorpus.pipeline.cli.common import dataflow_job
 from bertcorpus.pipeline.engines.live_counts import ENV, LiveCounts
+from bertcorpus.pipeline.engines.run_and_wait import dataflow_job
 from bertcorpus.pipeline.engines.run_progress import (
     ProgressPlan,
     RunProgress,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bertcorpus.pipeline.create.coders import BucketMessage, InstancePieceCoder
 from bertcorpus.pipeline.create.config import RECORD_BYTES_PER_TEXT_BYTE, SHARD_TARGET_MB, CreateConfig, bucket_key
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.steps import BuildInstances, TokenizeBuckets
+from bertcorpus.pipeline.create.values import BucketMessage, InstancePieceCoder
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.transforms.instances import SeqConfig

@@ -228,16 +228,16 @@ def test_beam_count_gives_the_same_vocab(small_corpus, tmp_path):
 def test_beam_count_reads_a_large_file_in_spans_and_gives_the_same_vocab(corpus, uncased, tmp_path, monkeypatch):
     import hashlib
 
-    from bertcorpus.pipeline.vocab import beam_counts
+    from bertcorpus.pipeline.vocab import job as vocab_job
 
     spans = []
-    read = beam_counts.read_documents
+    read = vocab_job.read_documents
 
     def recording(path, input_format, stats, start=0, stop=-1):
         spans.append((start, stop))
         return read(path, input_format, stats, start, stop)
 
-    monkeypatch.setattr(beam_counts, "read_documents", recording)  # the in-memory runner calls it in this process
+    monkeypatch.setattr(vocab_job, "read_documents", recording)  # the in-memory runner calls it in this process
     beam = train_cli(
         corpus[0],
         tmp_path / "beam.txt",

@@ -21,7 +21,8 @@ import zstandard
 from bertcorpus.transforms.bz2_blocks import BLOCK_MAGIC, find_magic
 from bertcorpus.transforms.compression import open_decompressed
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, read_stream_pages
-from bertcorpus.transforms.wiki_pages import Loss, Page, PageError, iter_pages, read_siteinfo
+from bertcorpus.transforms.wiki_page_items import Loss, Page, PageError
+from bertcorpus.transforms.wiki_pages import iter_pages, read_siteinfo
 
 from conftest import DATA, run_cli
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, flip_bytes, read_xml, split_dump

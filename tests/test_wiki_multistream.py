@@ -13,7 +13,8 @@ import pytest
 from bertcorpus.transforms import wiki_multistream
 from bertcorpus.transforms.compression import open_decompressed
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_offsets
-from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages
+from bertcorpus.transforms.wiki_page_items import Page, PageError
+from bertcorpus.transforms.wiki_pages import iter_pages
 
 from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, SZLWIKI_INDEX, build_multistream, flip_bytes, read_xml, split_dump
 

@@ -11,9 +11,10 @@ from functools import cache
 
 import pytest
 
-from bertcorpus.transforms import wiki_pages
+from bertcorpus.transforms import wiki_pages, xml_encoding
 from bertcorpus.transforms.compression import open_decompressed
-from bertcorpus.transforms.wiki_pages import Page, PageError, iter_pages, read_siteinfo
+from bertcorpus.transforms.wiki_page_items import Page, PageError
+from bertcorpus.transforms.wiki_pages import iter_pages, read_siteinfo
 
 from wiki_fixtures import (
     BGWIKI_UTF16,
@@ -384,7 +385,7 @@ def test_deleted_revision_text_gives_a_page_without_text():
     assert errors == [] and pages[1].text is None and pages[2].text
 
 
-def test_open_dump_reads_plain_gzip_and_bz2_alike(tmp_path):
+def test_open_decompressed_reads_plain_gzip_and_bz2_alike(tmp_path):
     xml = read_xml(ENWIKI_SMALL)
     (tmp_path / "plain.xml").write_bytes(xml)
     (tmp_path / "dump.gz").write_bytes(gzip.compress(xml))
@@ -457,7 +458,7 @@ def test_read_siteinfo():
     ],
 )
 def test_detect_encoding(head, encoding):
-    assert wiki_pages.detect_encoding(head) == encoding
+    assert xml_encoding.detect_encoding(head) == encoding
 
 
 def test_latin1_declared_document_is_decoded():

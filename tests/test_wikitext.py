@@ -8,7 +8,8 @@ from functools import cache
 import pytest
 
 from bertcorpus.transforms.compression import open_decompressed
-from bertcorpus.transforms.wiki_pages import Page, iter_pages
+from bertcorpus.transforms.wiki_page_items import Page
+from bertcorpus.transforms.wiki_pages import iter_pages
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 
 from wiki_fixtures import ALL_DUMPS, ENWIKI_2014, ENWIKI_TABLES, GOLDEN, VIWIKI

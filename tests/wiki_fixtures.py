@@ -91,7 +91,7 @@ def flip_bytes(data: bytes, at: int, count: int = 16) -> bytes:
 
 def wiki_articles(path: Path, min_chars: int = 100) -> list[tuple[str, str]]:
     """(title, clean text) of every article of a sample that extract-wiki would keep, as its cleaner makes it."""
-    from bertcorpus.pipeline.extract.wiki import select_article
+    from bertcorpus.pipeline.extract.wiki_job import select_article
     from bertcorpus.transforms.wiki_pages import Page, iter_pages
 
     with bz2.open(path) if path.suffix == ".bz2" else open(path, "rb") as f:

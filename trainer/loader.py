@@ -8,10 +8,10 @@
     # each batch one flat stream of whole instances with cu_seqlens, for unpadded attention
 
 It reads every form `create` writes: static TFRecords (masks fixed in the records) and dynamic Parquet or MDS
-(instances unmasked, masks drawn here with transforms.masking, the code create masks with, by the masking policy of
-trainer/masking_policy.py). The vocab and the masking settings
-come from the output's manifest.json; keyword arguments override them. docs/loader.md is the user's guide: the
-epoch order, the remainder rule, bins, masks, resume and the layouts.
+(instances unmasked, masks drawn at load time with transforms.masking, the code create masks with, by the masking
+policy of trainer/masking_policy.py). The vocab and the masking settings come from the output's manifest.json;
+keyword arguments override them. docs/loader.md is the user's guide: the epoch order, the remainder rule, bins,
+masks, resume and the layouts.
 
 Epoch order: a split's instances are numbered in manifest order (shard by shard, row by row) and cut into blocks of
 BLOCK_ROWS (a Parquet row group; a run of TFRecords). An epoch permutes the blocks with a generator seeded by
@@ -19,22 +19,22 @@ BLOCK_ROWS (a Parquet row group; a run of TFRecords). An epoch permutes the bloc
 reads stay within a few blocks at a time. Global batches (batch_size * world_size instances) are consecutive
 instances of that order (of one bin's instances where the output has bins); rank r takes the r-th slice of each.
 
-The epoch order is trainer/epoch_plan.py's, the files are read by trainer/record_files.py. Files are opened lazily
-in each process, so a loader pickles small and cleanly (DataLoader workers).
+This module decides which instances make each batch of each rank, and checks what it is given. The epoch order is
+trainer/epoch_plan.py's, the files are read by trainer/record_files.py, and a batch's instances become features in
+trainer/batch_reader.py. Files are opened lazily in each process, so a loader pickles small and cleanly (DataLoader
+workers).
 """
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import os
 import sys
-from collections import OrderedDict
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from bertcorpus.trainer.batch_reader import BatchReader, dynamic_features, huggingface_features, predicted
 from bertcorpus.trainer.epoch_plan import EpochPlan
 from bertcorpus.trainer.loader_checks import (
     check_bin_sizes,
@@ -48,31 +48,20 @@ from bertcorpus.trainer.loader_checks import (
 )
 from bertcorpus.trainer.masking_policy import MaskingPolicy
 from bertcorpus.trainer.mds_files import MdsShard, check_index
-from bertcorpus.trainer.packed_layout import IGNORE_INDEX, PackedPlan, packed_batch, packed_stream
+from bertcorpus.trainer.packed_layout import PackedPlan, packed_batch, packed_stream
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
-    CACHED_BLOCKS,
     IndexCache,
-    IndexMismatch,
-    InstanceRows,
     LoaderError,
     ParquetShard,
     Shard,
-    TFRecordShard,
     default_cache_dir,
     read_dataset,
     tfrecord_lengths,
     write_tfrecord_indexes,
 )
-from bertcorpus.trainer.storage import read_bytes
 from bertcorpus.transforms.bucket_instances import bin_edges
-from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
 from bertcorpus.transforms.local_files import special_file_problem
-from bertcorpus.transforms.masking import Assembled, Masked, SpecialIds, mask_tokens, special_ids
-from bertcorpus.transforms.row_streams import RowStreams, row_keys
-from bertcorpus.transforms.seeding import stable_hash
-from bertcorpus.wordpiece.ranges import concat_ranges
-from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
 __all__ = ["LAYOUTS", "LoaderError", "PretrainingLoader", "write_tfrecord_indexes"]
 
@@ -164,7 +153,7 @@ class PretrainingLoader:
         self._memory: dict[tuple[str, str], np.ndarray] = {}  # index arrays that the cache could not keep
         if d.file_format == "tfrecord":
             for shard in d.shards:
-                self._index(shard, "offsets")
+                self.shard_index(shard, "offsets")
         elif d.file_format == "mds":
             check_index(d)
             MdsShard(d.shards[0], d)
@@ -175,7 +164,7 @@ class PretrainingLoader:
         if d.bin_size:
             self._check_bins()
         if packed:
-            longest = max(int(self._index(s, "lengths").max(initial=0)) for s in d.shards)
+            longest = max(int(self.shard_index(s, "lengths").max(initial=0)) for s in d.shards)
             if tokens_per_batch < longest:
                 raise LoaderError(
                     f"tokens_per_batch {tokens_per_batch} is smaller than the longest instance of the {split} "
@@ -210,12 +199,12 @@ class PretrainingLoader:
         state["_process"] = None  # open files, memory maps and caches are rebuilt in each process
         return state
 
-    def _local(self) -> _ProcessState:
+    def _local(self) -> BatchReader:
         if self._process is None or self._process.pid != os.getpid():
-            self._process = _ProcessState(os.getpid())
+            self._process = BatchReader(os.getpid())
         return self._process
 
-    def _index(self, shard: Shard, what: str, rebuild: bool = False) -> np.ndarray:
+    def shard_index(self, shard: Shard, what: str, rebuild: bool = False) -> np.ndarray:
         """A shard's offsets (TFRecord) or instance lengths, from the cache or built (and cached) now; a cached
         index that cannot be this shard's (a damaged cache file) is built again."""
         found = None if rebuild else self._memory.get((shard.sha256, what))
@@ -227,7 +216,7 @@ class PretrainingLoader:
             if what == "offsets":
                 found = scan_and_verify(shard, self.cache)
             elif self.dataset.file_format == "tfrecord":
-                found = tfrecord_lengths(shard.path, self._index(shard, "offsets"), self.dataset.seq_length)
+                found = tfrecord_lengths(shard.path, self.shard_index(shard, "offsets"), self.dataset.seq_length)
             elif self.dataset.file_format == "mds":
                 found = MdsShard(shard, self.dataset).lengths()
             else:
@@ -251,12 +240,8 @@ class PretrainingLoader:
     def _bins_of(self, ids: np.ndarray) -> np.ndarray:
         return self._local().bins(self)[ids]
 
-    def _all_bins(self) -> np.ndarray:
-        lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
-        return ((lengths - 1) // self.dataset.bin_size).astype(np.int16)
-
     def _check_bins(self) -> None:
-        lengths = np.concatenate([self._index(s, "lengths") for s in self.dataset.shards])
+        lengths = np.concatenate([self.shard_index(s, "lengths") for s in self.dataset.shards])
         edges, counts = np.unique(
             bin_edges(lengths, self.dataset.bin_size, self.dataset.seq_length), return_counts=True
         )
@@ -337,14 +322,15 @@ class PretrainingLoader:
         else:  # packed: rows as wide as the batch's longest instance, then flattened
             width = self._packed_width(ids)
         pair_label = self.dataset.pair_objective != "none"
+        reader = self._local()
         if self.dataset.masking == "static":
-            features = self._static_features(ids, width)
+            features = reader.static_features(self, ids, width)
             if self.layout == "packed":
                 return packed_batch(features, pair_label)
         else:
             batch = self.start + (i if i >= 0 else i + len(self))
             rate = self.masking.rate(self.epoch, batch, len(self._plan()))
-            rows = self._masked_rows(ids, width, rate)
+            rows = reader.masked_rows(self, ids, width, rate)
             if self.layout == "packed":  # straight from the rows: the padded features would only be undone
                 m = rows.masked
                 return packed_stream(
@@ -353,11 +339,11 @@ class PretrainingLoader:
                     rows.b_start,
                     m.positions,
                     m.label_ids,
-                    self._predicted(m),
+                    predicted(m, self.max_predictions),
                     rows.label if pair_label else None,
                 )
-            features = self._dynamic_features(rows)
-        return features if self.layout == "reference" else self._huggingface(features)
+            features = dynamic_features(rows, self.max_predictions)
+        return features if self.layout == "reference" else huggingface_features(features, pair_label)
 
     def _packed_width(self, ids: np.ndarray) -> int:
         if self.dataset.masking == "static":  # records are read whole, padded to L
@@ -376,139 +362,6 @@ class PretrainingLoader:
             batch = self[i]
             self.consumed = i + 1
             yield batch
-
-    # ---------------------------------------------------------------- reading
-
-    def _by_shard(self, ids: np.ndarray):
-        """(shard number, rows in that shard, where those instances go in the batch) for each shard they come from."""
-        shard = np.searchsorted(self.shard_start, ids, side="right") - 1
-        for s in np.unique(shard).tolist():
-            at = np.flatnonzero(shard == s)
-            yield s, ids[at] - self.shard_start[s], at
-
-    def _static_features(self, ids: np.ndarray, width: int) -> dict[str, np.ndarray]:
-        d = self.dataset
-        spec = {
-            "input_ids": (False, d.seq_length),
-            "input_mask": (False, d.seq_length),
-            "segment_ids": (False, d.seq_length),
-            "masked_lm_positions": (False, d.max_predictions),
-            "masked_lm_ids": (False, d.max_predictions),
-            "masked_lm_weights": (True, d.max_predictions),
-            "next_sentence_labels": (False, 1),
-        }
-        local = self._local()
-        records: list[bytes] = [b""] * len(ids)
-        for s, rows, at in self._by_shard(ids):
-            try:
-                found = local.tfrecord(self, s).records(rows)
-            except IndexMismatch:  # the cached offsets are wrong, not the shard: index it again, once
-                self._index(d.shards[s], "offsets", rebuild=True)
-                local.shards.pop(s, None)
-                found = local.tfrecord(self, s).records(rows)
-            for where, record in zip(at.tolist(), found):
-                records[where] = record
-        try:  # one parse for the whole batch, whichever shards its records come from
-            parsed = parse_examples(*joined_records(records), spec)
-        except FeatureWidthError as e:
-            raise LoaderError(
-                f"{d.output_dir}: seq{d.seq_length} records do not hold features of "
-                f"{d.seq_length} tokens and {d.max_predictions} predictions (found a feature of "
-                f"{e.found} values)"
-            ) from None
-        except ValueError as e:
-            raise LoaderError(f"{d.output_dir}: seq{d.seq_length} records are not tf.train.Examples: {e}") from None
-        out = {
-            name: values.astype(np.float32 if spec[name][0] else np.int32, copy=False)
-            for name, values in parsed.items()
-        }
-        if width < d.seq_length:  # bins: the records are padded to L, the batch only to its bin's edge
-            for name in ("input_ids", "input_mask", "segment_ids"):
-                out[name] = np.ascontiguousarray(out[name][:, :width])
-        return out
-
-    def _masked_rows(self, ids: np.ndarray, width: int, rate: float) -> _MaskedRows:
-        n = len(ids)
-        input_ids = np.zeros((n, width), np.int32)
-        length, b_start, label = (np.zeros(n, np.int64) for _ in range(3))
-        continues = None  # the tokens that continue a segmenter's word, where the shards say (chinese_ref)
-        local = self._local()
-        for s, rows, at in self._by_shard(ids):
-            block = rows // BLOCK_ROWS
-            for k in np.unique(block).tolist():
-                here = block == k
-                part = local.parquet_block(self, s, k)
-                r = rows[here] - k * BLOCK_ROWS
-                dest = at[here]
-                count = part.length[r]
-                if (count > width).any():
-                    raise LoaderError(
-                        f"{self.dataset.shards[s].path}: an instance of {int(count.max())} tokens "
-                        f"is longer than its bin's width {width}"
-                    )
-                source = concat_ranges(part.starts[r], count)
-                flat = np.repeat(dest * width - part.starts[r], count) + source
-                input_ids.reshape(-1)[flat] = part.ids[source]
-                length[dest], b_start[dest], label[dest] = count, part.segment_b_start[r], part.label[r]
-                if part.ref is not None and self.whole_word_mask:
-                    continues = np.zeros((n, width), bool) if continues is None else continues
-                    per_row = part.ref_starts[r + 1] - part.ref_starts[r]
-                    refs = part.ref[concat_ranges(part.ref_starts[r], per_row)]
-                    continues.reshape(-1)[np.repeat(dest * width, per_row) + refs] = True
-        special = local.special(self)
-        separators = None
-        if self.dataset.pair_objective == "none":  # the [SEP]s between documents
-            separators = (input_ids == special.sep) & (np.arange(width)[None, :] < length[:, None] - 1)
-        rows = Assembled(input_ids, length, b_start - 2, separators, continues)
-        streams = RowStreams(row_keys(local.mask_base(self), self.epoch, ids))
-        policy = self.masking
-        masked = mask_tokens(
-            rows,
-            rate,
-            self.max_predictions,
-            special,
-            streams,
-            whole_word=self.whole_word_mask,
-            mask_replace_prob=policy.mask_replace_prob,
-            random_replace_prob=policy.random_replace_prob,
-            keyed=True,
-        )
-        return _MaskedRows(masked, length, b_start, label)
-
-    def _dynamic_features(self, rows: _MaskedRows) -> dict[str, np.ndarray]:
-        masked, length, b_start = rows.masked, rows.length, rows.b_start
-        col = np.arange(masked.input_ids.shape[1])[None, :]
-        real = col < length[:, None]
-        return {
-            "input_ids": masked.input_ids.astype(np.int32, copy=False),
-            "input_mask": real.astype(np.int32),
-            "segment_ids": ((col >= b_start[:, None]) & real).astype(np.int32),
-            "masked_lm_positions": masked.positions,
-            "masked_lm_ids": masked.label_ids,
-            "masked_lm_weights": self._predicted(masked).astype(np.float32),
-            "next_sentence_labels": rows.label[:, None].astype(np.int32),
-        }
-
-    def _predicted(self, masked: Masked) -> np.ndarray:
-        """(N, max_predictions) bool: the prediction slots that hold a prediction."""
-        return np.arange(self.max_predictions)[None, :] < masked.count[:, None]
-
-    def _huggingface(self, f: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """What BertForPreTraining takes: labels are -100 but at real predictions (never at padded slots)."""
-        n, width = f["input_ids"].shape
-        labels = np.full((n, width), IGNORE_INDEX, np.int64)
-        real = f["masked_lm_weights"] > 0
-        rows = np.broadcast_to(np.arange(n)[:, None], real.shape)
-        labels[rows[real], f["masked_lm_positions"][real]] = f["masked_lm_ids"][real]
-        out = {
-            "input_ids": f["input_ids"].astype(np.int64),
-            "token_type_ids": f["segment_ids"].astype(np.int64),
-            "attention_mask": f["input_mask"].astype(np.int64),
-            "labels": labels,
-        }
-        if self.dataset.pair_objective != "none":
-            out["next_sentence_label"] = f["next_sentence_labels"][:, 0].astype(np.int64)
-        return out
 
     # ---------------------------------------------------------------- resume
 
@@ -574,88 +427,6 @@ class PretrainingLoader:
                     f"the saved state has {key} {saved!r}, this loader {mine[key]!r}; resuming would give other batches"
                 )
         self.epoch, self.start, self.consumed = epoch, batch, 0
-
-
-@dataclass
-class _MaskedRows:
-    """A dynamic batch's rows once masked: the masks, and per row its length, where B starts and its label."""
-
-    masked: Masked
-    length: np.ndarray
-    b_start: np.ndarray
-    label: np.ndarray
-
-
-class _ProcessState:
-    """What a process opens and caches for a loader: never pickled, rebuilt in each DataLoader worker."""
-
-    def __init__(self, pid: int):
-        self.pid = pid
-        self.plan_key = None
-        self.plan: EpochPlan | None = None
-        self.shards: dict[int, object] = {}
-        self.blocks: OrderedDict = OrderedDict()
-        self._bins: np.ndarray | None = None
-        self._lengths: np.ndarray | None = None
-        self._special: SpecialIds | None = None
-        self._mask_base: int | None = None
-
-    def lengths(self, loader: PretrainingLoader) -> np.ndarray:
-        """Every instance's length, in manifest order (for packing)."""
-        if self._lengths is None:
-            self._lengths = np.concatenate([loader._index(s, "lengths") for s in loader.dataset.shards])
-        return self._lengths
-
-    def bins(self, loader: PretrainingLoader) -> np.ndarray:
-        if self._bins is None:
-            self._bins = loader._all_bins()
-        return self._bins
-
-    def tfrecord(self, loader: PretrainingLoader, s: int) -> TFRecordShard:
-        if s not in self.shards:
-            shard = loader.dataset.shards[s]
-            self.shards[s] = TFRecordShard(shard, loader._index(shard, "offsets"), self.blocks)
-        return self.shards[s]
-
-    def parquet_block(self, loader: PretrainingLoader, s: int, block: int) -> InstanceRows:
-        key = (s, block)
-        rows = self.blocks.get(key)
-        if rows is not None:
-            self.blocks.move_to_end(key)
-            return rows
-        if s not in self.shards and loader.dataset.file_format == "mds":
-            self.shards[s] = MdsShard(loader.dataset.shards[s], loader.dataset)
-        elif s not in self.shards:
-            self.shards[s] = ParquetShard(loader.dataset.shards[s], loader.dataset.seq_length)
-        shard = self.shards[s]
-        first = block * BLOCK_ROWS
-        rows = self.blocks[key] = shard.rows(first, min(first + BLOCK_ROWS, shard.shard.records))
-        while len(self.blocks) > CACHED_BLOCKS:
-            self.blocks.popitem(last=False)
-        return rows
-
-    def special(self, loader: PretrainingLoader) -> SpecialIds:
-        if self._special is None:
-            try:
-                data = read_bytes(loader.vocab_path)
-                vocab = Vocab.from_bytes(data, loader.vocab_path)
-            except (OSError, VocabError) as e:
-                raise LoaderError(f"cannot read vocab {loader.vocab_path}: {e}") from None
-            expected = loader.dataset.vocab_sha256
-            if expected and (found := hashlib.sha256(data).hexdigest()) != expected:
-                raise LoaderError(
-                    f"vocab {loader.vocab_path} is not the one the ids came from (sha256 {found[:12]}..., the "
-                    f"manifest's {expected[:12]}...): its masks would draw from other tokens"
-                )
-            self._special = special_ids(vocab)
-        return self._special
-
-    def mask_base(self, loader: PretrainingLoader) -> int:
-        if self._mask_base is None:
-            self._mask_base = stable_hash(
-                loader.seed, "loader-masks", loader.dataset.split, f"seq{loader.dataset.seq_length}"
-            )
-        return self._mask_base
 
 
 def main(argv: list[str] | None = None) -> int:

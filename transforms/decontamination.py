@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from bertcorpus.transforms.benchmarks import Benchmark
+from bertcorpus.transforms.benchmark_texts import Benchmark
 from bertcorpus.transforms.minhash import fold_text, shingle_hashes, word_hashes
 
 # The ASCII whitespace that parts the pieces of a text (folding never joins two of them: fold_text), and the ASCII

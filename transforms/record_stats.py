@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcorpus.transforms.example_decoding import FeatureWidthError, joined_records, parse_examples
-from bertcorpus.transforms.tfrecord import FEATURE_NAMES, FLOAT_FEATURES
+from bertcorpus.transforms.tfrecord import feature_spec
 
 
 class RecordFormatError(ValueError):
@@ -26,18 +26,8 @@ class RecordFormatError(ValueError):
 def decode_batch(records: list[bytes], length: int, predictions: int) -> dict[str, np.ndarray]:
     """Serialized pretraining Examples → {feature: (records × width) array}, as tf.io.parse_example would give
     (transforms/example_decoding.py decodes the whole batch at once)."""
-    widths = {
-        "input_ids": length,
-        "input_mask": length,
-        "segment_ids": length,
-        "masked_lm_positions": predictions,
-        "masked_lm_ids": predictions,
-        "masked_lm_weights": predictions,
-        "next_sentence_labels": 1,
-    }
-    spec = {name: (name in FLOAT_FEATURES, widths[name]) for name in FEATURE_NAMES}
     try:
-        return parse_examples(*joined_records(records), spec)
+        return parse_examples(*joined_records(records), feature_spec(length, predictions))
     except FeatureWidthError as e:
         raise RecordFormatError(
             f"a feature holds {e.found} values per record; are these records of sequence "

@@ -41,6 +41,21 @@ _FIXED = ("input_mask", "segment_ids", "masked_lm_weights", "next_sentence_label
 _VARIABLE = ("input_ids", "masked_lm_positions", "masked_lm_ids")
 
 
+def feature_spec(length: int, predictions: int) -> dict[str, tuple[bool, int]]:
+    """The features of records of `length` tokens with `predictions` masked positions, in the reference's order, as
+    example_decoding.parse_examples takes them: name → (is_float, width)."""
+    widths = {
+        "input_ids": length,
+        "input_mask": length,
+        "segment_ids": length,
+        "masked_lm_positions": predictions,
+        "masked_lm_ids": predictions,
+        "masked_lm_weights": predictions,
+        "next_sentence_labels": 1,
+    }
+    return {name: (name in FLOAT_FEATURES, widths[name]) for name in FEATURE_NAMES}
+
+
 def varint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:

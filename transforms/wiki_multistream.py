@@ -19,7 +19,8 @@ from typing import BinaryIO
 
 from bertcorpus.transforms.bz2_blocks import Damage
 from bertcorpus.transforms.compression import open_decompressed
-from bertcorpus.transforms.wiki_pages import READ_ERRORS, Page, PageError, iter_pages_from_chunks
+from bertcorpus.transforms.wiki_page_items import Page, PageError
+from bertcorpus.transforms.wiki_pages import READ_ERRORS, iter_pages_from_chunks
 
 # Compressed bytes read per step, and the most decompressed bytes produced per step: bz2 expands XML about 5x, but
 # a crafted stream can expand far more, so the output is capped rather than trusted.

@@ -8,24 +8,25 @@ truncated file or a corrupt compressed stream yields every complete page before 
 of a stretch that could not be decompressed says how many pages it took, counted or estimated (`lost`).
 
 Elements are known by their local names, so any export schema version reads, with or without a namespace prefix.
+What it yields is defined in wiki_page_items.py; the pages a damaged stretch took are estimated in
+wiki_lost_pages.py, and the document's encoding is found by xml_encoding.py.
 """
 
 from __future__ import annotations
 
 import codecs
-import dataclasses
-import math
 import re
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import BinaryIO
 from urllib.parse import quote
 from xml.etree.ElementTree import Element, ParseError, XMLPullParser
 
 from bertcorpus.transforms.bz2_blocks import Bz2Reader, Damage
 from bertcorpus.transforms.compression import DECOMPRESSION_ERRORS, UnreadableCompression
+from bertcorpus.transforms.wiki_lost_pages import LostPages
+from bertcorpus.transforms.wiki_page_items import Loss, Page, PageError, local_name, page_from_element
+from bertcorpus.transforms.xml_encoding import UNDECODABLE_MARK, UNDECODED, detect_encoding
 
 # Large enough that the per-call overhead of feeding the parser vanishes, small enough to keep memory flat.
 CHUNK_BYTES = 1 << 20
@@ -36,10 +37,6 @@ MAX_PAGE_SIZE = 1 << 26
 
 # Errors a decompressing or network-backed reader raises on damaged data.
 READ_ERRORS = (*DECOMPRESSION_ERRORS, ValueError)
-# Page starts (and ids) on each side of a gap that bound the pages it held.
-ESTIMATE_PAGES = 32
-_UNDECODABLE_MARK = "wiki_pages.mark_undecodable"
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 _TITLE = re.compile(r"<(?:[\w.-]+:)?title>([^<]{0,200})")
 # Elements are known by their local names: a dump may put them in a namespace under a prefix (<mw:page>).
 _PREFIX = r"((?:[A-Za-z_][\w.-]*:)?)"
@@ -48,69 +45,6 @@ _PAGE_START = re.compile(r"<(?:[\w.-]+:)?page[\s>]")
 # The namespace of a prefix that a synthetic root declares: any name will do, as only local names are read.
 _SYNTHETIC_NAMESPACE = "urn:bertcorpus:local-names"
 _XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
-
-
-def _mark_undecodable(error: UnicodeError) -> tuple[str, int]:
-    """Decode bytes that are invalid in the document's encoding to lone surrogates, which no valid decoding yields:
-    the page holding them is then found and rejected while the rest of the stream decodes on."""
-    if not isinstance(error, UnicodeDecodeError):
-        raise error
-    return "".join(chr(0xDC00 | byte) for byte in error.object[error.start : error.end]), error.end
-
-
-codecs.register_error(_UNDECODABLE_MARK, _mark_undecodable)
-
-
-@dataclass(frozen=True)
-class Page:
-    """One <page> of a dump; text is None when the revision text was deleted (<text deleted="deleted"/>)."""
-
-    page_id: int
-    ns: int
-    title: str
-    revision_id: int | None
-    timestamp: str | None
-    redirect: bool
-    text: str | None
-
-
-@dataclass(frozen=True)
-class Loss:
-    """The pages a damaged stretch took with it, beyond the items read: counted, at most (bound by the ids of the
-    pages on either side), estimated, or None where that cannot be told."""
-
-    pages: int | None
-    estimated: bool = False
-    bound: bool = False  # pages is at least what was lost (the page ids on either side of the gap bound it)
-
-
-@dataclass(frozen=True)
-class PageError:
-    """A page or a stretch of input that could not be read; `where` is an offset or a page id/title. `lost` is set
-    for a stretch of input that could not be decompressed or read, and says how many pages went with it."""
-
-    where: str
-    reason: str
-    detail: str
-    lost: Loss | None = None
-
-
-@dataclass
-class _Gap:
-    """A gap whose pages are estimated once enough pages after it have been seen: its error as it stood when the gap
-    was found (where, why, the head of the page it cut, the last page before it), the XML bytes it held, and the
-    page starts around it."""
-
-    offset: int
-    reason: str
-    detail: str
-    cut_page: bytes | str
-    last_page: str
-    lost_bytes: int
-    before: list[int]
-    after: list[int]
-    ids_before: list[int]  # the ids of the pages read before the gap, in order
-    ids_after: list[int] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -130,38 +64,6 @@ class SiteInfo:
             return None
         prefix = self.base[: self.base.index("/wiki/") + len("/wiki/")]
         return prefix + quote(title.replace(" ", "_"), safe=";@$!*(),/~:")
-
-
-def detect_encoding(head: bytes) -> str:
-    """The document's encoding from its byte-order mark or XML declaration; UTF-8 when neither says otherwise.
-
-    A declared encoding that Python does not know, or cannot use here (one that is not ASCII-compatible, as the
-    declaration was read, or that cannot mark the bytes it fails on), also gives UTF-8: the parser then reports the
-    declaration, and the pages, most likely UTF-8 anyway, are still read."""
-    if head.startswith(codecs.BOM_UTF8):
-        return "utf-8-sig"
-    if head.startswith(codecs.BOM_UTF16_LE):
-        return "utf-16-le-bom"
-    if head.startswith(codecs.BOM_UTF16_BE):
-        return "utf-16-be-bom"
-    if len(head) >= 2 and head[0] and not head[1]:  # "<" or a space, then a zero byte
-        return "utf-16-le"
-    if len(head) >= 2 and not head[0] and head[1]:
-        return "utf-16-be"
-    if head.startswith(b"<?xml"):
-        declaration = head[: head.find(b"?>")]
-        for mark in (b'"', b"'"):
-            at = declaration.find(b"encoding=" + mark)
-            if at >= 0:
-                name = declaration[at + len(b"encoding=") + 1 :].split(mark, 1)[0].decode("ascii", "replace")
-                try:  # a text encoding, ASCII-compatible, that can mark the bytes it cannot decode
-                    readable = "<?xml".encode(name) == b"<?xml" and b"<?xml\xff\xfe".decode(
-                        name, _UNDECODABLE_MARK
-                    ).startswith("<?xml")
-                except (LookupError, UnicodeError):
-                    readable = False
-                return codecs.lookup(name).name if readable else "utf-8"
-    return "utf-8"
 
 
 def iter_pages(stream: BinaryIO, *, fragment: bool = False) -> Iterator[Page | PageError]:
@@ -239,9 +141,7 @@ class _PageReader:
         self.open: list[Element] = []  # the elements the parser has open, outermost first
         self.root_started = False
         self.root_prefix: bytes | str | None = None  # the prefix a synthetic root declares; None: the document's own
-        self.page_starts: deque[int] = deque(maxlen=ESTIMATE_PAGES)  # offsets of the last pages begun
-        self.page_ids: deque[int] = deque(maxlen=ESTIMATE_PAGES)  # ids of the last pages read
-        self.gaps: list[_Gap] = []  # gaps waiting for the pages after them
+        self.lost = LostPages()  # damaged stretches waiting for the pages after them to be estimated
 
     def _use_tokens(self, str_data: bool) -> None:
         """The tokens the stream is cut at, in the form of the data: bytes or str. A page's tags may carry a
@@ -283,7 +183,7 @@ class _PageReader:
             chunk = chunk[len(codecs.BOM_UTF8) :]
         elif encoding not in ("utf-8", "utf-8-sig"):
             codec = "utf-16" if encoding.endswith("-bom") else encoding
-            self.decoder = codecs.getincrementaldecoder(codec)(_UNDECODABLE_MARK)
+            self.decoder = codecs.getincrementaldecoder(codec)(UNDECODABLE_MARK)
             self.buffer = ""
             self._use_tokens(str_data=True)
         self._new_parser(synthetic_root=self.fragment)
@@ -331,19 +231,7 @@ class _PageReader:
             counted = f"; {damage.lost_pages:,} pages lost" if damage.lost_pages else ""
             yield self._error(at, damage.reason, detail + counted, cut_page, Loss(damage.lost_pages))
         elif damage.lost_bytes is not None:
-            self.gaps.append(
-                _Gap(
-                    at,
-                    damage.reason,
-                    detail,
-                    cut_page,
-                    self._after(),
-                    damage.lost_bytes,
-                    list(self.page_starts),
-                    [],
-                    list(self.page_ids),
-                )
-            )
+            self.lost.add_gap(at, damage.reason, detail, cut_page, self._after(), damage.lost_bytes)
         else:
             yield self._error(
                 at, damage.reason, f"{detail}; how many pages it held cannot be told", cut_page, Loss(None)
@@ -403,47 +291,15 @@ class _PageReader:
     # -- estimating what a gap held
 
     def _page_begins(self, offset: int) -> Iterator[PageError]:
-        self.page_starts.append(offset)
-        if self.gaps:
-            for gap in self.gaps:
-                gap.after.append(offset)
-            if len(self.gaps[0].after) >= ESTIMATE_PAGES:
-                yield from self._estimate_gaps()
+        if self.lost.page_begins(offset):
+            yield from self._estimate_gaps()
 
     def _estimate_gaps(self) -> Iterator[PageError]:
-        """The errors of the gaps seen so far, each with the pages it held bound from above: by the ids of the pages
-        on either side where the dump orders its pages by id (as Wikipedia's do), else by its XML bytes over the
-        size of the smallest page around it."""
-        for gap in self.gaps:
-            yield self._error(gap.offset, gap.reason, *self._gap_loss(gap), gap.last_page)
-        self.gaps = []
-
-    def _gap_loss(self, gap: _Gap) -> tuple[str, bytes | str, Loss]:
-        """(the error's detail, the cut page, the Loss) of a gap."""
-        ids = [*gap.ids_before, *gap.ids_after[:1]]
-        if gap.ids_before and gap.ids_after and all(a < b for a, b in pairwise(ids)):
-            # every page lost has an id between the last one read before the gap and the first one after it
-            pages = gap.ids_after[0] - gap.ids_before[-1] - 1 - bool(gap.cut_page)
-            said = (
-                f"at most {pages:,} pages lost (a bound: the pages on either side are {gap.ids_before[-1]} and "
-                f"{gap.ids_after[0]}, in order of id)"
-            )
-            return f"{gap.detail}; {said}", gap.cut_page, Loss(pages, estimated=True, bound=True)
-        sizes = [b - a for starts in (gap.before, gap.after) for a, b in pairwise(starts)]
-        if not sizes:
-            said = "how many pages it held cannot be told: too few pages around it"
-            return f"{gap.detail}; {said}", gap.cut_page, Loss(None)
+        """The errors of the gaps seen so far, each with the pages it held (transforms/wiki_lost_pages.py)."""
         # offsets count characters where the XML is decoded here: sizes in bytes come through the ratio
         bytes_per_unit = self.bytes_read / max(self.base + len(self.buffer), 1) if self.decoder else 1.0
-        smallest = max(1.0, min(sizes) * bytes_per_unit)
-        pages = math.ceil(gap.lost_bytes / smallest)
-        said = (
-            f"at most about {pages:,} pages lost (an estimate: about {gap.lost_bytes:,} bytes of XML, at "
-            f"{smallest:,.0f} bytes for the smallest page around them)"
-        )
-        if gap.reason == "truncated":
-            said += ", and what followed the cut is not known"
-        return f"{gap.detail}; {said}", gap.cut_page, Loss(pages, estimated=True)
+        for gap, detail, cut_page, loss in self.lost.estimated(bytes_per_unit):
+            yield self._error(gap.offset, gap.reason, detail, cut_page, loss, gap.last_page)
 
     def _page_prefix(self, start) -> None:
         """Look for the end tag of the page just found with the prefix its start tag has."""
@@ -501,7 +357,7 @@ class _PageReader:
         if self._closed() and text.strip():
             self._new_parser(synthetic_root=self.fragment)  # a second document follows the first
         problem = None
-        if self.decoder is not None and _LONE_SURROGATE.search(text):
+        if self.decoder is not None and UNDECODED.search(text):
             problem = ("decode_error", "bytes that are not valid in the document's encoding")
         else:
             try:
@@ -520,7 +376,7 @@ class _PageReader:
             self._new_parser(synthetic_root=True)
 
     def _parse_page(self, piece: bytes | str, offset: int) -> Iterator[Page | PageError]:
-        if self.decoder is not None and _LONE_SURROGATE.search(piece):
+        if self.decoder is not None and UNDECODED.search(piece):
             yield self._error(offset, "decode_error", "bytes that are not valid in the document's encoding", piece)
             return
         # No root is open (the document has none, or it was closed before this page), or a synthetic one that does
@@ -540,12 +396,10 @@ class _PageReader:
             self._new_parser(synthetic_root=True)
             return
         self.open[-1].remove(page)
-        item = _page_from_element(page)
+        item = page_from_element(page)
         if isinstance(item, Page):
             self.last_page = str(item.page_id)
-            self.page_ids.append(item.page_id)
-            for gap in self.gaps:
-                gap.ids_after.append(item.page_id)
+            self.lost.page_read(item.page_id)
         yield item
 
     def _parse_problem(self, exc: ParseError, piece: bytes | str) -> tuple[str, str]:
@@ -582,57 +436,6 @@ def _without_position(exc: ParseError) -> str:
     return str(exc).split(": line ", 1)[0]
 
 
-def _local(tag: str) -> str:
-    return tag.rpartition("}")[2]
-
-
-def _page_from_element(page: Element) -> Page | PageError:
-    """Build a Page from a complete <page> element; a page without <text> or a title, or with bad ids, is a
-    PageError."""
-    title = ns = page_id = None
-    redirect = False
-    revision: Element | None = None
-    for child in page:
-        name = _local(child.tag)
-        if name == "title":
-            title = child.text or ""
-        elif name == "ns":
-            ns = child.text
-        elif name == "id":
-            page_id = child.text
-        elif name == "redirect":
-            redirect = True
-        elif name == "revision":
-            revision = child  # a full-history dump lists revisions oldest first: keep the newest
-    where = f"page {page_id} {title!r}" if page_id else f"page {title!r}"
-    try:
-        pid = int(page_id or "")
-        nsn = int(ns) if ns is not None else 0
-    except ValueError:
-        return PageError(where, "bad_page_header", f"page id {page_id!r}, namespace {ns!r}")
-    if not title:
-        return PageError(where, "bad_page_header", "page has no title")
-    revision_id = timestamp = None
-    text_elem = None
-    if revision is not None:
-        for child in revision:
-            name = _local(child.tag)
-            if name == "id":
-                revision_id = child.text
-            elif name == "timestamp":
-                timestamp = child.text
-            elif name == "text":
-                text_elem = child
-    if text_elem is None:
-        return PageError(where, "no_text", "page has no <text> element")
-    text = None if text_elem.get("deleted") is not None else (text_elem.text or "")
-    try:
-        rid = int(revision_id) if revision_id else None
-    except ValueError:
-        rid = None
-    return Page(pid, nsn, title or "", rid, timestamp, redirect, text)
-
-
 def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | None:
     """Parse the <siteinfo> header, reading only the head of the stream; None when there is no header."""
     head = b""
@@ -657,7 +460,7 @@ def read_siteinfo(stream: BinaryIO, *, max_bytes: int = 1 << 22) -> SiteInfo | N
     try:
         parser.feed(text[: end.end()])
         for event, elem in parser.read_events():
-            name = _local(elem.tag)
+            name = local_name(elem.tag)
             if event == "start":
                 if name == "mediawiki":
                     lang = elem.get(_XML_LANG)

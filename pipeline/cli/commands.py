@@ -70,7 +70,10 @@ def _commands() -> dict:
             "bertcorpus.pipeline.create.job",
             "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet",
         ),
-        "inspect": ("bertcorpus.pipeline.stats.inspect", "print decoded examples from a TFRecord or Parquet shard"),
+        "inspect": (
+            "bertcorpus.pipeline.stats.inspect_command",
+            "print decoded examples from a TFRecord or Parquet shard",
+        ),
         "stats": (
             "bertcorpus.pipeline.stats.command",
             "a data card for documents, records or a run: stats.json, report.html, plots",
@@ -79,14 +82,14 @@ def _commands() -> dict:
             "bertcorpus.pipeline.plan.command",
             "size and price a run before it runs: documents, shards, instances, CPU, memory, shuffle, output, cost",
         ),
-        "run": ("bertcorpus.pipeline.cli.named_jobs", "run a named job from beam_jobs.yaml with a runner profile"),
-        "demo": ("bertcorpus.pipeline.cli.demo", "run the chain on the real samples bundled in the repository"),
+        "run": ("bertcorpus.pipeline.cli.run_command", "run a named job from beam_jobs.yaml with a runner profile"),
+        "demo": ("bertcorpus.pipeline.cli.demo_command", "run the chain on the real samples bundled in the repository"),
         "train": (
             "bertcorpus.pipeline.cli.train_command",
             "pretrain a BERT model on a create output (Keras on TensorFlow, JAX or PyTorch)",
         ),
         "graph": (
-            "bertcorpus.pipeline.cli.graph",
+            "bertcorpus.pipeline.cli.graph_command",
             "draw a named job's Beam graph offline (.dot, and .png with graphviz)",
         ),
         "cluster": (
@@ -337,7 +340,7 @@ def _discard_staging(args, module, beam_args: list[str], job_over: bool = False)
 
 
 def entry_point() -> None:
-    from bertcorpus.pipeline.cli.common import StandardStreams
+    from bertcorpus.pipeline.cli.standard_streams import StandardStreams
 
     streams = StandardStreams()
     # Every command stops the same way on SIGINT and SIGTERM, also where SIGINT came ignored (a shell script's

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 import apache_beam as beam
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.cli.common import print_summary, run_pipeline
 from bertcorpus.pipeline.engines import runners
+from bertcorpus.pipeline.engines.run_and_wait import run_pipeline
 from bertcorpus.pipeline.engines.run_progress import ProgressPlan
 from bertcorpus.pipeline.sinks import documents, output
 from bertcorpus.pipeline.sinks.up_to_date import Reuse
@@ -94,3 +94,12 @@ def finish(name: str, run: JobRun, rows: list[tuple[str, str]], problems: Iterab
         return 0
     print(f"bertcorpus {name}: {problem}", file=sys.stderr)
     return 1
+
+
+def print_summary(what: str, manifest: dict, rows: list[tuple[str, str]]) -> None:
+    """The closing summary: one row a line, the values aligned."""
+    width = max(len(k) for k, _ in rows) if rows else 0
+    print(f"\n{what} summary")
+    for key, value in rows:
+        print(f"  {key.ljust(width)}  {value}")
+    sys.stdout.flush()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 
+BooleanFlag = argparse.BooleanOptionalAction  # a flag --x with its --no-x
 INPUT_FORMATS_HELP = (
     "documents = Parquet from extract-wiki/extract-books; text = one sentence per line, blank "
     'line between documents; jsonl = {"id","text"} per line (.jsonl or .json); each plain or '

@@ -227,7 +227,7 @@ def parse_seq_configs(text: str) -> list[SeqConfig]:
 
 
 def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.common import BooleanFlag
+    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
 
     files = add_files(
         parser,

@@ -13,7 +13,7 @@ by a stable hash of their id) is the unit of memory and of randomness: it has it
 its random next segments come from fragments of the documents of other buckets of its split. Instances get
 random 63-bit keys and travel to their shard in compact columns; each shard's records are made and written in
 key order, which shuffles the output globally without holding it in one place. The graph is the same on every
-runner; the values crossing its shuffles are typed, and their coders (coders.py) do the encoding.
+runner; the values crossing its shuffles are typed, and their coders (values.py) do the encoding.
 
 The recipe flags choose what the instances are (transforms/bucket_instances.py): static masks in TFRecords or
 unmasked Parquet rows masked at load time, NSP, SOP or packed sentences, with or without length bins.
@@ -26,7 +26,6 @@ import sys
 import apache_beam as beam
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, config_from_args
 from bertcorpus.pipeline.create.config import add_arguments as add_arguments  # the command's flags, for the CLI
 from bertcorpus.pipeline.create.job_vocab import JobVocab, read_job_vocab
@@ -48,6 +47,7 @@ from bertcorpus.pipeline.create.steps import (
     bucket_and_id,
     plan_negatives,
 )
+from bertcorpus.pipeline.create.values import BucketMessage, InstancePiece
 from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.engines.local_shuffle import GroupLargeValues
 from bertcorpus.pipeline.engines.run_progress import ProgressPlan

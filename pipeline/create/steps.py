@@ -1,5 +1,5 @@
 """create's steps as Beam DoFns: each reads its elements, calls the pure functions of transforms/, and emits
-typed values (pipeline/create/coders.py) and counts."""
+typed values (pipeline/create/values.py) and counts."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import apache_beam as beam
 import numpy as np
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.coders import BucketMessage, InstancePiece
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.values import BucketMessage, InstancePiece
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument, document_pieces
 from bertcorpus.pipeline.inputs.reads import read_documents

@@ -13,7 +13,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, filesystem_error_cause
-from bertcorpus.transforms.benchmarks import Benchmark, parse_benchmark
+from bertcorpus.transforms.benchmark_texts import Benchmark, parse_benchmark
 from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES, decompressed_by_suffix, is_cut
 from bertcorpus.transforms.decontamination import NgramIndex, build_index
 
@@ -42,7 +42,7 @@ def report_file(name: str) -> str:
 
 
 def read_benchmark(path: str, name: str, text_fields: list[str]) -> Benchmark:
-    """A benchmark file's texts (transforms/benchmarks.py); a file that cannot be read or parsed is a UserError."""
+    """A benchmark file's texts (transforms/benchmark_texts.py); a file that cannot be read or parsed is a UserError."""
     try:
         with FileSystems.open(path, compression_type="uncompressed") as raw:
             stream = decompressed_by_suffix(raw, path)

@@ -14,7 +14,7 @@ Texts cross one shuffle, the one into output shards; every other shuffle carries
 the documents LSH paired, read again for them). All decisions are made on sorted values, so the output is the same
 whatever the runner and its workers. pipeline/dedup/near.py has the duplicate steps, read.py the reading, write.py
 the shards, report.py the reports, publish.py the manifests; the pure functions are transforms/near_duplicates.py,
-minhash.py, decontamination.py and benchmarks.py. docs/dedup.md says what is removed and why.
+minhash.py, decontamination.py and benchmark_texts.py. docs/dedup.md says what is removed and why.
 """
 
 from __future__ import annotations

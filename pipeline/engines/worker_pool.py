@@ -42,9 +42,9 @@ from bertcorpus.pipeline.errors import UserError
 PRELOADED_MODULES = [
     "apache_beam.runners.worker.sdk_worker",
     "bertcorpus.pipeline.create.job",
-    "bertcorpus.pipeline.extract.wiki",
-    "bertcorpus.pipeline.extract.books",
-    "bertcorpus.pipeline.vocab.beam_counts",
+    "bertcorpus.pipeline.extract.wiki_job",
+    "bertcorpus.pipeline.extract.books_job",
+    "bertcorpus.pipeline.vocab.job",
 ]
 CHECK_SECONDS = 3.0  # how often dead workers are reaped and orphaned ones (runner gone) stopped
 STOP_GRACE_SECONDS = 10.0

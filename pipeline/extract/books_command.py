@@ -1,5 +1,5 @@
 """The command line of `bertcorpus extract-books`: its flags, the job's config from them (the book files listed at
-launch, the shard count estimated from their size), and the run with its summary. The job is books.py's."""
+launch, the shard count estimated from their size), and the run with its summary. The job is books_job.py's."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     positive_int,
 )
 from bertcorpus.pipeline.extract.book_files import beside, list_inputs, metadata_table
-from bertcorpus.pipeline.extract.books import JOB, REMOVED_KINDS, BooksConfig, ExtractBooks
+from bertcorpus.pipeline.extract.books_job import JOB, REMOVED_KINDS, BooksConfig, ExtractBooks
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents, output
@@ -27,7 +27,7 @@ from bertcorpus.transforms.zh_variants import CHOICES, check_converter
 
 
 def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.common import BooleanFlag
+    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
 
     files = add_files(
         parser,

@@ -1,5 +1,5 @@
 """The command line of `bertcorpus extract-wiki`: its flags, the job's config from them (the input files listed
-at launch, the shard count estimated from their size), and the run with its summary. The job is wiki.py's."""
+at launch, the shard count estimated from their size), and the run with its summary. The job is wiki_job.py's."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     positive_float,
     positive_int,
 )
-from bertcorpus.pipeline.extract.wiki import JOB, ExtractWikipedia, WikiConfig, read_dump_header
+from bertcorpus.pipeline.extract.wiki_job import JOB, ExtractWikipedia, WikiConfig, read_dump_header
 from bertcorpus.pipeline.extract.wiki_losses import loss_check, loss_rows, pages_lost
 from bertcorpus.pipeline.inputs.discovery import SKIPPED, match_inputs
 from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB

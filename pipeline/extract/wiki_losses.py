@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from bertcorpus.transforms.wiki_pages import PageError
+from bertcorpus.transforms.wiki_page_items import PageError
 
 
 def count_loss(losses: Counter, error: PageError) -> None:

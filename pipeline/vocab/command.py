@@ -6,7 +6,7 @@ tokenizer files and manifest beside it.
         └─ held-out words ─ [UNK] rate, wordpieces per word
 
 This module is the command: its flags, the run and the summary. Counting is in pipeline/vocab/counting.py (in
-this process) and pipeline/vocab/beam_counts.py (--count-with-beam); training in wordpiece/training.py; the files it
+this process) and pipeline/vocab/job.py (--count-with-beam); training in wordpiece/training.py; the files it
 writes in pipeline/vocab/files.py.
 """
 
@@ -28,9 +28,9 @@ from bertcorpus.pipeline.cli.shared_flags import (
 from bertcorpus.pipeline.inputs.discovery import find_inputs
 from bertcorpus.pipeline.sinks import documents, output
 from bertcorpus.pipeline.sinks.up_to_date import Reuse
-from bertcorpus.pipeline.vocab.beam_counts import count_with_beam
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
 from bertcorpus.pipeline.vocab.files import JOB, TOKENIZER_FILES, beside, check_outputs, write_vocab_files
+from bertcorpus.pipeline.vocab.job import count_with_beam
 from bertcorpus.wordpiece.cjk import is_ideograph
 from bertcorpus.wordpiece.training import (
     BERT_DEFAULT_RESERVED,
@@ -53,7 +53,7 @@ MAX_VOCAB_SIZE = 1 << 20
 
 
 def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.common import BooleanFlag
+    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
 
     files = add_files(
         parser,
@@ -249,7 +249,7 @@ def config_from_args(args) -> VocabConfig:
 
 
 def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline.cli.common import print_summary
+    from bertcorpus.pipeline.cli.job_skeleton import print_summary
     from bertcorpus.pipeline.engines import runners
     from bertcorpus.pipeline.errors import UserError
 

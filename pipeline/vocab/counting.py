@@ -6,7 +6,7 @@ that both of its drivers run.
                                                                             └─ held-out words ─ [UNK] rate
 
 `DocumentCounter` does the work for one stream of documents. It runs in this process (count_in_process: files in
-input order, a progress line, --max-documents) or inside the Beam job of pipeline/vocab/beam_counts.py
+input order, a progress line, --max-documents) or inside the Beam job of pipeline/vocab/job.py
 (--count-with-beam: files in spans, many workers). Both drivers stay: on one machine the Beam job spends more
 CPU for the same counts, most of all on small inputs, and it has no input order to stop in (the figures are in
 docs/benchmarks.md).

@@ -220,8 +220,8 @@ def count_with_beam(cfg: VocabConfig, input_files: list[str], options, input_byt
 
 
 def _run_count_job(cfg: VocabConfig, input_files: list[str], options, input_bytes: int) -> CorpusCounts | None:
-    from bertcorpus.pipeline.cli.common import run_pipeline
     from bertcorpus.pipeline.engines import runners
+    from bertcorpus.pipeline.engines.run_and_wait import run_pipeline
     from bertcorpus.pipeline.engines.run_progress import ProgressPlan
 
     pipeline = runners.make_pipeline(options)  # first: it checks a remote engine before the counts are cleared

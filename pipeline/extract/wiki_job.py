@@ -40,7 +40,8 @@ from bertcorpus.transforms.compression import MIB, open_decompressed
 from bertcorpus.transforms.languages import UNDETERMINED, primary_language, wiki_language
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
-from bertcorpus.transforms.wiki_pages import Page, SiteInfo, iter_pages, read_siteinfo
+from bertcorpus.transforms.wiki_page_items import Page
+from bertcorpus.transforms.wiki_pages import SiteInfo, iter_pages, read_siteinfo
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 from bertcorpus.transforms.zh_variants import resolve_converter_markup, sweep_residue, zh_language_tag
 

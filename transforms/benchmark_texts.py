@@ -1,5 +1,6 @@
-"""Benchmark files as distributed, read into the texts a corpus must not contain and the examples each text belongs
-to: SQuAD v1.1/v2.0 JSON, GLUE TSV, SuperGLUE JSONL, and any JSONL, JSON or Parquet whose text fields are named.
+"""Evaluation benchmark files as distributed, read into the texts a corpus must not contain and the examples each
+text belongs to, for decontamination: SQuAD v1.1/v2.0 JSON, GLUE TSV, SuperGLUE JSONL, and any JSONL, JSON or Parquet
+whose text fields are named. (The speed benchmarks of this project are benchmarks/.)
 
     SQuAD      {"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question"}]}]}]}
                texts: each context (its examples: the ids of its questions) and each question
