@@ -143,6 +143,10 @@ RULES = [
         "A coast of 58 km, 2 to 5 m deep, 1–3 ft and.",
     ),
     (
+        "{{convert|22|e6acre|e3km2}} of forest and {{convert|1.5|e9m3}} of water",
+        "22 million acre of forest and 1.5 billion m3 of water",
+    ),
+    (
         "{{IPA|nʲihoŋŋo}} {{IPA|fr|ɛ̃}} {{IPA-es|ˈeɾa}} {{nowrap|{{small|a b}}}} {{要出典範囲|claim|date=2021}}",
         "nʲihoŋŋo ɛ̃ ˈeɾa a b claim",
     ),

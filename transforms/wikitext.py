@@ -113,6 +113,9 @@ _TEXT_TEMPLATE = re.compile(
 _ARGUMENT_TOKEN = re.compile(r"\{\{|\}\}|\[\[|\]\]|\|")
 _NUMBER = re.compile(r"[-+−]?\d[\d.,]*")
 _CONVERT_RANGES = {"-", "–", "to", "and", "or", "x", "×", "by", "to(-)", "and(-)"}
+# {{convert|22|e6acre}} shows "22 million acre": a unit may carry a power of ten in front
+_CONVERT_SCALE = re.compile(r"e(3|6|9|12)(\S+)")
+_SCALE_WORDS = {"3": "thousand", "6": "million", "9": "billion", "12": "trillion"}
 
 # --- 4. links that are not part of the prose -----------------------------------------------------------------------
 
@@ -351,6 +354,8 @@ def _template_text(rule: str, args: dict[str, str]) -> str:
         if second in _CONVERT_RANGES and _NUMBER.fullmatch(third):
             joiner = "–" if second in ("-", "–") else f" {second.replace('(-)', '')} "
             return f"{first}{joiner}{third} {args.get('4', '')}".strip()
+        if scaled := _CONVERT_SCALE.fullmatch(second):
+            second = f"{_SCALE_WORDS[scaled[1]]} {scaled[2]}"
         return f"{first} {second}".strip()
     return " "  # nbsp
 
