@@ -2,8 +2,8 @@
 # pipeline dependencies preinstalled, so workers start without installing anything. TensorFlow is not
 # needed on workers (the jobs write TFRecords without it) and is not installed.
 #
-#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.1.0 .
-#   docker push REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.1.0
+#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.2.0 .
+#   docker push REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.2.0
 #
 # then launch with --sdk_container_image=<that tag> --sdk_location=container (docs/dataflow.md). The image's Beam
 # must be the launching environment's: build with --build-arg BEAM_VERSION=$(python -c "import apache_beam as b;
@@ -23,6 +23,7 @@ RUN pip install --no-cache-dir \
     "PyYAML>=6,<7" \
     "google-crc32c>=1.5,<2" \
     "matplotlib>=3.8,<4" \
+    "charset-normalizer>=3.3,<4" \
     "setuptools>=77" \
     "build>=1.2,<2"
 
@@ -40,5 +41,8 @@ COPY tests/data/books ./tests/data/books
 COPY tests/data/wiki/DATA.md tests/data/wiki/enwiki-2014-sample-truncated.xml.bz2 \
      tests/data/wiki/enwiki-table-markup.xml.bz2 ./tests/data/wiki/
 RUN pip install --no-cache-dir --no-deps . && python -c "import bertcorpus.pipeline.create.job, bertcorpus.transforms.tfrecord, bertcorpus.wordpiece.tokenizer"
+# Chinese and --language auto need their extras on the workers too: --build-arg EXTRAS=zh,langid
+ARG EXTRAS=""
+RUN if [ -n "$EXTRAS" ]; then pip install --no-cache-dir ".[$EXTRAS]"; fi
 
 # The SDK harness entry point of the base image stays as it is.

@@ -9,8 +9,8 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # The project with one extra: train (what the demo needs to train) or test (the trainer's and the tests' needs).
-# Each install is redone whenever pyproject.toml is newer than its stamp.
-$(VENV)/.installed-%: pyproject.toml | $(PY)
+# Each install is redone whenever pyproject.toml or the version (bertcorpus/__init__.py) is newer than its stamp.
+$(VENV)/.installed-%: pyproject.toml bertcorpus/__init__.py | $(PY)
 	$(PY) -m pip install --quiet -e '.[$*]'
 	@touch $@
 

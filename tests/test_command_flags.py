@@ -47,7 +47,8 @@ def test_every_flag_ends_its_help_with_its_default_in_one_format(command):
 
 def test_the_demo_help_gives_its_defaults_as_every_command_does(capsys):
     text = " ".join(help_of(capsys, "demo").split())
-    assert "(default: 8000)" in text and "(default: 300)" in text and "(default 8000)" not in text
+    assert "(default: 8000; 21128" in text and "(default: 300)" in text
+    assert "(default 8000" not in text
 
 
 @pytest.mark.parametrize("command", ["create", "vocab"])
