@@ -336,7 +336,7 @@ def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path
     import os
     import signal
 
-    from bertcorpus.pipeline.create import job
+    from bertcorpus.pipeline.create import command
     from bertcorpus.pipeline.sinks import output
 
     out = tmp_path / "out"
@@ -353,7 +353,7 @@ def test_ctrl_c_pressed_again_during_the_clean_up_does_not_break_it_off(tmp_path
         os.kill(os.getpid(), signal.SIGINT)  # delivered at once: the clean-up must go on
         discard(path)
 
-    monkeypatch.setattr(job, "run", interrupted_run)
+    monkeypatch.setattr(command, "run", interrupted_run)
     monkeypatch.setattr(output, "discard_staging", discard_after_a_second_ctrl_c)
     handler = signal.getsignal(signal.SIGINT)
     assert run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", out) == 130

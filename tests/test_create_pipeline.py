@@ -312,18 +312,18 @@ def test_missing_or_incomplete_vocab(tmp_path, capsys):
 
 
 def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_path, monkeypatch):
-    from bertcorpus.pipeline.create import job
+    from bertcorpus.pipeline.create import command
     from bertcorpus.pipeline.create.job_vocab import JobVocab
     from bertcorpus.wordpiece.vocab import VocabError
 
     vocabs = []
 
-    class Recorded(job.CreatePretrainingData):
+    class Recorded(command.CreatePretrainingData):
         def __init__(self, config, vocab, *rest):
             vocabs.append(vocab)
             super().__init__(config, vocab, *rest)
 
-    monkeypatch.setattr(job, "CreatePretrainingData", Recorded)
+    monkeypatch.setattr(command, "CreatePretrainingData", Recorded)
     digest = hashlib.sha256(VOCAB.read_bytes()).hexdigest()
     assert (
         run_cli("create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", tmp_path / "o", "--dupe-factor", "1")

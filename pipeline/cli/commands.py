@@ -58,7 +58,7 @@ def _commands() -> dict:
             "book files (BookCorpus, Gutenberg, PG-19) → documents Parquet",
         ),
         "dedup": (
-            "bertcorpus.pipeline.dedup.job",
+            "bertcorpus.pipeline.dedup.command",
             "documents sources in priority order → the same without exact and near copies or benchmark text, "
             "each removal on a ledger",
         ),
@@ -67,7 +67,7 @@ def _commands() -> dict:
             "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)",
         ),
         "create": (
-            "bertcorpus.pipeline.create.job",
+            "bertcorpus.pipeline.create.command",
             "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet",
         ),
         "inspect": (

@@ -1,4 +1,5 @@
-"""What a `create` run is asked to make: its flags, its config, and the sizes it decides from its input.
+"""What a `create` run is asked to make: its config (from the flags command.py adds), and the sizes it decides
+from its input.
 
 Buckets (documents grouped by a stable hash of their id) are the unit of memory and of randomness; shards are
 the output files. Both are sized from the input's estimated text, which comes from the file sizes the
@@ -15,26 +16,16 @@ from dataclasses import asdict, dataclass, field
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.cli.shared_flags import (
-    LOCAL_FOLDERS_HELP,
     MAX_DOCUMENT_MB,
-    add_document_cap,
-    add_error_limits,
-    add_files,
-    add_input_format,
-    add_language,
-    add_lower_case,
-    add_reuse,
     check_error_rate,
     check_language_flags,
-    positive_int,
 )
-from bertcorpus.transforms.bucket_instances import PAIR_OBJECTIVES, InstanceRecipe
-from bertcorpus.transforms.instance_mds import ID_ENCODINGS, MdsColumns
+from bertcorpus.transforms.bucket_instances import InstanceRecipe
+from bertcorpus.transforms.instance_mds import MdsColumns
 from bertcorpus.transforms.instances import SeqConfig
 from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
 from bertcorpus.transforms.word_segmentation import (
-    SEGMENTERS,
     SegmenterSpec,
     check_segmenter,
     check_segmenter_name,
@@ -224,183 +215,6 @@ def parse_seq_configs(text: str) -> list[SeqConfig]:
     if len({c.max_seq_length for c in configs}) != len(configs):
         raise ValueError("--seq-configs names the same sequence length twice")
     return configs
-
-
-def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
-
-    files = add_files(
-        parser,
-        metavar="GLOB",
-        inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
-        f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
-        "manifest lists",
-        output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
-        "seq{L}/eval-*, manifest.json",
-    )
-    add_reuse(files)
-    add_input_format(files)
-    files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
-    recipe = parser.add_argument_group("recipe")
-    recipe.add_argument(
-        "--masking",
-        choices=MASKING_MODES,
-        default="static",
-        help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
-        "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
-        "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static)",
-    )
-    recipe.add_argument(
-        "--record-format",
-        choices=RECORD_FORMATS,
-        default=None,
-        help="tfrecord: the reference's records (static masking only); parquet: unmasked instances, one row "
-        "each; mds: the same instances as MosaicML streaming shards and an index.json in seq{L}/{split}/, "
-        "for ModernBERT-class trainers (StreamingDataset reads them as they are) (default: tfrecord with "
-        "--masking static, parquet with dynamic)",
-    )
-    recipe.add_argument(
-        "--mds-ids",
-        choices=ID_ENCODINGS,
-        default=None,
-        help="with --record-format mds, how input_ids are stored: int64 (ndarray:int64), as ModernBERT's "
-        "StreamingTextDataset reads them (np.frombuffer(..., np.int64)); compact: uint16 (uint32 for a vocab past "
-        "65,536 ids), a quarter of the ids' bytes, which MosaicML's StreamingDataset and bertcorpus's loader read "
-        "but ModernBERT's StreamingTextDataset does not (default: int64)",
-    )
-    recipe.add_argument(
-        "--pair-objective",
-        choices=PAIR_OBJECTIVES,
-        default="nsp",
-        help="nsp: B follows A or is a random next (label 1); sop: B always follows A, the two "
-        "swapped in half of the instances (label 1 = swapped; ALBERT); none: one segment of "
-        "whole sentences packed across documents, label unused (RoBERTa) (default: nsp)",
-    )
-    recipe.add_argument(
-        "--bin-size",
-        type=int,
-        default=None,
-        metavar="N",
-        help="give every instance a length bin of N tokens, so that a loader can batch instances "
-        "of similar length and pad less (default: no bins)",
-    )
-    shape = parser.add_argument_group("instances")
-    shape.add_argument(
-        "--max-seq-length",
-        type=int,
-        default=128,
-        help="tokens per instance, [CLS] and [SEP] included (default: %(default)s)",
-    )
-    shape.add_argument(
-        "--max-predictions-per-seq",
-        type=int,
-        default=20,
-        help="masked-LM predictions per instance at most (default: %(default)s)",
-    )
-    shape.add_argument(
-        "--seq-configs",
-        metavar="L:P,...",
-        help="several configs from one tokenisation pass, e.g. 128:20,512:80; with --pair-objective none a "
-        "third number keeps only documents of at least that many tokens for that config, e.g. "
-        "1024:308,8192:2458:2048 (overrides --max-seq-length/--max-predictions-per-seq)",
-    )
-    shape.add_argument(
-        "--dupe-factor",
-        type=int,
-        default=None,
-        help="passes over the data, each paired anew (and, with static masking, masked anew) "
-        "(default: 10 with --masking static, 1 with dynamic)",
-    )
-    shape.add_argument(
-        "--masked-lm-prob",
-        type=float,
-        default=0.15,
-        help="share of each instance's tokens to predict (default: %(default)s)",
-    )
-    shape.add_argument(
-        "--short-seq-prob",
-        type=float,
-        default=0.1,
-        help="share of pairs given a shorter target length, uniform in [2, L-3] "
-        "(default: %(default)s; not used by --pair-objective none)",
-    )
-    shape.add_argument(
-        "--seed",
-        type=int,
-        default=12345,
-        help="every random choice derives from it: the same seed gives the same bytes (default: %(default)s)",
-    )
-    add_lower_case(
-        shape,
-        "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one (default: lower-case)",
-    )
-    shape.add_argument(
-        "--whole-word-mask",
-        action=BooleanFlag,
-        default=False,
-        help="mask whole words: a word's ## pieces with it, and the characters of a Chinese word together (words "
-        "by --segmenter), one 80/10/10 draw per word (default: off)",
-    )
-    shape.add_argument(
-        "--segmenter",
-        default="jieba",
-        metavar="NAME",
-        help=f"with --whole-word-mask: what groups Chinese characters (each a token) into words: "
-        f"{' or '.join(SEGMENTERS)} (every character a word of its own, as the reference) (default: jieba, its "
-        "dictionary as rjieba ships it; needs pip install 'bertcorpus[zh]')",
-    )
-    shape.add_argument(
-        "--segmenter-dict",
-        metavar="FILE",
-        help="with --segmenter jieba: your own words, in jieba's format (word [frequency] [tag], a line), added to "
-        "its dictionary (default: none)",
-    )
-    layout = parser.add_argument_group("layout and scale")
-    layout.add_argument(
-        "--num-shards",
-        type=positive_int,
-        default=None,
-        help="train shards per seq config (default: ~256 MB each, at least 4)",
-    )
-    layout.add_argument(
-        "--eval-fraction",
-        type=float,
-        default=None,
-        help="share of documents held out for eval shards; 0 disables the eval split (default: "
-        "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
-        "input under ~320 KB)",
-    )
-    layout.add_argument(
-        "--num-buckets",
-        type=positive_int,
-        default=None,
-        help="document buckets; each is one worker's unit of memory (default: one per --bucket-mb of input)",
-    )
-    layout.add_argument(
-        "--bucket-mb",
-        type=float,
-        default=1.0,
-        help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
-        "holds at once (default: %(default)s)",
-    )
-    languages = parser.add_argument_group("languages")
-    add_language(languages, "documents")
-    languages.add_argument(
-        "--language-sampling-alpha",
-        type=float,
-        default=1.0,
-        metavar="A",
-        help="mix the languages by smoothed shares: each language's share of the instances, p, becomes p^A "
-        "renormalised, at about the same total: frequent languages are under-sampled, rare ones repeated with new "
-        "pairs and masks; per output and split (0.7 as multilingual BERT, 0.3 as XLM-R) (default: 1, each "
-        "language as it comes)",
-    )
-    add_document_cap(layout, "a document of its own, in the split of the document it comes from")
-    add_error_limits(
-        parser,
-        "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
-        "this share of the records read; the output is written and complete either way",
-    )
 
 
 def config_from_args(args) -> CreateConfig:

@@ -1,4 +1,5 @@
-"""What a `dedup` run is asked to do: its flags, its sources in priority order, and its config.
+"""What a `dedup` run is asked to do: its sources in priority order and its config, from the flags that
+command.py adds.
 
 A source is a documents output: an extraction's (or an earlier dedup's) output folder, which stands for the documents
 its manifest lists, documents Parquet, or JSONL, each a file, a folder's worth or a pattern. Its NAME (the folder's
@@ -16,14 +17,9 @@ from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.cli.shared_flags import (
     MAX_DOCUMENT_MB,
-    add_document_cap,
-    add_error_limits,
-    add_files,
-    add_language,
     check_error_rate,
     check_language_flags,
     language_setting,
-    positive_int,
 )
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.inputs.discovery import find_inputs
@@ -203,109 +199,7 @@ def resolve_sources(inputs: list[str], dry_run: bool) -> list[Source]:
     return sources
 
 
-# ---------------------------------------------------------------------------------------------- flags
-
-
-def add_arguments(parser) -> None:
-    files = add_files(
-        parser,
-        inputs="documents sources in priority order, earlier first: where copies are found, the document of the "
-        "earliest source stays. Each is an extraction's or an earlier dedup's output folder (the documents its "
-        "manifest lists), documents Parquet, or JSONL (a file, a folder or a pattern; local or any Beam "
-        "filesystem); its name (the folder's or file's name, or NAME=PATH) names its output folder",
-        output="output directory: NAME/documents-*.parquet and NAME/manifest.json per source, removed-*.jsonl, "
-        "contaminated-*.jsonl, manifest.json",
-    )
-    files.add_argument(
-        "--num-shards",
-        type=positive_int,
-        default=None,
-        help="documents files per source (default: about 128 MB of text each, estimated from its input size)",
-    )
-    add_document_cap(files, "compared, kept or removed as a document of its own and written as one")
-    near = parser.add_argument_group("duplicates")
-    near.add_argument(
-        "--threshold",
-        type=float,
-        default=0.8,
-        help="remove a document whose word-shingle Jaccard similarity with a document that stays is at least this, "
-        "measured exactly on the shingles of every pair LSH proposes (default: 0.8)",
-    )
-    near.add_argument("--shingle-words", type=positive_int, default=5, help="words per shingle (default: 5)")
-    near.add_argument("--num-hashes", type=positive_int, default=160, help="MinHash values per document (default: 160)")
-    near.add_argument(
-        "--bands",
-        type=positive_int,
-        default=20,
-        help="LSH bands; bands × rows must equal --num-hashes. More bands, fewer rows: more candidate pairs, "
-        "fewer missed (default: 20)",
-    )
-    near.add_argument(
-        "--rows",
-        type=positive_int,
-        default=None,
-        help="MinHash values per band; 8 at 160 hashes in 20 bands, where a pair of Jaccard 0.8 is proposed with "
-        "probability 0.975 (default: --num-hashes / --bands)",
-    )
-    near.add_argument(
-        "--cc-rounds",
-        type=positive_int,
-        default=6,
-        help="rounds of the connected-components steps that join clusters; a cluster not settled after them keeps "
-        "the documents it could not decide on, and the run says so (default: 6)",
-    )
-    bench = parser.add_argument_group("decontamination")
-    bench.add_argument(
-        "--decontaminate",
-        nargs="+",
-        default=[],
-        metavar="FILE",
-        help="benchmark files whose text must not be in the corpus: SQuAD v1/v2 JSON, GLUE TSV, SuperGLUE JSONL, "
-        "or any JSONL, JSON or Parquet with --benchmark-text-field (default: none)",
-    )
-    bench.add_argument(
-        "--benchmark-text-field",
-        nargs="+",
-        default=[],
-        metavar="FIELD",
-        help="the fields holding text in benchmark files of another layout; nested ones as a.b (default: none)",
-    )
-    bench.add_argument("--ngram", type=positive_int, default=13, help="words per matching n-gram (default: 13)")
-    bench.add_argument(
-        "--min-ngram",
-        type=positive_int,
-        default=8,
-        help="a benchmark text shorter than --ngram words is one n-gram of all its words if it has at least this "
-        "many, else too short to match (default: 8)",
-    )
-    bench.add_argument(
-        "--contamination",
-        choices=POLICIES,
-        default="cut",
-        help="cut: remove each match with --cut-margin characters around it and split the document there; drop: "
-        "remove the whole document (default: cut)",
-    )
-    bench.add_argument(
-        "--cut-margin", type=int, default=200, help="characters removed on each side of a match (default: 200)"
-    )
-    bench.add_argument(
-        "--max-splits",
-        type=int,
-        default=10,
-        help="a document cut in more places than this is removed whole (default: 10)",
-    )
-    bench.add_argument(
-        "--min-piece-chars",
-        type=int,
-        default=200,
-        help="a piece left between cuts that is shorter than this goes with them (default: 200)",
-    )
-    add_language(parser.add_argument_group("languages"), "documents")
-    add_error_limits(
-        parser,
-        "exit non-zero when unreadable records / records read is above this; the output is written and "
-        "complete either way",
-    )
+# ---------------------------------------------------------------------------------- the flags, checked
 
 
 def check_numbers(args) -> int:

@@ -1,6 +1,6 @@
-"""`bertcorpus dedup`: several documents sources in priority order → one cleaned documents output per source, without
-exact and near copies (across and within sources) and without the benchmark text the user names; every removal a
-row of the ledger.
+"""The graph of `bertcorpus dedup`, which command.py runs: several documents sources in priority order → one
+cleaned documents output per source, without exact and near copies (across and within sources) and without the
+benchmark text the user names; every removal a row of the ledger.
 
     read tasks ─ read documents (once: word hashes → exact key, MinHash bands, benchmark matches) ─┬─ fingerprints
       fingerprints ─ ExactCopies ─ bands ─ CandidatePairs ─ CandidateShingles ─ MeasurePairs ─ similar pairs
@@ -12,21 +12,19 @@ row of the ledger.
 
 Texts cross one shuffle, the one into output shards; every other shuffle carries ids and hashes (shingle sets of
 the documents LSH paired, read again for them). All decisions are made on sorted values, so the output is the same
-whatever the runner and its workers. pipeline/dedup/near.py has the duplicate steps, read.py the reading, write.py
-the shards, report.py the reports, publish.py the manifests; the pure functions are transforms/near_duplicates.py,
-minhash.py, decontamination.py and benchmark_texts.py. docs/dedup.md says what is removed and why.
+whatever the runner and its workers. In pipeline/dedup/, command.py has the flags and the run, near.py the
+duplicate steps, read.py the reading, write.py the shards, report.py the reports, publish.py the manifests; the
+pure functions are transforms/near_duplicates.py, minhash.py, decontamination.py and benchmark_texts.py.
+docs/dedup.md says what is removed and why.
 """
 
 from __future__ import annotations
-
-import sys
 
 import apache_beam as beam
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.dedup.benchmark_files import load_index
-from bertcorpus.pipeline.dedup.config import DedupConfig, config_from_args
-from bertcorpus.pipeline.dedup.config import add_arguments as add_arguments  # the command's flags, for the CLI
+from bertcorpus.pipeline.dedup.config import DedupConfig
 from bertcorpus.pipeline.dedup.near import (
     CandidatePairs,
     CandidateShingles,
@@ -36,7 +34,7 @@ from bertcorpus.pipeline.dedup.near import (
     MeasureTwins,
     NearVerdicts,
 )
-from bertcorpus.pipeline.dedup.publish import JOB, Publish
+from bertcorpus.pipeline.dedup.publish import Publish
 from bertcorpus.pipeline.dedup.read import ReadSources, shard_of
 from bertcorpus.pipeline.dedup.report import ContaminationReport, TopClusters
 from bertcorpus.pipeline.dedup.values import NodeType, ShardItem
@@ -137,85 +135,3 @@ class Dedup(beam.PTransform):
 
 
 # ---------------------------------------------------------------------------------------------- command line
-
-
-def summary_rows(manifest: dict) -> list[tuple[str, str]]:
-    """The closing summary, every number from the manifest."""
-    rows = []
-    for s in manifest["sources"]:
-        removed = ", ".join(f"{reason} {n:,}" for reason, n in s["removed"].items() if n) or "none"
-        chars = s["characters"]
-        more = s["split"]["pieces"] - s["split"]["documents"]  # a document cut into pieces is kept or removed as them
-        rows.append(
-            (
-                s["name"],
-                f"read {s['read']:,}{f' + {more:,} more pieces' if more else ''} = kept {s['kept']:,} + removed "
-                f"{sum(s['removed'].values()):,} "
-                f"({removed}) + skipped {sum(s['skipped'].values()):,} + errors {s['errors']:,}",
-            )
-        )
-        rows.append(
-            (
-                f"{s['name']} characters",
-                f"read {chars['read']:,} = kept {chars['kept']:,} + removed "
-                f"{chars['removed']:,}; too short to compare {s['too_short_to_compare']:,}",
-            )
-        )
-        if s["split"]["documents"]:
-            rows.append(
-                (
-                    f"{s['name']} documents cut",
-                    f"{s['split']['documents']:,} longer than --max-document-mb, into {s['split']['pieces']:,} pieces",
-                )
-            )
-        if s["replaced_chars"]:
-            rows.append((f"{s['name']} invalid UTF-8", f"{s['replaced_chars']:,} characters replaced by U+FFFD"))
-    dup = manifest["duplicates"]
-    rows.append(("pairs", f"{dup['pairs_measured']:,} measured, {dup['pairs_similar']:,} at or above the threshold"))
-    for b in manifest["benchmarks"]:
-        where = ", ".join(f"{n} {c:,}" for n, c in b["documents"].items() if c) or "nowhere"
-        rows.append(
-            (
-                f"benchmark {b['name']}",
-                f"{b['contaminated_examples']:,} of {b['examples']:,} examples found (documents: {where})",
-            )
-        )
-    rows.append(("output", manifest["config"]["output"]))
-    return rows
-
-
-def run(args, beam_args: list[str]) -> int:
-    from bertcorpus.pipeline import tally
-    from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
-    from bertcorpus.pipeline.engines import runners
-    from bertcorpus.pipeline.engines.run_progress import ProgressPlan
-    from bertcorpus.pipeline.sinks.documents import error_check
-
-    options = runners.pipeline_options(beam_args)
-    config = config_from_args(args, runners.is_dry_run(options))
-    inputs = [s.path for s in config.sources] + config.benchmarks
-    # The progress line: the bytes of the sources' files read (benchmark files are small), documents written.
-    plan = ProgressPlan(
-        sum(size for s in config.sources for _, size in s.files),
-        None,
-        (f"{tally.PROGRESS}/documents_written", "documents"),
-    )
-    run = run_job(JOB, options, "dedup" >> Dedup(config), config.output, inputs, args.overwrite, plan)
-    if run is None:
-        return 0
-    manifest = run.manifest
-    if manifest["duplicates"]["unsettled"]:
-        print(
-            f"bertcorpus dedup: warning: {manifest['duplicates']['unsettled']:,} documents in clusters that "
-            f"--cc-rounds {config.cc_rounds} did not settle were kept; rerun with more rounds to remove them",
-            file=sys.stderr,
-        )
-    read = sum(s["read"] for s in manifest["sources"])
-    errors = sum(s["errors"] for s in manifest["sources"])
-    problem = error_check({"documents": {"read": read, "errors": errors}}, config.strict, config.max_error_rate)
-    return finish(
-        JOB,
-        run,
-        summary_rows(manifest),
-        [problem and f"{problem}; the output is complete, and each NAME/errors-*.jsonl says what could not be read"],
-    )

@@ -1,0 +1,306 @@
+"""`bertcorpus create`, the command: its flags, its run (the inputs listed, the vocab read, the job of job.py run to
+its end) and its summary. config.py turns the flags into the run's config."""
+
+from __future__ import annotations
+
+import sys
+
+from bertcorpus.pipeline.cli.shared_flags import (
+    LOCAL_FOLDERS_HELP,
+    add_document_cap,
+    add_error_limits,
+    add_files,
+    add_input_format,
+    add_language,
+    add_lower_case,
+    add_reuse,
+    positive_int,
+)
+from bertcorpus.pipeline.create.config import MASKING_MODES, RECORD_FORMATS, config_from_args
+from bertcorpus.pipeline.create.job import CreatePretrainingData
+from bertcorpus.pipeline.create.job_vocab import read_job_vocab
+from bertcorpus.pipeline.create.publish import languages_without_instances, output_notes
+from bertcorpus.pipeline.engines import runners
+from bertcorpus.pipeline.engines.run_progress import ProgressPlan
+from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
+from bertcorpus.pipeline.sinks import documents
+from bertcorpus.pipeline.vocab.files import recorded_unk_share
+from bertcorpus.transforms.bucket_instances import PAIR_OBJECTIVES
+from bertcorpus.transforms.instance_mds import ID_ENCODINGS
+from bertcorpus.transforms.word_segmentation import SEGMENTERS
+from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
+
+
+def add_arguments(parser) -> None:
+    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
+
+    files = add_files(
+        parser,
+        metavar="GLOB",
+        inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
+        f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
+        "manifest lists",
+        output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
+        "seq{L}/eval-*, manifest.json",
+    )
+    add_reuse(files)
+    add_input_format(files)
+    files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
+    recipe = parser.add_argument_group("recipe")
+    recipe.add_argument(
+        "--masking",
+        choices=MASKING_MODES,
+        default="static",
+        help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
+        "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
+        "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static)",
+    )
+    recipe.add_argument(
+        "--record-format",
+        choices=RECORD_FORMATS,
+        default=None,
+        help="tfrecord: the reference's records (static masking only); parquet: unmasked instances, one row "
+        "each; mds: the same instances as MosaicML streaming shards and an index.json in seq{L}/{split}/, "
+        "for ModernBERT-class trainers (StreamingDataset reads them as they are) (default: tfrecord with "
+        "--masking static, parquet with dynamic)",
+    )
+    recipe.add_argument(
+        "--mds-ids",
+        choices=ID_ENCODINGS,
+        default=None,
+        help="with --record-format mds, how input_ids are stored: int64 (ndarray:int64), as ModernBERT's "
+        "StreamingTextDataset reads them (np.frombuffer(..., np.int64)); compact: uint16 (uint32 for a vocab past "
+        "65,536 ids), a quarter of the ids' bytes, which MosaicML's StreamingDataset and bertcorpus's loader read "
+        "but ModernBERT's StreamingTextDataset does not (default: int64)",
+    )
+    recipe.add_argument(
+        "--pair-objective",
+        choices=PAIR_OBJECTIVES,
+        default="nsp",
+        help="nsp: B follows A or is a random next (label 1); sop: B always follows A, the two "
+        "swapped in half of the instances (label 1 = swapped; ALBERT); none: one segment of "
+        "whole sentences packed across documents, label unused (RoBERTa) (default: nsp)",
+    )
+    recipe.add_argument(
+        "--bin-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="give every instance a length bin of N tokens, so that a loader can batch instances "
+        "of similar length and pad less (default: no bins)",
+    )
+    shape = parser.add_argument_group("instances")
+    shape.add_argument(
+        "--max-seq-length",
+        type=int,
+        default=128,
+        help="tokens per instance, [CLS] and [SEP] included (default: %(default)s)",
+    )
+    shape.add_argument(
+        "--max-predictions-per-seq",
+        type=int,
+        default=20,
+        help="masked-LM predictions per instance at most (default: %(default)s)",
+    )
+    shape.add_argument(
+        "--seq-configs",
+        metavar="L:P,...",
+        help="several configs from one tokenisation pass, e.g. 128:20,512:80; with --pair-objective none a "
+        "third number keeps only documents of at least that many tokens for that config, e.g. "
+        "1024:308,8192:2458:2048 (overrides --max-seq-length/--max-predictions-per-seq)",
+    )
+    shape.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=None,
+        help="passes over the data, each paired anew (and, with static masking, masked anew) "
+        "(default: 10 with --masking static, 1 with dynamic)",
+    )
+    shape.add_argument(
+        "--masked-lm-prob",
+        type=float,
+        default=0.15,
+        help="share of each instance's tokens to predict (default: %(default)s)",
+    )
+    shape.add_argument(
+        "--short-seq-prob",
+        type=float,
+        default=0.1,
+        help="share of pairs given a shorter target length, uniform in [2, L-3] "
+        "(default: %(default)s; not used by --pair-objective none)",
+    )
+    shape.add_argument(
+        "--seed",
+        type=int,
+        default=12345,
+        help="every random choice derives from it: the same seed gives the same bytes (default: %(default)s)",
+    )
+    add_lower_case(
+        shape,
+        "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one (default: lower-case)",
+    )
+    shape.add_argument(
+        "--whole-word-mask",
+        action=BooleanFlag,
+        default=False,
+        help="mask whole words: a word's ## pieces with it, and the characters of a Chinese word together (words "
+        "by --segmenter), one 80/10/10 draw per word (default: off)",
+    )
+    shape.add_argument(
+        "--segmenter",
+        default="jieba",
+        metavar="NAME",
+        help=f"with --whole-word-mask: what groups Chinese characters (each a token) into words: "
+        f"{' or '.join(SEGMENTERS)} (every character a word of its own, as the reference) (default: jieba, its "
+        "dictionary as rjieba ships it; needs pip install 'bertcorpus[zh]')",
+    )
+    shape.add_argument(
+        "--segmenter-dict",
+        metavar="FILE",
+        help="with --segmenter jieba: your own words, in jieba's format (word [frequency] [tag], a line), added to "
+        "its dictionary (default: none)",
+    )
+    layout = parser.add_argument_group("layout and scale")
+    layout.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=None,
+        help="train shards per seq config (default: ~256 MB each, at least 4)",
+    )
+    layout.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=None,
+        help="share of documents held out for eval shards; 0 disables the eval split (default: "
+        "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
+        "input under ~320 KB)",
+    )
+    layout.add_argument(
+        "--num-buckets",
+        type=positive_int,
+        default=None,
+        help="document buckets; each is one worker's unit of memory (default: one per --bucket-mb of input)",
+    )
+    layout.add_argument(
+        "--bucket-mb",
+        type=float,
+        default=1.0,
+        help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
+        "holds at once (default: %(default)s)",
+    )
+    languages = parser.add_argument_group("languages")
+    add_language(languages, "documents")
+    languages.add_argument(
+        "--language-sampling-alpha",
+        type=float,
+        default=1.0,
+        metavar="A",
+        help="mix the languages by smoothed shares: each language's share of the instances, p, becomes p^A "
+        "renormalised, at about the same total: frequent languages are under-sampled, rare ones repeated with new "
+        "pairs and masks; per output and split (0.7 as multilingual BERT, 0.3 as XLM-R) (default: 1, each "
+        "language as it comes)",
+    )
+    add_document_cap(layout, "a document of its own, in the split of the document it comes from")
+    add_error_limits(
+        parser,
+        "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
+        "this share of the records read; the output is written and complete either way",
+    )
+
+
+def run(args, beam_args: list[str]) -> int:
+    from bertcorpus.pipeline.cli.job_skeleton import finish, run_job
+    from bertcorpus.pipeline.errors import UserError
+    from bertcorpus.pipeline.inputs.discovery import find_inputs
+    from bertcorpus.pipeline.sinks.up_to_date import Reuse
+
+    options = runners.pipeline_options(beam_args)
+    dry_run = runners.is_dry_run(options)
+    config = config_from_args(args)
+    found = find_inputs(config.inputs, allow_missing=dry_run)
+    found.print_note()
+    files = found.files
+    if not files and not dry_run:
+        raise UserError("no input files given")
+    if files and not any(size for _, size in files):
+        raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
+    vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, runners.is_rendering(options))
+    if vocab.data is not None and (problem := casing_mismatch(vocab.load().tokens, config.do_lower_case, config.vocab)):
+        print(f"warning: {problem}", file=sys.stderr)
+    config = config.resolved(sum(estimated_text_bytes(path, size) for path, size in files))
+    job = "create pretraining data" >> CreatePretrainingData(
+        config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts()
+    )
+    plan = ProgressPlan(
+        sum(size for _, size in files),
+        ("create/documents_read", "documents"),
+        ("progress/instances_written", "instances"),
+    )
+    # Apart from the vocab too: a dynamic run publishes a copy of it under the output's own name.
+    reuse = Reuse(config.describe(), files, {"vocab.sha256": vocab_sha}) if args.reuse else None
+    run = run_job("create", options, job, config.output, [*config.inputs, config.vocab], args.overwrite, plan, reuse)
+    if run is None:
+        return 0
+    manifest = run.manifest
+    counts = manifest["counts"]
+    for note in output_notes(manifest):
+        print(f"warning: {note}", file=sys.stderr)
+    if problem := unk_share_mismatch(
+        counts["unk_tokens"], counts["tokens"], recorded_unk_share(config.vocab, vocab_sha), config.vocab
+    ):
+        print(f"warning: {problem}", file=sys.stderr)
+    problem = documents.error_check(manifest, config.strict, config.max_error_rate)
+    return finish(
+        "create",
+        run,
+        _summary_rows(manifest),
+        [
+            problem
+            and (f"{problem}; the output is complete, and {config.output}/errors-*.jsonl says what could not be read")
+        ],
+    )
+
+
+def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
+    docs, form = manifest["documents"], manifest["form"]
+    rows = [("documents read", f"{docs['read']:,}"), ("documents kept", f"{docs['kept']:,}")]
+    if split := docs["split"]["documents"]:
+        rows.append(
+            ("documents cut", f"{split:,} longer than --max-document-mb, into {docs['split']['pieces']:,} pieces")
+        )
+    rows += [(f"documents skipped ({k})", f"{v:,}") for k, v in docs["skipped"].items()]
+    rows += [(f"errors ({k})", f"{v:,} in errors-*.jsonl") for k, v in docs["errors_by_reason"].items()]
+    rows += documents.skipped_rows(manifest["inputs_skipped"])
+    rows += [(k.replace("_", " "), f"{v:,}") for k, v in manifest["counts"].items()]
+    rows.append(
+        (
+            "form",
+            f"{form['masking']} masking ({form['file_format']}), pair objective "
+            f"{form['pair_objective']}" + (f", bins of {form['bin_size']}" if form["bin_size"] else ""),
+        )
+    )
+    label = {"random_next": "random-next", "swapped": "swapped"}.get(form["label"])
+    for name, out in manifest["outputs"].items():
+        for split in ("train", "eval"):
+            if split in out:
+                o = out[split]
+                shards = len(o["shards"])
+                share = f", {label} {o['label_share']:.4f}" if label and o["instances"] else ""
+                rows.append(
+                    (
+                        f"{name} {split} instances",
+                        f"{o['instances']:,} in {shards} shard{'s' if shards != 1 else ''}{share}",
+                    )
+                )
+                if form.get("language_sampling_alpha", 1) != 1 and o.get("languages"):
+                    rows.append((f"{name} {split} languages", _language_shares(o["languages"])))
+    if missing := languages_without_instances(manifest):
+        named = ", ".join(f"{k} ({v:,} document{'s' * (v != 1)})" for k, v in missing.items())
+        rows.append(("languages without instances", named))
+    return rows
+
+
+def _language_shares(report: dict) -> str:
+    """`ja 0.4120 (target 0.4118), vi ...`: each language's achieved and target share, largest first."""
+    ranked = sorted(report.items(), key=lambda kv: (-kv[1]["target_share"], kv[0]))
+    return ", ".join(f"{lang} {e['achieved_share']:.4f} (target {e['target_share']:.4f})" for lang, e in ranked)
