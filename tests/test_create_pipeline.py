@@ -15,7 +15,7 @@ import tensorflow as tf  # the test extra installs it: the record checks must ru
 
 from bertcorpus.trainer.data import feature_spec as spec
 
-from conftest import SAMPLE_TEXT, SHARED, VOCAB, run_cli
+from conftest import DATAFLOW_OFFLINE, SAMPLE_TEXT, SHARED, VOCAB, run_cli
 
 VOCAB_TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
@@ -339,16 +339,7 @@ def test_the_vocab_travels_in_the_job_and_a_worker_refuses_one_that_differs(tmp_
             VOCAB,
             "--output",
             "gs://some-bucket/out",
-            "--runner",
-            "DataflowRunner",
-            "--project",
-            "my-project",
-            "--region",
-            "us-central1",
-            "--temp_location",
-            "gs://some-bucket/tmp",
-            "--setup_file",
-            "./setup.py",
+            *DATAFLOW_OFFLINE,
             "--dry_run=True",
         )
         == 0

@@ -15,22 +15,14 @@ import pytest
 from bertcorpus.transforms.language_sampling import rates_by_output, sampling_rates, smoothed_shares
 
 from conftest import VOCAB, run_cli
-from wiki_fixtures import MULTILINGUAL, wiki_articles
+from wiki_fixtures import write_language_articles
 
-# Articles per language: p runs from about 0.6 (ja) down to a few hundredths (uk).
-ARTICLES = {"ja": 30, "vi": 12, "el": 6, "bn": 3, "uk": 2}
 LOCAL = ["--runner", "DirectRunner"]
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("languages") / "articles.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        for lang, count in ARTICLES.items():
-            for number, (_, text) in enumerate(wiki_articles(MULTILINGUAL[lang])[:count]):
-                f.write(json.dumps({"id": f"{lang}:{number}", "text": text, "language": lang}, ensure_ascii=False))
-                f.write("\n")
-    return path
+    return write_language_articles(tmp_path_factory.mktemp("languages") / "articles.jsonl")
 
 
 def create(corpus: Path, out: Path, *flags) -> dict:

@@ -12,20 +12,12 @@ import pytest
 from bertcorpus.transforms.language_sampling import smoothed_shares
 
 from conftest import run_cli
-from wiki_fixtures import MULTILINGUAL, wiki_articles
-
-ARTICLES = {"ja": 30, "vi": 12, "el": 6, "bn": 3, "uk": 2}
+from wiki_fixtures import LANGUAGE_ARTICLES, write_language_articles
 
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("languages") / "articles.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        for lang, count in ARTICLES.items():
-            for number, (_, text) in enumerate(wiki_articles(MULTILINGUAL[lang])[:count]):
-                f.write(json.dumps({"id": f"{lang}:{number}", "text": text, "language": lang}, ensure_ascii=False))
-                f.write("\n")
-    return path
+    return write_language_articles(tmp_path_factory.mktemp("languages") / "articles.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +34,7 @@ def vocabs(corpus, tmp_path_factory) -> dict[str, tuple[dict, str]]:
 def test_each_language_is_measured_on_its_own_held_out_words(vocabs):
     manifest = vocabs["1"]
     languages = manifest["languages"]
-    assert set(languages) == set(ARTICLES)
+    assert set(languages) == set(LANGUAGE_ARTICLES)
     assert sum(e["held_out_words"] for e in languages.values()) == manifest["held_out"]["words"]
     for entry in languages.values():
         assert entry["pieces_per_word"] >= 1 and 0 <= entry["unk_token_share"] <= entry["unk_word_rate"]

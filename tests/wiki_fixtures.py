@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bz2
 import html
+import json
 import re
 from pathlib import Path
 
@@ -98,3 +99,18 @@ def wiki_articles(path: Path, min_chars: int = 100) -> list[tuple[str, str]]:
         pages = [p for p in iter_pages(f) if isinstance(p, Page)]
     articles = [(p.title, select_article(p, min_chars)[0]) for p in pages]
     return [(title, text) for title, text in articles if text]
+
+
+# Articles per language of tests/data/wiki/multilingual, in very different amounts: p runs from about 0.6 (ja) down
+# to a few hundredths (uk).
+LANGUAGE_ARTICLES = {"ja": 30, "vi": 12, "el": 6, "bn": 3, "uk": 2}
+
+
+def write_language_articles(path: Path) -> Path:
+    """LANGUAGE_ARTICLES's articles as JSONL documents (`id`, `text`, `language`), at `path`."""
+    with path.open("w", encoding="utf-8") as f:
+        for lang, count in LANGUAGE_ARTICLES.items():
+            for number, (_, text) in enumerate(wiki_articles(MULTILINGUAL[lang])[:count]):
+                f.write(json.dumps({"id": f"{lang}:{number}", "text": text, "language": lang}, ensure_ascii=False))
+                f.write("\n")
+    return path

@@ -139,36 +139,13 @@ def data_stages(out: Path, vocab_size: int, chinese: bool = False) -> list[tuple
     """The data stages in order, each (name, its command line without RERUN_FLAGS and Beam options, its output)."""
     if chinese:
         return chinese_stages(out, vocab_size)
-    wiki, books, vocab, records = (
-        out / "wiki",
-        out / "books",
-        out / "vocab" / "vocab.txt",  # in a folder of its own: the card's lineage reads wiki, books → vocab → records
-        out / "records",
-    )
-    documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
+    wiki, books = out / "wiki", out / "books"
     dumps = [DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2", DATA / "wiki" / "enwiki-table-markup.xml.bz2"]
     return [
         ("extract-wiki", ["extract-wiki", "--input", *dumps, "--output", wiki], wiki),
         ("extract-books", ["extract-books", "--input", DATA / "books", "--output", books], books),
-        ("vocab", ["vocab", "--input", *documents, "--vocab-size", vocab_size, "--output", vocab], vocab.parent),
-        (
-            "create",
-            [
-                "create",
-                "--input",
-                *documents,
-                "--vocab",
-                vocab,
-                "--output",
-                records,
-                "--seq-configs",
-                "128:20,512:80",
-                "--dupe-factor",
-                "5",
-                "--eval-fraction",
-                "0.05",
-            ],
-            records,
+        *vocab_and_records(
+            out, vocab_size, ["--seq-configs", "128:20,512:80", "--dupe-factor", "5", "--eval-fraction", "0.05"]
         ),
     ]
 
@@ -177,8 +154,7 @@ def chinese_stages(out: Path, vocab_size: int) -> list[tuple[str, list, Path]]:
     """The Chinese chain: the zhwiki sample and the Chinese book in both scripts, the vocab in bert-base-chinese's
     layout, records whose whole-word masks fall on jieba's words."""
     zh = DATA / "zh"
-    wiki, books, vocab, records = out / "wiki", out / "books", out / "vocab" / "vocab.txt", out / "records"
-    documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
+    wiki, books = out / "wiki", out / "books"
     both = ["--zh-variant", "both"]
     return [
         (
@@ -187,25 +163,18 @@ def chinese_stages(out: Path, vocab_size: int) -> list[tuple[str, list, Path]]:
             wiki,
         ),
         ("extract-books", ["extract-books", "--input", zh, "--output", books, "--source", "zhbooks", *both], books),
+        *vocab_and_records(out, vocab_size, ["--seq-configs", "128:20", "--dupe-factor", "5", "--whole-word-mask"]),
+    ]
+
+
+def vocab_and_records(out: Path, vocab_size: int, create_flags: list) -> list[tuple[str, list, Path]]:
+    """The vocab of out/wiki's and out/books's documents, then create's records from them with `create_flags`."""
+    # The vocab in a folder of its own: the card's lineage reads wiki, books → vocab → records.
+    vocab, records = out / "vocab" / "vocab.txt", out / "records"
+    documents = [out / "wiki" / "documents-*.parquet", out / "books" / "documents-*.parquet"]
+    return [
         ("vocab", ["vocab", "--input", *documents, "--vocab-size", vocab_size, "--output", vocab], vocab.parent),
-        (
-            "create",
-            [
-                "create",
-                "--input",
-                *documents,
-                "--vocab",
-                vocab,
-                "--output",
-                records,
-                "--seq-configs",
-                "128:20",
-                "--dupe-factor",
-                "5",
-                "--whole-word-mask",
-            ],
-            records,
-        ),
+        ("create", ["create", "--input", *documents, "--vocab", vocab, "--output", records, *create_flags], records),
     ]
 
 
