@@ -405,6 +405,9 @@ def test_a_document_over_the_cap_is_cut_into_pieces_and_counted(tmp_path, capsys
     line = f"documents cut +2 longer than --max-document-mb, into {docs['split']['pieces']} pieces"
     assert re.search(line, capsys.readouterr().out)
     assert read_records(f"{out}/seq128/*.tfrecord")["input_ids"].shape[0] > 1000
+    assert run_cli("stats", out, "--max-records", "100") == 0  # the data card names the cut among its limits
+    limit = f"2 documents longer than --max-document-mb were cut into {docs['split']['pieces']} pieces"
+    assert json.loads((out / "stats.json").read_text())["datasheet"]["record_limits"][0].startswith(limit)
     # A single book over the cap: its pieces are enough documents for random next segments.
     one = tmp_path / "one.jsonl"
     one.write_text(json.dumps({"id": books[1].stem, "text": texts[1]}) + "\n")

@@ -109,6 +109,13 @@ def test_create_pairs_chinese_sentences_cuts_the_long_preamble_and_warns_of_thai
     paragraphs = [p for d in documents_of(mixed_corpus) for p in d.split("\n\n")]
     thai_paragraphs = [p for p in paragraphs if any("\u0e00" <= c <= "\u0e7f" for c in p)]
     assert counts["unsplit_paragraphs"] == len(thai_paragraphs) >= thai
+    # The data card says so among the records' limits, in the page and in the Hub card
+    assert run_cli("stats", out) == 0
+    [limit] = json.loads((out / "stats.json").read_text())["datasheet"]["record_limits"]
+    assert limit.startswith(f"{len(thai_paragraphs):,} paragraphs of scripts without sentence stops (Thai, Lao)")
+    assert (
+        f"- {limit}" in (out / "README.md").read_text() and "Limit of the records" in (out / "report.html").read_text()
+    )
     tokenizer = WordPieceTokenizer(Vocab.load(str(VOCAB)), lowercase=True)
     documents = documents_of(mixed_corpus)
     too_long = [s for d in documents for s in document_sentences(d) if len(tokenizer.encode(s)) > 128 - 3]

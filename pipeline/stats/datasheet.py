@@ -95,6 +95,23 @@ def _removed_by_extraction(stage: Stage) -> dict[str, int]:
     return {reason: n for reason, n in skipped.items() if "duplicate" in reason and n}
 
 
+def _record_limits(stage: Stage) -> list[str]:
+    """What create's manifest says it could not do as asked: paragraphs without a sentence stop, documents cut."""
+    limits, where = [], "" if stage.name == "." else f"{stage.name}: "
+    if unsplit := stage.manifest.get("counts", {}).get("unsplit_paragraphs", 0):
+        limits.append(
+            f"{where}{unsplit:,} paragraphs of scripts without sentence stops (Thai, Lao) were each taken as "
+            "one sentence (long ones cut), so their pairs break at paragraphs, not sentences"
+        )
+    split = stage.manifest.get("documents", {}).get("split", {})
+    if split.get("documents"):
+        limits.append(
+            f"{where}{split['documents']:,} documents longer than --max-document-mb were cut into "
+            f"{split['pieces']:,} pieces, each paired on its own"
+        )
+    return limits
+
+
 def _removed_by_dedup(dedup_runs: list[dict]) -> dict[str, dict]:
     """Documents each dedup source lost, by reason, summed over the runs found."""
     removed: dict[str, Counter] = {}
@@ -133,6 +150,7 @@ def build_datasheet(card: dict, stages: list[Stage], info: dict[str, dict], lang
     rows = _rows(card) or sum(by_source.values())
     return {
         "sources": sources,
+        "record_limits": [limit for stage in stages if stage.kind == "records" for limit in _record_limits(stage)],
         "removed_by_dedup": _removed_by_dedup(card.get("dedup", [])),
         "decontaminated": any(run.get("benchmarks") for run in card.get("dedup", [])),
         "rows": rows,
@@ -163,9 +181,11 @@ def _languages_text(languages: dict) -> str:
 
 
 def datasheet_html(sheet: dict) -> str:
-    """The sources' table, what dedup removed and the intended use; nothing where there are no documents."""
+    """The sources' table, what dedup removed, the records' limits and the intended use; of these only the
+    records' limits where there are no documents."""
+    limits = [f"<p><b>Limit of the records.</b> {escape(limit)}.</p>" for limit in sheet.get("record_limits", [])]
     if not sheet["sources"]:
-        return ""
+        return "".join(limits)
     rows = [
         [
             f"<code>{escape(s['source'])}</code>",
@@ -198,6 +218,7 @@ def datasheet_html(sheet: dict) -> str:
             '<p class="note">No dedup run here: copies across sources were not removed, and no benchmark text was '
             "searched for.</p>"
         )
+    parts += limits
     uses = list(dict.fromkeys(s["intended_use"] for s in sheet["sources"]))
     parts += [f"<p><b>Intended use.</b> {escape(use)}</p>" for use in uses]
     return "".join(parts)
@@ -258,6 +279,8 @@ def hub_readme(card: dict) -> str:
         lines += ["" if sheet["decontaminated"] else "No benchmark was named to decontaminate against.", ""]
     else:
         lines += ["No dedup run: copies across sources were not removed, and no benchmark text was searched for.", ""]
+    if sheet.get("record_limits"):
+        lines += ["## Limits of the records", "", *(f"- {limit}" for limit in sheet["record_limits"]), ""]
     lines += ["## Intended use", "", *dict.fromkeys(s["intended_use"] for s in sheet["sources"]), ""]
     return "\n".join(lines)
 
