@@ -16,7 +16,7 @@ import pytest
 
 from conftest import DATA, SAMPLE_TEXT, VOCAB, run_cli
 from engine_cluster import Cluster, assert_same_tree, flink_jar, running_cluster, summary_lines
-from wiki_fixtures import ENWIKI_SMALL, build_multistream
+from wiki_fixtures import ENWIKI_SMALL, build_multistream, write_language_articles
 
 pytestmark = pytest.mark.xdist_group("flink-cluster")
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -76,6 +76,14 @@ def test_create_static_on_flink(flink, capsys, tmp_path):
 
 def test_create_dynamic_sop_binned_on_flink(flink, capsys, tmp_path):
     args = [*CREATE, "--masking", "dynamic", "--pair-objective", "sop", "--bin-size", "64"]
+    run_on_both(flink, capsys, "create", args, tmp_path / "local", tmp_path / "flink")
+
+
+def test_create_languages_sampled_with_whole_words_on_flink(flink, capsys, tmp_path):
+    """Five Wikipedias' articles mixed at smoothed shares, with whole-word masks from the segmenter on the workers."""
+    corpus = write_language_articles(tmp_path / "articles.jsonl")
+    args = ["--input", corpus, "--vocab", VOCAB, "--masking", "dynamic", "--whole-word-mask"]
+    args += ["--language-sampling-alpha", "0.7", "--eval-fraction", "0.1"]
     run_on_both(flink, capsys, "create", args, tmp_path / "local", tmp_path / "flink")
 
 
