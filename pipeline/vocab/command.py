@@ -6,8 +6,8 @@ tokenizer files and manifest beside it.
         └─ held-out words ─ [UNK] rate, wordpieces per word
 
 This module is the command: its flags, the run and the summary. Counting is in pipeline/vocab/counting.py (in
-this process) and pipeline/vocab/job.py (--count-with-beam); training in wordpiece/training.py; the files it
-writes in pipeline/vocab/files.py.
+this process) and pipeline/vocab/job.py (--count-with-beam); training in wordpiece/training.py; each language's
+measure in pipeline/vocab/languages.py; the files it writes in pipeline/vocab/files.py.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from bertcorpus.pipeline.sinks.up_to_date import Reuse
 from bertcorpus.pipeline.vocab.counting import CorpusCounts, VocabConfig, count_in_process
 from bertcorpus.pipeline.vocab.files import JOB, TOKENIZER_FILES, beside, check_outputs, write_vocab_files
 from bertcorpus.pipeline.vocab.job import count_with_beam
+from bertcorpus.pipeline.vocab.languages import language_report, language_rows
 from bertcorpus.wordpiece.cjk import is_ideograph
 from bertcorpus.wordpiece.training import (
     BERT_DEFAULT_RESERVED,
@@ -330,68 +331,9 @@ def run(args, beam_args: list[str]) -> int:
     }
     manifest = write_vocab_files(cfg.output, data, cfg.training.lowercase, record)
     rows = _summary_rows(cfg, counts, trained, quality, data, time.time() - started)
-    rows[-2:-2] = _language_rows(languages)
+    rows[-2:-2] = language_rows(languages)
     print_summary("vocab", manifest, rows[:1] + documents.skipped_rows(record["inputs_skipped"]) + rows[1:])
     return 0
-
-
-# A language is served badly when more of its held-out wordpieces are [UNK] than this, or its words take this many
-# times the pieces of the best-served language's.
-BAD_UNK_SHARE = 0.01
-BAD_PIECES_RATIO = 2.0
-
-
-def language_report(tokens: list[str], counts: CorpusCounts, smoothing: dict[str, dict]) -> dict[str, dict]:
-    """{language: its training words and shares (smoothed ones with --language-sampling-alpha), and the vocab
-    measured on its held-out words: [UNK] rates and wordpieces per word}."""
-    report = {}
-    for language in sorted(set(counts.held_out_by_language) | set(smoothing)):
-        entry = dict(smoothing.get(language, {}))
-        held = counts.held_out_by_language.get(language)
-        quality = measure(tokens, held.counts) if held is not None else Quality(0, 0.0, 0.0)
-        entry["held_out_words"] = held.words if held is not None else 0
-        measured = quality.words > 0
-        entry["unk_word_rate"] = round(quality.unk_rate, 6) if measured else None
-        entry["unk_token_share"] = round(quality.unk_token_share, 6) if measured else None
-        entry["pieces_per_word"] = round(quality.pieces_per_word, 4) if measured else None
-        report[language] = entry
-    return report
-
-
-def served_badly(report: dict[str, dict]) -> list[str]:
-    """The languages the vocab serves badly, each with why: a high [UNK] share, or many pieces per word."""
-    measured = {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
-    if not measured:
-        return []
-    best = min(e["pieces_per_word"] for e in measured.values())
-    bad = []
-    for lang, e in measured.items():
-        why = []
-        if e["unk_token_share"] > BAD_UNK_SHARE:
-            why.append(f"{e['unk_token_share']:.2%} [UNK]")
-        if e["pieces_per_word"] > BAD_PIECES_RATIO * best:
-            why.append(f"{e['pieces_per_word']:.2f} pieces per word, against {best:.2f} at best")
-        if why:
-            bad.append(f"{lang} ({', '.join(why)})")
-    return bad
-
-
-def _language_rows(report: dict[str, dict]) -> list[tuple[str, str]]:
-    if len(report) < 2:
-        return []
-    measured = {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
-    rows = [
-        (
-            "by language",
-            ", ".join(
-                f"{lang} {e['unk_token_share']:.2%} [UNK], {e['pieces_per_word']:.2f} pieces/word"
-                for lang, e in measured.items()
-            ),
-        )
-    ]
-    if bad := served_badly(report):
-        rows.append(("languages served badly", "; ".join(bad)))
-    return rows
 
 
 def _set_aside(counts: CorpusCounts, kind: str) -> Counter:
