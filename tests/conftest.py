@@ -47,8 +47,9 @@ def exit_status(*argv: str) -> int:
         return refused.code
 
 
-# A Dataflow job that is validated offline, never launched: its project, region, temp location and worker packaging.
-DATAFLOW_OFFLINE = [
+# A Dataflow job that is validated offline, never launched: its project, region and temp location, and with them
+# the worker packaging.
+DATAFLOW_JOB = [
     "--runner",
     "DataflowRunner",
     "--project",
@@ -57,9 +58,8 @@ DATAFLOW_OFFLINE = [
     "us-central1",
     "--temp_location",
     "gs://some-bucket/tmp",
-    "--setup_file",
-    "./setup.py",
 ]
+DATAFLOW_OFFLINE = [*DATAFLOW_JOB, "--setup_file", "./setup.py"]
 
 
 def wait_until(condition, run, what: str, timeout: float = 300) -> None:

@@ -15,7 +15,7 @@ import tensorflow as tf  # the test extra installs it: the record checks must ru
 
 from bertcorpus.trainer.data import feature_spec as spec
 
-from conftest import DATAFLOW_OFFLINE, SAMPLE_TEXT, SHARED, VOCAB, run_cli
+from conftest import DATAFLOW_JOB, DATAFLOW_OFFLINE, SAMPLE_TEXT, SHARED, VOCAB, run_cli
 
 VOCAB_TOKENS = VOCAB.read_text(encoding="utf-8").splitlines()
 
@@ -491,14 +491,7 @@ DATAFLOW_DRY_RUN = [
     VOCAB,
     "--output",
     "gs://some-bucket/out",
-    "--runner",
-    "DataflowRunner",
-    "--project",
-    "my-project",
-    "--region",
-    "us-central1",
-    "--temp_location",
-    "gs://some-bucket/tmp",
+    *DATAFLOW_JOB,
     "--dry_run=True",
 ]
 
