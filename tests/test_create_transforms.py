@@ -76,7 +76,7 @@ def test_a_document_over_the_cap_goes_to_buckets_as_pieces_of_its_split():
     """A real book cut at 20,000 characters: its pieces end at paragraphs, have ids of their own and buckets of
     their own, but all stay in the split of the book, and together they are the book."""
     cfg = config(max_document_mb=0.02, num_buckets=16, eval_fraction=0.5)
-    book = SourceDocument("84-0", BOOKS[1].read_text(encoding="utf-8"))
+    book = SourceDocument("84-0", BOOKS[1].read_text(encoding="utf-8"), language="en", language_confidence=0.97)
     for seed in range(4):
         cfg.seed = seed
         out = list(assign_buckets(book, cfg))
@@ -85,6 +85,7 @@ def test_a_document_over_the_cap_goes_to_buckets_as_pieces_of_its_split():
         assert "".join(p.text for p in pieces) == book.text and all(len(p.text) <= 20_000 for p in pieces)
         assert all(p.text.endswith("\n\n") for p in pieces[:-1])  # at paragraph boundaries
         assert [p.id for p in pieces] == [f"84-0#part-{n}" for n in range(1, len(pieces) + 1)]
+        assert {(p.language, p.language_confidence) for p in pieces} == {("en", 0.97)}  # each piece keeps its language
         assert len({key.split("/")[0] for key, _ in keyed}) == 1 and len({key for key, _ in keyed}) > 4
         assert counts.value == {"documents_split": 1, "document_pieces": len(pieces)}
 

@@ -16,7 +16,7 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
 from bertcorpus.pipeline.inputs.streams import lines_of
@@ -46,10 +46,10 @@ def document_pieces(doc: SourceDocument, cap: int) -> Iterator[SourceDocument]:
     of its own (transforms/document_pieces.py)."""
     if doc.sentences is not None and sum(map(len, doc.sentences)) > cap:
         for number, run in enumerate(sentence_pieces(doc.sentences, cap), 1):
-            yield SourceDocument(piece_id(doc.id, number), sentences=run, fields=doc.fields)
+            yield replace(doc, id=piece_id(doc.id, number), sentences=run)  # its fields and language too
     elif doc.sentences is None and len(doc.text or "") > cap:
         for number, text in enumerate(text_pieces(doc.text, cap), 1):
-            yield SourceDocument(piece_id(doc.id, number), text=text, fields=doc.fields)
+            yield replace(doc, id=piece_id(doc.id, number), text=text)
     else:
         yield doc
 
