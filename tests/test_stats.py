@@ -667,6 +667,7 @@ def test_each_source_has_its_licence_provenance_languages_and_use(run_dir, tmp_p
     info.write_text(
         "sample:\n  license: cc-by-sa-3.0\n  license_name: CC BY-SA 3.0 (the test's own words)\n"
         "  provenance: three pages of a real export\n  limits: [three pages]\n"
+        "wikipedia:\n  limits: one limit, written as a string\n"
     )
     card = stats(run_dir, "--output", tmp_path / "card", "--source-info", info)
     sources = {s["source"]: s for s in card["datasheet"]["sources"]}
@@ -681,6 +682,7 @@ def test_each_source_has_its_licence_provenance_languages_and_use(run_dir, tmp_p
     assert wiki["removed_by_extraction"] == {k: n for k, n in skipped.items() if "duplicate" in k and n}
     assert (sample["license"], sample["provenance"]) == ("cc-by-sa-3.0", "three pages of a real export")
     assert sample["limits"][0] == "three pages" and "article prose only" in sample["limits"][1]
+    assert wiki["limits"][0] == "one limit, written as a string"  # one limit, not its characters
     assert card["datasheet"]["removed_by_dedup"] == {}
     readme = (tmp_path / "card" / "README.md").read_text()
     header = front_matter(readme)

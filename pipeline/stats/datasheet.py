@@ -130,8 +130,8 @@ def build_datasheet(card: dict, stages: list[Stage], info: dict[str, dict], lang
     for name in sorted(set(by_source) | set(info)):
         given, stage = info.get(name, {}), extractions.get(name)
         defaults = WIKIPEDIA_LICENSE if stage is not None and stage.job == "extract-wiki" else {}
-        limits = list(given.get("limits") or [])
-        limits = [limits] if isinstance(limits, str) else limits
+        given_limits = given.get("limits") or []
+        limits = [given_limits] if isinstance(given_limits, str) else list(given_limits)
         if stage is not None and stage.job in JOB_LIMITS:
             limits.append(JOB_LIMITS[stage.job])
         sources.append(
