@@ -28,7 +28,7 @@ needs_chromium = pytest.mark.skipif(
     reason="chromium is not installed (Debian: apt-get install -y chromium), so the page cannot be rendered",
 )
 WIDTH = 1280
-SECTIONS = ["built", "sources", "plots", "documents", "lineage"]
+SECTIONS = ["built", "sources", "languages", "plots", "documents", "lineage"]
 
 MEASURE = """<script>
 addEventListener("load", () => {
