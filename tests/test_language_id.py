@@ -71,10 +71,10 @@ def test_below_the_minimum_confidence_a_document_is_und_with_its_confidence_kept
     assert found.language == "und" and 0.3 < found.confidence < 0.6
     assert detect_language(half, CANDIDATES, min_confidence=0.3).language in ("ja", "bn")
     setting = LanguageSetting("auto", CANDIDATES, 0.6)
-    assert setting.resolve(None, half) == found
-    assert setting.resolve("und", half) == found  # und carries no language: it is detected
-    assert setting.resolve("ja", half) is None  # a language the document carries is kept
-    assert LanguageSetting("vi").resolve(None, half) == Detected("vi", 1.0)
+    assert setting.resolve(None, lambda: half) == found
+    assert setting.resolve("und", lambda: half) == found  # und carries no language: it is detected
+    assert setting.resolve("ja", lambda: half) is None  # a language the document carries is kept
+    assert LanguageSetting("vi").resolve(None, lambda: half) == Detected("vi", None)  # given, not detected
     assert detect_language("   \n\n ", CANDIDATES) == Detected("und", 0.0)
 
 

@@ -17,6 +17,8 @@ Both return numpy arrays and Python ints (no torch here); a training loop moves 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from bertcorpus.trainer.packed_layout import IGNORE_INDEX
@@ -54,6 +56,7 @@ def packed_to_padded(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+@functools.cache  # read once: the flash form asks for every batch
 def installed_transformers_major() -> int:
     """The major version of the installed transformers, read from its metadata (nothing is imported)."""
     from importlib.metadata import PackageNotFoundError, version

@@ -289,15 +289,13 @@ class EvalBatches(keras.utils.PyDataset):
 
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
+    """The records' features (transforms/tfrecord.py) as tf.data parses them."""
+    from bertcorpus.transforms import tfrecord
+
     tf = _tf()
     return {
-        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+        name: tf.io.FixedLenFeature([width], tf.float32 if is_float else tf.int64)
+        for name, (is_float, width) in tfrecord.feature_spec(max_seq_length, max_predictions_per_seq).items()
     }
 
 

@@ -26,6 +26,7 @@ from bertcorpus.transforms.instances import (
     create_instances_from_document,
     create_sop_instances_from_document,
 )
+from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
 from bertcorpus.transforms.packing import PackedPieces, assemble_packed, pack_sentences
 from bertcorpus.transforms.seeding import numpy_rng, python_rng
@@ -103,7 +104,7 @@ def count_by_language(
 ) -> dict[str, int]:
     """{language: instances} that bucket_instances makes of these documents, each instance under the language of
     the document its first segment comes from: the same draws, nothing assembled."""
-    languages = bucket.languages or ["und"] * len(bucket)
+    languages = bucket.languages or [UNDETERMINED] * len(bucket)
     found: dict[str, int] = {}
     for drawn in _passes(bucket, documents, pool, recipe, seed, key, {}):
         for doc, n in zip(*np.unique(bucket.document_of_tokens(drawn.first_tokens), return_counts=True)):

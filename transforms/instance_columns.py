@@ -13,6 +13,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from bertcorpus.transforms.instances import concatenate_word_flags
+
 
 @dataclass
 class InstanceColumns:
@@ -48,17 +50,11 @@ class InstanceColumns:
 
     @staticmethod
     def concatenate(parts: list[InstanceColumns]) -> InstanceColumns:
-        grouped = any(p.word_continues is not None for p in parts)
+        flags = [p.word_continues for p in parts]
         return InstanceColumns(
             *(np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(InstanceColumns)[:-1]),
-            np.concatenate([p.continues_or_none() for p in parts]) if grouped else None,
+            concatenate_word_flags(flags, [p.input_ids.shape for p in parts]),
         )
-
-    def continues_or_none(self) -> np.ndarray:
-        """word_continues, all False where no segmenter grouped any token."""
-        if self.word_continues is not None:
-            return self.word_continues
-        return np.zeros(self.input_ids.shape, bool)
 
     @staticmethod
     def gather(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray) -> InstanceColumns:

@@ -50,6 +50,14 @@ class SeqConfig:
         return f"seq{self.max_seq_length}"
 
 
+def concatenate_word_flags(flags: list[np.ndarray | None], shapes: list) -> np.ndarray | None:
+    """The segmenter's word flags of several parts (Bucket.word_continues, InstanceColumns.word_continues) joined,
+    all False for a part of the given shape that has none; None where no part has any."""
+    if all(f is None for f in flags):
+        return None
+    return np.concatenate([f if f is not None else np.zeros(shape, bool) for f, shape in zip(flags, shapes)])
+
+
 @dataclass
 class Bucket:
     """The documents of one bucket, tokenised: one flat id array and sentence boundaries into it; and, for
@@ -71,12 +79,7 @@ class Bucket:
         starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
         per_doc = np.fromiter((len(d[2]) for d in docs), dtype=np.int64, count=len(docs))
         first = np.concatenate(([0], np.cumsum(per_doc)))
-        grouped = [d[3] if len(d) > 3 and d[3] is not None else None for d in docs]
-        continues = None
-        if any(g is not None for g in grouped):
-            continues = np.concatenate(
-                [g if g is not None else np.zeros(len(d[1]), bool) for g, d in zip(grouped, docs)]
-            )
+        continues = concatenate_word_flags([d[3] if len(d) > 3 else None for d in docs], [len(d[1]) for d in docs])
         return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first, continues, languages)
 
     def __len__(self) -> int:
@@ -109,9 +112,7 @@ class Bucket:
         tokens = np.concatenate([b.tokens for b in buckets])
         lengths = np.concatenate([np.diff(b.sentence_starts) for b in buckets])
         per_doc = np.concatenate([np.diff(b.doc_first_sentence) for b in buckets])
-        continues = None
-        if any(b.word_continues is not None for b in buckets):
-            continues = np.concatenate([b.continues_or_none() for b in buckets])
+        continues = concatenate_word_flags([b.word_continues for b in buckets], [len(b.tokens) for b in buckets])
         languages = None
         if any(b.languages is not None for b in buckets):  # fragments carry none: their instances are not theirs
             languages = [tag for b in buckets for tag in (b.languages or [""] * len(b))]
@@ -123,10 +124,6 @@ class Bucket:
             continues,
             languages,
         )
-
-    def continues_or_none(self) -> np.ndarray:
-        """word_continues, all False where no segmenter grouped any token."""
-        return self.word_continues if self.word_continues is not None else np.zeros(len(self.tokens), bool)
 
     def __post_init__(self) -> None:
         # Plain lists: the per-chunk loop indexes them one integer at a time, where numpy scalars are slow.

@@ -13,6 +13,7 @@ that only one script uses.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from bertcorpus.transforms.languages import UNDETERMINED, LanguageTagError, primary_language
@@ -29,7 +30,7 @@ class LanguageIdUnavailable(ValueError):
 @dataclass(frozen=True)
 class Detected:
     language: str  # a BCP 47 tag, or und
-    confidence: float  # in [0, 1]: the language's share of the summed confidence values
+    confidence: float | None  # in [0, 1]: the language's share of the summed confidence values; None where given
 
 
 def supported_languages() -> list[str]:
@@ -134,14 +135,15 @@ class LanguageSetting:
     languages: tuple[str, ...] = ()  # with auto: the ISO 639-1 codes to tell apart, all when empty
     min_confidence: float = 0.5
 
-    def resolve(self, given: str | None, text: str) -> Detected | None:
+    def resolve(self, given: str | None, text_of: Callable[[], str]) -> Detected | None:
         """The language of a document that carries `given` (None or und where it carries none): None where it is
-        given, else the setting's tag (confidence 1) or the detector's verdict."""
+        given, else the setting's tag (no confidence: nothing was detected) or the detector's verdict on its text,
+        which `text_of` gives only then."""
         if given and given != UNDETERMINED:
             return None
         if self.language != "auto":
-            return Detected(self.language, 1.0)
-        return detect_language(text, self.languages, self.min_confidence)
+            return Detected(self.language, None)
+        return detect_language(text_of(), self.languages, self.min_confidence)
 
 
 def parse_language_list(text: str) -> tuple[str, ...]:

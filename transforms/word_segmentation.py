@@ -14,16 +14,17 @@ its ideographs, one each, so the n-th ideograph token is the n-th ideograph of t
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from bertcorpus.wordpiece.cjk import IDEOGRAPH, IDEOGRAPH_RUN
+from bertcorpus.transforms.zh_variants import INSTALL_HINT  # the zh extra: zhconv-rs and rjieba
+from bertcorpus.wordpiece.cjk import IDEOGRAPH_RUN
 
 SEGMENTERS = ("jieba", "none")
 # Segmenters people ask for that download their models at run time, and so cannot run here or on a sealed worker.
 NEEDS_DOWNLOAD = ("ltp", "pkuseg", "thulac", "hanlp", "stanza")
-INSTALL_HINT = "pip install 'bertcorpus[zh]'"
 
 
 class SegmenterError(ValueError):
@@ -91,18 +92,21 @@ def check_segmenter(spec: SegmenterSpec) -> None:
         _jieba(spec.user_words)
 
 
-def segment(run: str, spec: SegmenterSpec) -> list[str]:
-    """The words of a run of ideographs."""
+def segmenter_of(spec: SegmenterSpec) -> Callable[[str], list[str]]:
+    """The words of a run of ideographs, by the spec's segmenter: looked up once per document, not per run (the
+    cache's key is the user's whole dictionary)."""
     if spec.name == "none":
-        return list(run)
-    return _jieba(spec.user_words).cut(run, True)
+        return list
+    jieba = _jieba(spec.user_words)
+    return lambda run: jieba.cut(run, True)
 
 
-def run_continuations(text: str, spec: SegmenterSpec) -> np.ndarray:
+def run_continuations(text: str, spec: SegmenterSpec, words_of: Callable[[str], list[str]] | None = None) -> np.ndarray:
     """Per ideograph of the text, in order: True where it continues the segmenter's word of the one before."""
+    words_of = words_of or segmenter_of(spec)
     flags = []
     for run in IDEOGRAPH_RUN.finditer(text):
-        for word in segment(run.group(), spec):
+        for word in words_of(run.group()):
             flags.append(False)
             flags.extend([True] * (len(word) - 1))
     return np.array(flags, bool)
@@ -116,15 +120,9 @@ def word_continues(sentences: list[str], ideograph_tokens: np.ndarray, spec: Seg
     at = np.flatnonzero(ideograph_tokens)
     if not len(at):
         return out
-    continues = np.concatenate([run_continuations(s, spec) for s in sentences])
+    words_of = segmenter_of(spec)
+    continues = np.concatenate([run_continuations(s, spec, words_of) for s in sentences])
     if len(continues) != len(at):
         return None
     out[at] = continues
     return out
-
-
-def count_words(text: str, spec: SegmenterSpec) -> tuple[int, int]:
-    """(ideographs, segmenter words of several ideographs) of a text: for the data card."""
-    ideographs = len(IDEOGRAPH.findall(text))
-    long_words = sum(len(w) > 1 for run in IDEOGRAPH_RUN.finditer(text) for w in segment(run.group(), spec))
-    return ideographs, long_words

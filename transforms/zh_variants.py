@@ -76,9 +76,11 @@ _RESIDUE = re.compile(r"-\{|\}-")
 _RULE_NAME = re.compile(r"(?:(?<=;)|^)\s*(?:[^;:\n]*?=>\s*)?zh(?:-[a-z]+)?\s*:", re.I)
 
 
-def zh_language_tag(variant: str) -> str:
-    """The BCP 47 tag of text in a MediaWiki variant (zh-hant → zh-Hant, zh-tw → zh-Hant-TW; zh → zh)."""
-    return LANGUAGE_TAGS[variant]
+def variants_asked(zh_variant: str) -> list[tuple[str, str, str]]:
+    """(MediaWiki variant, language tag, id suffix) of each script --zh-variant asks for: `both` gives zh-hans and
+    zh-hant, each document's id suffixed with its tag; every other value one, unsuffixed (`keep`: as written)."""
+    variants = ("zh-hans", "zh-hant") if zh_variant == "both" else ("zh" if zh_variant == "keep" else zh_variant,)
+    return [(v, LANGUAGE_TAGS[v], f"@{LANGUAGE_TAGS[v]}" if zh_variant == "both" else "") for v in variants]
 
 
 class ConverterUnavailable(ValueError):
@@ -110,12 +112,15 @@ class Rule:
     def __bool__(self) -> bool:
         return bool(self.bid or self.unid)
 
+    def own(self, variant: str) -> str | None:
+        """The bidirectional text of `variant` or of its first fallback that has one."""
+        return next((self.bid[v] for v in (variant, *FALLBACKS[variant]) if v in self.bid), None)
+
     def shown(self, variant: str) -> str | None:
         """The text shown to a reader of `variant`: its own, a fallback's, its unidirectional target, or the
         first text the rule has (MediaWiki's order)."""
-        for v in (variant, *FALLBACKS[variant]):
-            if v in self.bid:
-                return self.bid[v]
+        if (own := self.own(variant)) is not None:
+            return own
         if variant in self.unid:
             return next(iter(self.unid[variant].values()))
         if self.bid:
@@ -128,8 +133,7 @@ class Rule:
         """What the rule adds to the page's conversion table for `variant`: every variant's text → the shown one
         (where the variant or a fallback has one), and the unidirectional rules of the variant."""
         out = {}
-        own = next((self.bid[v] for v in (variant, *FALLBACKS[variant]) if v in self.bid), None)
-        if own is not None:
+        if (own := self.own(variant)) is not None:
             out.update({text: own for text in self.bid.values() if text})
         out.update(self.unid.get(variant, {}))
         return out
@@ -423,10 +427,4 @@ def chinese_versions(text: str, zh_variant: str) -> list[ScriptVersion] | None:
     is not Chinese."""
     if not is_chinese(text):
         return None
-    variants = ("zh-hans", "zh-hant") if zh_variant == "both" else ("zh" if zh_variant == "keep" else zh_variant,)
-    return [
-        ScriptVersion(
-            PageRules(v).convert(text), v, LANGUAGE_TAGS[v], f"@{LANGUAGE_TAGS[v]}" if zh_variant == "both" else ""
-        )
-        for v in variants
-    ]
+    return [ScriptVersion(PageRules(v).convert(text), v, tag, suffix) for v, tag, suffix in variants_asked(zh_variant)]

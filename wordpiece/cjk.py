@@ -1,9 +1,11 @@
 """The CJK ideographs, as the reference tokenizer knows them: each one becomes a token of its own.
 
 These are the reference's ranges (CJK Unified Ideographs, Extensions A to E, and the two Compatibility Ideographs
-blocks), no more: Hiragana, Katakana and Hangul are not in them, and are tokenised as words. Everything that
-treats Chinese characters apart (the vocab's alphabet, whole-word masking's segmenter, dedup's character
-shingles, the data card's character counts) uses this one definition, so that it agrees with the tokenizer.
+blocks), no more: Hiragana, Katakana and Hangul are not in them, and are tokenised as words. What must agree
+with the tokenizer (the vocab's alphabet, whole-word masking's segmenter, the Chinese text checks) uses this one
+definition. The measures that count a character of an unspaced script as a word (dedup's shingles, the data
+card's words) take the wider set of transforms/unspaced_scripts.py instead, which also holds kana, Thai, Lao,
+Myanmar, Khmer and the newer ideograph extensions.
 """
 
 from __future__ import annotations

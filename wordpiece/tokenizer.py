@@ -190,6 +190,17 @@ class WordPieceTokenizer:
 
     def encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of several sentences as one flat int32 array plus the token count of each sentence."""
+        where, lengths = self._sentence_ranges(sentences)
+        return self._flat[where], lengths
+
+    def encode_sentences_marked(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """encode_sentences, and per id whether it is the token of one CJK ideograph (the character itself, or
+        [UNK] for one the vocab lacks), in the order of the text's ideographs."""
+        where, lengths = self._sentence_ranges(sentences)
+        return self._flat[where], lengths, self._ideograph[where]
+
+    def _sentence_ranges(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(where the sentences' ids are in the table, in order; the token count of each sentence)."""
         # The whole document is prepared at once: every step is local to characters (and lower-casing's
         # final-sigma context never crosses whitespace), so joining on newlines and splitting back is exact.
         if any("\n" in s for s in sentences):
@@ -202,31 +213,25 @@ class WordPieceTokenizer:
             # nothing), so prepare the original text properly.
             chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]
             all_chunks = list(chain.from_iterable(chunks_per_sentence))
-        ids, per_chunk = self._ids_of(all_chunks)
+        where, per_chunk = self._ranges_of(all_chunks)
         last_chunk = np.cumsum(np.fromiter(map(len, chunks_per_sentence), dtype=np.int64, count=len(sentences)))
         ends = np.concatenate(([0], np.cumsum(per_chunk)))[last_chunk]
-        return ids, np.diff(np.concatenate(([0], ends))).astype(np.int32)
+        return where, np.diff(np.concatenate(([0], ends))).astype(np.int32)
 
-    def ideograph_tokens(self, sentences: list[str]) -> np.ndarray:
-        """Per id of encode_sentences(sentences): whether it is the token of one CJK ideograph (the character
-        itself, or [UNK] for one the vocab lacks), in the order of the text's ideographs."""
-        text = "\n".join(" ".join(s.split("\n")) for s in sentences)
-        chunks = prepared_chunks(text, self.lowercase)[0]
-        rows = self._rows(chunks)
-        return self._ideograph[concat_ranges(self._start[rows], self._count[rows])]
-
-    def _rows(self, chunks: list[str]) -> np.ndarray:
+    def _ranges_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(where every id of the chunks is in the table, in order; the id count of each chunk)."""
         rows = list(map(self._number.get, chunks))
         if None in rows:
             self._learn(chunks)
             rows = list(map(self._number.__getitem__, chunks))
-        return np.array(rows, dtype=np.int64)
+        rows = np.array(rows, dtype=np.int64)
+        counts = self._count[rows]
+        return concat_ranges(self._start[rows], counts), counts
 
     def _ids_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(every id of the chunks, in order; the id count of each chunk)."""
-        rows = self._rows(chunks)
-        starts, counts = self._start[rows], self._count[rows]
-        return self._flat[concat_ranges(starts, counts)], counts
+        where, counts = self._ranges_of(chunks)
+        return self._flat[where], counts
 
     def _learn(self, chunks: list[str]) -> None:
         """Tokenise the unseen chunks in one HF call and add them to the table."""

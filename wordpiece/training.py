@@ -202,13 +202,12 @@ class TrainingConfig:
     pad_to_multiple: int = 1  # [unusedN] lines after the vocab_size lines, up to a multiple of this (tensor cores)
     min_ideograph_count: int = MIN_IDEOGRAPH_COUNT
     fill_to_size: bool = False  # [unusedN] lines after the learned tokens up to vocab_size, where fewer are learned
-    # The everyday ideographs of both scripts get lines whether the text holds them or not (bert-chinese: on).
-    common_ideographs: bool | None = None
 
     @property
     def seeded_characters(self) -> frozenset[str]:
-        on = self.layout == "bert-chinese" if self.common_ideographs is None else self.common_ideographs
-        return common_ideographs() if on else frozenset()
+        """The everyday ideographs of both scripts, which get lines whether the text holds them or not, in the
+        bert-chinese layout."""
+        return common_ideographs() if self.layout == "bert-chinese" else frozenset()
 
     def head(self) -> list[str]:
         """The lines before the learned tokens: special tokens and reserved [unusedN] slots."""

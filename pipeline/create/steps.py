@@ -55,7 +55,7 @@ class ReadFiles(WatchedDoFn):
         stats = ReadStats(path)
         for doc in read_documents(path, self.input_format, stats, start, stop):
             if isinstance(doc, SourceDocument):
-                found = self.language.resolve(doc.language, doc.text or " ".join(doc.sentences or ()))
+                found = self.language.resolve(doc.language, doc.plain_text)
                 if found is not None:
                     doc.language = found.language
                 yield doc
@@ -221,7 +221,10 @@ class TokenizeBuckets(WatchedDoFn):
         }
         for doc in docs:
             sentences = doc.sentences if doc.sentences is not None else document_sentences(doc.text or "")
-            ids, lengths = self.tokenizer.encode_sentences(sentences)
+            if self.segmentation is None:
+                ids, lengths = self.tokenizer.encode_sentences(sentences)
+            else:
+                ids, lengths, ideographs = self.tokenizer.encode_sentences_marked(sentences)
             lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
             if not len(ids):
                 counts["documents_skipped:empty"] += 1
@@ -233,7 +236,7 @@ class TokenizeBuckets(WatchedDoFn):
             counts[f"language_documents:{language}"] = counts.get(f"language_documents:{language}", 0) + 1
             counts[f"language_tokens:{language}"] = counts.get(f"language_tokens:{language}", 0) + len(ids)
             if self.segmentation is not None:
-                tokenized.append((doc.id, ids, lengths, self._word_continues(sentences, counts)))
+                tokenized.append((doc.id, ids, lengths, self._word_continues(sentences, ideographs, counts)))
             else:
                 tokenized.append((doc.id, ids, lengths))
             counts["documents_kept"] += 1
@@ -246,10 +249,9 @@ class TokenizeBuckets(WatchedDoFn):
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
         return tokenized, counts, languages
 
-    def _word_continues(self, sentences: list[str], counts: dict) -> np.ndarray | None:
+    def _word_continues(self, sentences: list[str], ideographs: np.ndarray, counts: dict) -> np.ndarray | None:
         """The segmenter's words of a document's tokens (whole-word masking), counted; None where it has no
         ideograph, or where its text and tokens disagree on them (counted: then every character is a word)."""
-        ideographs = self.tokenizer.ideograph_tokens(sentences)
         if not ideographs.any():
             return None
         continues = word_continues(sentences, ideographs, self.segmentation)
@@ -291,6 +293,14 @@ def language_parts(bucket: Bucket, documents: int, pool: range | None):
         yield language, part, len(mine), range(len(mine), len(part)) if rest else None
 
 
+def unsampled_counts(cfg: CreateConfig, key: str, bucket: Bucket, documents: int, pool) -> dict[str, dict]:
+    """{seq config: {language: instances a run without language sampling makes of the bucket's documents}}: the
+    same draws, counted (deterministic, so CountInstances and BuildInstances find the same)."""
+    return {
+        seq.name: count_by_language(bucket, documents, pool, cfg.recipe(seq), cfg.seed, key) for seq in cfg.seq_configs
+    }
+
+
 class CountInstances(WatchedDoFn):
     """(bucket key, [its own BucketMessage, fragments]) → ("seq:split:language", instances a run without language
     sampling makes of the bucket's documents of that language: the same draws, counted), for the rates of language
@@ -305,10 +315,9 @@ class CountInstances(WatchedDoFn):
         counts = {}
         for own in (m for m in messages if m.sender is None):
             bucket, pool = bucket_pool(key, own, messages, cfg.pair_objective)
-            for seq in cfg.seq_configs:
-                found = count_by_language(bucket, len(own.bucket), pool, cfg.recipe(seq), cfg.seed, key)
+            for seq_name, found in unsampled_counts(cfg, key, bucket, len(own.bucket), pool).items():
                 for language, n in found.items():
-                    counts[f"{seq.name}:{split}:{language}"] = counts.get(f"{seq.name}:{split}:{language}", 0) + n
+                    counts[f"{seq_name}:{split}:{language}"] = counts.get(f"{seq_name}:{split}:{language}", 0) + n
         yield from sorted(counts.items())
         yield tally.emit("create", {f"language_unsampled:{k}": v for k, v in counts.items()})
 
@@ -335,12 +344,7 @@ class BuildInstances(WatchedDoFn):
                 yield from self._instances(key, key, bucket, len(own.bucket), pool)
                 continue
             # The instances a run without sampling makes of each language here, times the language's rate
-            unsampled = {
-                seq.name: count_by_language(
-                    bucket, len(own.bucket), pool, self.config.recipe(seq), self.config.seed, key
-                )
-                for seq in self.config.seq_configs
-            }
+            unsampled = unsampled_counts(self.config, key, bucket, len(own.bucket), pool)
             for language, part, documents, part_pool in language_parts(bucket, len(own.bucket), pool):
                 sampling = (rates, language, {name: found.get(language, 0) for name, found in unsampled.items()})
                 yield from self._instances(key, f"{key}/{language}", part, documents, part_pool, sampling)
@@ -377,9 +381,11 @@ class BuildInstances(WatchedDoFn):
                     **{f"{prefix}:skipped:{k}": v for k, v in built.skipped.items()},
                 },
             )
-            tags = tuple(built.language_tags)
+            # Only Parquet rows name their language: the other forms' instances cross the shuffle without theirs.
+            keep_languages = built.languages is not None and cfg.file_format == "parquet"
+            tags = tuple(built.language_tags) if keep_languages else ()
             for shard, rows in shard_rows(built.sort_keys, cfg.shards(split)):
-                languages = built.languages[rows] if built.languages is not None else None
+                languages = built.languages[rows] if keep_languages else None
                 yield (
                     (seq.name, split, shard),
                     InstancePiece(tiebreak, built.sort_keys[rows], rows, built.instances.take(rows), tags, languages),
@@ -445,7 +451,9 @@ def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.nd
 def instance_languages(pieces: list[InstancePiece], part: np.ndarray, row: np.ndarray) -> list[str]:
     """The language of instance row[i] of pieces[part[i]] for every i (und where a piece carries none)."""
     tags = [
-        np.array(p.language_tags, dtype=object)[p.languages] if p.languages is not None else np.full(len(p.rows), "und")
+        np.array(p.language_tags, dtype=object)[p.languages]
+        if p.languages is not None
+        else np.full(len(p.rows), UNDETERMINED)
         for p in pieces
     ]
     return [tags[p][r] for p, r in zip(part.tolist(), row.tolist())]

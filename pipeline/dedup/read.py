@@ -100,7 +100,7 @@ class ReadSources(beam.DoFn):
                 yield beam.pvalue.TaggedOutput("hits", (text_number, (priority, doc.id)))
             for benchmark in sorted({int(index.text_benchmark[t]) for t in texts}):
                 _add(counts, f"benchmark:{benchmark}:{priority}:matched", 1)
-        detected = cfg.language.resolve(doc.language, text)
+        detected = cfg.language.resolve(doc.language, lambda: text)
         document = {
             "id": doc.id,
             "source": fields.get("source") or cfg.names[priority],
@@ -108,19 +108,11 @@ class ReadSources(beam.DoFn):
             "text": text,
             "url": fields.get("url"),
             "language": detected.language if detected else doc.language,
-            "language_confidence": _confidence(doc, detected, cfg.language.language),
+            "language_confidence": doc.language_confidence if detected is None else detected.confidence,
             "digest": digest,
         }
         shard = shard_of(doc.id, cfg.num_shards[priority])
         yield beam.pvalue.TaggedOutput("documents", ((priority, shard), ShardItem(document, regions)))
-
-
-def _confidence(doc: SourceDocument, detected, setting: str) -> float | None:
-    """The confidence a document's language comes with: the detector's where it detected it now, else the one
-    the document carries (null where its language was given, not detected)."""
-    if detected is None:
-        return doc.language_confidence
-    return detected.confidence if setting == "auto" else None
 
 
 def _add(counts: dict, key: str, n: int) -> None:

@@ -213,7 +213,7 @@ class CleanBooks(WatchedDoFn):
                 }
                 yield self._book(source["path"], document)
             return
-        language = self.language.resolve(None, book.text)
+        language = self.language.resolve(None, lambda: book.text)
         document = {
             "id": book_id(source["path"]),
             "source": self.source,
@@ -221,7 +221,7 @@ class CleanBooks(WatchedDoFn):
             "text": book.text,
             "url": url,
             "language": language.language,
-            "language_confidence": language.confidence if self.language.language == "auto" else None,
+            "language_confidence": language.confidence,
         }
         yield self._book(source["path"], document)
 

@@ -21,7 +21,6 @@ from bertcorpus.pipeline.inputs.reads import MAX_RANGE_MB, MIN_RANGE_MB
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents
 from bertcorpus.pipeline.sinks.output import has_glob
-from bertcorpus.transforms.languages import primary_language
 from bertcorpus.transforms.zh_variants import CHOICES, check_converter
 
 # For the default shard count: about a fifth of a full dump's XML is article text (the rest is markup, redirects
@@ -101,7 +100,7 @@ def _check_chinese_dumps(patterns: list[str]) -> None:
     and where the conversion tables are not installed."""
     for path, _ in match_inputs(patterns):
         dump = read_dump_header(path)
-        if primary_language(dump.language) != "zh":
+        if not dump.is_chinese:
             raise ValueError(
                 f"--zh-variant converts Chinese Wikipedia dumps, and {path} is {dump.wiki} ({dump.language}); "
                 "leave the flag out for it"

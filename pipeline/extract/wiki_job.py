@@ -43,7 +43,7 @@ from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_r
 from bertcorpus.transforms.wiki_page_items import Page
 from bertcorpus.transforms.wiki_pages import SiteInfo, iter_pages, read_siteinfo
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
-from bertcorpus.transforms.zh_variants import resolve_converter_markup, sweep_residue, zh_language_tag
+from bertcorpus.transforms.zh_variants import resolve_converter_markup, sweep_residue, variants_asked
 
 JOB = "extract-wiki"
 SKIP_REASONS = ("non_article_namespace", "redirect", "deleted_text", "disambiguation", "too_short")
@@ -140,16 +140,13 @@ def chinese_articles(page: Page, min_chars: int, zh_variant: str) -> tuple[list[
     reason = _skip_reason(page)
     if reason is not None:
         return [], reason
-    variants = ("zh-hans", "zh-hant") if zh_variant == "both" else ("zh" if zh_variant == "keep" else zh_variant,)
     articles = []
-    for variant in variants:
+    for variant, language, suffix in variants_asked(zh_variant):
         resolved = resolve_converter_markup(page.text, variant)
         converted = resolved.rules.convert(clean_wikitext(resolved.wikitext, title=page.title))
         text = sweep_residue(converted, resolved.counts)
         if len(text) < min_chars:
             return [], "too_short"
-        language = zh_language_tag(variant)
-        suffix = f"@{language}" if zh_variant == "both" else ""
         title = resolved.rules.convert_title(page.title)
         articles.append(Article(text, title, language, suffix, resolved.counts.as_dict()))
     return articles, None

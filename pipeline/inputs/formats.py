@@ -40,6 +40,10 @@ class SourceDocument:
     language: str | None = None  # the BCP 47 tag the record carries (documents' language column, JSONL's field)
     language_confidence: float | None = None  # a detector's confidence in it, where the record carries one
 
+    def plain_text(self) -> str:
+        """The document's text, its sentences joined where it has them instead."""
+        return self.text or " ".join(self.sentences or ())
+
 
 def document_pieces(doc: SourceDocument, cap: int) -> Iterator[SourceDocument]:
     """The document itself, or where it is longer than `cap` characters its pieces, one at a time, each a document

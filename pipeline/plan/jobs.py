@@ -13,6 +13,7 @@ from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.plan import stages
 from bertcorpus.pipeline.plan.prices import Workers
 from bertcorpus.pipeline.plan.stages import Input, Stage, joined
+from bertcorpus.pipeline.sinks.output import is_remote
 
 
 def job_stage(command: str, args, workers: Workers, dry_run: bool) -> Stage:
@@ -32,7 +33,7 @@ def _extract_books(args, workers: Workers, dry_run: bool) -> Stage:
     from bertcorpus.pipeline.extract.books_command import config_from_args
 
     config = config_from_args(args, dry_run)
-    unlisted = [p for p in config.inputs if _remote(p)] if dry_run else []
+    unlisted = [p for p in config.inputs if is_remote(p)] if dry_run else []
     return stages.extract_books(Input.listed(config.input_files, not_listed=unlisted), config.num_shards, workers)
 
 
@@ -80,14 +81,14 @@ def _found(patterns: list[str], dry_run: bool) -> Input:
     from bertcorpus.pipeline.inputs.discovery import find_inputs
 
     found = find_inputs(patterns, allow_missing=dry_run)
-    unlisted = [p for p in patterns if _remote(p)] if dry_run else []
+    unlisted = [p for p in patterns if is_remote(p)] if dry_run else []
     return _documents_input(found.files, unlisted)
 
 
 def _listed(files: list[tuple[str, int]]) -> Input:
     """Files as a dry run lists them: a remote one keeps its pattern and size 0, and is named as not listed."""
     return Input.listed(
-        [(p, s) for p, s in files if s or not _remote(p)], not_listed=[p for p, s in files if not s and _remote(p)]
+        [(p, s) for p, s in files if s or not is_remote(p)], not_listed=[p for p, s in files if not s and is_remote(p)]
     )
 
 
@@ -97,8 +98,12 @@ def _documents_input(files: list[tuple[str, int]], unlisted=()) -> Input:
     estimates it. A file's size is a poor guide where its text repeats, which Parquet stores once."""
     estimated = Input.listed(files, None, unlisted)
     text, documents = 0.0, 0
+    manifests: dict[str, dict | None] = {}  # by folder: read once, however many of its files are listed
     for path, _ in files:
-        counted = _counted_by_manifest(path)
+        folder = os.path.dirname(path)
+        if folder not in manifests:
+            manifests[folder] = _manifest_beside(folder) if not is_remote(path) else None
+        counted = _counted_by_manifest(path, manifests[folder])
         if counted is None:
             return estimated
         share, records = counted
@@ -106,9 +111,8 @@ def _documents_input(files: list[tuple[str, int]], unlisted=()) -> Input:
     return Input(list(files), text, documents if files else None, list(unlisted))
 
 
-def _counted_by_manifest(path: str) -> tuple[float, int] | None:
+def _counted_by_manifest(path: str, manifest: dict | None) -> tuple[float, int] | None:
     """(characters, documents) of a local documents file that an extraction's manifest beside it lists."""
-    manifest = _manifest_beside(os.path.dirname(path)) if not _remote(path) else None
     if manifest is None:
         return None
     listed = {f.get("path"): f for f in manifest.get("outputs", {}).get("documents", []) if isinstance(f, dict)}
@@ -127,10 +131,6 @@ def _manifest_beside(folder: str) -> dict | None:
     except (OSError, ValueError):
         return None
     return manifest if isinstance(manifest, dict) and isinstance(manifest.get("documents"), dict) else None
-
-
-def _remote(path: str) -> bool:
-    return "://" in path
 
 
 # ------------------------------------------------------------------------------------------------ the chain

@@ -24,9 +24,6 @@ class CpuRate:
     start_s: float
     per_mb_s: float
 
-    def seconds(self, mb: float) -> float:
-        return self.start_s + self.per_mb_s * mb
-
 
 # --- CPU, fitted by benchmarks/bench_plan.py --fit --repeat 2 (2× and 8×; 2026-11-28, load average 3–5) ---------
 EXTRACT_WIKI = CpuRate(start_s=1.56, per_mb_s=0.0845)  # per MB of dump XML (a .bz2 holds 3.5 bytes of XML per byte)

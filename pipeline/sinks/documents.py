@@ -123,15 +123,12 @@ def _encode_documents(rows: list[tuple]) -> tuple[Iterable[bytes], int, dict]:
     """Document rows sorted by id → (Parquet bytes, records, counts); of documents sharing an id only the first is
     kept."""
     unique = [row for i, row in enumerate(rows) if not i or row[0] != rows[i - 1][0]]
-    counts = {
-        "kept": len(unique),
-        "characters": sum(_characters(row[3]) for row in unique),
-        "skipped:duplicate_id": len(rows) - len(unique),
-    }
+    counts = {"kept": len(unique), "characters": 0, "skipped:duplicate_id": len(rows) - len(unique)}
     language = COLUMNS.index("language")
     for row in unique:
-        tag = row[language]
-        for name, n in ((f"language:{tag}", 1), (f"language_characters:{tag}", _characters(row[3]))):
+        tag, characters = row[language], _characters(row[3])
+        counts["characters"] += characters
+        for name, n in ((f"language:{tag}", 1), (f"language_characters:{tag}", characters)):
             counts[name] = counts.get(name, 0) + n
     return parquet_chunks(unique), len(unique), counts
 

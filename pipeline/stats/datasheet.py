@@ -225,7 +225,7 @@ def datasheet_html(sheet: dict) -> str:
 
 
 def _licenses(license_) -> str:
-    return ", ".join(license_) if isinstance(license_, list) else str(license_)
+    return ", ".join(_as_list(license_))
 
 
 # ---------------------------------------------------------------------------------------------- README.md

@@ -322,7 +322,7 @@ def run(args, beam_args: list[str]) -> int:
             file=sys.stderr,
         )
     quality = measure(trained.tokens, counts.held_out.counts)
-    languages = language_report(trained.tokens, counts, smoothing)
+    languages = language_report(trained.tokens, counts, smoothing, quality)
     data = trained.file_bytes()
     record = {
         **_record(cfg, counts, trained, quality),

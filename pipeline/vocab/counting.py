@@ -206,7 +206,7 @@ class CorpusCounts:
             self.held_out.add_counts(words)
             if language:
                 held = self.held_out_by_language.setdefault(language, HeldOutWords(self.held_out.max_words))
-                held.add_counts(Counter(words))
+                held.add_counts(words)  # neither add_counts keeps or changes what it is given
         elif language and self.train_by_language is not None:
             self.train_by_language.setdefault(language, WordCounter(self.train.max_words)).add_counts(words)
         else:
@@ -238,9 +238,8 @@ class CorpusCounts:
                 "scale": round(scale, 6),
             }
         rounded = Counter({word: round(n) for word, n in sorted(merged.items()) if round(n) > 0})
-        too_long = self.train.too_long
-        self.train.add_counts(rounded)
-        self.train.words, self.train.too_long = total, too_long  # the corpus's words, before scaling
+        self.train.add_counts(rounded)  # the languages' counters dropped the long words: none is counted again
+        self.train.words = total  # the corpus's words, before scaling
         return report
 
 

@@ -11,14 +11,22 @@ BAD_UNK_SHARE = 0.01
 BAD_PIECES_RATIO = 2.0
 
 
-def language_report(tokens: list[str], counts: CorpusCounts, smoothing: dict[str, dict]) -> dict[str, dict]:
+def language_report(
+    tokens: list[str], counts: CorpusCounts, smoothing: dict[str, dict], overall: Quality
+) -> dict[str, dict]:
     """{language: its training words and shares (smoothed ones with --language-sampling-alpha), and the vocab
-    measured on its held-out words: [UNK] rates and wordpieces per word}."""
+    measured on its held-out words: [UNK] rates and wordpieces per word}. `overall` is the measure of every
+    held-out word, which is a language's own where it holds them all."""
     report = {}
     for language in sorted(set(counts.held_out_by_language) | set(smoothing)):
         entry = dict(smoothing.get(language, {}))
         held = counts.held_out_by_language.get(language)
-        quality = measure(tokens, held.counts) if held is not None else Quality(0, 0.0, 0.0)
+        if held is None:
+            quality = Quality(0, 0.0, 0.0)
+        elif held.words == counts.held_out.words:  # the same words, added alike: the same sample and measure
+            quality = overall
+        else:
+            quality = measure(tokens, held.counts)
         entry["held_out_words"] = held.words if held is not None else 0
         measured = quality.words > 0
         entry["unk_word_rate"] = round(quality.unk_rate, 6) if measured else None
@@ -30,7 +38,7 @@ def language_report(tokens: list[str], counts: CorpusCounts, smoothing: dict[str
 
 def served_badly(report: dict[str, dict]) -> list[str]:
     """The languages the vocab serves badly, each with why: a high [UNK] share, or many pieces per word."""
-    measured = {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
+    measured = _measured(report)
     if not measured:
         return []
     best = min(e["pieces_per_word"] for e in measured.values())
@@ -49,7 +57,7 @@ def served_badly(report: dict[str, dict]) -> list[str]:
 def language_rows(report: dict[str, dict]) -> list[tuple[str, str]]:
     if len(report) < 2:
         return []
-    measured = {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
+    measured = _measured(report)
     rows = [
         (
             "by language",
@@ -62,3 +70,8 @@ def language_rows(report: dict[str, dict]) -> list[tuple[str, str]]:
     if bad := served_badly(report):
         rows.append(("languages served badly", "; ".join(bad)))
     return rows
+
+
+def _measured(report: dict[str, dict]) -> dict[str, dict]:
+    """The languages that had held-out words to measure the vocab on."""
+    return {lang: e for lang, e in report.items() if e["pieces_per_word"] is not None}
