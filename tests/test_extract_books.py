@@ -24,7 +24,7 @@ from bertcorpus.transforms.book_decoding import decode_book
 from bertcorpus.transforms.book_duplicates import band_keys, lsh_rows, minhash_signature, near_copies
 from bertcorpus.transforms.book_lines import read_hf_bookcorpus_lines
 
-from conftest import DATA, VOCAB, assert_same_extraction, run_cli
+from conftest import DATA, DATAFLOW_OFFLINE, VOCAB, assert_same_extraction, run_cli
 
 BOOKS = DATA / "books"
 LOCAL = ["--runner=DirectRunner", "--direct_running_mode=in_memory"]
@@ -231,16 +231,7 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys, network_at
         "gs://bertcorpus-test/pg19/metadata.csv",
         "--output",
         "gs://bertcorpus-test/docs",
-        "--runner",
-        "DataflowRunner",
-        "--project",
-        "my-project",
-        "--region",
-        "us-central1",
-        "--temp_location",
-        "gs://bertcorpus-test/tmp",
-        "--setup_file",
-        "./setup.py",
+        *DATAFLOW_OFFLINE,
         "--dry_run=True",
     )
     assert code == 0 and "dry run" in capsys.readouterr().out

@@ -15,7 +15,7 @@ import pytest
 
 from bertcorpus.transforms.seeding import stable_hash
 
-from conftest import VOCAB, assert_same_extraction, file_digests, run_cli
+from conftest import DATAFLOW_OFFLINE, VOCAB, assert_same_extraction, file_digests, run_cli
 from wiki_fixtures import (
     BGWIKI_UTF16,
     ENWIKI_2014,
@@ -370,16 +370,7 @@ def test_dataflow_dry_run_reads_nothing_and_validates_offline(capsys, network_at
         "gs://bertcorpus-test/enwiki-pages-articles-multistream-index.txt.bz2",
         "--output",
         "gs://bertcorpus-test/documents",
-        "--runner",
-        "DataflowRunner",
-        "--project",
-        "my-project",
-        "--region",
-        "us-central1",
-        "--temp_location",
-        "gs://bertcorpus-test/tmp",
-        "--setup_file",
-        "./setup.py",
+        *DATAFLOW_OFFLINE,
         "--dry_run=True",
     )
     assert code == 0 and "dry run" in capsys.readouterr().out
