@@ -92,6 +92,15 @@ def test_both_writes_a_chinese_book_once_per_script(books, tmp_path):
     assert hant["text"].startswith("吾鄉先輩詩人徐菊潭有《豆棚吟》一冊") and len(hans["text"]) == len(hant["text"])
 
 
+def test_a_books_private_use_characters_are_its_text():
+    from bertcorpus.transforms.zh_variants import chinese_versions
+
+    # U+E000 and U+E001 mark protected spans in wiki markup; in a book they are characters like any other.
+    text = "吾鄉先輩詩人\ue000徐菊潭\ue001有《豆棚吟》一冊"
+    kept, hans = chinese_versions(text, "keep")[0].text, chinese_versions(text, "zh-hans")[0].text
+    assert kept == text and hans == "吾乡先辈诗人\ue000徐菊潭\ue001有《豆棚吟》一册"
+
+
 def test_both_scripts_of_a_document_go_to_one_split():
     from bertcorpus.pipeline.create.config import CreateConfig, split_of
 

@@ -205,6 +205,25 @@ def test_bins_one_bin_per_global_batch_padded_to_its_edge(form, index_cache, tmp
     assert {32, 64, 96, 128} <= set(widths)
 
 
+def test_a_binned_output_loads_packed_with_every_instance_once(index_cache, tmp_path):
+    # Packing plans its own batches by tokens, so the bins' batch sizes are not asked of it.
+    out = create(tmp_path / "binned", "--bin-size", "32", "--masking", "dynamic")
+    for drop_remainder in (True, False):
+        packed = PretrainingLoader(
+            out,
+            seq_length=L,
+            layout="packed",
+            tokens_per_batch=16 * L,
+            drop_remainder=drop_remainder,
+            cache_dir=index_cache,
+        )
+        seen = np.concatenate([packed.batch_instances(i) for i in range(len(packed))])
+        total = packed.dataset.instances
+        assert len(np.unique(seen)) == len(seen)
+        # drop_remainder leaves out only the least filled batch.
+        assert len(seen) > 0.97 * total if drop_remainder else len(seen) == total
+
+
 def test_huggingface_layout(dynamic, index_cache):
     ref = loader(dynamic, index_cache, seed=8)[2]
     hf = loader(dynamic, index_cache, seed=8, layout="huggingface")[2]

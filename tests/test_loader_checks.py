@@ -75,6 +75,22 @@ def test_a_damaged_parquet_shard_is_named_with_its_row_group(sample_dynamic_copy
     assert f"corrupt Parquet file {out / shard['path']}: row group" in one_line(e)
 
 
+def test_a_chinese_ref_column_of_another_type_is_refused():
+    import pyarrow as pa
+
+    from bertcorpus.trainer.record_files import _check_instance_schema
+    from bertcorpus.transforms.instance_parquet import CHINESE_REF, instance_schema
+
+    _check_instance_schema(instance_schema(100).append(pa.field(CHINESE_REF, pa.list_(pa.uint16()))), "ours")
+    foreign = instance_schema(100).append(pa.field(CHINESE_REF, pa.list_(pa.string())))
+    with pytest.raises(LoaderError) as e:
+        _check_instance_schema(foreign, "theirs.parquet")
+    assert one_line(e) == (
+        "theirs.parquet is not a bertcorpus instances file: chinese_ref is list<item: string>, "
+        "expected list<item: uint16>"
+    )
+
+
 def test_stats_names_a_damaged_parquet_shard_in_one_line(sample_dynamic_copy, tmp_path, capsys):
     from conftest import run_cli
 

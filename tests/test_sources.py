@@ -233,3 +233,15 @@ def test_a_null_parquet_id_falls_back_to_the_file_and_row(tmp_path):
     ids = [doc.id for doc in read_documents(str(path), "documents", stats)]
     assert ids == ["docs:row0", "kept", "docs:row3"]
     assert stats.skipped == {"null_text": 1}
+
+
+def test_parquet_language_columns_are_read_by_name(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "docs.parquet"
+    pq.write_table(pa.table({"id": ["a"], "text": ["first."], "language_confidence": [0.9]}), path)
+    stats = ReadStats(str(path))
+    (doc,) = read_documents(str(path), "documents", stats)
+    assert (doc.language, doc.language_confidence) == (None, 0.9)
+    assert stats.unknown_language_tags == 0

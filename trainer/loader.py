@@ -151,6 +151,7 @@ class PretrainingLoader:
         self.block_start = self.shard_start[block_shard] + block_first
         self.block_rows = np.minimum(BLOCK_ROWS, np.array([s.records for s in d.shards])[block_shard] - block_first)
         self._memory: dict[tuple[str, str], np.ndarray] = {}  # index arrays that the cache could not keep
+        self._process: BatchReader | None = None  # this process's open files and plan, made on first use
         if d.file_format == "tfrecord":
             for shard in d.shards:
                 self.shard_index(shard, "offsets")
@@ -170,8 +171,6 @@ class PretrainingLoader:
                     f"tokens_per_batch {tokens_per_batch} is smaller than the longest instance of the {split} "
                     f"split of seq{seq_length} ({longest} tokens); instances are never split"
                 )
-        self._process = None
-        if packed:
             self._refuse_an_empty_packed_epoch()
         if d.masking == "dynamic":  # a vocab that cannot be read, or is not the ids' own, is named now
             self._local().special(self)
@@ -253,7 +252,7 @@ class PretrainingLoader:
                     f"{self.dataset.output_dir}: the instances' lengths do not give the bins the "
                     f"manifest counts ({expected} there, {found} in the files)"
                 )
-        if self.drop_remainder:
+        if self.drop_remainder and self.layout != "packed":  # packing sizes its batches by tokens, not by bins
             check_bin_sizes(self.dataset, edges, counts, self.batch_size * self.world_size)
 
     # ---------------------------------------------------------------- epochs and batches

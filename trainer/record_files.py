@@ -23,7 +23,13 @@ from google_crc32c import value as crc32c
 from bertcorpus.trainer.storage import file_sizes, is_remote, join, open_binary, read_bytes
 from bertcorpus.transforms.bucket_instances import bins_of_manifest
 from bertcorpus.transforms.example_decoding import joined_records, parse_examples
-from bertcorpus.transforms.instance_parquet import CHINESE_REF, ROW_GROUP_ROWS, WIDE_IDS, instance_schema
+from bertcorpus.transforms.instance_parquet import (
+    CHINESE_REF,
+    CHINESE_REF_TYPE,
+    ROW_GROUP_ROWS,
+    WIDE_IDS,
+    instance_schema,
+)
 from bertcorpus.transforms.tfrecord import masked_crc32c
 
 BLOCK_ROWS = ROW_GROUP_ROWS  # instances per block: a Parquet row group of the dynamic form; a run of TFRecords
@@ -273,6 +279,11 @@ def _check_instance_schema(schema, path: str) -> None:
                 f"{path} is not a bertcorpus instances file: {column} is {found}, expected "
                 f"{' or '.join(sorted(map(str, allowed)))}"
             )
+    if CHINESE_REF in schema.names and not schema.field(CHINESE_REF).type.equals(CHINESE_REF_TYPE):
+        raise LoaderError(
+            f"{path} is not a bertcorpus instances file: {CHINESE_REF} is {schema.field(CHINESE_REF).type}, "
+            f"expected {CHINESE_REF_TYPE}"
+        )
 
 
 class ParquetShard:
@@ -289,6 +300,7 @@ class ParquetShard:
         except Exception as e:  # pyarrow's ArrowInvalid and friends: the file is no Parquet
             raise LoaderError(f"{shard.path} is not a Parquet file: {str(e).splitlines()[0]}") from None
         _check_instance_schema(self.file.schema_arrow, shard.path)
+        self.has_chinese_ref = CHINESE_REF in self.file.schema_arrow.names
         meta = self.file.metadata
         self.group_starts = np.concatenate(
             ([0], np.cumsum([meta.row_group(i).num_rows for i in range(meta.num_row_groups)]))
@@ -329,8 +341,7 @@ class ParquetShard:
             np.searchsorted(self.group_starts, first, side="right") - 1,
             np.searchsorted(self.group_starts, stop, side="left"),
         )
-        grouped = CHINESE_REF in self.file.schema_arrow.names
-        table = self._read(groups.tolist(), list(_INSTANCE_COLUMNS) + [CHINESE_REF] * grouped)
+        table = self._read(groups.tolist(), list(_INSTANCE_COLUMNS) + [CHINESE_REF] * self.has_chinese_ref)
         table = table.slice(first - self.group_starts[groups[0]], stop - first)
         ids = table.column("input_ids").combine_chunks()
         if ids.null_count:
@@ -338,7 +349,7 @@ class ParquetShard:
         columns = [table.column(c).to_numpy().astype(np.int64) for c in _INSTANCE_COLUMNS[1:]]
         offsets = ids.offsets.to_numpy().astype(np.int64)
         rows = InstanceRows(ids.values.to_numpy(), offsets[:-1], *[columns[2], columns[0], columns[1]])
-        if grouped:
+        if self.has_chinese_ref:
             ref = table.column(CHINESE_REF).combine_chunks()
             rows.ref, rows.ref_starts = ref.values.to_numpy().astype(np.int64), ref.offsets.to_numpy().astype(np.int64)
             ends = np.repeat(rows.length, np.diff(rows.ref_starts))

@@ -39,6 +39,7 @@ def instance_schema(vocab_size: int) -> pa.Schema:
 
 
 CHINESE_REF = "chinese_ref"
+CHINESE_REF_TYPE = pa.list_(pa.uint16())
 LANGUAGE = "language"
 
 
@@ -62,7 +63,7 @@ def instances_table(instances: InstanceColumns, vocab_size: int, languages: list
         ref_offsets = np.concatenate(([0], np.cumsum(per_row))).astype(np.int32)
         positions = np.nonzero(continues)[1]  # row by row, ascending
         columns.append(pa.ListArray.from_arrays(pa.array(ref_offsets), pa.array(positions, pa.uint16())))
-        schema = schema.append(pa.field(CHINESE_REF, pa.list_(pa.uint16())))
+        schema = schema.append(pa.field(CHINESE_REF, CHINESE_REF_TYPE))
     if languages is not None:
         columns.append(pa.array(languages, pa.string()))
         schema = schema.append(pa.field(LANGUAGE, pa.string()))

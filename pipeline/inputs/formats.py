@@ -284,8 +284,10 @@ def read_parquet_documents(
             if batch is None:
                 break
             columns = [_values(batch.column(name), stats) for name in ("id", "text", *present)]
-            tags = [_values(batch.column(name), stats) for name in language]
-            tags += [[None] * batch.num_rows] * (len(_LANGUAGE_COLUMNS) - len(tags))
+            tags = [
+                _values(batch.column(name), stats) if name in language else [None] * batch.num_rows
+                for name in _LANGUAGE_COLUMNS
+            ]
             for row, (doc_id, text, *more), tag, confidence in zip(
                 itertools.count(first_row + done), zip(*columns), *tags
             ):
