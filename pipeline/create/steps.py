@@ -46,9 +46,9 @@ class ReadFiles(WatchedDoFn):
     record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
     first-span reader, its fingerprint)."""
 
-    def __init__(self, input_format: str, language: LanguageSetting | None = None):
+    def __init__(self, input_format: str, language: LanguageSetting):
         self.input_format = input_format
-        self.language = language or LanguageSetting()
+        self.language = language
 
     def process(self, task: tuple[str, int, int]):
         path, start, stop = task
@@ -459,7 +459,7 @@ def instance_languages(pieces: list[InstancePiece], part: np.ndarray, row: np.nd
     return [tags[p][r] for p, r in zip(part.tolist(), row.tolist())]
 
 
-def _parquet_bytes(instances: InstanceColumns, vocab_size: int, languages: list[str]) -> bytes:
+def _parquet_bytes(instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None) -> bytes:
     sink = io.BytesIO()
     write_instances(instances_table(instances, vocab_size, languages), sink)
     return sink.getvalue()
