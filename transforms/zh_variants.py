@@ -76,10 +76,15 @@ _RESIDUE = re.compile(r"-\{|\}-")
 _RULE_NAME = re.compile(r"(?:(?<=;)|^)\s*(?:[^;:\n]*?=>\s*)?zh(?:-[a-z]+)?\s*:", re.I)
 
 
+# `both` writes each document once per script, its id suffixed with the script's tag.
+BOTH_SCRIPTS = ("zh-hans", "zh-hant")
+SCRIPT_SUFFIX = re.compile("@(?:" + "|".join(re.escape(LANGUAGE_TAGS[v]) for v in BOTH_SCRIPTS) + ")$")
+
+
 def variants_asked(zh_variant: str) -> list[tuple[str, str, str]]:
     """(MediaWiki variant, language tag, id suffix) of each script --zh-variant asks for: `both` gives zh-hans and
     zh-hant, each document's id suffixed with its tag; every other value one, unsuffixed (`keep`: as written)."""
-    variants = ("zh-hans", "zh-hant") if zh_variant == "both" else ("zh" if zh_variant == "keep" else zh_variant,)
+    variants = BOTH_SCRIPTS if zh_variant == "both" else ("zh" if zh_variant == "keep" else zh_variant,)
     return [(v, LANGUAGE_TAGS[v], f"@{LANGUAGE_TAGS[v]}" if zh_variant == "both" else "") for v in variants]
 
 
@@ -246,14 +251,24 @@ def conversion_groups() -> dict:
     return json.loads(zstandard.ZstdDecompressor().decompress(data))
 
 
-def _group_rules(name: str, counts: MarkupCounts) -> list[str]:
+def _group_key(name: str, counts: MarkupCounts) -> str | None:
+    """The conversion group a NoteTA G parameter names (by key or alias); an unknown one is counted."""
     table = conversion_groups()
     key = name.strip()
     key = key if key in table["groups"] else table["aliases"].get(key)
     if key is None:
         counts.unknown_group += 1
-        return []
-    return table["groups"][key]
+    return key
+
+
+@functools.cache  # a group (IT holds about 1,600 rules) is parsed once, not on every page that names it
+def _group_pairs(key: str, variant: str) -> tuple[dict[str, str], int, int]:
+    """A conversion group's pairs for `variant`, its rule count, and its items for variants no table has."""
+    counts, pairs = MarkupCounts(), {}
+    group = conversion_groups()["groups"][key]
+    for group_rule in group:
+        pairs.update(parse_rules(group_rule, counts).pairs(variant))
+    return pairs, len(group), counts.unknown_variant
 
 
 @dataclass
@@ -351,9 +366,11 @@ def _note_ta_rules(wikitext: str, rules: PageRules, counts: MarkupCounts) -> Non
                 if title := parse_rules(_flags(value)[1], counts).shown(rules.variant):
                     rules.title = title
             elif name[:1] in ("G", "g") and name[1:].isdigit():
-                for group_rule in _group_rules(value, counts):
-                    rules.add(parse_rules(group_rule, counts))
-                    counts.page_rules += 1
+                if (key := _group_key(value, counts)) is not None:
+                    pairs, rule_count, unknown_variants = _group_pairs(key, rules.variant)
+                    rules.pairs.update(pairs)
+                    counts.page_rules += rule_count
+                    counts.unknown_variant += unknown_variants
             elif value and (not name or name.isdigit()):
                 rules.add(parse_rules(_flags(value)[1], counts))
                 counts.page_rules += 1
@@ -427,4 +444,9 @@ def chinese_versions(text: str, zh_variant: str) -> list[ScriptVersion] | None:
     is not Chinese."""
     if not is_chinese(text):
         return None
-    return [ScriptVersion(PageRules(v).convert(text), v, tag, suffix) for v, tag, suffix in variants_asked(zh_variant)]
+    # Only the table: a page's rules and protection marks are wiki markup, and a book's own private-use
+    # characters (the marks' code points) are its text.
+    return [
+        ScriptVersion(text if v == "zh" else variant_table(v)(text), v, tag, suffix)
+        for v, tag, suffix in variants_asked(zh_variant)
+    ]
