@@ -347,7 +347,7 @@ def _join_prose(block: str, width: int = 0) -> str:
     apart by blank lines) into one per paragraph: at a full-width indent, or after a short line ending a sentence."""
     if "\n\u3000" in block:  # East Asian books indent each paragraph with full-width spaces
         return "\n\n".join(_join_prose(p.strip(), width) for p in _FULL_WIDTH_INDENT.split(block) if p.strip())
-    if width:
+    if width and ("。" in block or "！" in block or "？" in block):  # a line can end a paragraph only after one
         ends = [m.end() for m in _EAST_ASIAN_PARAGRAPH_END.finditer(block) if m.end() - m.start() < width - 2]
         if ends:
             bounds = [0, *ends, len(block)]

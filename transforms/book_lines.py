@@ -63,7 +63,7 @@ def join_lines(text: str) -> str:
     """Wrapped lines as one: joined with a space, or with nothing where either side of the break is East Asian."""
     if "\n" not in text:
         return text
-    if _HAS_EAST_ASIAN.search(text):
+    if not text.isascii() and _HAS_EAST_ASIAN.search(text):
         text = _EAST_ASIAN_BREAK.sub("", text)
     return text.replace("\n", " ")
 

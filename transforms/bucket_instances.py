@@ -74,7 +74,7 @@ def _passes(
 ):
     """Every non-empty dupe pass's draws over the first `documents` documents, labels balanced from pass to pass;
     the reasons of draws that could not be honoured are added to `skipped`. The draws depend only on these
-    arguments, so that counting them (count_bucket_instances) and building them give the same instances."""
+    arguments, so that counting them (count_by_language) and building them give the same instances."""
     seq = recipe.seq
     drawn = {"instances": 0, "positive_labels": 0}
     owed = 0  # the label balance, carried from pass to pass: a pass's end drops no label it owes
@@ -93,10 +93,11 @@ def _passes(
             skipped[reason] = skipped.get(reason, 0) + n
         if not len(batch):
             continue
-        labels = batch.labels()
+        columns = batch.columns()  # a_start, a_end, b_start, b_end, label
+        labels = columns[4]
         drawn["instances"] += len(labels)
         drawn["positive_labels"] += int(labels.sum())
-        yield _Pass(dupe, batch, labels, batch.columns()[0])
+        yield _Pass(dupe, batch, labels, columns[0])
 
 
 def count_by_language(
@@ -236,7 +237,8 @@ def _built(
         docs = bucket.document_of_tokens(np.concatenate(first_tokens))
         built.language_tags = sorted({bucket.languages[d] for d in range(documents)})
         numbers = {tag: i for i, tag in enumerate(built.language_tags)}
-        built.languages = np.array([numbers[bucket.languages[d]] for d in docs.tolist()], np.int16)
+        per_document = np.array([numbers[tag] for tag in bucket.languages[:documents]], np.int16)
+        built.languages = per_document[docs]  # each instance's first segment is of one of these documents
         for tag, n in zip(built.language_tags, np.bincount(built.languages, minlength=len(built.language_tags))):
             counts[f"language:{tag}"] = int(n)
     return built

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from bertcorpus.wordpiece.ranges import concat_ranges
+
 MAX_OWED_LABELS = 2  # IsNext labels that chunks taking a random next instead may leave to the chunks after them
 
 
@@ -88,10 +90,11 @@ class Bucket:
     def select(self, docs: list[int]) -> Bucket:
         """A bucket of these documents of this one (indices in order), with their sentences, tokens and languages."""
         first, starts = self.doc_first_sentence, self.sentence_starts
-        spans = [(int(starts[first[d]]), int(starts[first[d + 1]])) for d in docs]
-        token_rows = np.concatenate([np.arange(a, b) for a, b in spans]) if spans else np.zeros(0, np.int64)
-        lengths = np.concatenate([np.diff(starts[first[d] : first[d + 1] + 1]) for d in docs]) if docs else []
-        per_doc = np.array([first[d + 1] - first[d] for d in docs], np.int64)
+        chosen = np.asarray(docs, np.int64)
+        per_doc = first[chosen + 1] - first[chosen]  # sentences of each chosen document
+        lengths = np.diff(starts)[concat_ranges(first[chosen], per_doc)]
+        token_first = starts[first[chosen]]
+        token_rows = concat_ranges(token_first, starts[first[chosen + 1]] - token_first)
         return Bucket(
             [self.doc_ids[d] for d in docs],
             self.tokens[token_rows],

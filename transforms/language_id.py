@@ -16,7 +16,7 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bertcorpus.transforms.languages import UNDETERMINED, LanguageTagError, primary_language
+from bertcorpus.transforms.languages import UNDETERMINED, LanguageTagError, normalize_tag, primary_language
 
 WINDOW_CHARS = 600  # characters a window holds: lingua is sure of a language from a few hundred
 MAX_WINDOWS = 6
@@ -115,13 +115,21 @@ def detect_language(text: str, languages: tuple[str, ...] = (), min_confidence: 
     return Detected(with_script(code, text) if code == "zh" else code, confidence)
 
 
-def with_script(code: str, text: str) -> str:
-    """zh → zh-Hans or zh-Hant by the text's characters, where zhconv-rs can tell; zh where it cannot."""
+@functools.cache  # looked up once: a missing package is not sought again for every Chinese document
+def _hans_confidence() -> Callable[[str], float] | None:
     try:
         from zhconv_rs import is_hans_confidence
     except ImportError:
+        return None
+    return is_hans_confidence
+
+
+def with_script(code: str, text: str) -> str:
+    """zh → zh-Hans or zh-Hant by the text's characters, where zhconv-rs can tell; zh where it cannot."""
+    hans_confidence = _hans_confidence()
+    if hans_confidence is None:
         return code
-    share = is_hans_confidence(text[: WINDOW_CHARS * MAX_WINDOWS])
+    share = hans_confidence(text[: WINDOW_CHARS * MAX_WINDOWS])
     if share != share:  # NaN: too little Chinese to tell
         return code
     return "zh-Hans" if share >= 0.5 else "zh-Hant"
@@ -148,8 +156,6 @@ class LanguageSetting:
 
 def parse_language_list(text: str) -> tuple[str, ...]:
     """--languages en,zh,ja → ('en', 'ja', 'zh'): primary subtags, sorted, each a code lingua knows."""
-    from bertcorpus.transforms.languages import normalize_tag
-
     codes = set()
     for part in filter(None, (p.strip() for p in text.split(","))):
         try:

@@ -65,9 +65,8 @@ def casefolded(text: str) -> str:
 
 def folded_utf8(text: str, punctuation: bytes, is_casefolded: bool = False) -> bytes:
     """NFKC, casefolded UTF-8 with general punctuation replaced by ``punctuation`` (`text` may be casefolded()
-    already), and the characters of scripts without spaces apart."""
-    text = spaced_unspaced_scripts(text if is_casefolded else casefolded(text))
-    data = text.encode("utf-8", "surrogatepass")
+    already)."""
+    data = (text if is_casefolded else casefolded(text)).encode("utf-8", "surrogatepass")
     for lead, pattern in _UNICODE_PUNCT:
         if lead in data:
             data = pattern.sub(punctuation, data)
@@ -79,7 +78,9 @@ def fold_text(text: str, is_casefolded: bool = False) -> bytes:
     a digit, and general punctuation, is a space (`text` may be casefolded() already). Folding never joins two
     pieces of text that whitespace parts, so folding the whitespace-separated pieces of a text one by one gives the
     same words (decontamination relies on it to find where a word lies)."""
-    return folded_utf8(text, b" ", is_casefolded).translate(_ASCII_NON_ALNUM_TO_SPACE)
+    # The characters of scripts without spaces are words apart (unspaced_scripts.py).
+    text = spaced_unspaced_scripts(text if is_casefolded else casefolded(text))
+    return folded_utf8(text, b" ", is_casefolded=True).translate(_ASCII_NON_ALNUM_TO_SPACE)
 
 
 _BASE = 0x100000001B3
