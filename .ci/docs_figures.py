@@ -62,8 +62,10 @@ def replaced(path: Path, name: str, body: str) -> bool:
     text = path.read_text(encoding="utf-8")
     start, end = block(text, name)
     new = text[:start] + f"```\n{body.rstrip()}\n```\n" + text[end:]
+    if new == text:
+        return False
     path.write_text(new, encoding="utf-8")
-    return new != text
+    return True
 
 
 def quoted(path: Path, name: str) -> str:

@@ -41,11 +41,11 @@ from wiki_fixtures import ENWIKI_2014, ENWIKI_SMALL, build_multistream, read_xml
 _PAGE_ID = re.compile(rb"<id>(\d+)</id>")  # a page's first <id> is the page id
 
 
-def repeated_dump(copies: int) -> bytes:
-    """The 2014 sample's pages `copies` times in one complete dump, each copy's page ids moved by 10 million."""
+def repeated_dump(copies: int, step: int = 10_000_000, first: int = 0) -> bytes:
+    """The 2014 sample's pages `copies` times in one complete dump, copy k's page ids moved by (k + first) × step."""
     header, pages, footer = split_dump(read_xml(ENWIKI_2014))
     shifted = [
-        _PAGE_ID.sub(lambda m, k=k: b"<id>%d</id>" % (int(m.group(1)) + k * 10_000_000), page, count=1)
+        _PAGE_ID.sub(lambda m, k=k: b"<id>%d</id>" % (int(m.group(1)) + (k + first) * step), page, count=1)
         for k in range(copies)
         for page in pages
     ]

@@ -25,6 +25,7 @@ same bytes (an extraction, and create and dedup without the huge document) the s
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import random
@@ -36,7 +37,8 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCHMARKS), str(BENCHMARKS.parent / "tests")]
 
-from bench_create import VOCAB, document_pieces, measure, real_documents
+import bench_create
+from bench_create import VOCAB, measure
 from bench_extract_wiki import repeated_dump
 
 from wiki_fixtures import ENWIKI_2014
@@ -45,7 +47,12 @@ HUGE_MB = 11  # million characters of the huge document at 1×
 DUMP_COPIES = 5  # copies of the 2014 sample in the dump at 1×
 SAME_BYTES = ("documents-*.parquet", "errors-*.jsonl", "seq128/*")  # what two versions must write alike
 
+# Read and cleaned once, not for every corpus written: the same texts serve every job and scale.
+real_documents = functools.cache(bench_create.real_documents)
+document_pieces = functools.cache(bench_create.document_pieces)
 
+
+@functools.cache  # the same text for the cut and the whole document of a job and scale
 def huge_text(scale: int) -> str:
     """HUGE_MB × scale million characters of real paragraphs, one text after another, each paragraph's words in an
     order drawn anew for every copy: no near copy of another document, nor of a part of itself, for dedup to find."""

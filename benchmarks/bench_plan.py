@@ -32,7 +32,6 @@ import argparse
 import bz2
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -43,26 +42,11 @@ BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 sys.path[:0] = [str(BENCHMARKS), str(REPO / "tests")]
 
-from wiki_fixtures import ENWIKI_2014, read_xml, split_dump
+from bench_extract_wiki import repeated_dump
 
 SHARED_BOOKS = REPO.parent / "shared" / "data" / "books"
 BERTCORPUS = [sys.executable, "-m", "bertcorpus"]
 TOLERANCE = 0.30
-
-
-_PAGE_ID = re.compile(rb"<id>(\d+)</id>")  # a page's first <id> is the page id
-
-
-def repeated_dump(copies: int) -> bytes:
-    """The 2014 sample's pages `copies` times in one complete dump; copy k's page ids are moved by (k + 1) × 10^8,
-    so that each copy's ids, of one length and first digit, sort together."""
-    header, pages, footer = split_dump(read_xml(ENWIKI_2014))
-    shifted = [
-        _PAGE_ID.sub(lambda m, k=k: b"<id>%d</id>" % (int(m.group(1)) + (k + 1) * 10**8), page, count=1)
-        for k in range(copies)
-        for page in pages
-    ]
-    return header + b"".join(shifted) + footer
 
 
 def build_inputs(work: Path, copies: int) -> tuple[Path, Path]:
@@ -70,7 +54,8 @@ def build_inputs(work: Path, copies: int) -> tuple[Path, Path]:
     work.mkdir(parents=True, exist_ok=True)
     dump = work / f"enwiki-x{copies}.xml.bz2"
     if not dump.exists():
-        dump.write_bytes(bz2.compress(repeated_dump(copies)))
+        # Each copy's ids (k + 1) × 10^8 on, of one length and first digit, sort together.
+        dump.write_bytes(bz2.compress(repeated_dump(copies, step=10**8, first=1)))
     books = work / "books"
     if not books.exists():
         for copy in range(copies):

@@ -26,11 +26,9 @@ from bertcorpus.trainer.packed_layout import IGNORE_INDEX
 PAD_ID = 0  # [PAD] in a BERT vocab, as the padded layouts pad
 
 
-def _rows(values: np.ndarray, cu_seqlens: np.ndarray, width: int, fill: int) -> np.ndarray:
-    """The flat stream's instances as rows of `width`, each left-aligned and filled with `fill` after its end."""
-    lengths = np.diff(cu_seqlens)
-    real = np.arange(width)[None, :] < lengths[:, None]
-    rows = np.full((len(lengths), width), fill, np.int64)
+def _rows(values: np.ndarray, real: np.ndarray, fill: int) -> np.ndarray:
+    """The flat stream's instances as rows, each left-aligned where `real` holds and filled with `fill` after it."""
+    rows = np.full(real.shape, fill, np.int64)
     rows[real] = values
     return rows
 
@@ -40,18 +38,18 @@ def packed_to_padded(batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     (padded with [PAD], id 0), `attention_mask` (1 on the instance's tokens), `position_ids` (0, 1, ... in each
     row), `labels` (-100 but at the predictions, as in the packed batch); `token_type_ids` and
     `next_sentence_label` where the batch has a pair objective (nsp, sop). All int64, (instances, longest)."""
-    cu_seqlens = np.asarray(batch["cu_seqlens"], np.int64)
-    lengths = np.diff(cu_seqlens)
+    lengths = np.diff(np.asarray(batch["cu_seqlens"], np.int64))
     width = int(lengths.max(initial=0))
+    real = np.arange(width)[None, :] < lengths[:, None]  # (instances, longest): where each row holds a token
     out = {
-        "input_ids": _rows(batch["input_ids"], cu_seqlens, width, PAD_ID),
-        "attention_mask": (np.arange(width)[None, :] < lengths[:, None]).astype(np.int64),
-        "position_ids": np.broadcast_to(np.arange(width, dtype=np.int64), (len(lengths), width)).copy(),
-        "labels": _rows(batch["labels"], cu_seqlens, width, IGNORE_INDEX),
+        "input_ids": _rows(batch["input_ids"], real, PAD_ID),
+        "attention_mask": real.astype(np.int64),
+        "position_ids": np.broadcast_to(np.arange(width, dtype=np.int64), real.shape).copy(),
+        "labels": _rows(batch["labels"], real, IGNORE_INDEX),
     }
     # Segments exist only with a pair objective: a model without token types (ModernBERT) refuses the key.
     if "next_sentence_label" in batch:
-        out["token_type_ids"] = _rows(batch["token_type_ids"], cu_seqlens, width, 0)
+        out["token_type_ids"] = _rows(batch["token_type_ids"], real, 0)
         out["next_sentence_label"] = np.asarray(batch["next_sentence_label"], np.int64)
     return out
 

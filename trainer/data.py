@@ -23,6 +23,7 @@ import numpy as np
 
 from bertcorpus.trainer.config import DEFAULT_SHUFFLE_BUFFER, TrainerError
 from bertcorpus.trainer.storage import exists, is_remote, read_text
+from bertcorpus.transforms import tfrecord
 from bertcorpus.transforms.local_files import special_file_problem
 
 MANIFEST = "manifest.json"
@@ -290,8 +291,6 @@ class EvalBatches(keras.utils.PyDataset):
 
 def feature_spec(max_seq_length: int, max_predictions_per_seq: int) -> dict:
     """The records' features (transforms/tfrecord.py) as tf.data parses them."""
-    from bertcorpus.transforms import tfrecord
-
     tf = _tf()
     return {
         name: tf.io.FixedLenFeature([width], tf.float32 if is_float else tf.int64)

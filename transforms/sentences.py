@@ -143,7 +143,7 @@ _FULLWIDTH_STOP = "\uff0e"  # also a decimal point between full-width digits (�
 # The quotation marks of Chinese and Japanese text, opening → closing. Curly quotes count only where CJK stops are
 # in play: English text never gets here.
 _QUOTE_PAIRS = {"\u300c": "\u300d", "\u300e": "\u300f", "\u201c": "\u201d", "\u2018": "\u2019"}
-_QUOTE = re.compile("[\u300c\u300d\u300e\u300f\u201c\u201d\u2018\u2019]")
+_QUOTE = re.compile("[" + "".join(o + c for o, c in _QUOTE_PAIRS.items()) + "]")
 _HIRAGANA = re.compile("[\u3041-\u309f]")
 # The letters of scripts that mark no sentence end: Thai and Lao separate phrases and sentences alike by a space. A
 # paragraph of them stays one sentence, cut into pieces only where it is too long for a pair (transforms/instances.py
@@ -206,8 +206,8 @@ def _split_line(line: str) -> list[str]:
 
 
 def _quoted_spans(sentence: str) -> list[tuple[int, int]]:
-    """(open, close) positions of the CJK quotations that close in the text (「」, 『』, “”, ‘’), outermost first;
-    a quotation left open is no quotation (a typo must not swallow the rest of a paragraph)."""
+    """(open, close) positions of the CJK quotations that close in the text (「」, 『』, “”, ‘’); a quotation left
+    open is no quotation (a typo must not swallow the rest of a paragraph)."""
     spans, stack = [], []
     for m in _QUOTE.finditer(sentence):
         mark = m.group()
@@ -219,7 +219,7 @@ def _quoted_spans(sentence: str) -> list[tuple[int, int]]:
             while _QUOTE_PAIRS[stack[-1][0]] != mark:
                 stack.pop()
             spans.append((stack.pop()[1], m.start()))
-    return sorted(spans)
+    return spans
 
 
 def _inside_quotation(spans: list[tuple[int, int]], at: int, closed_to: int) -> bool:

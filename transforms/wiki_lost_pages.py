@@ -75,16 +75,16 @@ class LostPages:
             )
         )
 
-    def estimated(self, bytes_per_unit: float) -> list[tuple[Gap, str, bytes | str, Loss]]:
-        """Every gap seen so far, each with its error's detail, the page it cut and its Loss; then none waits.
+    def estimated(self, bytes_per_unit: float) -> list[tuple[Gap, str, Loss]]:
+        """Every gap seen so far, each with its error's detail and its Loss; then none waits.
         `bytes_per_unit`: the bytes of input per unit of the offsets (1, or the ratio where the XML is decoded)."""
         estimated = [(gap, *gap_loss(gap, bytes_per_unit)) for gap in self.gaps]
         self.gaps = []
         return estimated
 
 
-def gap_loss(gap: Gap, bytes_per_unit: float) -> tuple[str, bytes | str, Loss]:
-    """(the error's detail, the cut page, the Loss) of a gap."""
+def gap_loss(gap: Gap, bytes_per_unit: float) -> tuple[str, Loss]:
+    """(the error's detail, the Loss) of a gap."""
     ids = [*gap.ids_before, *gap.ids_after[:1]]
     if gap.ids_before and gap.ids_after and all(a < b for a, b in pairwise(ids)):
         # every page lost has an id between the last one read before the gap and the first one after it
@@ -93,11 +93,11 @@ def gap_loss(gap: Gap, bytes_per_unit: float) -> tuple[str, bytes | str, Loss]:
             f"at most {pages:,} pages lost (a bound: the pages on either side are {gap.ids_before[-1]} and "
             f"{gap.ids_after[0]}, in order of id)"
         )
-        return f"{gap.detail}; {said}", gap.cut_page, Loss(pages, estimated=True, bound=True)
+        return f"{gap.detail}; {said}", Loss(pages, estimated=True, bound=True)
     sizes = [b - a for starts in (gap.before, gap.after) for a, b in pairwise(starts)]
     if not sizes:
         said = "how many pages it held cannot be told: too few pages around it"
-        return f"{gap.detail}; {said}", gap.cut_page, Loss(None)
+        return f"{gap.detail}; {said}", Loss(None)
     smallest = max(1.0, min(sizes) * bytes_per_unit)
     pages = math.ceil(gap.lost_bytes / smallest)
     said = (
@@ -106,4 +106,4 @@ def gap_loss(gap: Gap, bytes_per_unit: float) -> tuple[str, bytes | str, Loss]:
     )
     if gap.reason == "truncated":
         said += ", and what followed the cut is not known"
-    return f"{gap.detail}; {said}", gap.cut_page, Loss(pages, estimated=True)
+    return f"{gap.detail}; {said}", Loss(pages, estimated=True)

@@ -298,8 +298,8 @@ class _PageReader:
         """The errors of the gaps seen so far, each with the pages it held (transforms/wiki_lost_pages.py)."""
         # offsets count characters where the XML is decoded here: sizes in bytes come through the ratio
         bytes_per_unit = self.bytes_read / max(self.base + len(self.buffer), 1) if self.decoder else 1.0
-        for gap, detail, cut_page, loss in self.lost.estimated(bytes_per_unit):
-            yield self._error(gap.offset, gap.reason, detail, cut_page, loss, gap.last_page)
+        for gap, detail, loss in self.lost.estimated(bytes_per_unit):
+            yield self._error(gap.offset, gap.reason, detail, gap.cut_page, loss, gap.last_page)
 
     def _page_prefix(self, start) -> None:
         """Look for the end tag of the page just found with the prefix its start tag has."""

@@ -88,7 +88,7 @@ def run_extraction(
 
 def finish(name: str, run: JobRun, rows: list[tuple[str, str]], problems: Iterable[str | None] = ()) -> int:
     """Print the summary, then the first problem that makes the run exit 1 although its output is complete."""
-    print_summary(name, run.manifest, rows + run.run_rows)
+    print_summary(name, rows + run.run_rows)
     problem = next((p for p in problems if p), None)
     if problem is None:
         return 0
@@ -96,7 +96,7 @@ def finish(name: str, run: JobRun, rows: list[tuple[str, str]], problems: Iterab
     return 1
 
 
-def print_summary(what: str, manifest: dict, rows: list[tuple[str, str]]) -> None:
+def print_summary(what: str, rows: list[tuple[str, str]]) -> None:
     """The closing summary: one row a line, the values aligned."""
     width = max(len(k) for k, _ in rows) if rows else 0
     print(f"\n{what} summary")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from dataclasses import asdict, dataclass, field
 
 from apache_beam.io.filesystems import FileSystems
@@ -31,6 +30,7 @@ from bertcorpus.transforms.word_segmentation import (
     check_segmenter_name,
     parse_user_dict,
 )
+from bertcorpus.transforms.zh_variants import SCRIPT_SUFFIX
 
 MASKING_MODES = ("static", "dynamic")
 RECORD_FORMATS = ("tfrecord", "parquet", "mds")  # static masks: tfrecord; instances masked at load: parquet or mds
@@ -167,13 +167,10 @@ class CreateConfig:
         return d
 
 
-# The suffix of a document written once per script (extract-wiki/extract-books --zh-variant both): both forms of it
-# fall in one split, so that the eval split never holds the other script of a train document.
-_SCRIPT_SUFFIX = re.compile(r"@zh-Han[st]$")
-
-
 def split_of(doc_id: str, config: CreateConfig) -> str:
-    work = _SCRIPT_SUFFIX.sub("", doc_id)
+    # A document written once per script (extract-wiki/extract-books --zh-variant both): both forms of it fall in
+    # one split, so that the eval split never holds the other script of a train document.
+    work = SCRIPT_SUFFIX.sub("", doc_id)
     return "eval" if unit_interval(config.seed, "eval-split", work) < config.eval_fraction else "train"
 
 

@@ -14,6 +14,7 @@ one row per removal, sorted by id and position.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 import apache_beam as beam
 
@@ -96,7 +97,7 @@ class WriteShard(beam.DoFn):
             priority,
             "documents",
             len(kept),
-            documents.parquet_bytes(kept),
+            documents.parquet_chunks([tuple(d[c] for c in documents.COLUMNS) for d in kept]),
         )
         rows.sort(key=lambda r: (r["id"], r.get("span", [0])[0]))
         yield from self._write(
@@ -104,15 +105,15 @@ class WriteShard(beam.DoFn):
             priority,
             "removed",
             len(rows),
-            "".join(_json_line(r) for r in rows).encode("utf-8", "surrogatepass"),
+            ["".join(_json_line(r) for r in rows).encode("utf-8", "surrogatepass")],
         )
         if shard == 0:
             errors = [i.error for i in items if i.error is not None]
-            yield from self._write(errors_file(name), priority, "errors", len(errors), documents.errors_bytes(errors))
+            yield from self._write(errors_file(name), priority, "errors", len(errors), [documents.errors_bytes(errors)])
         yield tally.emit(METRICS, counts)
 
-    def _write(self, relative: str, priority: int, kind: str, records: int, data: bytes):
-        size, sha = output.write_bytes(output.staging_path(self.config.output, relative), [data])
+    def _write(self, relative: str, priority: int, kind: str, records: int, chunks: Iterable[bytes]):
+        size, sha = output.write_bytes(output.staging_path(self.config.output, relative), chunks)
         yield {"path": relative, "source": priority, "kind": kind, "records": records, "bytes": size, "sha256": sha}
 
     @staticmethod

@@ -95,10 +95,10 @@ def _list_inputs(patterns: list[str], dry_run: bool, skipped: dict[str, int] | N
     return sorted({f for pattern in patterns for f in match_inputs([pattern], True, skipped) or [(pattern, 0)]})
 
 
-def _check_chinese_dumps(patterns: list[str]) -> None:
+def _check_chinese_dumps(files: list[tuple[str, int]]) -> None:
     """--zh-variant converts Chinese dumps: refuse it, before any work, for a dump whose header says it is not one,
     and where the conversion tables are not installed."""
-    for path, _ in match_inputs(patterns):
+    for path, _ in files:
         dump = read_dump_header(path)
         if not dump.is_chinese:
             raise ValueError(
@@ -127,8 +127,6 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     for ok, message in checks:
         if not ok:
             raise ValueError(message)
-    if args.zh_variant is not None and not dry_run:
-        _check_chinese_dumps(args.input)
     skipped: dict[str, int] = dict.fromkeys(SKIPPED, 0)
     if index:
         # Each dump pairs with the index in the same position, so the order is kept and each names one file.
@@ -142,6 +140,8 @@ def config_from_args(args, dry_run: bool) -> WikiConfig:
     else:
         files = _list_inputs(args.input, dry_run, skipped)
         inputs, read = [path for path, _ in files], files
+    if args.zh_variant is not None and not dry_run:
+        _check_chinese_dumps(files)
     num_shards = args.num_shards or documents.default_num_shards(
         math.ceil(ARTICLE_TEXT_PER_XML_BYTE * sum(estimated_text_bytes(path, size) for path, size in files))
     )

@@ -66,10 +66,6 @@ def default_num_shards(text_bytes: int) -> int:
     return max(1, math.ceil(text_bytes / SHARD_TEXT_BYTES))
 
 
-def parquet_bytes(documents: list[dict]) -> bytes:
-    return b"".join(parquet_chunks([tuple(d[c] for c in COLUMNS) for d in documents]))
-
-
 def parquet_chunks(rows: list[tuple]) -> Iterator[bytes]:
     """Documents Parquet of rows in COLUMNS order (the text as str, or as UTF-8 bytes), a row group at a time: the
     bytes pq.write_table gives, without the table and the file in memory at once beside the rows."""
@@ -142,7 +138,7 @@ def _encode_errors(rows: list[tuple]) -> tuple[Iterable[bytes], int, dict]:
 def errors_bytes(errors: list[dict]) -> bytes:
     """Dead-letter records as an errors file holds them: sorted, one JSON object a line (for a job that writes its
     errors files itself)."""
-    rows = sorted((tuple(e[k] for k in ERROR_FIELDS) for e in errors), key=lambda row: _sort_key(row, ERROR_FIELDS))
+    rows = sorted(map(_error_row, errors), key=lambda row: _sort_key(row, ERROR_FIELDS))
     return b"".join(_encode_errors(rows)[0])
 
 

@@ -20,11 +20,12 @@ from collections import Counter
 from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
-from bertcorpus.pipeline.stats.datasheet import UNDETERMINED, build_datasheet
+from bertcorpus.pipeline.stats.datasheet import build_datasheet
 from bertcorpus.pipeline.stats.dedup_card import dedup_section
 from bertcorpus.pipeline.stats.paths import portable
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
+from bertcorpus.transforms.languages import UNDETERMINED
 
 DOCUMENT_BATCH = 1024  # documents read at once
 TOP_UNKNOWN_WORDS = 20

@@ -18,8 +18,8 @@ from pathlib import Path
 from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.html_parts import escape, number, table
 from bertcorpus.pipeline.stats.stages import Stage
+from bertcorpus.transforms.languages import UNDETERMINED
 
-UNDETERMINED = "und"
 FIELDS = ("license", "license_name", "provenance", "limits", "intended_use")
 INTENDED_USE = (
     "Pretraining BERT-style masked language models and research on pretraining data. Not for training models "
@@ -193,7 +193,7 @@ def datasheet_html(sheet: dict) -> str:
             f"{escape(s['license_name'])}<br><code>{escape(_licenses(s['license']))}</code>",
             escape(s["provenance"]),
             escape(_languages_text(s["languages"])),
-            escape(", ".join(f"{r.replace('_', ' ')} {n:,}" for r, n in s["removed_by_extraction"].items()) or "none"),
+            escape(_removed_text(s["removed_by_extraction"])),
             "<br>".join(escape(limit) for limit in s["limits"]) or "—",
         ]
         for s in sheet["sources"]
@@ -219,13 +219,22 @@ def datasheet_html(sheet: dict) -> str:
             "searched for.</p>"
         )
     parts += limits
-    uses = list(dict.fromkeys(s["intended_use"] for s in sheet["sources"]))
-    parts += [f"<p><b>Intended use.</b> {escape(use)}</p>" for use in uses]
+    parts += [f"<p><b>Intended use.</b> {escape(use)}</p>" for use in _intended_uses(sheet)]
     return "".join(parts)
 
 
 def _licenses(license_) -> str:
     return ", ".join(_as_list(license_))
+
+
+def _removed_text(removed: dict[str, int]) -> str:
+    """`duplicate 3, near duplicate 1`: what extraction removed, by the manifest's reasons; `none`."""
+    return ", ".join(f"{r.replace('_', ' ')} {n:,}" for r, n in removed.items()) or "none"
+
+
+def _intended_uses(sheet: dict) -> list[str]:
+    """The sources' intended uses, each once, in source order."""
+    return list(dict.fromkeys(s["intended_use"] for s in sheet["sources"]))
 
 
 # ---------------------------------------------------------------------------------------------- README.md
@@ -264,8 +273,7 @@ def hub_readme(card: dict) -> str:
             f"- Licence: {s['license_name']} (`{_licenses(s['license'])}`)",
             f"- Provenance: {s['provenance']}",
             f"- Languages: {_languages_text(s['languages'])}",
-            "- Duplicates removed at extraction: "
-            + (", ".join(f"{r.replace('_', ' ')} {n:,}" for r, n in s["removed_by_extraction"].items()) or "none"),
+            f"- Duplicates removed at extraction: {_removed_text(s['removed_by_extraction'])}",
             *(f"- Limit: {limit}" for limit in s["limits"]),
             "",
         ]
@@ -281,7 +289,7 @@ def hub_readme(card: dict) -> str:
         lines += ["No dedup run: copies across sources were not removed, and no benchmark text was searched for.", ""]
     if sheet.get("record_limits"):
         lines += ["## Limits of the records", "", *(f"- {limit}" for limit in sheet["record_limits"]), ""]
-    lines += ["## Intended use", "", *dict.fromkeys(s["intended_use"] for s in sheet["sources"]), ""]
+    lines += ["## Intended use", "", *_intended_uses(sheet), ""]
     return "\n".join(lines)
 
 

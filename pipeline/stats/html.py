@@ -22,6 +22,7 @@ from bertcorpus.pipeline.stats.html_parts import (
 from bertcorpus.pipeline.stats.lineage_html import lineage_html
 from bertcorpus.pipeline.stats.plots_html import plots_html
 from bertcorpus.pipeline.stats.stages import STATS
+from bertcorpus.transforms.languages import UNDETERMINED
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 72em;
@@ -311,7 +312,7 @@ def _unknown_html(unknown: dict) -> str:
 def _languages_html(languages: dict[str, dict]) -> str:
     """Per language: documents, characters, the [UNK] share of its words, its tokens in the records, and each output's
     instances with their target and achieved shares where create sampled languages."""
-    if not languages or (set(languages) == {"und"} and not languages["und"].get("outputs")):
+    if not languages or (set(languages) == {UNDETERMINED} and not languages[UNDETERMINED].get("outputs")):
         return ""
     outputs = sorted({name for row in languages.values() for name in row.get("outputs", {})})
     header = ["language", "documents", "characters", "[UNK] share of words", "tokens"]

@@ -329,10 +329,10 @@ def run(args, beam_args: list[str]) -> int:
         "languages": languages,
         "inputs_skipped": found.skipped_counts(),
     }
-    manifest = write_vocab_files(cfg.output, data, cfg.training.lowercase, record)
+    write_vocab_files(cfg.output, data, cfg.training.lowercase, record)
     rows = _summary_rows(cfg, counts, trained, quality, data, time.time() - started)
     rows[-2:-2] = language_rows(languages)
-    print_summary("vocab", manifest, rows[:1] + documents.skipped_rows(record["inputs_skipped"]) + rows[1:])
+    print_summary("vocab", rows[:1] + documents.skipped_rows(record["inputs_skipped"]) + rows[1:])
     return 0
 
 

@@ -28,7 +28,7 @@ import numpy as np
 from bertcorpus.pipeline.engines.progress import Progress
 from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import read_documents
-from bertcorpus.transforms.language_sampling import smoothed_shares
+from bertcorpus.transforms.language_sampling import sampling_rates, smoothed_shares
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
 from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
@@ -218,12 +218,12 @@ class CorpusCounts:
         scaled to nothing dropped; returns {language: {words, share, smoothed_share, scale}}."""
         by_language = self.train_by_language or {}
         words = {language: counter.words for language, counter in sorted(by_language.items())}
-        targets = smoothed_shares(words, alpha)
+        targets, rates = smoothed_shares(words, alpha), sampling_rates(words, alpha)
         total = sum(words.values())
         merged: Counter = Counter()
         report = {}
         for language, counter in sorted(by_language.items()):
-            scale = targets.get(language, 0.0) * total / words[language] if words[language] else 0.0
+            scale = rates.get(language, 0.0)
             for word, n in counter.counts.items():
                 merged[word] += n * scale
             self.train.pruned_symbols[0].update(counter.pruned_symbols[0])

@@ -88,8 +88,8 @@ def _json_bytes(payload: dict) -> bytes:
     return (json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dict) -> dict:
-    """Write the vocab, its tokenizer files and, last, the manifest (record plus the files); return the manifest."""
+def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dict) -> None:
+    """Write the vocab, its tokenizer files and, last, the manifest (record plus the files)."""
     manifest_path = beside(vocab_path, output.MANIFEST)
     if output.exists(manifest_path):
         FileSystems.delete([manifest_path])
@@ -110,7 +110,6 @@ def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dic
         "vocab_file": name,
     }
     output.write_json_atomically(manifest_path, manifest)
-    return manifest
 
 
 def recorded_unk_share(vocab_path: str, vocab_sha256: str) -> float | None:
