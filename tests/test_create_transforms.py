@@ -25,7 +25,13 @@ from bertcorpus.pipeline.create.steps import (
 )
 from bertcorpus.pipeline.create.values import BucketMessage
 from bertcorpus.pipeline.inputs.formats import SourceDocument
-from bertcorpus.transforms.instances import Bucket, InstanceBatch, create_instances_from_document, sample_fragments
+from bertcorpus.transforms.instances import (
+    Bucket,
+    InstanceBatch,
+    RandomNexts,
+    create_instances_from_document,
+    sample_fragments,
+)
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
@@ -155,9 +161,9 @@ def test_random_next_segments_come_from_the_pool_only():
         [(f"other{i}", tokens[600 + i * 30 : 630 + i * 30], np.full(3, 10, np.int32)) for i in range(20)]
     )
     fragments = sample_fragments(donor, 30, 20, rng)
-    assert all(f[0].startswith("other") for f in fragments)
-    bucket = Bucket.from_documents(own + fragments)
-    pool = range(len(own), len(own) + len(fragments))
+    assert all(donor_id.startswith("other") for donor_id in fragments.doc_ids)
+    bucket = Bucket.concatenate([Bucket.from_documents(own), fragments])
+    pool = RandomNexts(range(len(own), len(own) + len(fragments)), from_pool=True)
     batch = InstanceBatch()
     for doc in range(len(own)):
         create_instances_from_document(bucket, doc, 25, 0.1, rng, batch, pool)
@@ -181,7 +187,7 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
         "train/000000",
         [
             BucketMessage(Bucket.from_documents(own), ring_size=2),
-            BucketMessage(Bucket.from_documents(fragments), sender="train/000001"),
+            BucketMessage(fragments, sender="train/000001"),
         ],
     )
     with TestPipeline(argv=LOCAL) as p:

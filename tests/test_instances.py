@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import random
+from collections import Counter
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from bertcorpus.transforms.bucket_instances import InstanceRecipe, bucket_instances
 from bertcorpus.transforms.instances import (
     MAX_OWED_LABELS,
     Bucket,
     InstanceBatch,
+    RandomNexts,
+    SeqConfig,
     create_instances_from_document,
+    random_next_sources,
     target_seq_length,
     truncated_lengths,
 )
+from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
 from bertcorpus.wordpiece.vocab import Vocab
@@ -176,3 +183,53 @@ def test_empty_document_yields_nothing():
     batch = InstanceBatch()
     create_instances_from_document(bucket, 0, 125, 0.1, random.Random(0), batch)
     assert len(batch) == 0
+
+
+# --- random next segments in a corpus of several languages -----------------------------------------------------------
+
+
+def draws(bucket: Bucket, nexts=None, passes: int = 40) -> InstanceBatch:
+    batch, rng = InstanceBatch(), random.Random(5)
+    for _ in range(passes):
+        for doc in range(len(bucket)):
+            create_instances_from_document(bucket, doc, 30, 0.1, rng, batch, None if nexts is None else nexts[doc])
+    return batch
+
+
+def test_a_random_next_comes_from_a_document_of_its_language_or_an_undetermined_one():
+    languages = ["en", "ja", "en", "ja", "und", "zh-Hans", "zh-Hant", "en"] * 3
+    bucket = replace(synthetic_bucket([[12, 9, 14, 11, 10]] * len(languages)), languages=languages)
+    batch = draws(bucket, random_next_sources(bucket, len(bucket), None))
+    a_start, _, b_start, _, random_next = batch.columns()
+    taker = bucket.tokens[a_start[random_next == 1]] - 1000  # a document's tokens are 1000 + its number
+    donor = bucket.tokens[b_start[random_next == 1]] - 1000
+    primary = [tag.split("-")[0] for tag in languages]
+    pairs = Counter((primary[a], primary[b]) for a, b in zip(taker.tolist(), donor.tolist()))
+    assert sum(pairs.values()) > 500 and not batch.skipped
+    assert all(a == b or "und" in (a, b) for a, b in pairs)
+    assert {b for a, b in pairs if a == "und"} == {"en", "ja", "zh", "und"}  # an undetermined one draws from any
+    assert pairs["zh", "zh"] and pairs["en", "und"] and pairs["ja", "und"]  # zh-Hans and zh-Hant are one language
+
+
+def test_a_corpus_of_one_language_draws_as_it_did_before_languages_were_matched():
+    bucket = replace(synthetic_bucket([[12, 9, 14, 11, 10]] * 6), languages=["en", "und", "en", "en", "", "und"])
+    pool = range(3, 6)
+    assert all(n.documents is pool and n.from_pool for n in random_next_sources(bucket, 3, pool))
+    nexts = random_next_sources(bucket, 6, None)
+    assert all(n.documents == range(6) and not n.other_language for n in nexts)
+    assert draws(bucket, nexts).rows == draws(bucket).rows
+
+
+def test_a_language_without_another_document_draws_from_any_and_counts_it():
+    bucket = replace(synthetic_bucket([[12, 9, 14, 11, 10]] * 6), languages=["en"] * 5 + ["el"])
+    nexts = random_next_sources(bucket, len(bucket), None)
+    assert nexts[0].documents == [0, 1, 2, 3, 4] and not nexts[0].other_language
+    assert nexts[5].documents == range(6) and nexts[5].other_language
+    pool = range(4, 6)  # in a pool, one fragment of its language is enough
+    assert [n.documents for n in random_next_sources(bucket, 4, pool)] == [[4]] * 4
+    # a pool without the language: the bucket's own other documents of it, from a random sentence as without a pool
+    mixed = replace(bucket, languages=["en", "el", "en", "el", "en", "en"])
+    assert random_next_sources(mixed, 4, pool)[1] == RandomNexts([1, 3], from_pool=False)
+    recipe = InstanceRecipe(SeqConfig(32, 5), dupe_factor=10)
+    built = bucket_instances(bucket, len(bucket), None, recipe, special_ids(Vocab.load(str(VOCAB))), 1, "train/0")
+    assert 0 < built.skipped["random_next_of_another_language"] < built.counts["instances"] / 6

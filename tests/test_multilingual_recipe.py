@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections import Counter
 
 import numpy as np
@@ -81,3 +82,36 @@ def test_the_loader_gives_masked_batches_of_every_language(recipe):
     assert batch["input_ids"].shape == (64, 128)
     assert np.all(batch["input_ids"][:, 0] == batch["input_ids"][0, 0])  # [CLS]
     assert (batch["masked_lm_weights"].sum(axis=1) > 0).all()
+
+
+# The dominant script of a segment tells these five languages apart: Latin only where no other script is a
+# third of its letters (Vietnamese), since the others quote Latin names and words.
+SCRIPT_LANGUAGES = {"CJK": "ja", "HIRAGANA": "ja", "KATAKANA": "ja", "GREEK": "el", "BENGALI": "bn", "CYRILLIC": "uk"}
+
+
+def segment_language(pieces: list[str]) -> str | None:
+    letters = [ch for piece in pieces for ch in piece.removeprefix("##") if ch.isalpha()]
+    scripts = Counter(SCRIPT_LANGUAGES.get(unicodedata.name(ch, "").split(" ")[0]) for ch in letters)
+    latin = scripts.pop(None, 0)
+    if scripts and sum(scripts.values()) >= 0.3 * (sum(scripts.values()) + latin):
+        return scripts.most_common(1)[0][0]
+    return "vi" if latin else None
+
+
+def test_a_random_next_segment_is_in_the_language_of_its_first_segment(recipe):
+    # Drawn from any document, four in five would be in another script: told apart by that alone, they would
+    # teach next-sentence prediction nothing.
+    vocab = (recipe / "vocab" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    same = Counter()
+    for path in sorted((recipe / "out" / "seq128").glob("*.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            if row["next_sentence_label"] == 1:
+                ids, b = row["input_ids"], row["segment_b_start"]
+                a = segment_language([vocab[i] for i in ids[1 : b - 1]])
+                b = segment_language([vocab[i] for i in ids[b : row["length"] - 1]])
+                same[a == b] += bool(a and b)
+    assert same[True] + same[False] > 4000
+    assert same[True] >= 0.98 * (same[True] + same[False]), same
+    created = manifest(recipe / "out" / "manifest.json")
+    for split in ("train", "eval"):
+        assert "random_next_of_another_language" not in created["outputs"]["seq128"][split]["nsp_draws_skipped"]

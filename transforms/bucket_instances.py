@@ -22,9 +22,11 @@ from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instances import (
     Bucket,
     InstanceBatch,
+    RandomNexts,
     SeqConfig,
     create_instances_from_document,
     create_sop_instances_from_document,
+    random_next_sources,
 )
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
@@ -78,6 +80,7 @@ def _passes(
     seq = recipe.seq
     drawn = {"instances": 0, "positive_labels": 0}
     owed = 0  # the label balance, carried from pass to pass: a pass's end drops no label it owes
+    nexts = random_next_sources(bucket, documents, pool) if recipe.pair_objective == "nsp" else []
     for dupe in range(recipe.dupe_factor):
         rng = python_rng(seed, "instances", key, seq.name, dupe)
         if recipe.pair_objective == "none":
@@ -87,7 +90,9 @@ def _passes(
             firsts = packed.start[np.searchsorted(packed.instance, np.arange(len(packed)))]
             yield _Pass(dupe, packed, np.zeros(len(packed), np.int64), firsts)
             continue
-        batch = _pairs(bucket, documents, pool, recipe, rng, owed, last_pass=dupe == recipe.dupe_factor - 1, made=drawn)
+        batch = _pairs(
+            bucket, documents, nexts, recipe, rng, owed, last_pass=dupe == recipe.dupe_factor - 1, made=drawn
+        )
         owed = batch.balance
         for reason, n in batch.skipped.items():
             skipped[reason] = skipped.get(reason, 0) + n
@@ -247,22 +252,26 @@ def _built(
 def _pairs(
     bucket: Bucket,
     documents: int,
-    pool: range | None,
+    nexts: list[RandomNexts],
     recipe: InstanceRecipe,
     rng,
     owed: int,
     last_pass: bool,
     made: dict[str, int],
 ) -> InstanceBatch:
-    """One pass's A/B pairs over the bucket's documents, labels balanced with what the earlier passes `made`."""
+    """One pass's A/B pairs over the bucket's documents, labels balanced with what the earlier passes `made`;
+    `nexts`: where each document's random next segments come from (random_next_sources)."""
     batch = InstanceBatch(balance=owed)
     max_num_tokens = recipe.seq.max_seq_length - 3
     for doc in range(documents):
         if recipe.pair_objective == "sop":
             create_sop_instances_from_document(bucket, doc, max_num_tokens, recipe.short_seq_prob, rng, batch)
-        else:
-            batch.may_owe = not (last_pass and doc == documents - 1)
-            create_instances_from_document(bucket, doc, max_num_tokens, recipe.short_seq_prob, rng, batch, pool)
+            continue
+        batch.may_owe = not (last_pass and doc == documents - 1)
+        before = len(batch.rows)
+        create_instances_from_document(bucket, doc, max_num_tokens, recipe.short_seq_prob, rng, batch, nexts[doc])
+        if nexts[doc].other_language:
+            batch.count("random_next_of_another_language", sum(row[4] for row in batch.rows[before:]))
     if last_pass:  # what the labels still owe would lean a bucket of few instances
         positives = made["positive_labels"]
         batch.drop_surplus(positives, made["instances"] - positives)

@@ -18,7 +18,11 @@ truncate_seq_pair), with three deliberate fixes:
    the same document). It comes from fragments of documents of other buckets of the same split, sampled by
    `sample_fragments` and appended to the bucket as a pool, so that a bucket's negatives do not depend on how
    many documents it holds; only where the split is a single bucket does the pool fall back to the bucket's
-   other documents. A draw with nowhere to go becomes IsNext and is counted.
+   other documents. A draw with nowhere to go becomes IsNext and is counted. In a corpus of several languages a
+   random next comes from a document of the same language (or of an undetermined one): one in another language
+   is told apart by its script or words alone, which teaches next-sentence prediction nothing: from the pool's
+   fragments of the language, else from the bucket's own other documents of it (`random_next_sources`); only
+   where there are none does it come from any, counted.
 3. File boundaries are document boundaries (the readers guarantee it; nothing here joins documents).
 
 Sentence-order prediction (`create_sop_instances_from_document`) cuts the same chunks and always pairs A with
@@ -32,10 +36,13 @@ from __future__ import annotations
 
 import random
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
+from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.wordpiece.ranges import concat_ranges
 
 MAX_OWED_LABELS = 2  # IsNext labels that chunks taking a random next instead may leave to the chunks after them
@@ -117,7 +124,7 @@ class Bucket:
         per_doc = np.concatenate([np.diff(b.doc_first_sentence) for b in buckets])
         continues = concatenate_word_flags([b.word_continues for b in buckets], [len(b.tokens) for b in buckets])
         languages = None
-        if any(b.languages is not None for b in buckets):  # fragments carry none: their instances are not theirs
+        if any(b.languages is not None for b in buckets):
             languages = [tag for b in buckets for tag in (b.languages or [""] * len(b))]
         return cls(
             [i for b in buckets for i in b.doc_ids],
@@ -154,8 +161,8 @@ class InstanceBatch:
     def add(self, a_start: int, a_end: int, b_start: int, b_end: int, is_random: bool) -> None:
         self.rows.append((a_start, a_end, b_start, b_end, is_random))
 
-    def count(self, reason: str) -> None:
-        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+    def count(self, reason: str, times: int = 1) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + times
 
     def next_label(self, rng: random.Random) -> bool:
         """is_random_next for the next chunk: a fair coin for the first of a pair, its opposite for the second."""
@@ -206,14 +213,14 @@ def target_seq_length(max_num_tokens: int, short_seq_prob: float, rng: random.Ra
     return max_num_tokens
 
 
-def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random) -> list[tuple]:
-    """`count` fragments of the bucket's documents for other buckets' random next segments: each a run of whole
-    sentences from a random sentence of a random document (as the reference picks a random next), of at least
-    `fragment_tokens` tokens where the document has them. (donor id, token ids, tokens per sentence, the tokens'
-    word_continues or None) each."""
-    fragments = []
+def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: random.Random) -> Bucket:
+    """`count` fragments of the bucket's documents for other buckets' random next segments, as a bucket of their
+    own: each a run of whole sentences from a random sentence of a random document (as the reference picks a random
+    next), of at least `fragment_tokens` tokens where the document has them, under its donor's id and language."""
+    fragments, donors = [], []
     for _ in range(count):
         doc = int(rng.random() * len(bucket))
+        donors.append(doc)
         first, end = bucket.first_list[doc], bucket.first_list[doc + 1]
         start = first + int(rng.random() * (end - first))
         last = _extend_to_length(bucket.starts_list, start, end, fragment_tokens)
@@ -227,7 +234,42 @@ def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: rand
                 None if bucket.word_continues is None else bucket.word_continues[span],
             )
         )
-    return fragments
+    languages = None if bucket.languages is None else [bucket.languages[d] for d in donors]
+    return Bucket.from_documents(fragments, languages)
+
+
+class RandomNexts(NamedTuple):
+    """Where a document's random next segments come from: documents of its bucket, ascending."""
+
+    documents: Sequence[int]  # the pool's fragments, or (from_pool False) the bucket's, the drawing one among them
+    from_pool: bool
+    other_language: bool = False  # none of its language were there: they are of any
+
+
+def random_next_sources(bucket: Bucket, documents: int, pool: range | None) -> list[RandomNexts]:
+    """Where each of the first `documents` documents of `bucket` draws its random next segments: the documents of
+    the pool, or without one of the bucket, that are of its primary language or of an undetermined one. Where the
+    pool holds none of them, the bucket's own other documents of the language; where there are none either, every
+    document of the pool (or of the bucket), as where its own language is undetermined."""
+    candidates = pool if pool is not None else range(len(bucket))
+    if bucket.languages is None:
+        return [RandomNexts(candidates, pool is not None)] * documents
+    primary = [tag.split("-")[0] for tag in bucket.languages]
+    unknown = ("", UNDETERMINED)
+    found: dict[str, RandomNexts] = {}
+    for language in set(primary[:documents]):
+        same = [d for d in candidates if primary[d] == language or primary[d] in unknown]
+        own = [d for d in range(documents) if primary[d] == language or primary[d] in unknown]
+        if language in unknown or len(same) == len(candidates):
+            # every candidate: a range, so that the draws of a corpus of one language stay as they were
+            found[language] = RandomNexts(candidates, pool is not None)
+        elif same and pool is not None:
+            found[language] = RandomNexts(same, from_pool=True)
+        elif len(own) > 1:
+            found[language] = RandomNexts(own, from_pool=False)
+        else:
+            found[language] = RandomNexts(candidates, pool is not None, other_language=True)
+    return [found[primary[d]] for d in range(documents)]
 
 
 def create_instances_from_document(
@@ -237,17 +279,22 @@ def create_instances_from_document(
     short_seq_prob: float,
     rng: random.Random,
     out: InstanceBatch,
-    pool: range | None = None,
+    nexts: RandomNexts | None = None,
 ) -> None:
     """Append the instances of one pass over document `doc` of `bucket` to `out`. Random next segments come from
-    the bucket's pseudo-documents in `pool` (fragments of other buckets' documents, each from its first
-    sentence), or, without a pool, from the bucket's other documents below `doc`'s own count."""
+    `nexts`: the bucket's pseudo-documents of a pool (fragments of other buckets' documents, each from a random
+    sentence), or its documents but `doc`, from a random sentence (by default, any of them)."""
     starts = bucket.starts_list
     first = bucket.first_list[doc]
     end = bucket.first_list[doc + 1]
     if end == first:
         return
-    num_docs = len(bucket) if pool is None else pool.start
+    pool, others, num_others, own_at = None, range(len(bucket)), len(bucket) - 1, doc
+    if nexts is not None and nexts.from_pool:
+        pool = nexts.documents
+    elif nexts is not None:
+        others = nexts.documents
+        num_others, own_at = len(others) - 1, bisect_left(others, doc)
     target = target_seq_length(max_num_tokens, short_seq_prob, rng)
     rand = rng.random
     add = out.rows.append
@@ -258,22 +305,22 @@ def create_instances_from_document(
         i = min(bisect_left(starts, starts[chunk_start] + target, chunk_start + 1) - 1, end - 1)
         k = i + 1 - chunk_start
         is_random = out.next_label(rng)
-        if is_random and not pool and num_docs < 2:
+        if is_random and not pool and num_others < 1:
             out.count("random_next_without_other_document")
             is_random = False
-        elif not is_random and k < 2 and i + 1 == end and (pool or num_docs >= 2) and out.random_instead():
+        elif not is_random and k < 2 and i + 1 == end and (pool or num_others >= 1) and out.random_instead():
             # A document's last sentence alone has no IsNext of its own: like the reference's one-sentence
             # chunks, it takes a random next, which fills the pair to the target length.
             is_random = True
         if is_random:
             a_end = chunk_start + (1 if k < 2 else 1 + int(rand() * (k - 1)))
             if pool:  # a fragment already starts at a random sentence of its document
-                other = pool.start + int(rand() * len(pool))
+                other = pool[int(rand() * len(pool))]
                 o_first, o_end = bucket.first_list[other], bucket.first_list[other + 1]
                 b_first = o_first
             else:
-                other = int(rand() * (num_docs - 1))
-                other += other >= doc
+                pick = int(rand() * num_others)
+                other = others[pick + (pick >= own_at)]
                 o_first, o_end = bucket.first_list[other], bucket.first_list[other + 1]
                 b_first = o_first + int(rand() * (o_end - o_first))
             b_last = _extend_to_length(starts, b_first, o_end, target - (starts[a_end] - starts[chunk_start]))

@@ -202,8 +202,7 @@ class TokenizeBuckets(WatchedDoFn):
         count = max(1, round(NEGATIVE_SHARE * len(bucket.tokens) / (len(receivers) * fragment_tokens)))
         for receiver in receivers:
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)
-            fragments = Bucket.from_documents(sample_fragments(bucket, count, fragment_tokens, rng))
-            yield receiver, BucketMessage(fragments, sender=key)
+            yield receiver, BucketMessage(sample_fragments(bucket, count, fragment_tokens, rng), sender=key)
 
     def tokenize(self, docs: list[SourceDocument]) -> tuple[list, dict[str, int], list[str]]:
         """Documents → (id, ids, tokens per sentence) of those with any tokens, counts, and their languages."""
@@ -284,13 +283,14 @@ def bucket_pool(key: str, own: BucketMessage, messages: list[BucketMessage], pai
 def language_parts(bucket: Bucket, documents: int, pool: range | None):
     """For language sampling: (language, its bucket, its documents, its pool) for each language of the first
     `documents` documents of `bucket`, its documents first. Random next segments come from the pool the bucket
-    has, or, in a split of one bucket, from the bucket's documents of other languages."""
+    has, or, in a split of one bucket, from the bucket's other documents (those of the language where there are
+    any: random_next_sources)."""
     languages = bucket.languages or [UNDETERMINED] * len(bucket)
     for language in sorted(set(languages[:documents])):
         mine = [d for d in range(documents) if languages[d] == language]
         rest = list(pool) if pool is not None else [d for d in range(documents) if languages[d] != language]
         part = bucket.select(mine + rest)
-        yield language, part, len(mine), range(len(mine), len(part)) if rest else None
+        yield language, part, len(mine), range(len(mine), len(part)) if pool is not None else None
 
 
 def unsampled_counts(cfg: CreateConfig, key: str, bucket: Bucket, documents: int, pool) -> dict[str, dict]:
