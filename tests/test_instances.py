@@ -230,6 +230,9 @@ def test_a_language_without_another_document_draws_from_any_and_counts_it():
     # a pool without the language: the bucket's own other documents of it, from a random sentence as without a pool
     mixed = replace(bucket, languages=["en", "el", "en", "el", "en", "en"])
     assert random_next_sources(mixed, 4, pool)[1] == RandomNexts([1, 3], from_pool=False)
+    # without a pool, an undetermined document is a partner too
+    alone = replace(bucket, languages=["el", "en", "und", "en", "en", "en"])
+    assert random_next_sources(alone, 6, None)[0] == RandomNexts([0, 2], from_pool=False)
     recipe = InstanceRecipe(SeqConfig(32, 5), dupe_factor=10)
     built = bucket_instances(bucket, len(bucket), None, recipe, special_ids(Vocab.load(str(VOCAB))), 1, "train/0")
     assert 0 < built.skipped["random_next_of_another_language"] < built.counts["instances"] / 6

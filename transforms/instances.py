@@ -256,16 +256,16 @@ def random_next_sources(bucket: Bucket, documents: int, pool: range | None) -> l
         return [RandomNexts(candidates, pool is not None)] * documents
     primary = [tag.split("-")[0] for tag in bucket.languages]
     unknown = ("", UNDETERMINED)
+    fewest = 1 if pool is not None else 2  # without a pool, the drawing document is among them
     found: dict[str, RandomNexts] = {}
     for language in set(primary[:documents]):
         same = [d for d in candidates if primary[d] == language or primary[d] in unknown]
-        own = [d for d in range(documents) if primary[d] == language or primary[d] in unknown]
         if language in unknown or len(same) == len(candidates):
             # every candidate: a range, so that the draws of a corpus of one language stay as they were
             found[language] = RandomNexts(candidates, pool is not None)
-        elif same and pool is not None:
-            found[language] = RandomNexts(same, from_pool=True)
-        elif len(own) > 1:
+        elif len(same) >= fewest:
+            found[language] = RandomNexts(same, pool is not None)
+        elif pool is not None and len(own := [d for d in range(documents) if primary[d] == language]) > 1:
             found[language] = RandomNexts(own, from_pool=False)
         else:
             found[language] = RandomNexts(candidates, pool is not None, other_language=True)
