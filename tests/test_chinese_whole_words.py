@@ -118,13 +118,40 @@ def test_static_whole_word_masks_fall_on_words(corpus, tmp_path, segmenter, at_l
         assert manifest["form"]["word_segmenter"] is None
 
 
-def test_load_time_whole_word_masks_fall_on_words(corpus, tmp_path):
-    """--masking dynamic stores jieba's words as HF's chinese_ref column; the loader masks whole words with it."""
-    folder, text, spans = corpus
-    out = tmp_path / "dynamic"
+def load_time_segments(out: Path, epochs: int = 5) -> tuple[list[tuple[str, set[int]]], list[dict]]:
+    """The segments of the loader's masked batches over `epochs` epochs, and the batches."""
+    vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    loader = PretrainingLoader(out, batch_size=64, seq_length=128, seed=1)
+    segments, batches = [], []
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:
+            batches.append(batch)
+            for n in range(len(batch["input_ids"])):
+                ids = batch["input_ids"][n].copy()
+                weights = batch["masked_lm_weights"][n] > 0
+                positions, labels = batch["masked_lm_positions"][n][weights], batch["masked_lm_ids"][n][weights]
+                ids[positions] = labels
+                segments += _segments([vocab[i] for i in ids], set(positions.tolist()))
+    return segments, batches
+
+
+@pytest.fixture(scope="module")
+def dynamic_forms(corpus, tmp_path_factory) -> dict[str, Path]:
+    """The gold corpus's instances, unmasked, with jieba's words: as Parquet and as MDS."""
+    folder, _, _ = corpus
+    base = tmp_path_factory.mktemp("dynamic")
     argv = ["create", "--input", str(folder / "gold.txt"), "--vocab", str(folder / "vocab" / "vocab.txt")]
-    argv += ["--output", str(out), "--whole-word-mask", "--masking", "dynamic", "--eval-fraction", "0"]
-    assert run_cli([*argv, "--runner", "DirectRunner"]) == 0
+    argv += ["--whole-word-mask", "--masking", "dynamic", "--eval-fraction", "0", "--runner", "DirectRunner"]
+    for form in ("parquet", "mds"):
+        assert run_cli([*argv, "--output", str(base / form), "--record-format", form]) == 0
+    return {form: base / form for form in ("parquet", "mds")}
+
+
+def test_load_time_whole_word_masks_fall_on_words(corpus, dynamic_forms):
+    """--masking dynamic stores jieba's words as HF's chinese_ref column; the loader masks whole words with it."""
+    _, text, spans = corpus
+    out = dynamic_forms["parquet"]
     table = pq.read_table(sorted(out.glob("seq128/train-*.parquet"))[0])
     assert "chinese_ref" in table.column_names
     rows = table.slice(0, 200).to_pylist()
@@ -132,20 +159,22 @@ def test_load_time_whole_word_masks_fall_on_words(corpus, tmp_path):
         sorted(r["chinese_ref"]) == r["chinese_ref"] and max(r["chinese_ref"], default=0) < r["length"] for r in rows
     )
     assert sum(len(r["chinese_ref"]) for r in rows) > 0.3 * sum(r["length"] for r in rows)  # jieba's words
-    vocab = (out / "vocab.txt").read_text(encoding="utf-8").split("\n")
-    loader = PretrainingLoader(out, batch_size=64, seq_length=128, seed=1)
-    segments = []
-    for epoch in range(5):
-        loader.set_epoch(epoch)
-        for batch in loader:
-            for n in range(len(batch["input_ids"])):
-                ids = batch["input_ids"][n].copy()
-                weights = batch["masked_lm_weights"][n] > 0
-                positions, labels = batch["masked_lm_positions"][n][weights], batch["masked_lm_ids"][n][weights]
-                ids[positions] = labels
-                segments += _segments([vocab[i] for i in ids], set(positions.tolist()))
-    share, touched = whole_share(segments, text, spans)
+    share, touched = whole_share(load_time_segments(out)[0], text, spans)
     assert touched > 1000 and share >= 0.90, share
+
+
+def test_mds_shards_carry_the_words_too(dynamic_forms):
+    """The MDS form stores chinese_ref as well: the loader's whole-word batches from it are the Parquet form's."""
+    index = json.loads((dynamic_forms["mds"] / "seq128" / "train" / "index.json").read_text())
+    assert {tuple(s["column_names"]) for s in index["shards"]} == {
+        ("chinese_ref", "input_ids", "len", "next_sentence_label", "segment_b_start")
+    }
+    _, from_parquet = load_time_segments(dynamic_forms["parquet"], epochs=2)
+    _, from_mds = load_time_segments(dynamic_forms["mds"], epochs=2)
+    assert len(from_mds) == len(from_parquet) > 0
+    for mds_batch, parquet_batch in zip(from_mds, from_parquet):
+        assert mds_batch.keys() == parquet_batch.keys()
+        assert all(np.array_equal(mds_batch[k], parquet_batch[k]) for k in mds_batch)
 
 
 def test_a_users_dictionary_adds_words(tmp_path):
@@ -176,3 +205,12 @@ def test_segmenters_that_cannot_work_are_one_line_before_any_work(tmp_path, caps
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+def test_mosaicml_streaming_reads_the_words_as_the_parquet_form_has_them(dynamic_forms):
+    from test_mds_output import _READ_WITH_STREAMING, in_own_process, parquet_rows
+
+    samples, _ = in_own_process(_READ_WITH_STREAMING, dynamic_forms["mds"], "train")
+    rows = parquet_rows(dynamic_forms["parquet"], "train")
+    assert len(samples) == len(rows) > 0
+    assert all(s["chinese_ref"] == r["chinese_ref"] and s["input_ids"] == r["input_ids"] for s, r in zip(samples, rows))

@@ -234,7 +234,7 @@ def test_a_long_context_config_keeps_long_documents_whole(tmp_path):
         count = 0
         for shard in manifest["outputs"][name]["train"]["shards"]:
             data = (out / shard["path"]).read_bytes()
-            ids, _, length, _, _ = read_samples(data, 0, shard["records"], columns)
+            ids, _, length, *_ = read_samples(data, 0, shard["records"], columns)
             count += int(length.sum()) - int((ids == SEP).sum()) - len(length)  # less [CLS] and every [SEP]
         real[name] = count
     assert real["seq128"] == manifest["counts"]["tokens"] == sum(documents_tokens)

@@ -250,3 +250,15 @@ def test_stats_reads_the_mds_form_as_the_parquet_form(outputs, tmp_path):
 
 def manifests(out: Path) -> dict:
     return json.loads((out / "manifest.json").read_text())["outputs"]["seq128"]
+
+
+def test_whole_words_of_english_add_no_column(tmp_path):
+    """chinese_ref is stored only where a segmenter grouped words (Chinese text): English shards made with
+    --whole-word-mask keep the columns ModernBERT's readers take."""
+    alice = Path(__file__).parent / "data" / "create" / "11-0.txt"
+    argv = ["create", "--input", alice, "--vocab", VOCAB, "--output", tmp_path / "out", "--whole-word-mask"]
+    assert run_cli(*argv, "--masking", "dynamic", "--record-format", "mds", "--eval-fraction", "0") == 0
+    index = json.loads((tmp_path / "out" / "seq128" / "train" / "index.json").read_text())
+    assert {tuple(s["column_names"]) for s in index["shards"]} == {
+        ("input_ids", "len", "next_sentence_label", "segment_b_start")
+    }

@@ -12,16 +12,17 @@ import numpy as np
 
 from bertcorpus.trainer.record_files import Dataset, InstanceRows, LoaderError, Shard
 from bertcorpus.trainer.storage import is_remote, join, read_bytes
-from bertcorpus.transforms.instance_mds import ID_ENCODINGS, INDEX, MdsColumns, read_header, read_samples
+from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, read_header, read_samples
 
 
 def columns_of(dataset: Dataset, config: dict, where: str) -> MdsColumns:
     """The columns a shard or an index entry names, if they are those of a bertcorpus output of this objective."""
     columns = MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
-    expected = {
-        MdsColumns.for_output(size, dataset.pair_objective, ids) for size in (0, 1 << 17) for ids in ID_ENCODINGS
-    }
-    if columns not in expected or config.get("compression") or config.get("format") != "mds":
+    if (
+        columns not in MdsColumns.ours((dataset.pair_objective,))
+        or config.get("compression")
+        or config.get("format") != "mds"
+    ):
         raise LoaderError(
             f"{where} is not an uncompressed bertcorpus MDS shard for --pair-objective {dataset.pair_objective} "
             f"(columns {', '.join(columns.names) or 'none'}, compression {config.get('compression')})"
@@ -80,6 +81,8 @@ class MdsShard:
             raise LoaderError(f"{self.shard.path} has instances that do not fit seq_length {self.seq_length}")
         if len(rows.ids) != rows.length.sum():
             raise LoaderError(f"{self.shard.path}: a sample's len differs from its input_ids")
+        if rows.ref is not None and (rows.ref >= np.repeat(rows.length, np.diff(rows.ref_starts))).any():
+            raise LoaderError(f"{self.shard.path} has a chinese_ref position past its instance's tokens")
         return rows
 
     def lengths(self) -> np.ndarray:

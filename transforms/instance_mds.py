@@ -4,6 +4,9 @@ our own code (a Beam job never imports mosaicml-streaming) and read back by Stre
 An output's split is a folder seq{L}/{split}/ of uncompressed shards shard.NNNNN.mds and an index.json that lists
 them. One sample per instance, unpadded, with the columns (MDS orders them by name):
 
+    chinese_ref          ndarray:uint16   the positions of the tokens that continue a segmenter's word (Hugging
+                                          Face's chinese_ref), in the shards of instances that have any
+                                          (Chinese text with create --whole-word-mask)
     input_ids            ndarray:int64    [CLS] A [SEP] B [SEP]; with create --mds-ids compact, ndarray:uint16
                                           (ndarray:uint32 for a vocab past 65,536 ids)
     len                  uint16           len(input_ids)
@@ -20,8 +23,9 @@ Everything here is a pure function of the instances, so a shard's bytes are the 
 
 Why int64 by default: ModernBERT's StreamingTextDataset reads a sample's ids as np.frombuffer(sample["input_ids"],
 np.int64), which reads an ndarray:int64 column (and a bytes column of int64s) right and silently turns narrower ids
-into garbage; its NoStreamingDataset keeps only the ndarray columns of a sample. MosaicML's StreamingDataset and our
-loader read every encoding here.
+into garbage; its NoStreamingDataset keeps only the ndarray columns of a sample, each taken for token ids (so not
+chinese_ref, which only whole-word masking on Chinese writes). MosaicML's StreamingDataset and our loader read every
+encoding and column here.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcorpus.transforms.instance_columns import InstanceColumns
-from bertcorpus.transforms.instance_parquet import WIDE_IDS
+from bertcorpus.transforms.instance_parquet import CHINESE_REF, WIDE_IDS
 from bertcorpus.wordpiece.ranges import concat_ranges
 
 MDS_VERSION = 2
@@ -54,8 +58,9 @@ class MdsColumns:
     encodings: tuple[str, ...]
 
     @staticmethod
-    def for_output(vocab_size: int, pair_objective: str, ids: str) -> MdsColumns:
-        """The columns for a vocab of vocab_size, a pair objective and an ids encoding of ID_ENCODINGS."""
+    def for_output(vocab_size: int, pair_objective: str, ids: str, chinese_ref: bool = False) -> MdsColumns:
+        """The columns for a vocab of vocab_size, a pair objective and an ids encoding of ID_ENCODINGS; with
+        chinese_ref, the positions of the tokens that continue a word."""
         if ids == "int64":
             id_column = "ndarray:int64"
         else:
@@ -63,8 +68,21 @@ class MdsColumns:
         columns = {"input_ids": id_column, "len": "uint16"}
         if pair_objective != "none":
             columns |= {"next_sentence_label": "uint8", "segment_b_start": "uint16"}
+        if chinese_ref:
+            columns |= {CHINESE_REF: "ndarray:uint16"}
         names = tuple(sorted(columns))
         return MdsColumns(names, tuple(columns[n] for n in names))
+
+    @staticmethod
+    def ours(pair_objectives: tuple[str, ...]) -> set[MdsColumns]:
+        """The columns of every output create may write with these pair objectives."""
+        return {
+            MdsColumns.for_output(size, objective, ids, chinese_ref)
+            for size in (0, WIDE_IDS + 1)
+            for objective in pair_objectives
+            for ids in ID_ENCODINGS
+            for chinese_ref in (False, True)
+        }
 
     @property
     def sizes(self) -> list[int | None]:
@@ -91,17 +109,31 @@ def _put(buffer: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -> 
     buffer[(at[:, None] + np.arange(width)[None, :]).reshape(-1)] = raw.reshape(-1)
 
 
+def _arrays(instances: InstanceColumns, columns: MdsColumns) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{variable-size column: (each sample's number of values, the values of every sample, one after another)}."""
+    length = np.asarray(instances.length, np.int64)
+    real = np.arange(instances.input_ids.shape[1])[None, :] < length[:, None]
+    id_type = _ARRAYS[columns.encodings[columns.names.index("input_ids")]]
+    found = {"input_ids": (length, np.ascontiguousarray(instances.input_ids[real], id_type))}
+    if CHINESE_REF in columns.names:  # every sample has one, empty where no token continues a word
+        continues = np.zeros_like(real) if instances.word_continues is None else instances.word_continues & real
+        found[CHINESE_REF] = (continues.sum(axis=1).astype(np.int64), np.nonzero(continues)[1].astype("<u2"))
+    return found
+
+
 def mds_shard(instances: InstanceColumns, columns: MdsColumns) -> bytes:
     """The bytes of one MDS shard holding `instances` in order."""
     n = len(instances)
     header = json.dumps(columns.config(), sort_keys=True).encode()
-    length = np.asarray(instances.length, np.int64)
-    id_type = _ARRAYS[columns.encodings[columns.names.index("input_ids")]]
-    id_width = np.dtype(id_type).itemsize
-    shape_code = (length >= 256).astype(np.int64)  # the width of the stored shape: u8 below 256, else u16
-    ids_bytes = 1 + (1 << shape_code) + length * id_width  # the input_ids column of each sample
+    arrays = _arrays(instances, columns)
+    # Each variable-size column of a sample is an ndarray of one dimension: its shape's width (u8 below 256
+    # values, else u16), the shape, the values.
+    shape_codes = {name: (count >= 256).astype(np.int64) for name, (count, _) in arrays.items()}
+    column_bytes = {
+        name: 1 + (1 << shape_codes[name]) + count * values.itemsize for name, (count, values) in arrays.items()
+    }
     fixed = sum(size for size in columns.sizes if size)
-    sizes = 4 + ids_bytes + fixed
+    sizes = 4 * len(arrays) + sum(column_bytes.values()) + fixed
     start = 4 + 4 * (n + 1) + len(header)
     offsets = start + np.concatenate(([0], np.cumsum(sizes)))
     if offsets[-1] >= 1 << 32:
@@ -111,26 +143,28 @@ def mds_shard(instances: InstanceColumns, columns: MdsColumns) -> bytes:
     buffer[4 : 4 + 4 * (n + 1)] = np.frombuffer(offsets.astype("<u4").tobytes(), np.uint8)
     buffer[4 + 4 * (n + 1) : start] = np.frombuffer(header, np.uint8)
     at = offsets[:-1]
-    _put(buffer, at, ids_bytes, "<u4")
-    buffer[at + 4] = (1 << 2) | shape_code  # one dimension
-    short = shape_code == 0
-    _put(buffer, at[short] + 5, length[short], "<u1")
-    _put(buffer, at[~short] + 5, length[~short], "<u2")
-    # The ids: the real tokens of each padded row, placed one row after another.
-    values_at = at + 5 + (1 << shape_code)
-    real = np.arange(instances.input_ids.shape[1])[None, :] < length[:, None]
-    flat = np.ascontiguousarray(instances.input_ids[real], id_type).view(np.uint8)
-    buffer[concat_ranges(values_at, length * id_width)] = flat
-    place = at + 4 + ids_bytes
-    values = {
-        "len": length,
+    variable = [name for name in columns.names if name in arrays]
+    for number, name in enumerate(variable):
+        _put(buffer, at + 4 * number, column_bytes[name], "<u4")
+    place = at + 4 * len(variable)
+    scalars = {
+        "len": instances.length,
         "next_sentence_label": instances.next_sentence,
         "segment_b_start": np.asarray(instances.len_a) + 2,
     }
     for name, encoding, size in zip(columns.names, columns.encodings, columns.sizes):
         if size:
-            _put(buffer, place, values[name], _SCALARS[encoding])
+            _put(buffer, place, scalars[name], _SCALARS[encoding])
             place = place + size
+            continue
+        count, values = arrays[name]
+        code = shape_codes[name]
+        buffer[place] = (1 << 2) | code  # one dimension
+        short = code == 0
+        _put(buffer, place[short] + 1, count[short], "<u1")
+        _put(buffer, place[~short] + 1, count[~short], "<u2")
+        buffer[concat_ranges(place + 1 + (1 << code), count * values.itemsize)] = values.view(np.uint8)
+        place = place + column_bytes[name]
     return buffer.tobytes()
 
 
@@ -157,28 +191,36 @@ def read_header(data) -> tuple[int, dict]:
     return n, json.loads(bytes(data[4 + 4 * (n + 1) : first]))
 
 
-def read_samples(data, first: int, stop: int, columns: MdsColumns) -> tuple[np.ndarray, ...]:
+def read_samples(data, first: int, stop: int, columns: MdsColumns) -> tuple[np.ndarray | None, ...]:
     """Samples first..stop-1 of a shard of ours (columns as MdsColumns.for_output gives them) from its bytes, as
-    flat columns (ids, starts, length, segment_b_start, label): sample i's ids are ids[starts[i]:][:length[i]]."""
+    flat columns (ids, starts, length, segment_b_start, label, ref, ref_starts): sample i's ids are
+    ids[starts[i]:][:length[i]], and its chinese_ref positions ref[ref_starts[i]:ref_starts[i + 1]] (ref and
+    ref_starts None where the shard has no chinese_ref)."""
     buffer = np.frombuffer(data, np.uint8)
     offsets = np.frombuffer(data, "<u4", stop - first + 1, 4 + 4 * first).astype(np.int64)
     at = offsets[:-1]
-    ids_bytes = _get(buffer, at, "<u4")
-    shape_code = buffer[at + 4].astype(np.int64) & 3
-    values_at = at + 5 + (1 << shape_code)
-    width = np.dtype(_ARRAYS[columns.encodings[columns.names.index("input_ids")]]).itemsize
-    length = (ids_bytes - 1 - (1 << shape_code)) // width
-    raw = buffer[concat_ranges(values_at, length * width)]
-    ids = raw.view(_ARRAYS[columns.encodings[columns.names.index("input_ids")]])
-    place = at + 4 + ids_bytes
-    found = {}
+    variable = [name for name, size in zip(columns.names, columns.sizes) if not size]
+    column_bytes = {name: _get(buffer, at + 4 * number, "<u4") for number, name in enumerate(variable)}
+    place = at + 4 * len(variable)
+    found, arrays = {}, {}
     for name, encoding, size in zip(columns.names, columns.encodings, columns.sizes):
         if size:
             found[name] = _get(buffer, place, _SCALARS[encoding])
             place = place + size
+            continue
+        code = buffer[place].astype(np.int64) & 3
+        width = np.dtype(_ARRAYS[encoding]).itemsize
+        count = (column_bytes[name] - 1 - (1 << code)) // width
+        arrays[name] = buffer[concat_ranges(place + 1 + (1 << code), count * width)].view(_ARRAYS[encoding]), count
+        place = place + column_bytes[name]
+    ids, length = arrays["input_ids"]
     starts = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.int64)
     label = found.get("next_sentence_label", np.zeros(len(at), np.int64))
-    return ids, starts, found["len"], found.get("segment_b_start", found["len"]), label
+    ref = ref_starts = None
+    if CHINESE_REF in arrays:
+        positions, count = arrays[CHINESE_REF]
+        ref, ref_starts = positions.astype(np.int64), np.concatenate(([0], np.cumsum(count))).astype(np.int64)
+    return ids, starts, found["len"], found.get("segment_b_start", found["len"]), label, ref, ref_starts
 
 
 def _get(buffer: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:

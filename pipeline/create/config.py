@@ -137,8 +137,8 @@ class CreateConfig:
     def file_format(self) -> str:
         return self.record_format or ("tfrecord" if self.masking == "static" else "parquet")
 
-    def mds_columns(self, vocab_size: int) -> MdsColumns:
-        return MdsColumns.for_output(vocab_size, self.pair_objective, self.mds_ids)
+    def mds_columns(self, vocab_size: int, chinese_ref: bool = False) -> MdsColumns:
+        return MdsColumns.for_output(vocab_size, self.pair_objective, self.mds_ids, chinese_ref)
 
     def recipe(self, seq: SeqConfig) -> InstanceRecipe:
         return InstanceRecipe(

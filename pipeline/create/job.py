@@ -41,6 +41,7 @@ from bertcorpus.pipeline.create.steps import (
     WriteShards,
     assign_buckets,
     bucket_and_id,
+    carries_words,
     plan_negatives,
 )
 from bertcorpus.pipeline.create.values import BucketMessage, InstancePiece
@@ -122,11 +123,16 @@ class CreatePretrainingData(beam.PTransform):
         built = gathered | "build instances" >> beam.ParDo(
             BuildInstances(cfg, self.vocab), **sampling
         ).with_output_types(tuple[tuple[str, str, int], InstancePiece]).with_outputs(tally.TALLY, main="pieces")
+        words = {}
+        if cfg.file_format == "mds" and cfg.segmentation is not None:
+            # whether any instance carries a segmenter's words, which every MDS shard then stores: one boolean
+            carried = built.pieces | "carries words" >> beam.Map(carries_words)
+            words = {"chinese_ref": beam.pvalue.AsSingleton(carried | "any carries words" >> beam.CombineGlobally(any))}
         # ((config, split, shard), [pieces]) → one staged file per shard that drew records → its file info
         shard_infos = (
             built.pieces
             | "group into shards" >> GroupLargeValues()
-            | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab))
+            | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab), **words)
         )
         # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
         parts = [
@@ -147,5 +153,5 @@ class CreatePretrainingData(beam.PTransform):
             parts
             | "gather the outcome" >> beam.Flatten()
             | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
-            | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256, self.inputs_skipped))
+            | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256, self.inputs_skipped), **words)
         )

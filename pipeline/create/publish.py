@@ -90,8 +90,9 @@ class Publish(WatchedDoFn):
         self.vocab_sha256 = vocab_sha256
         self.inputs_skipped = inputs_skipped
 
-    def process(self, outcome: dict):
-        """outcome: RunOutcome's {"counts", "files", "shards", "errors"}."""
+    def process(self, outcome: dict, chinese_ref: bool = False):
+        """outcome: RunOutcome's {"counts", "files", "shards", "errors"}; chinese_ref: whether MDS shards store a
+        segmenter's words (WriteShards)."""
         cfg = self.config
         counts, files, shard_infos = outcome["counts"], outcome["files"], outcome["shards"]
         errors_files = sorted(outcome["errors"], key=lambda f: f["path"])
@@ -112,7 +113,7 @@ class Publish(WatchedDoFn):
         writer = WriteShards(cfg, self.vocab)
         writer.setup()
         shard_infos = list(shard_infos) + [
-            writer.write(seq.name, split, i, [])
+            writer.write(seq.name, split, i, [], chinese_ref)
             for seq in cfg.seq_configs
             for split in ("train", "eval")
             for i in range(cfg.shards(split))
@@ -126,7 +127,7 @@ class Publish(WatchedDoFn):
             raise problem
         published = [s["path"] for s in shard_infos + errors_files]
         if cfg.file_format == "mds":
-            published += self._write_mds_indexes(manifest)
+            published += self._write_mds_indexes(manifest, chinese_ref)
         if cfg.masking == "dynamic":
             vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
             output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
@@ -134,11 +135,11 @@ class Publish(WatchedDoFn):
         output.publish(cfg.output, published, manifest, OWNED_GLOBS)
         yield manifest
 
-    def _write_mds_indexes(self, manifest: dict) -> list[str]:
+    def _write_mds_indexes(self, manifest: dict, chinese_ref: bool) -> list[str]:
         """Stage the index.json of each MDS split folder (its shards in order, as the manifest lists them)."""
         cfg = self.config
         vocab_size = len(self.vocab.load().tokens)
-        columns = cfg.mds_columns(vocab_size)
+        columns = cfg.mds_columns(vocab_size, chinese_ref)
         # How the shards store input_ids, which decides the readers that read them (docs/pretraining_data.md).
         manifest["form"]["mds_input_ids"] = columns.encodings[columns.names.index("input_ids")]
         written = []

@@ -404,13 +404,15 @@ class WriteShards(WatchedDoFn):
         super().setup()
         self.vocab_size = len(self.vocab.load().tokens) if self.config.masking == "dynamic" else 0
 
-    def process(self, element):
+    def process(self, element, chinese_ref: bool = False):
+        """chinese_ref: whether the output's instances carry a segmenter's words, which MDS shards then store, every
+        one of them (so that every sample of an output has the same keys)."""
         (seq_name, split, shard), pieces = element
-        written = self.write(seq_name, split, shard, list(pieces))
+        written = self.write(seq_name, split, shard, list(pieces), chinese_ref)
         tally.progress("instances_written", written["records"])
         yield written
 
-    def write(self, seq_name: str, split: str, shard: int, pieces: list[InstancePiece]) -> dict:
+    def write(self, seq_name: str, split: str, shard: int, pieces: list[InstancePiece], chinese_ref: bool) -> dict:
         seq = next(s for s in self.config.seq_configs if s.name == seq_name)
         rel = shard_name(self.config, seq, split, shard)
         parts, part, row = shard_order(pieces)
@@ -421,11 +423,16 @@ class WriteShards(WatchedDoFn):
                 InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(seq.max_seq_length)
             )
             if self.config.file_format == "mds":
-                chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size))]
+                chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size, chinese_ref))]
             else:
                 chunks = [_parquet_bytes(instances, self.vocab_size, instance_languages(pieces, part, row))]
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
         return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
+
+
+def carries_words(keyed_piece: tuple) -> bool:
+    """Whether a ((config, split, shard), InstancePiece) holds a segmenter's words (whole-word masking on Chinese)."""
+    return keyed_piece[1].instances.word_continues is not None
 
 
 def shard_order(pieces: list[InstancePiece]) -> tuple[list[InstanceColumns], np.ndarray, np.ndarray]:

@@ -300,22 +300,20 @@ INSTANCE_COLUMNS = ("input_ids", "segment_b_start", "next_sentence_label", "leng
 def read_mds_instances(path: str, skip: int, num: int) -> list[dict]:
     """Samples skip .. skip + num - 1 of an MDS shard of create's instances, as read_instances gives Parquet rows."""
     from bertcorpus.pipeline.errors import UserError
-    from bertcorpus.transforms.instance_mds import ID_ENCODINGS, MdsColumns, read_header, read_samples
+    from bertcorpus.transforms.instance_mds import MdsColumns, read_header, read_samples
 
     try:
         with FileSystems.open(path, compression_type="uncompressed") as f:
             data = f.read()
         samples, config = read_header(data)
         columns = MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
-        ours = {MdsColumns.for_output(size, objective, ids) for size in (0, 1 << 17) for objective in ("nsp", "none")
-                for ids in ID_ENCODINGS}  # fmt: skip
-        if columns not in ours or config.get("compression"):
+        if columns not in MdsColumns.ours(("nsp", "none")) or config.get("compression"):
             raise UserError(
                 f"{path} is not an uncompressed MDS shard of create's instances (columns "
                 f"{', '.join(columns.names) or 'none'}, compression {config.get('compression')})"
             )
         first, stop = min(skip, samples), min(skip + num, samples)
-        ids, starts, length, b_start, label = read_samples(data, first, stop, columns)
+        ids, starts, length, b_start, label, ref, ref_starts = read_samples(data, first, stop, columns)
     except (ValueError, IndexError, TypeError, AttributeError) as e:  # not MDS, or damaged
         raise UserError(f"{path} is not a readable MDS shard: {e}") from None
     except OSError as e:  # a directory, a file it may not read
@@ -326,6 +324,7 @@ def read_mds_instances(path: str, skip: int, num: int) -> list[dict]:
             "segment_b_start": int(b_start[i]),
             "next_sentence_label": int(label[i]),
             "length": int(length[i]),
+            **({} if ref is None else {"chinese_ref": ref[ref_starts[i] : ref_starts[i + 1]].tolist()}),
         }
         for i in range(stop - first)
     ]
