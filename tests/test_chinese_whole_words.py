@@ -167,7 +167,7 @@ def test_mds_shards_carry_the_words_too(dynamic_forms):
     """The MDS form stores chinese_ref as well: the loader's whole-word batches from it are the Parquet form's."""
     index = json.loads((dynamic_forms["mds"] / "seq128" / "train" / "index.json").read_text())
     assert {tuple(s["column_names"]) for s in index["shards"]} == {
-        ("chinese_ref", "input_ids", "len", "next_sentence_label", "segment_b_start")
+        ("chinese_ref", "input_ids", "language", "len", "next_sentence_label", "segment_b_start")
     }
     _, from_parquet = load_time_segments(dynamic_forms["parquet"], epochs=2)
     _, from_mds = load_time_segments(dynamic_forms["mds"], epochs=2)

@@ -74,7 +74,7 @@ def test_mds_files_are_listed_hashed_and_the_same_on_any_runner(outputs):
             (Path(s["path"]).name, s["records"]) for s in entry["shards"]
         ]
         assert {s["compression"] for s in index["shards"]} == {None}
-        assert index["shards"][0]["column_encodings"] == ["ndarray:int64", "uint16", "uint8", "uint16"]
+        assert index["shards"][0]["column_encodings"] == ["ndarray:int64", "str", "uint16", "uint8", "uint16"]
     for path in sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file() and p.name != "manifest.json"):
         assert (outputs["mds-2"] / path).read_bytes() == (out / path).read_bytes(), path
 
@@ -134,6 +134,7 @@ def test_streaming_dataset_reads_the_parquet_forms_instances(outputs):
             assert sample["input_ids"] == row["input_ids"] and sample["len"] == row["length"]
             assert sample["segment_b_start"] == row["segment_b_start"]
             assert sample["next_sentence_label"] == row["next_sentence_label"]
+            assert sample["language"] == row["language"]
 
 
 def test_uncompressed_shards_read_sample_by_sample_as_modernbert_does(outputs):
@@ -145,15 +146,17 @@ def test_uncompressed_shards_read_sample_by_sample_as_modernbert_does(outputs):
 
 def input_ids_bytes(shard: bytes) -> list[bytes]:
     """Each sample's input_ids values, as an MDS reader hands them over, found by the format alone: the sample's
-    offset, its first u32 (the ids' byte size: input_ids is the only column of variable size), then the ndarray's
-    header (a byte of ndim and the shape's width, the shape) before the values."""
+    offset, a u32 per column of variable size (input_ids and language: the first is the ids' byte size), then the
+    ndarray's header (a byte of ndim and the shape's width, the shape) before the values."""
     samples = int(np.frombuffer(shard, "<u4", 1)[0])
     offsets = np.frombuffer(shard, "<u4", samples + 1, 4)
+    config = json.loads(shard[4 + 4 * (samples + 1) : int(offsets[0])])
+    assert config["column_names"][:2] == ["input_ids", "language"] and config["column_sizes"][:2] == [None, None]
     found = []
     for at in offsets[:-1].tolist():
         size = int(np.frombuffer(shard, "<u4", 1, at)[0])
-        header = 1 + (1 << (shard[at + 4] & 3))  # one dimension: its length in 1 or 2 bytes
-        found.append(shard[at + 4 + header : at + 4 + size])
+        header = 1 + (1 << (shard[at + 8] & 3))  # one dimension: its length in 1 or 2 bytes
+        found.append(shard[at + 8 + header : at + 8 + size])
     return found
 
 
@@ -260,5 +263,19 @@ def test_whole_words_of_english_add_no_column(tmp_path):
     assert run_cli(*argv, "--masking", "dynamic", "--record-format", "mds", "--eval-fraction", "0") == 0
     index = json.loads((tmp_path / "out" / "seq128" / "train" / "index.json").read_text())
     assert {tuple(s["column_names"]) for s in index["shards"]} == {
-        ("input_ids", "len", "next_sentence_label", "segment_b_start")
+        ("input_ids", "language", "len", "next_sentence_label", "segment_b_start")
     }
+
+
+def test_each_sample_carries_the_language_of_its_parquet_row(outputs):
+    from bertcorpus.transforms.instance_mds import MdsColumns, read_header, read_languages
+
+    for split in ("train", "eval"):
+        found = []
+        for shard in manifests(outputs["mds"])[split]["shards"]:
+            data = (outputs["mds"] / shard["path"]).read_bytes()
+            samples, config = read_header(data)
+            columns = MdsColumns(tuple(config["column_names"]), tuple(config["column_encodings"]))
+            found += read_languages(data, 0, samples, columns)
+        rows = parquet_rows(outputs["parquet"], split)
+        assert found == [row["language"] for row in rows] and set(found) == {"und"}  # the samples name none

@@ -9,6 +9,7 @@ them. One sample per instance, unpadded, with the columns (MDS orders them by na
                                           (Chinese text with create --whole-word-mask)
     input_ids            ndarray:int64    [CLS] A [SEP] B [SEP]; with create --mds-ids compact, ndarray:uint16
                                           (ndarray:uint32 for a vocab past 65,536 ids)
+    language             str              the language of the document of segment A (BCP 47, as the documents')
     len                  uint16           len(input_ids)
     next_sentence_label  uint8            nsp: 1 = random next; sop: 1 = swapped (not with --pair-objective none)
     segment_b_start      uint16           position of B's first token (not with --pair-objective none)
@@ -36,7 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from bertcorpus.transforms.instance_columns import InstanceColumns
-from bertcorpus.transforms.instance_parquet import CHINESE_REF, WIDE_IDS
+from bertcorpus.transforms.instance_parquet import CHINESE_REF, LANGUAGE, WIDE_IDS
+from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.wordpiece.ranges import concat_ranges
 
 MDS_VERSION = 2
@@ -58,9 +60,12 @@ class MdsColumns:
     encodings: tuple[str, ...]
 
     @staticmethod
-    def for_output(vocab_size: int, pair_objective: str, ids: str, chinese_ref: bool = False) -> MdsColumns:
+    def for_output(
+        vocab_size: int, pair_objective: str, ids: str, chinese_ref: bool = False, language: bool = True
+    ) -> MdsColumns:
         """The columns for a vocab of vocab_size, a pair objective and an ids encoding of ID_ENCODINGS; with
-        chinese_ref, the positions of the tokens that continue a word."""
+        chinese_ref, the positions of the tokens that continue a word; with language, each sample's (create writes
+        it; the shards of bertcorpus 0.1 lack it)."""
         if ids == "int64":
             id_column = "ndarray:int64"
         else:
@@ -70,6 +75,8 @@ class MdsColumns:
             columns |= {"next_sentence_label": "uint8", "segment_b_start": "uint16"}
         if chinese_ref:
             columns |= {CHINESE_REF: "ndarray:uint16"}
+        if language:
+            columns |= {LANGUAGE: "str"}
         names = tuple(sorted(columns))
         return MdsColumns(names, tuple(columns[n] for n in names))
 
@@ -77,11 +84,12 @@ class MdsColumns:
     def ours(pair_objectives: tuple[str, ...]) -> set[MdsColumns]:
         """The columns of every output create may write with these pair objectives."""
         return {
-            MdsColumns.for_output(size, objective, ids, chinese_ref)
+            MdsColumns.for_output(size, objective, ids, chinese_ref, language)
             for size in (0, WIDE_IDS + 1)
             for objective in pair_objectives
             for ids in ID_ENCODINGS
             for chinese_ref in (False, True)
+            for language in (False, True)
         }
 
     @property
@@ -109,7 +117,9 @@ def _put(buffer: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -> 
     buffer[(at[:, None] + np.arange(width)[None, :]).reshape(-1)] = raw.reshape(-1)
 
 
-def _arrays(instances: InstanceColumns, columns: MdsColumns) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+def _arrays(
+    instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{variable-size column: (each sample's number of values, the values of every sample, one after another)}."""
     length = np.asarray(instances.length, np.int64)
     real = np.arange(instances.input_ids.shape[1])[None, :] < length[:, None]
@@ -118,19 +128,25 @@ def _arrays(instances: InstanceColumns, columns: MdsColumns) -> dict[str, tuple[
     if CHINESE_REF in columns.names:  # every sample has one, empty where no token continues a word
         continues = np.zeros_like(real) if instances.word_continues is None else instances.word_continues & real
         found[CHINESE_REF] = (continues.sum(axis=1).astype(np.int64), np.nonzero(continues)[1].astype("<u2"))
+    if LANGUAGE in columns.names:
+        tags = [tag.encode("utf-8") for tag in (languages or [UNDETERMINED] * len(instances))]
+        found[LANGUAGE] = (np.array([len(t) for t in tags], np.int64), np.frombuffer(b"".join(tags), np.uint8))
     return found
 
 
-def mds_shard(instances: InstanceColumns, columns: MdsColumns) -> bytes:
-    """The bytes of one MDS shard holding `instances` in order."""
+def mds_shard(instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None = None) -> bytes:
+    """The bytes of one MDS shard holding `instances` in order (with each one's language where the columns have
+    them: und where `languages` gives none)."""
     n = len(instances)
     header = json.dumps(columns.config(), sort_keys=True).encode()
-    arrays = _arrays(instances, columns)
-    # Each variable-size column of a sample is an ndarray of one dimension: its shape's width (u8 below 256
-    # values, else u16), the shape, the values.
+    arrays = _arrays(instances, columns, languages)
+    # A variable-size column of a sample: a str's UTF-8 bytes, or an ndarray of one dimension: its shape's width
+    # (u8 below 256 values, else u16), the shape, the values.
+    encodings = dict(zip(columns.names, columns.encodings))
     shape_codes = {name: (count >= 256).astype(np.int64) for name, (count, _) in arrays.items()}
     column_bytes = {
-        name: 1 + (1 << shape_codes[name]) + count * values.itemsize for name, (count, values) in arrays.items()
+        name: count * values.itemsize + (0 if encodings[name] == "str" else 1 + (1 << shape_codes[name]))
+        for name, (count, values) in arrays.items()
     }
     fixed = sum(size for size in columns.sizes if size)
     sizes = 4 * len(arrays) + sum(column_bytes.values()) + fixed
@@ -158,12 +174,15 @@ def mds_shard(instances: InstanceColumns, columns: MdsColumns) -> bytes:
             place = place + size
             continue
         count, values = arrays[name]
-        code = shape_codes[name]
-        buffer[place] = (1 << 2) | code  # one dimension
-        short = code == 0
-        _put(buffer, place[short] + 1, count[short], "<u1")
-        _put(buffer, place[~short] + 1, count[~short], "<u2")
-        buffer[concat_ranges(place + 1 + (1 << code), count * values.itemsize)] = values.view(np.uint8)
+        values_at = place
+        if encoding != "str":
+            code = shape_codes[name]
+            buffer[place] = (1 << 2) | code  # one dimension
+            short = code == 0
+            _put(buffer, place[short] + 1, count[short], "<u1")
+            _put(buffer, place[~short] + 1, count[~short], "<u2")
+            values_at = place + 1 + (1 << code)
+        buffer[concat_ranges(values_at, count * values.itemsize)] = values.view(np.uint8)
         place = place + column_bytes[name]
     return buffer.tobytes()
 
@@ -191,36 +210,58 @@ def read_header(data) -> tuple[int, dict]:
     return n, json.loads(bytes(data[4 + 4 * (n + 1) : first]))
 
 
-def read_samples(data, first: int, stop: int, columns: MdsColumns) -> tuple[np.ndarray | None, ...]:
-    """Samples first..stop-1 of a shard of ours (columns as MdsColumns.for_output gives them) from its bytes, as
-    flat columns (ids, starts, length, segment_b_start, label, ref, ref_starts): sample i's ids are
-    ids[starts[i]:][:length[i]], and its chinese_ref positions ref[ref_starts[i]:ref_starts[i + 1]] (ref and
-    ref_starts None where the shard has no chinese_ref)."""
+def _read_columns(data, first: int, stop: int, columns: MdsColumns) -> tuple[dict, dict]:
+    """Samples first..stop-1 of a shard of ours: ({fixed-size column: its values}, {variable-size column: (the
+    values of every sample, one after another, each sample's number of values)}); a str column's values are its
+    UTF-8 bytes."""
     buffer = np.frombuffer(data, np.uint8)
     offsets = np.frombuffer(data, "<u4", stop - first + 1, 4 + 4 * first).astype(np.int64)
     at = offsets[:-1]
     variable = [name for name, size in zip(columns.names, columns.sizes) if not size]
     column_bytes = {name: _get(buffer, at + 4 * number, "<u4") for number, name in enumerate(variable)}
     place = at + 4 * len(variable)
-    found, arrays = {}, {}
+    fixed, arrays = {}, {}
     for name, encoding, size in zip(columns.names, columns.encodings, columns.sizes):
         if size:
-            found[name] = _get(buffer, place, _SCALARS[encoding])
+            fixed[name] = _get(buffer, place, _SCALARS[encoding])
             place = place + size
             continue
-        code = buffer[place].astype(np.int64) & 3
-        width = np.dtype(_ARRAYS[encoding]).itemsize
-        count = (column_bytes[name] - 1 - (1 << code)) // width
-        arrays[name] = buffer[concat_ranges(place + 1 + (1 << code), count * width)].view(_ARRAYS[encoding]), count
+        if encoding == "str":
+            arrays[name] = buffer[concat_ranges(place, column_bytes[name])], column_bytes[name]
+        else:
+            code = buffer[place].astype(np.int64) & 3
+            width = np.dtype(_ARRAYS[encoding]).itemsize
+            count = (column_bytes[name] - 1 - (1 << code)) // width
+            values = buffer[concat_ranges(place + 1 + (1 << code), count * width)].view(_ARRAYS[encoding])
+            arrays[name] = values, count
         place = place + column_bytes[name]
+    return fixed, arrays
+
+
+def read_samples(data, first: int, stop: int, columns: MdsColumns) -> tuple[np.ndarray | None, ...]:
+    """Samples first..stop-1 of a shard of ours (columns as MdsColumns.for_output gives them) from its bytes, as
+    flat columns (ids, starts, length, segment_b_start, label, ref, ref_starts): sample i's ids are
+    ids[starts[i]:][:length[i]], and its chinese_ref positions ref[ref_starts[i]:ref_starts[i + 1]] (ref and
+    ref_starts None where the shard has no chinese_ref)."""
+    fixed, arrays = _read_columns(data, first, stop, columns)
     ids, length = arrays["input_ids"]
     starts = np.concatenate(([0], np.cumsum(length)[:-1])).astype(np.int64)
-    label = found.get("next_sentence_label", np.zeros(len(at), np.int64))
+    label = fixed.get("next_sentence_label", np.zeros(len(length), np.int64))
     ref = ref_starts = None
     if CHINESE_REF in arrays:
         positions, count = arrays[CHINESE_REF]
         ref, ref_starts = positions.astype(np.int64), np.concatenate(([0], np.cumsum(count))).astype(np.int64)
-    return ids, starts, found["len"], found.get("segment_b_start", found["len"]), label, ref, ref_starts
+    return ids, starts, fixed["len"], fixed.get("segment_b_start", fixed["len"]), label, ref, ref_starts
+
+
+def read_languages(data, first: int, stop: int, columns: MdsColumns) -> list[str] | None:
+    """The language of samples first..stop-1 of a shard of ours; None where the shard has no language column."""
+    if LANGUAGE not in columns.names:
+        return None
+    text, size = _read_columns(data, first, stop, columns)[1][LANGUAGE]
+    ends = np.cumsum(size).tolist()
+    raw = text.tobytes()
+    return [raw[a:b].decode("utf-8") for a, b in zip([0, *ends[:-1]], ends)]
 
 
 def _get(buffer: np.ndarray, at: np.ndarray, dtype: str) -> np.ndarray:

@@ -381,8 +381,8 @@ class BuildInstances(WatchedDoFn):
                     **{f"{prefix}:skipped:{k}": v for k, v in built.skipped.items()},
                 },
             )
-            # Only Parquet rows name their language: the other forms' instances cross the shuffle without theirs.
-            keep_languages = built.languages is not None and cfg.file_format == "parquet"
+            # Parquet rows and MDS samples name their language: TFRecords' instances cross the shuffle without it.
+            keep_languages = built.languages is not None and cfg.file_format != "tfrecord"
             tags = tuple(built.language_tags) if keep_languages else ()
             for shard, rows in shard_rows(built.sort_keys, cfg.shards(split)):
                 languages = built.languages[rows] if keep_languages else None
@@ -422,10 +422,11 @@ class WriteShards(WatchedDoFn):
             instances = (
                 InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(seq.max_seq_length)
             )
+            languages = instance_languages(pieces, part, row)
             if self.config.file_format == "mds":
-                chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size, chinese_ref))]
+                chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size, chinese_ref), languages)]
             else:
-                chunks = [_parquet_bytes(instances, self.vocab_size, instance_languages(pieces, part, row))]
+                chunks = [_parquet_bytes(instances, self.vocab_size, languages)]
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
         return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
 

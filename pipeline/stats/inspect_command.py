@@ -313,7 +313,7 @@ def read_mds_instances(path: str, skip: int, num: int) -> list[dict]:
                 f"{', '.join(columns.names) or 'none'}, compression {config.get('compression')})"
             )
         first, stop = min(skip, samples), min(skip + num, samples)
-        ids, starts, length, b_start, label, ref, ref_starts = read_samples(data, first, stop, columns)
+        ids, starts, length, b_start, label, *_ = read_samples(data, first, stop, columns)
     except (ValueError, IndexError, TypeError, AttributeError) as e:  # not MDS, or damaged
         raise UserError(f"{path} is not a readable MDS shard: {e}") from None
     except OSError as e:  # a directory, a file it may not read
@@ -324,7 +324,6 @@ def read_mds_instances(path: str, skip: int, num: int) -> list[dict]:
             "segment_b_start": int(b_start[i]),
             "next_sentence_label": int(label[i]),
             "length": int(length[i]),
-            **({} if ref is None else {"chinese_ref": ref[ref_starts[i] : ref_starts[i + 1]].tolist()}),
         }
         for i in range(stop - first)
     ]
