@@ -5,8 +5,8 @@ An output's split is a folder seq{L}/{split}/ of uncompressed shards shard.NNNNN
 them. One sample per instance, unpadded, with the columns (MDS orders them by name):
 
     chinese_ref          ndarray:uint16   the positions of the tokens that continue a segmenter's word (Hugging
-                                          Face's chinese_ref), in the shards of instances that have any
-                                          (Chinese text with create --whole-word-mask)
+                                          Face's chinese_ref), in every shard of an output whose instances have
+                                          such words (Chinese text with create --whole-word-mask)
     input_ids            ndarray:int64    [CLS] A [SEP] B [SEP]; with create --mds-ids compact, ndarray:uint16
                                           (ndarray:uint32 for a vocab past 65,536 ids)
     language             str              the language of the document of segment A (BCP 47, as the documents')
