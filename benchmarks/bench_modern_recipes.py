@@ -95,18 +95,23 @@ def lengths_of(out: Path, L: int) -> np.ndarray:
     return np.concatenate([pq.read_table(p, columns=["length"])["length"].to_numpy() for p in paths]).astype(np.int64)
 
 
-def outputs(parquet: Path, mds: Path, cpu: dict[str, float]) -> list[str]:
+def train_bytes(out: Path, L: int) -> int:
+    return sum(
+        s["bytes"] for s in json.loads((out / "manifest.json").read_text())["outputs"][f"seq{L}"]["train"]["shards"]
+    )
+
+
+def outputs(parquet: Path, mds: Path, compact: Path, cpu: dict[str, float]) -> list[str]:
     lines = ["outputs, the demo's wiki + books corpus, --pair-objective none, dynamic masking (train split):"]
     for L, _ in CONFIGS:
         m = json.loads((parquet / "manifest.json").read_text())["outputs"][f"seq{L}"]
-        mds_bytes = json.loads((mds / "manifest.json").read_text())["outputs"][f"seq{L}"]
         lengths = lengths_of(parquet, L)
         edges = np.minimum((lengths - 1) // 64 * 64 + 64, L)
-        size = sum(s["bytes"] for s in m["train"]["shards"])
-        size_mds = sum(s["bytes"] for s in mds_bytes["train"]["shards"])
+        size, size_mds, size_compact = (train_bytes(out, L) for out in (parquet, mds, compact))
         lines.append(
             f"  seq{L}: {len(lengths):,} instances (eval {m.get('eval', {}).get('instances', 0):,}), mean length "
-            f"{lengths.mean():.1f}; disk {size / 1e6:.2f} MB Parquet, {size_mds / 1e6:.2f} MB MDS; padded share "
+            f"{lengths.mean():.1f}; disk {size / 1e6:.2f} MB Parquet, {size_mds / 1e6:.2f} MB MDS "
+            f"({size_compact / 1e6:.2f} MB with --mds-ids compact); padded share "
             f"{1 - lengths.sum() / (len(lengths) * L):.4f} padded to L, {1 - lengths.sum() / edges.sum():.4f} to "
             "64-token bins"
         )
@@ -186,12 +191,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         documents, vocab = demo_corpus(work / "corpus", "--pad-to-multiple", "64")
-        parquet, mds, cache = work / "parquet", work / "mds", work / "cache"
+        parquet, mds, compact, cache = work / "parquet", work / "mds", work / "mds-compact", work / "cache"
         cpu = {
             "parquet": create(documents, vocab, parquet),
             "mds": create(documents, vocab, mds, "--record-format", "mds"),
         }
-        for line in outputs(parquet, mds, cpu) + writer_cost(parquet) + filled(parquet, cache):
+        create(documents, vocab, compact, "--record-format", "mds", "--mds-ids", "compact")
+        for line in outputs(parquet, mds, compact, cpu) + writer_cost(parquet) + filled(parquet, cache):
             print(line, flush=True)
         for line in throughput(parquet, mds, cache, args.seconds):
             print(line, flush=True)
