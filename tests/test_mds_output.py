@@ -267,15 +267,20 @@ def test_whole_words_of_english_add_no_column(tmp_path):
     }
 
 
-def test_each_sample_carries_the_language_of_its_parquet_row(outputs):
+def mds_languages(out: Path, split: str) -> list[str]:
+    """The language of every sample of an MDS output's split, in order, as read_languages reads them."""
     from bertcorpus.transforms.instance_mds import MdsColumns, read_header, read_languages
 
+    found = []
+    for shard in json.loads((out / "manifest.json").read_text())["outputs"]["seq128"][split]["shards"]:
+        data = (out / shard["path"]).read_bytes()
+        samples, config = read_header(data)
+        found += read_languages(data, 0, samples, MdsColumns.from_config(config))
+    return found
+
+
+def test_each_sample_carries_the_language_of_its_parquet_row(outputs):
     for split in ("train", "eval"):
-        found = []
-        for shard in manifests(outputs["mds"])[split]["shards"]:
-            data = (outputs["mds"] / shard["path"]).read_bytes()
-            samples, config = read_header(data)
-            columns = MdsColumns(tuple(config["column_names"]), tuple(config["column_encodings"]))
-            found += read_languages(data, 0, samples, columns)
+        found = mds_languages(outputs["mds"], split)
         rows = parquet_rows(outputs["parquet"], split)
         assert found == [row["language"] for row in rows] and set(found) == {"und"}  # the samples name none

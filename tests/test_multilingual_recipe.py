@@ -118,25 +118,17 @@ def test_a_random_next_segment_is_in_the_language_of_its_first_segment(recipe):
 
 
 def test_mds_samples_carry_the_languages_of_the_parquet_rows(recipe, tmp_path):
-    from bertcorpus.transforms.instance_mds import MdsColumns, read_header, read_languages
+    from test_mds_output import mds_languages
 
     documents = [recipe / "dedup" / lang / "documents-*.parquet" for lang in MULTILINGUAL]
     flags = ["--masking", "dynamic", "--language-sampling-alpha", "0.7", "--record-format", "mds", *LOCAL]
     argv = ["create", "--input", *documents, "--vocab", recipe / "vocab" / "vocab.txt", "--output", tmp_path / "mds"]
     assert run_cli(*argv, *flags) == 0
     for split in ("train", "eval"):
-        found = []
-        for shard in manifest(tmp_path / "mds" / "manifest.json")["outputs"]["seq128"][split]["shards"]:
-            data = (tmp_path / "mds" / shard["path"]).read_bytes()
-            samples, config = read_header(data)
-            found += read_languages(data, 0, samples, MdsColumns(*map(tuple, config_columns(config))))
+        found = mds_languages(tmp_path / "mds", split)
         expected = [
             language
             for path in sorted((recipe / "out" / "seq128").glob(f"{split}-*.parquet"))
             for language in pq.read_table(path, columns=["language"]).column("language").to_pylist()
         ]
         assert found == expected and len(set(found)) > 1
-
-
-def config_columns(config: dict) -> tuple[list[str], list[str]]:
-    return config["column_names"], config["column_encodings"]

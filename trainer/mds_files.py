@@ -17,7 +17,7 @@ from bertcorpus.transforms.instance_mds import INDEX, MdsColumns, read_header, r
 
 def columns_of(dataset: Dataset, config: dict, where: str) -> MdsColumns:
     """The columns a shard or an index entry names, if they are those of a bertcorpus output of this objective."""
-    columns = MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
+    columns = MdsColumns.from_config(config)
     if (
         columns not in MdsColumns.ours((dataset.pair_objective,))
         or config.get("compression")

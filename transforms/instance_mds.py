@@ -81,6 +81,11 @@ class MdsColumns:
         return MdsColumns(names, tuple(columns[n] for n in names))
 
     @staticmethod
+    def from_config(config: dict) -> MdsColumns:
+        """The columns that a shard's header or an index entry names (none where it names none)."""
+        return MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
+
+    @staticmethod
     def ours(pair_objectives: tuple[str, ...]) -> set[MdsColumns]:
         """The columns of every output create may write with these pair objectives."""
         return {

@@ -259,7 +259,8 @@ def random_next_sources(bucket: Bucket, documents: int, pool: range | None) -> l
     fewest = 1 if pool is not None else 2  # without a pool, the drawing document is among them
     found: dict[str, RandomNexts] = {}
     for language in set(primary[:documents]):
-        same = [d for d in candidates if primary[d] == language or primary[d] in unknown]
+        partners = (language, *unknown)
+        same = [] if language in unknown else [d for d in candidates if primary[d] in partners]
         if language in unknown or len(same) == len(candidates):
             # every candidate: a range, so that the draws of a corpus of one language stay as they were
             found[language] = RandomNexts(candidates, pool is not None)

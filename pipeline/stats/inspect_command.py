@@ -306,7 +306,7 @@ def read_mds_instances(path: str, skip: int, num: int) -> list[dict]:
         with FileSystems.open(path, compression_type="uncompressed") as f:
             data = f.read()
         samples, config = read_header(data)
-        columns = MdsColumns(tuple(config.get("column_names") or ()), tuple(config.get("column_encodings") or ()))
+        columns = MdsColumns.from_config(config)
         if columns not in MdsColumns.ours(("nsp", "none")) or config.get("compression"):
             raise UserError(
                 f"{path} is not an uncompressed MDS shard of create's instances (columns "
