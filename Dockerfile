@@ -28,18 +28,9 @@ RUN pip install --no-cache-dir \
     "build>=1.2,<2"
 
 COPY pyproject.toml setup.py README.md ./
-# src/bertcorpus and bertcorpus/pipeline etc. are symbolic links to the folders beside them (pyproject.toml).
+# The package, its package data (the demo's samples among them) included: the plain tree under src/.
 COPY src ./src
-COPY bertcorpus ./bertcorpus
-COPY pipeline ./pipeline
-COPY transforms ./transforms
-COPY wordpiece ./wordpiece
-COPY trainer ./trainer
 COPY beam_jobs.yaml ./
-# The demo's samples, which pipeline/cli/demo-samples links to: package data.
-COPY tests/data/books ./tests/data/books
-COPY tests/data/wiki/DATA.md tests/data/wiki/enwiki-2014-sample-truncated.xml.bz2 \
-     tests/data/wiki/enwiki-table-markup.xml.bz2 ./tests/data/wiki/
 RUN pip install --no-cache-dir --no-deps . && python -c "import bertcorpus.pipeline.create.job, bertcorpus.transforms.tfrecord, bertcorpus.wordpiece.tokenizer"
 # Chinese and --language auto need their extras on the workers too: --build-arg EXTRAS=zh,langid
 ARG EXTRAS=""

@@ -9,18 +9,20 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # The project with one extra: train (what the demo needs to train) or test (the trainer's and the tests' needs).
-# Each install is redone whenever pyproject.toml or the version (bertcorpus/__init__.py) is newer than its stamp.
-$(VENV)/.installed-%: pyproject.toml bertcorpus/__init__.py | $(PY)
+# Each install is redone whenever pyproject.toml or the version (src/bertcorpus/__init__.py) is newer than its stamp.
+$(VENV)/.installed-%: pyproject.toml src/bertcorpus/__init__.py | $(PY)
 	$(PY) -m pip install --quiet -e '.[$*]'
 	@touch $@
 
 venv: $(VENV)/.installed-test
 
-demo: $(VENV)/.installed-train
+# The test extra holds the train and zh extras: an environment made for the tests runs both demos as it is.
+TESTED := $(wildcard $(VENV)/.installed-test)
+demo: $(if $(TESTED),$(VENV)/.installed-test,$(VENV)/.installed-train)
 	$(VENV)/bin/bertcorpus demo --output demo-out
 
 # The Chinese chain on the bundled Chinese samples (docs/chinese.md): the train extra and the zh extra.
-demo-zh: $(VENV)/.installed-train $(VENV)/.installed-zh
+demo-zh: $(if $(TESTED),$(VENV)/.installed-test,$(VENV)/.installed-train $(VENV)/.installed-zh)
 	$(VENV)/bin/bertcorpus demo --zh --output demo-zh-out
 
 # Two test processes (pytest-xdist), one per core of the 2-core machines the suite is sized for.

@@ -1,6 +1,6 @@
-"""Build transforms/conversion-groups/zh_cgroups.json.zst, the snapshot of zhwiki's common conversion groups that
-NoteTA's G1=NAME parameters refer to, from the Module:CGroup pages as zhconv-rs's repository extracts them (one JSON
-file a group, with its name, description and rules) at data/cgroups/.
+"""Build src/bertcorpus/transforms/conversion-groups/zh_cgroups.json.zst, the snapshot of zhwiki's common conversion
+groups that NoteTA's G1=NAME parameters refer to, from the Module:CGroup pages as zhconv-rs's repository extracts
+them (one JSON file a group, with its name, description and rules) at data/cgroups/.
 
     python scripts/build_zh_cgroups.py PATH/TO/zhconv-rs/data/cgroups
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import zstandard
 from zhconv_rs import zhconv
 
-OUT = Path(__file__).resolve().parent.parent / "transforms" / "conversion-groups" / "zh_cgroups.json.zst"
+OUT = Path(__file__).resolve().parents[1] / "src/bertcorpus/transforms/conversion-groups/zh_cgroups.json.zst"
 _MARKUP = re.compile(r"[\[\]{}|<>=]")
 
 

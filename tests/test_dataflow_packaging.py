@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -38,12 +37,19 @@ def test_dockerfile_base_image_and_dependencies_match_pyproject():
     assert sorted(requirements) == sorted(declared)
     assert not any(r.lower().startswith(("tensorflow", "keras")) for r in requirements)
     copied = {source for kind, arg in instructions if kind == "COPY" for source in arg.split()[:-1]}
-    for package in ("src", "bertcorpus", "pipeline", "transforms", "wordpiece", "trainer"):
-        assert package in copied
-    # Every file the demo's samples link to, for the package data that `pip install .` takes.
-    samples = ROOT / "pipeline" / "cli" / "demo-samples"
-    linked = {os.path.relpath(p.resolve(), ROOT) for p in samples.rglob("*") if p.is_symlink()}
-    assert linked and all(any(path == c or path.startswith(c + "/") for c in copied) for path in linked), linked
+    # the package with its package data (the demo's samples among them) is the plain tree under src/
+    assert {"src", "beam_jobs.yaml", "pyproject.toml"} <= copied
+    assert not [p for p in (ROOT / "src").rglob("*") if p.is_symlink()]
+
+
+def package_files() -> set[str]:
+    """The files of the package in the checkout, as a wheel names them (bertcorpus/...): its modules and the
+    package data that pyproject.toml names."""
+    return {
+        str(p.relative_to(ROOT / "src"))
+        for p in (ROOT / "src" / "bertcorpus").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 @pytest.mark.parametrize("setup_file", ["setup.py", "pyproject.toml"])
@@ -53,8 +59,10 @@ def test_beam_staging_builds_an_sdist_with_every_package(tmp_path, setup_file):
     tarball = Stager._build_setup_package(str(ROOT / setup_file), str(tmp_path))
     members = {m.name.split("/", 1)[1]: m for m in tarfile.open(tarball).getmembers() if "/" in m.name}
     for module in (*PACKAGED, "src/bertcorpus/pipeline/cli/commands.py", "src/bertcorpus/transforms/tfrecord.py"):
-        # the files themselves, not the links the checkout holds
         assert module in members and members[module].isfile(), module
+    in_sdist = [name for name in members if name.startswith("src/bertcorpus/") and members[name].isfile()]
+    assert len(in_sdist) == len(set(in_sdist))  # each file once
+    assert {name.removeprefix("src/") for name in in_sdist} == package_files()
 
 
 # What an installed bertcorpus needs from each kind of package folder, the demo's samples included.
@@ -82,7 +90,8 @@ def test_a_wheel_holds_the_files_themselves(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     for path in PACKAGED:
         assert path.removeprefix("src/") in names, path
-    # a zip entry of a link would be its target's name, a few bytes long: each sample has its file's size
+    packaged = [n for n in names if n.startswith("bertcorpus/")]
+    assert len(packaged) == len(set(packaged)) and set(packaged) == package_files()  # every file, each once
     samples = [n for n in names if n.endswith(".xml.bz2")]
     on_disk = {n: (ROOT / "src" / n).resolve().stat().st_size for n in samples}
     assert samples and all(zipfile.ZipFile(wheel).getinfo(n).file_size == on_disk[n] > 20_000 for n in samples)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
 NAMESPACE = "bertcorpus"
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / NAMESPACE
 PACKAGES = ("pipeline", "transforms", "wordpiece", "trainer")
 # What each package may import from the project, besides its own modules and the namespace's root module (which
 # holds the version and imports nothing). The root's own folder (the public face) may import every package.
@@ -35,21 +35,17 @@ ALLOWED = {
 BEAM = "apache_beam"
 
 
-def module_name(root: Path, path: Path) -> str:
-    """The installed name: pipeline/create/job.py is bertcorpus.pipeline.create.job (bertcorpus/pipeline links to
-    pipeline/)."""
-    parts = path.relative_to(root).with_suffix("").parts
-    parts = parts[:-1] if parts[-1] == "__init__" else parts
-    return ".".join(parts if parts[0] == NAMESPACE else (NAMESPACE, *parts))
+def module_name(package: Path, path: Path) -> str:
+    """The import name: src/bertcorpus/pipeline/create/job.py is bertcorpus.pipeline.create.job."""
+    parts = path.relative_to(package).with_suffix("").parts
+    return ".".join((NAMESPACE, *(parts[:-1] if parts[-1] == "__init__" else parts)))
 
 
-def project_modules(root: Path) -> dict[str, ast.Module]:
-    """Module name → parsed source, for every .py file of the project's packages under root."""
+def project_modules(package: Path) -> dict[str, ast.Module]:
+    """Module name → parsed source, for every .py file of the package folder (src/bertcorpus, or a test's tree)."""
     return {
-        module_name(root, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        for package in (*PACKAGES, NAMESPACE)
-        if (root / package).is_dir()
-        for path in sorted((root / package).rglob("*.py"))
+        module_name(package, path): ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for path in sorted(package.rglob("*.py"))
     }
 
 
@@ -196,11 +192,11 @@ def beam_outside_beam_classes(name: str, tree: ast.Module) -> list[str]:
 
 @pytest.fixture(scope="module")
 def modules() -> dict[str, ast.Module]:
-    return project_modules(REPO)
+    return project_modules(PACKAGE)
 
 
 def test_every_package_is_read(modules) -> None:
-    assert {layer_of(name) for name in modules} == {*PACKAGES, NAMESPACE}
+    assert {layer_of(name) for name in modules} == {*PACKAGES, NAMESPACE} and len(modules) > 150
     assert "bertcorpus.wordpiece.tokenizer" in modules and "bertcorpus.pipeline.extract.books_job" in modules
 
 
@@ -253,8 +249,8 @@ def test_an_arrow_back_up_is_found(tmp_path: Path) -> None:
             "trainer/data.py": "from . import model\nfrom bertcorpus.wordpiece import tokenizer\n"
             "from bertcorpus.pipeline import output\n",
             "trainer/model.py": "",
-            "bertcorpus/__init__.py": "",
-            "bertcorpus/loader.py": "from bertcorpus.trainer.data import x\n",
+            "__init__.py": "",
+            "loader.py": "from bertcorpus.trainer.data import x\n",
         },
     )
     assert layer_violations(dependencies(modules)) == [

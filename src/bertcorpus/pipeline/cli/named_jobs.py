@@ -15,7 +15,8 @@ DEFAULT_FILE = "beam_jobs.yaml"
 
 
 def load_jobs_file(path: str | None) -> dict:
-    candidates = [path] if path else [DEFAULT_FILE, str(Path(__file__).resolve().parents[2] / DEFAULT_FILE)]
+    # ./beam_jobs.yaml, else the checkout's own (src/bertcorpus/pipeline/cli/ is four folders below it)
+    candidates = [path] if path else [DEFAULT_FILE, str(Path(__file__).resolve().parents[4] / DEFAULT_FILE)]
     for candidate in candidates:
         if candidate and os.path.exists(candidate):
             if problem := special_file_problem(candidate, "--jobs-file"):

@@ -1,1 +1,0 @@
-"""Processing steps: pure functions on plain data, each followed by its thin Beam wrapper."""
