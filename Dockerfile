@@ -2,8 +2,8 @@
 # pipeline dependencies preinstalled, so workers start without installing anything. TensorFlow is not
 # needed on workers (the jobs write TFRecords without it) and is not installed.
 #
-#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.2.0 .
-#   docker push REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.2.0
+#   docker build -t REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.3.0 .
+#   docker push REGION-docker.pkg.dev/PROJECT/REPO/bertcorpus-worker:0.3.0
 #
 # then launch with --sdk_container_image=<that tag> --sdk_location=container (docs/dataflow.md). The image's Beam
 # must be the launching environment's: build with --build-arg BEAM_VERSION=$(python -c "import apache_beam as b;

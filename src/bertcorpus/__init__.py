@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 _PUBLIC = {
     "PretrainingLoader": "bertcorpus.trainer.loader",
