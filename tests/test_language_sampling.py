@@ -44,6 +44,8 @@ def runs(corpus, tmp_path_factory) -> dict[str, Path]:
         "0.3": ["--masking", "dynamic", "--language-sampling-alpha", "0.3"],
         "0.7": ["--masking", "dynamic", "--language-sampling-alpha", "0.7"],
         "static 0.7": ["--dupe-factor", "2", "--language-sampling-alpha", "0.7"],
+        "none": ["--masking", "dynamic", "--pair-objective", "none"],
+        "none 0.3": ["--masking", "dynamic", "--pair-objective", "none", "--language-sampling-alpha", "0.3"],
     }.items():
         create(corpus, root / name, *flags)
         made[name] = root / name
@@ -69,6 +71,17 @@ def test_each_language_gets_its_smoothed_share_of_an_unsampled_run_in_every_spli
     largest = max(plain, key=plain.get)
     assert sampled[largest] < plain[largest]
     assert all(sampled[lang] > plain[lang] for lang in plain if plain[lang] < plain_total / 10)
+
+
+@pytest.mark.parametrize("split", ["train", "eval"])
+def test_without_a_pair_objective_the_languages_are_mixed_as_xlmr_mixed_them(runs, split):
+    # Packed segments all have the label 0: a draw that balanced labels kept one instance per bucket and language.
+    plain, plain_total = shares(manifest_of(runs["none"]), split)
+    sampled, total = shares(manifest_of(runs["none 0.3"]), split)
+    assert len(plain) >= 2 and plain_total >= 600
+    assert abs(total - plain_total) <= 0.05 * plain_total
+    for lang, target in smoothed_shares(plain, 0.3).items():
+        assert abs(sampled[lang] / total - target) <= 0.01, (lang, sampled[lang] / total, target)
 
 
 def test_the_manifest_records_each_languages_instances_target_and_achieved_share(runs):

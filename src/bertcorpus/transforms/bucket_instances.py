@@ -150,7 +150,7 @@ def sampled_bucket_instances(
     """About `wanted` instances of the documents (language sampling, transforms/language_sampling.py): `wanted`
     rounded up or down at random, so that the expected number is exact, chosen at random among the draws of at
     least the recipe's passes and of as many more as it takes (about `rate` times as many), each pass paired and
-    masked anew; labels stay balanced. Only the chosen draws are assembled."""
+    masked anew; the labels of a pair objective stay balanced. Only the chosen draws are assembled."""
     target = int(wanted + _unit(seed, key, recipe))
     skipped: dict[str, int] = {}
     most = recipe.dupe_factor + 4 * math.ceil(rate * recipe.dupe_factor) + 8  # a bound: passes rarely draw none
@@ -161,7 +161,11 @@ def sampled_bucket_instances(
             if one.dupe + 1 >= recipe.dupe_factor and sum(len(p.labels) for p in drawn) >= target:
                 break
     labels = np.concatenate([p.labels for p in drawn]) if drawn else np.zeros(0, np.int64)
-    chosen = chosen_draws(labels, target, numpy_rng(seed, "sampled draws", key, recipe.seq.name))
+    rng = numpy_rng(seed, "sampled draws", key, recipe.seq.name)
+    # Without a pair objective every instance has the one label 0: there is no balance to keep, and a balanced
+    # draw would stop at a single instance.
+    balanced = recipe.pair_objective != "none"
+    chosen = chosen_draws(labels, target, rng) if balanced else chosen_uniformly(len(labels), target, rng)
     kept, start = [], 0
     for one in drawn:
         rows = chosen[(chosen >= start) & (chosen < start + len(one.labels))] - start
@@ -173,6 +177,11 @@ def sampled_bucket_instances(
 
 def _unit(seed: int, key: str, recipe: InstanceRecipe) -> float:
     return float(numpy_rng(seed, "sampled count", key, recipe.seq.name).random())
+
+
+def chosen_uniformly(draws: int, count: int, rng: np.random.Generator) -> np.ndarray:
+    """`count` of the `draws` (all of them if there are fewer), ascending, chosen at random."""
+    return np.sort(rng.choice(draws, min(count, draws), replace=False))
 
 
 def chosen_draws(labels: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
