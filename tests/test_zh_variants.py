@@ -4,6 +4,7 @@ cleaning leaves it), then extract-wiki end to end on a zhwiki dump made of it.""
 
 from __future__ import annotations
 
+import bz2
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from xml.sax.saxutils import escape
 
 import pyarrow.parquet as pq
 import pytest
+from process_memory import run_measured
 
 from bertcorpus.pipeline.cli.commands import main as run_cli
 from bertcorpus.transforms.wikitext import clean_wikitext
@@ -105,6 +107,19 @@ def test_malformed_markup_is_removed_and_counted_and_the_text_kept():
     assert shown("{{lang|en|x}}-y 文字 -{R|甲}-", "zh-hans") == "x-y 文字 甲"
     counts = MarkupCounts()
     assert sweep_residue("甲}-乙-{丙", counts) == "甲乙丙" and counts.residue == 2
+
+
+@pytest.mark.parametrize("variant", ["zh-hans", "zh-hant", "zh-tw", "zh"])
+def test_rules_no_table_has_and_a_cut_hidden_rule_leave_nothing_of_their_markup(variant):
+    # A block of rules for variants no table has shows nothing (each rule dropped and counted), not its rules.
+    resolved = resolve_converter_markup("他在-{zh-yue:電腦;zh-xx:abc}-前面。", variant)
+    assert sweep_residue(resolved.rules.convert(resolved.wikitext), resolved.counts) == "他在前面。"
+    assert resolved.counts.unknown_variant == 2
+    # A page cut inside a hidden rule: the cut rule shows nothing, its flag included; a cut A rule shows its text.
+    page = "第一段的正文。\n\n第二段。-{H|zh-cn:词3"
+    text = shown(page, variant)
+    assert text == "第一段的正文。\n\n第二段。" and "zh-cn" not in text and "H|" not in text
+    assert shown("第二段。-{A|zh-cn:中文", variant) == "第二段。中文"
 
 
 def test_the_real_article_has_no_markup_and_one_script_after_resolution():
@@ -220,3 +235,35 @@ def test_zh_variant_on_a_dump_of_another_language_is_one_line(tmp_path, capsys):
         "(en); leave the flag out for it"
     ]
     assert not (tmp_path / "o").exists()
+
+
+def test_rules_that_multiply_a_page_make_one_error_in_bounded_memory(tmp_path):
+    # 量 → ten thousand 爆 for each variant, then 量子 a hundred thousand times: 0.6 MB of wikitext, 1.3 KB of
+    # bz2, that would convert to 10^9 characters. A title of 250 characters and {{PAGENAME}} 300,000 times is the
+    # same for the title: 75 million characters. Each page is one error; the article beside them is kept.
+    burst = "爆" * 10_000
+    rules = "".join(f"量=>{variant}:{burst};" for variant in ("zh-cn", "zh-hans", "zh-tw", "zh-hant"))
+    pages = [
+        (5, "量子爆炸", f"-{{H|{rules}}}-" + "量子" * 100_000),
+        (8, "名" * 250, "{{PAGENAME}}" * 300_000),
+        (21, "甲乙", MALFORMED),
+    ]
+    xml = zhwiki_dump(tmp_path / "pages.xml", pages)
+    dump = tmp_path / "zhwiki-bomb-pages-articles.xml.bz2"
+    dump.write_bytes(bz2.compress(xml.read_bytes(), 9))
+    assert dump.stat().st_size < 4096
+    done = run_measured(
+        "extract-wiki", "--input", dump, "--output", tmp_path / "out", "--zh-variant", "both",
+        "--max-error-rate", "1", workdir=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.peak_rss_bytes < 1.5 * 2**30
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    docs = manifest["documents"]
+    assert docs["errors_by_reason"] == {"page_too_large": 2}
+    assert docs["read"] == docs["kept"] + sum(docs["skipped"].values()) + docs["errors"] == 4
+    errors = [json.loads(line) for f in sorted((tmp_path / "out").glob("errors-*.jsonl")) for line in f.open()]
+    assert [(e["where"], e["reason"]) for e in errors] == [("page 5", "page_too_large"), ("page 8", "page_too_large")]
+    assert errors[0]["detail"].startswith("page '量子爆炸': its text converted to zh-hans is longer than")
+    assert sorted(r["id"] for r in rows(tmp_path / "out")) == ["zhwiki:21@zh-Hans", "zhwiki:21@zh-Hant"]

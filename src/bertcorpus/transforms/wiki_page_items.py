@@ -45,6 +45,12 @@ class PageError:
     lost: Loss | None = None
 
 
+class TextTooLarge(ValueError):
+    """A page whose clean or converted text would be longer than the page cap: the page is one error
+    (`page_too_large`), and the text is never built. A few hundred bytes of rules or {{PAGENAME}} can otherwise
+    multiply into gigabytes of text."""
+
+
 def local_name(tag: str) -> str:
     """An element's name without its namespace."""
     return tag.rpartition("}")[2]

@@ -22,6 +22,7 @@ import html
 import re
 from bisect import bisect_right
 
+from bertcorpus.transforms.wiki_page_items import TextTooLarge
 from bertcorpus.transforms.wiki_templates import template_shows
 
 # --- 1. comments and tail sections ----------------------------------------------------------------------------------
@@ -123,10 +124,12 @@ _RESIDUE_TOKEN = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|<!--|==|''|&nbsp;|&a
 _RESIDUE = re.compile(r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|</?ref|<!--|==|''|&nbsp;|&amp;", re.I)
 
 
-def clean_wikitext(markup: str, *, title: str | None = None) -> str:
+def clean_wikitext(markup: str, *, title: str | None = None, max_chars: int | None = None) -> str:
     """The article's prose: paragraphs separated by one blank line, with no markup left.
 
-    `title` replaces {{PAGENAME}}, the one template whose output is often part of a sentence.
+    `title` replaces {{PAGENAME}}, the one template whose output is often part of a sentence. Every other pass
+    only removes text, so that replacement is the one that can make a page longer: one that would pass
+    `max_chars` raises TextTooLarge instead.
     """
     text = "\n" + markup.replace("\r\n", "\n") + "\n"
     if "<!--" in text:
@@ -136,6 +139,7 @@ def clean_wikitext(markup: str, *, title: str | None = None) -> str:
         text = _DROPPED_ELEMENT.sub("", text)
     if "{" in text:
         if title is not None and "PAGENAME" in text:
+            _check_pagename_growth(text, title, max_chars)
             text = _PAGENAME.sub(lambda _: title, text)
         text = _drop_templates_and_tables(text)
     if "[" in text:
@@ -156,6 +160,15 @@ def clean_wikitext(markup: str, *, title: str | None = None) -> str:
         text = _MAGIC_WORD.sub(lambda m: "" if m.group().isupper() else m.group(), text)
     text = _NON_PROSE_LINE.sub("\n", text)
     return _paragraphs(text)
+
+
+def _check_pagename_growth(text: str, title: str, max_chars: int | None) -> None:
+    """Raise TextTooLarge where putting the title in for every {{PAGENAME}} would make the text pass `max_chars`."""
+    if max_chars is None:
+        return
+    growth = sum(len(title) - len(found.group()) for found in _PAGENAME.finditer(text))
+    if len(text) + growth > max_chars:
+        raise TextTooLarge(f"its text with the title for each {{{{PAGENAME}}}} is longer than {max_chars:,} characters")
 
 
 def _drop_tail_sections(text: str) -> str:

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from importlib import resources
 
+from bertcorpus.transforms.wiki_page_items import TextTooLarge
 from bertcorpus.wordpiece.cjk import count_ideographs
 
 # MediaWiki's Chinese variants, and the order in which each falls back on the others (LanguageZh).
@@ -68,6 +69,7 @@ _FLAG_LETTERS = frozenset("ATRDHN-")
 # Rules are split at a ; only where a rule for a zh variant follows (or the end): a ; inside a rule's text stays.
 # Variants no table has (zh-yue:) are split off too, so that they can be dropped and counted.
 _VARIANT_NAME = r"zh(?:-[a-z]+)*"
+_ZH_VARIANT = re.compile(_VARIANT_NAME)
 _RULE_SEPARATOR = re.compile(rf";\s*(?=(?:{_VARIANT_NAME})\s*:|[^;]*?=>\s*(?:{_VARIANT_NAME})\s*:|\s*$)", re.I)
 _ANY_VARIANT = re.compile(r"^\s*(zh(?:-[a-z]+)?|[a-z]{2,3}(?:-[a-z]+)?)\s*$", re.I)
 _NOTETA = re.compile(r"\{\{\s*(?:template\s*:\s*)?(?:noteta|notea|字词转换|字詞轉換)\s*(?=[|}])", re.I)
@@ -113,6 +115,7 @@ class Rule:
 
     bid: dict[str, str] = field(default_factory=dict)
     unid: dict[str, dict[str, str]] = field(default_factory=dict)
+    dropped: int = 0  # rules for zh variants that no table has (zh-yue:): a block of nothing else is no text
 
     def __bool__(self) -> bool:
         return bool(self.bid or self.unid)
@@ -158,6 +161,7 @@ def parse_rules(body: str, counts: MarkupCounts) -> Rule:
         if variant not in FALLBACKS:
             if _ANY_VARIANT.match(name) and text:
                 counts.unknown_variant += 1
+                rule.dropped += bool(_ZH_VARIANT.fullmatch(variant))
             continue
         if not text:
             continue
@@ -184,36 +188,54 @@ class PageRules:
         for source in rule.pairs(self.variant):
             self.pairs.pop(source, None)
 
-    def convert(self, text: str) -> str:
+    def convert(self, text: str, max_chars: int | None = None) -> str:
         """The text in the variant: protected spans as they are, the page's pairs (longest first), then the table;
-        the protection marks removed."""
+        the protection marks removed. A page's rules may map one character to a long text, so the result is
+        counted as it is built: longer than `max_chars`, it raises TextTooLarge before it is joined."""
         if self.variant == "zh":
             return _MARKERS.sub("", text)
         table = variant_table(self.variant)
         pattern = _pairs_pattern(tuple(sorted(self.pairs))) if self.pairs else None
-        out, last = [], 0
+        out = _CappedPieces(max_chars, self.variant)
+        last = 0
         for found in _PROTECTED.finditer(text):
-            out.append(self._convert_free(text[last : found.start()], table, pattern))
-            out.append(found.group(1))
+            self._convert_free(text[last : found.start()], table, pattern, out)
+            out.add(found.group(1))
             last = found.end()
-        out.append(self._convert_free(text[last:], table, pattern))
-        return _MARKERS.sub("", "".join(out))
+        self._convert_free(text[last:], table, pattern, out)
+        return _MARKERS.sub("", "".join(out.pieces))
 
-    def _convert_free(self, text: str, table, pattern) -> str:
+    def _convert_free(self, text: str, table, pattern, out: _CappedPieces) -> None:
         if not text:
-            return text
+            return
         if pattern is None:
-            return table(text)
-        out, last = [], 0
+            out.add(table(text))
+            return
+        last = 0
         for found in pattern.finditer(text):
-            out.append(table(text[last : found.start()]))
-            out.append(self.pairs[found.group()])
+            out.add(table(text[last : found.start()]))
+            out.add(self.pairs[found.group()])
             last = found.end()
-        out.append(table(text[last:]))
-        return "".join(out)
+        out.add(table(text[last:]))
 
-    def convert_title(self, title: str) -> str:
-        return self.title if self.title else self.convert(title)
+    def convert_title(self, title: str, max_chars: int | None = None) -> str:
+        return self.title if self.title else self.convert(title, max_chars)
+
+
+class _CappedPieces:
+    """The pieces of a converted text and their length so far, which may not pass `limit` (None: no limit). The
+    pieces a rule gives are the same string object each time, so the list stays small while the text would not."""
+
+    def __init__(self, limit: int | None, variant: str):
+        self.limit, self.variant = limit, variant
+        self.pieces: list[str] = []
+        self.length = 0
+
+    def add(self, piece: str) -> None:
+        self.length += len(piece)
+        if self.limit is not None and self.length > self.limit:
+            raise TextTooLarge(f"its text converted to {self.variant} is longer than {self.limit:,} characters")
+        self.pieces.append(piece)
 
 
 @functools.lru_cache(maxsize=256)
@@ -300,12 +322,21 @@ def resolve_converter_markup(wikitext: str, variant: str) -> Resolved:
             continue  # a }- with no block open: text (the last sweep removes it from the clean text)
         last = token.end()
     stack[-1].append(wikitext[last:])
-    while len(stack) > 1:  # blocks never closed: their -{ goes, and the rule names on its line; the text stays
+    while len(stack) > 1:  # blocks never closed: their -{ goes, with the flags and rule names on its line
         counts.unclosed += 1
         inner = "".join(stack.pop())
         line, newline, rest = inner.partition("\n")
-        stack[-1].append(_RULE_NAME.sub("", line) + newline + rest)
+        stack[-1].append(_unclosed_line(line) + newline + rest)
     return Resolved("".join(stack[0]), rules, counts)
+
+
+def _unclosed_line(line: str) -> str:
+    """What the first line of a block that never closes leaves: its text without flags or rule names, or nothing
+    where its flags show nothing (H, -, N, or T alone: a cut rule is no prose)."""
+    flags, text = _flags(line)
+    if flags & {"H", "-", "N"} or flags == {"T"}:
+        return ""
+    return _RULE_NAME.sub("", text)
 
 
 def _block(body: str, rules: PageRules, counts: MarkupCounts) -> str:
@@ -333,8 +364,8 @@ def _block(body: str, rules: PageRules, counts: MarkupCounts) -> str:
     variants = flags & set(VARIANTS)
     if variants:  # -{zh-hans;zh-hant|text}-: the text, converted, for those variants (and their fallbacks) only
         return text if variant in variants or variants & set(FALLBACKS[variant]) else ""
-    if not rule:
-        return _protect(text)
+    if not rule:  # text, unless all it held were rules for variants no table has: those are dropped
+        return "" if rule.dropped else _protect(text)
     return _protect(rule.shown(variant) or "")
 
 

@@ -40,8 +40,8 @@ from bertcorpus.transforms.compression import MIB, open_decompressed
 from bertcorpus.transforms.languages import UNDETERMINED, primary_language, wiki_language
 from bertcorpus.transforms.seeding import python_rng
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
-from bertcorpus.transforms.wiki_page_items import Page
-from bertcorpus.transforms.wiki_pages import SiteInfo, iter_pages, read_siteinfo
+from bertcorpus.transforms.wiki_page_items import Page, TextTooLarge
+from bertcorpus.transforms.wiki_pages import MAX_PAGE_SIZE, SiteInfo, iter_pages, read_siteinfo
 from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 from bertcorpus.transforms.zh_variants import resolve_converter_markup, sweep_residue, variants_asked
 
@@ -112,11 +112,12 @@ class Article:
 
 
 def select_article(page: Page, min_chars: int) -> tuple[str | None, str | None]:
-    """(clean text, None) for a page that becomes a document, else (None, the reason it is skipped)."""
+    """(clean text, None) for a page that becomes a document, else (None, the reason it is skipped). Raises
+    TextTooLarge where the clean text would pass the page cap."""
     reason = _skip_reason(page)
     if reason is not None:
         return None, reason
-    text = clean_wikitext(page.text, title=page.title)
+    text = clean_wikitext(page.text, title=page.title, max_chars=MAX_PAGE_SIZE)
     if len(text) < min_chars:
         return None, "too_short"
     return text, None
@@ -136,18 +137,19 @@ def _skip_reason(page: Page) -> str | None:
 
 def chinese_articles(page: Page, min_chars: int, zh_variant: str) -> tuple[list[Article], str | None]:
     """A zhwiki page's articles, one per script asked for (`both`: zh-hans and zh-hant), each with its converter
-    markup resolved and its text and title converted; or ([], the reason the page is skipped)."""
+    markup resolved and its text and title converted; or ([], the reason the page is skipped). Raises TextTooLarge
+    where its rules would make the text or the title pass the page cap."""
     reason = _skip_reason(page)
     if reason is not None:
         return [], reason
     articles = []
     for variant, language, suffix in variants_asked(zh_variant):
         resolved = resolve_converter_markup(page.text, variant)
-        converted = resolved.rules.convert(clean_wikitext(resolved.wikitext, title=page.title))
-        text = sweep_residue(converted, resolved.counts)
+        clean = clean_wikitext(resolved.wikitext, title=page.title, max_chars=MAX_PAGE_SIZE)
+        text = sweep_residue(resolved.rules.convert(clean, MAX_PAGE_SIZE), resolved.counts)
         if len(text) < min_chars:
             return [], "too_short"
-        title = resolved.rules.convert_title(page.title)
+        title = resolved.rules.convert_title(page.title, MAX_PAGE_SIZE)
         articles.append(Article(text, title, language, suffix, resolved.counts.as_dict()))
     return articles, None
 
@@ -313,32 +315,46 @@ class ReadByteRanges(WatchedDoFn):
 
 class CleanText(WatchedDoFn):
     """(Dump, Page) → a document dict for an article (two for a Chinese page written in both scripts); every other
-    page counted by the reason it is skipped, and what Chinese converter markup held counted too."""
+    page counted by the reason it is skipped, and what Chinese converter markup held counted too. A page whose text
+    would pass the page cap once cleaned or converted is one error (`page_too_large`) to 'errors'."""
 
     def __init__(self, source: str, min_chars: int, zh_variant: str = "zh-hans"):
         self.source, self.min_chars, self.zh_variant = source, min_chars, zh_variant
 
     def process(self, element):
         dump, page = element
+        try:
+            articles, reason = self._articles(dump, page)
+        except TextTooLarge as e:
+            yield beam.pvalue.TaggedOutput(
+                "errors",
+                {
+                    "input": dump.path,
+                    "where": f"page {page.page_id}",
+                    "reason": "page_too_large",
+                    "detail": f"page {page.title[:200]!r}: {e}",
+                },
+            )
+            yield tally.emit(documents.METRICS, {"errors:page_too_large": 1})
+            return
+        if reason is not None:
+            yield tally.emit(documents.METRICS, {f"skipped:{reason}": 1})
+            return
+        markup = Counter()
+        for article in articles:
+            markup.update(article.markup)
+            yield dump.document(page, article.text, self.source, article)
+        if markup:
+            yield tally.emit(documents.METRICS, {f"converter_markup:{k}": v for k, v in markup.items()})
+        # Both scripts of a page are two documents of one page read: the second is counted as read too.
+        if len(articles) > 1:
+            yield tally.emit(documents.METRICS, {"read": len(articles) - 1})
+
+    def _articles(self, dump: Dump, page: Page) -> tuple[list[Article], str | None]:
         if dump.is_chinese:
-            articles, reason = chinese_articles(page, self.min_chars, self.zh_variant)
-            if reason is None:
-                markup = Counter()
-                for article in articles:
-                    markup.update(article.markup)
-                    yield dump.document(page, article.text, self.source, article)
-                if markup:
-                    yield tally.emit(documents.METRICS, {f"converter_markup:{k}": v for k, v in markup.items()})
-                # Both scripts of a page are two documents of one page read: the second is counted as read too.
-                if len(articles) > 1:
-                    yield tally.emit(documents.METRICS, {"read": len(articles) - 1})
-                return
-        else:
-            text, reason = select_article(page, self.min_chars)
-            if reason is None:
-                yield dump.document(page, text, self.source)
-                return
-        yield tally.emit(documents.METRICS, {f"skipped:{reason}": 1})
+            return chinese_articles(page, self.min_chars, self.zh_variant)
+        text, reason = select_article(page, self.min_chars)
+        return ([Article(text, page.title, dump.language)] if reason is None else []), reason
 
 
 class ExtractWikipedia(beam.PTransform):
@@ -391,9 +407,13 @@ class ExtractWikipedia(beam.PTransform):
         # (Dump, Page) → {id, source, title, text, url} for the articles kept
         cleaned = read.pages | "clean text" >> beam.ParDo(
             CleanText(cfg.source, cfg.min_chars, cfg.zh_variant)
-        ).with_outputs(tally.TALLY, main="documents")
+        ).with_outputs("errors", tally.TALLY, main="documents")
         written = cleaned.documents | "write documents" >> documents.WriteDocuments(cfg.output, cfg.num_shards)
-        errors = rejected | "write errors" >> documents.WriteErrors(cfg.output)
+        errors = (
+            (rejected, cleaned.errors)
+            | "merge read and cleaning errors" >> beam.Flatten()
+            | "write errors" >> documents.WriteErrors(cfg.output)
+        )
         # Every skip reason appears in the manifest, also with a count of 0.
         zeros = pbegin | "list skip reasons" >> beam.Create([{f"skipped:{r}": 0 for r in SKIP_REASONS}])
         counts = (zeros, read_counts, cleaned[tally.TALLY], written[tally.TALLY]) | "merge counts" >> beam.Flatten()
