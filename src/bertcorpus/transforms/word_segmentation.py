@@ -3,9 +3,12 @@ reference does, and as it must stay), so a word of several characters is several
 them belong together, and masking takes a word's tokens together (Chinese-BERT-wwm's method).
 
 The default segmenter is jieba's dictionary and HMM through rjieba (a Rust port that ships its dictionary: no
-download at run time). `none` leaves every ideograph a word of its own, as the reference's whole-word masking
-does. A user's dictionary (`--segmenter-dict`, jieba's format: `word [frequency] [tag]` a line) adds words.
-Segmenters that fetch a model at run time (LTP, pkuseg, THULAC, HanLP) are refused: a job must run offline.
+download at run time). That dictionary is of simplified characters, and it cuts traditional text worse: of the gold
+words of UD_Chinese-GSD's test set, 88% lie inside one of its words in traditional characters, 96% in simplified.
+So jieba cuts a simplified copy of each run, of the same length, and its cuts are taken back to the run as written.
+`none` leaves every ideograph a word of its own, as the reference's whole-word masking does. A user's dictionary
+(`--segmenter-dict`, jieba's format: `word [frequency] [tag]` a line) adds words. Segmenters that fetch a model at
+run time (LTP, pkuseg, THULAC, HanLP) are refused: a job must run offline.
 
 word_continues aligns the segmenter's words with the tokens: the ideograph tokens of a text come in the order of
 its ideographs, one each, so the n-th ideograph token is the n-th ideograph of the text.
@@ -19,7 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcorpus.transforms.zh_variants import INSTALL_HINT  # the zh extra: zhconv-rs and rjieba
+from bertcorpus.transforms.zh_variants import (  # the zh extra: zhconv-rs and rjieba
+    INSTALL_HINT,
+    ConverterUnavailable,
+    check_converter,
+    variant_table,
+)
 from bertcorpus.wordpiece.cjk import IDEOGRAPH_RUN
 
 SEGMENTERS = ("jieba", "none")
@@ -83,13 +91,37 @@ def _jieba(user_words: tuple[tuple[str, int | None], ...]):
     segmenter = rjieba.Jieba()
     for word, frequency in user_words:
         segmenter.add_word(word, frequency, None)
+        # jieba cuts simplified copies: a word written in traditional characters is found by its copy
+        copy = simplified_copy(word)
+        if copy != word:
+            segmenter.add_word(copy, frequency, None)
     return segmenter
 
 
 def check_segmenter(spec: SegmenterSpec) -> None:
     """SegmenterError, in one line, before any work, where the segmenter cannot be had."""
     if spec.name != "none":
+        try:
+            check_converter()
+        except ConverterUnavailable:
+            raise SegmenterError(f"--segmenter jieba needs zhconv-rs: {INSTALL_HINT}") from None
         _jieba(spec.user_words)
+
+
+def simplified_copy(run: str) -> str:
+    """The run in simplified characters, character for character: by MediaWiki's zh-Hans table, phrases and all,
+    where that keeps its length (every conversion of these texts does), else one character at a time (every single
+    character's conversion is one character). Simplified text comes back as it is."""
+    copy = variant_table("zh-hans")(run)
+    if len(copy) == len(run):
+        return copy
+    return "".join(_simplified_character(char) for char in run)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _simplified_character(char: str) -> str:
+    copy = variant_table("zh-hans")(char)
+    return copy if len(copy) == 1 else char
 
 
 def segmenter_of(spec: SegmenterSpec) -> Callable[[str], list[str]]:
@@ -98,7 +130,16 @@ def segmenter_of(spec: SegmenterSpec) -> Callable[[str], list[str]]:
     if spec.name == "none":
         return list
     jieba = _jieba(spec.user_words)
-    return lambda run: jieba.cut(run, True)
+    return lambda run: words_as_written(run, jieba.cut(simplified_copy(run), True))
+
+
+def words_as_written(run: str, copy_words: list[str]) -> list[str]:
+    """The words of a run, cut where the words of its copy (of the same length) are cut."""
+    words, at = [], 0
+    for word in copy_words:
+        words.append(run[at : at + len(word)])
+        at += len(word)
+    return words
 
 
 def run_continuations(text: str, spec: SegmenterSpec, words_of: Callable[[str], list[str]] | None = None) -> np.ndarray:
