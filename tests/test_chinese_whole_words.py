@@ -249,6 +249,26 @@ def test_segmenters_that_cannot_work_are_one_line_before_any_work(tmp_path, caps
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("词 -5", "the frequency after '词' is -5; a frequency is a count, from 0 to 18,446,744,073,709,551,615"),
+        ("词 ²", "the frequency after '词' is '²', not a whole number"),
+        ("词 18446744073709551616", "is 18,446,744,073,709,551,616; a frequency is a count"),
+    ],
+)
+def test_a_dictionary_frequency_that_is_no_count_is_one_line_naming_it(tmp_path, capsys, line, message):
+    sample = Path(__file__).parent / "data" / "reference" / "sample_text.txt"
+    vocab = Path(__file__).parent / "data" / "reference" / "bert-base-uncased-vocab.txt"
+    words = tmp_path / "words.txt"
+    words.write_text(f"宜然自得 3\n{line}\n", encoding="utf-8")
+    argv = ["create", "--input", str(sample), "--vocab", str(vocab), "--output", str(tmp_path / "o")]
+    assert run_cli([*argv, "--whole-word-mask", "--segmenter-dict", str(words)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--segmenter-dict {words} line 2: " in err[0] and message in err[0], err
+    assert not (tmp_path / "o").exists()
+
+
 def test_mosaicml_streaming_reads_the_words_as_the_parquet_form_has_them(dynamic_forms):
     from test_mds_output import _READ_WITH_STREAMING, in_own_process, parquet_rows
 

@@ -17,6 +17,7 @@ its ideographs, one each, so the n-th ideograph token is the n-th ideograph of t
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -64,6 +65,11 @@ def check_segmenter_name(name: str) -> str:
     return key
 
 
+# A frequency is a count: jieba keeps it as an unsigned 64-bit number.
+MAX_FREQUENCY = 2**64 - 1
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]+")
+
+
 def parse_user_dict(text: str, name: str) -> tuple[tuple[str, int | None], ...]:
     """jieba's dictionary format: a word, then optionally its frequency and a tag, a line; # starts a comment."""
     words = []
@@ -71,15 +77,26 @@ def parse_user_dict(text: str, name: str) -> tuple[tuple[str, int | None], ...]:
         fields = line.split("#", 1)[0].split()
         if not fields:
             continue
-        frequency = None
-        if len(fields) > 1:
-            if not fields[1].isdigit():
-                raise SegmenterError(f"{name} line {number}: the frequency after {fields[0]!r} is not a whole number")
-            frequency = int(fields[1])
+        frequency = (
+            _frequency(fields[1], f"{name} line {number}: the frequency after {fields[0]!r}")
+            if len(fields) > 1
+            else None
+        )
         words.append((fields[0], frequency))
     if not words:
         raise SegmenterError(f"{name} holds no words (jieba's format: word [frequency] [tag], one a line)")
     return tuple(words)
+
+
+def _frequency(field: str, what: str) -> int:
+    """A dictionary line's frequency: ASCII digits (str.isdigit also takes ² and other digits int() refuses), from 0
+    to MAX_FREQUENCY; else SegmenterError saying which of these it is not."""
+    if not _WHOLE_NUMBER.fullmatch(field):
+        raise SegmenterError(f"{what} is {field!r}, not a whole number")
+    value = int(field)
+    if not 0 <= value <= MAX_FREQUENCY:
+        raise SegmenterError(f"{what} is {value:,}; a frequency is a count, from 0 to {MAX_FREQUENCY:,}")
+    return value
 
 
 @functools.cache
