@@ -5,6 +5,7 @@ schema; a dry run on Dataflow ends with the plan; bad flags get one line."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,41 @@ def test_a_dataflow_dry_run_ends_with_the_plan_of_what_it_can_list(capsys):
     assert printed.index("plan: create, dataflow, 1 workers") > validated
     assert "inputs: 1 file, 4.39 kB" in printed
     assert "gs://some-bucket/docs/*.parquet: not listed (a dry run works offline" in printed
+
+
+def test_a_dry_run_says_its_note_of_the_paths_left_out_once(tmp_path, capsys):
+    folder = tmp_path / "dumps"
+    (folder / "old").mkdir(parents=True)
+    (folder / "new").mkdir()
+    (folder / DUMP.name).write_bytes(DUMP.read_bytes())
+    assert run_cli("extract-wiki", "--input", folder, "--output", tmp_path / "out", "--dry_run=True") == 0
+    captured = capsys.readouterr()
+    notes = [line for line in captured.err.splitlines() if line.startswith("note: left out 2 folders")]
+    assert len(notes) == 1, captured.err
+    assert "plan: extract-wiki, this machine" in captured.out and f"{DUMP.name}  " in captured.out
+
+
+def test_local_worker_processes_share_this_machines_cores(capsys):
+    words = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "out"]
+    cores = os.cpu_count()
+    for workers in (cores, 1_000_000_000):
+        plan = planned(capsys, "--workers", str(workers), *words)
+        # More processes than cores run no faster; each one's start is CPU too.
+        assert plan["wall_seconds"] == pytest.approx(plan["cpu_seconds"] / cores, abs=0.1), plan
+    assert plan["cpu_seconds"] > 1_000_000_000  # a billion processes started
+    assert run_cli("plan", "--workers", "1000000000", *words) == 0
+    printed = capsys.readouterr().out
+    assert "this machine, 1,000,000,000 worker processes" in printed and "e+" not in printed
+
+
+def test_sizes_and_times_near_a_unit_are_written_in_the_next_one(tmp_path, capsys):
+    text = (DATA / "books" / "gutenberg_utf8" / "1661-0.txt").read_bytes()
+    near = tmp_path / "near-a-megabyte.txt"
+    near.write_bytes((text * (999_957 // len(text) + 1))[:999_957])
+    assert run_cli("plan", "create", "--input", near, "--vocab", VOCAB, "--output", tmp_path / "out") == 0
+    printed = capsys.readouterr().out
+    assert "inputs: 1 file, 1 MB as stored" in printed and f"{near.name}  1 MB" in printed, printed
+    assert "e+" not in printed
 
 
 SAMPLE_CREATE = ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "o"]

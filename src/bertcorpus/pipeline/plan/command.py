@@ -14,6 +14,8 @@ same plan, from what a dry run lists: it works offline, so remote inputs are nam
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 from dataclasses import dataclass, field
 
@@ -148,5 +150,7 @@ def print_after_dry_run(args, beam_args: list[str]) -> None:
 
     if runners.is_rendering(runners.pipeline_options(beam_args)):
         return
-    plan = _job_plan(args.command, args, beam_args, Overrides(), dry_run=True)
+    # The plan lists the inputs again with the job's own code, whose notes (paths left out) the dry run has said.
+    with contextlib.redirect_stderr(io.StringIO()):
+        plan = _job_plan(args.command, args, beam_args, Overrides(), dry_run=True)
     print("\n" + "\n".join(plan_lines(plan)))

@@ -103,9 +103,10 @@ def engine_cpu_seconds(local_start_s: float, work_s: float, workers: Workers) ->
 
 def wall_seconds(cpu_s: float, workers: Workers) -> float:
     """How long a stage takes on its workers: its engine's start, then its CPU shared among them (a local run
-    in memory uses one core; remote workers are kept busy only part of the time)."""
+    in memory uses one core, and its worker processes share this machine's cores however many there are; remote
+    workers are kept busy only part of the time)."""
     if workers.engine == "local":
-        return cpu_s / workers.count if workers.count > 1 else cpu_s
+        return cpu_s / min(workers.count, os.cpu_count() or 1)
     busy = workers.slots * rates.REMOTE_UTILISATION
     return rates.ENGINE_START_WALL_S[workers.engine] + cpu_s / max(busy, 1)
 

@@ -130,7 +130,7 @@ def _input_lines(first: Input) -> list[str]:
 
 def _workers_phrase(workers: Workers) -> str:
     if workers.engine == "local":
-        return "this machine, " + ("in memory" if workers.count == 1 else f"{workers.count} worker processes")
+        return "this machine, " + ("in memory" if workers.count == 1 else f"{workers.count:,} worker processes")
     machine = f" ({workers.machine})" if workers.machine else ""
     return f"{workers.engine}, {workers.count:,} workers × {workers.vcpus} vCPUs{machine}"
 
@@ -160,16 +160,29 @@ def _count(n: int | None) -> str:
 
 
 def _size(n: float) -> str:
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
+    """Bytes in the largest unit that keeps the figure at least 1, to three figures; a figure that rounds up to
+    1,000 (999,957 bytes) is shown in the next unit (1 MB), not as 1e+03 kB."""
+    for unit, scale in (("B", 1), ("kB", 1e3), ("MB", 1e6), ("GB", 1e9)):
+        if _rounded(n / scale) < 1000:
+            return f"{_figures(n / scale)} {unit}"
+    return f"{_figures(n / 1e12)} TB"
 
 
 def _duration(seconds: float, cpu: bool = True) -> str:
     prefix = "CPU-" if cpu else ""
     if seconds >= 3600:
-        return f"{seconds / 3600:.3g} {prefix}h"
+        return f"{_figures(seconds / 3600)} {prefix}h"
     if seconds >= 60:
-        return f"{seconds / 60:.3g} {prefix}min"
-    return f"{seconds:.3g} {prefix}s"
+        return f"{_figures(seconds / 60)} {prefix}min"
+    return f"{_figures(seconds)} {prefix}s"
+
+
+def _rounded(value: float) -> float:
+    """value to three significant figures, as the plan shows it."""
+    return float(f"{value:.3g}")
+
+
+def _figures(value: float) -> str:
+    """value to three significant figures, written out in full from 1,000 on (hours, terabytes) rather than in
+    Python's exponent form."""
+    return f"{value:.3g}" if _rounded(value) < 1000 else f"{value:,.0f}"
