@@ -101,7 +101,15 @@ def test_a_bad_flag_value_is_one_line(capsys, tmp_path, command, flag, value):
     [
         (
             ["create", "--input", "x"],
-            "bertcorpus create: error: the following arguments are required: --output, --vocab",
+            "bertcorpus create: error: the following arguments are required: --output",
+        ),
+        (
+            ["create", "--input", "x", "--output", "o"],
+            "bertcorpus create: error: one of the arguments --vocab --tokenizer is required",
+        ),
+        (
+            ["create", "--input", "x", "--output", "o", "--vocab", "v.txt", "--tokenizer", "t"],
+            "bertcorpus create: error: argument --tokenizer: not allowed with argument --vocab",
         ),
         (
             ["extract-wiki", "--output", "o"],

@@ -36,12 +36,14 @@ from bertcorpus.transforms.row_streams import RowStreams, row_keys
 from bertcorpus.transforms.seeding import stable_hash
 from bertcorpus.transforms.tfrecord import feature_spec
 from bertcorpus.wordpiece.ranges import concat_ranges
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile, TokenizerFileError, read_tokenizer_source
 from bertcorpus.wordpiece.vocab import Vocab, VocabError
 
 
 @dataclass
 class MaskedRows:
-    """A dynamic batch's rows once masked: the masks, and per row its length, where B starts and its label."""
+    """A dynamic batch's rows once masked: the masks, and per row its length, where the token type of B starts
+    (the row's length where the template gives every token type 0) and its label."""
 
     masked: Masked
     length: np.ndarray
@@ -104,18 +106,7 @@ class BatchReader:
 
     def special(self, loader) -> SpecialIds:
         if self._special is None:
-            try:
-                data = read_bytes(loader.vocab_path)
-                vocab = Vocab.from_bytes(data, loader.vocab_path)
-            except (OSError, VocabError) as e:
-                raise LoaderError(f"cannot read vocab {loader.vocab_path}: {e}") from None
-            expected = loader.dataset.vocab_sha256
-            if expected and (found := hashlib.sha256(data).hexdigest()) != expected:
-                raise LoaderError(
-                    f"vocab {loader.vocab_path} is not the one the ids came from (sha256 {found[:12]}..., the "
-                    f"manifest's {expected[:12]}...): its masks would draw from other tokens"
-                )
-            self._special = special_ids(vocab)
+            self._special = special_ids(output_vocab(loader.vocab_path, loader.dataset))
         return self._special
 
     def mask_base(self, loader) -> int:
@@ -189,10 +180,7 @@ class BatchReader:
                     refs = part.ref[concat_ranges(part.ref_starts[r], per_row)]
                     continues.reshape(-1)[np.repeat(dest * width, per_row) + refs] = True
         special = self.special(loader)
-        separators = None
-        if loader.dataset.pair_objective == "none":  # the [SEP]s between documents
-            separators = (input_ids == special.sep) & (np.arange(width)[None, :] < length[:, None] - 1)
-        rows = Assembled(input_ids, length, b_start - 2, separators, continues)
+        rows = unmasked_rows(input_ids, length, b_start, continues, special, loader.dataset.pair_objective)
         streams = RowStreams(row_keys(self.mask_base(loader), loader.epoch, ids))
         policy = loader.masking
         masked = mask_tokens(
@@ -206,7 +194,51 @@ class BatchReader:
             random_replace_prob=policy.random_replace_prob,
             keyed=True,
         )
-        return MaskedRows(masked, length, b_start, label)
+        # Token types start at B where the template gives B its own (BERT's); RoBERTa's gives every token type 0.
+        return MaskedRows(masked, length, b_start if special.templates.b_type else length, label)
+
+
+def output_vocab(path: str, dataset) -> Vocab | TokenizerFile:
+    """The vocab.txt or the tokenizer a dynamic output's ids came from (its copy, or `path`), checked against the
+    sha256 its manifest records."""
+    what = "tokenizer" if dataset.tokenizer is not None else "vocab"
+    try:
+        if dataset.tokenizer is not None:
+            source = read_tokenizer_source(path, dataset.tokenizer.get("specials") or {})
+            data, vocab = source.json_bytes, TokenizerFile(source)
+        else:
+            data = read_bytes(path)
+            vocab = Vocab.from_bytes(data, path)
+    except (OSError, VocabError, TokenizerFileError) as e:
+        raise LoaderError(f"cannot read {what} {path}: {e}") from None
+    expected = dataset.vocab_sha256
+    if expected and (found := hashlib.sha256(data).hexdigest()) != expected:
+        raise LoaderError(
+            f"{what} {path} is not the one the ids came from (sha256 {found[:12]}..., the manifest's "
+            f"{expected[:12]}...): its masks would draw from other tokens"
+        )
+    return vocab
+
+
+def unmasked_rows(
+    input_ids: np.ndarray,
+    length: np.ndarray,
+    b_start: np.ndarray,
+    continues: np.ndarray | None,
+    special: SpecialIds,
+    pair_objective: str,
+) -> Assembled:
+    """Rows read back from their stored columns, in the layout masking takes: the tokenizer's pair template, or in
+    a row of one segment its single template with the suffixes between documents as separators."""
+    lay = special.templates
+    separators = None
+    frame = lay.pair_frame
+    if pair_objective == "none":
+        frame = lay.single_frame
+        col = np.arange(input_ids.shape[1])[None, :]
+        inner = (col >= frame[0]) & (col < length[:, None] - frame[1])
+        separators = np.isin(input_ids, lay.single_suffix) & inner
+    return Assembled(input_ids, length, b_start - frame[0] - frame[1], separators, continues, frame)
 
 
 def by_shard(shard_start: np.ndarray, ids: np.ndarray):

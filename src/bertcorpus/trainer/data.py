@@ -118,7 +118,7 @@ class CreateOutput:
             masking=form.get("masking", "static"),
             pair_objective=form.get("pair_objective", "nsp"),
             splits={L: tuple(split for split in ("train", "eval") if split in entry) for L, entry in outputs.items()},
-            vocab_size=_vocab_size(path, manifest.get("vocab") or {}),
+            vocab_size=_vocab_size(path, manifest.get("vocab") or {}, manifest.get("tokenizer")),
             masked_lm_prob=float((manifest.get("config") or {}).get("masked_lm_prob", 0.15)),
             bin_size=form.get("bin_size"),
         )
@@ -134,9 +134,11 @@ class CreateOutput:
         return requested
 
 
-def _vocab_size(path: str, vocab: dict) -> int | None:
-    """Tokens in the output's vocab: its own copy (dynamic form), else the file create read, where it is here and
-    still the one the manifest's sha256 names."""
+def _vocab_size(path: str, vocab: dict, tokenizer: dict | None = None) -> int | None:
+    """Tokens in the output's vocab: a tokenizer.json's as the manifest records it; a vocab.txt's own copy (dynamic
+    form), else the file create read, where it is here and still the one the manifest's sha256 names."""
+    if isinstance(tokenizer, dict) and isinstance(tokenizer.get("vocab_size"), int):
+        return tokenizer["vocab_size"]
     candidates = [f"{path}/{vocab['copy']}"] if vocab.get("copy") else []
     if vocab.get("path"):
         candidates.append(vocab["path"])

@@ -89,6 +89,9 @@ class Dataset:
     whole_word_mask: bool
     vocab_path: str | None
     vocab_sha256: str | None  # of the vocab the ids came from, as the manifest records it
+    # A tokenizer.json's output: the manifest's account of it (its specials, templates, sha256), and vocab_path is
+    # the folder of its copy; None for a vocab.txt's.
+    tokenizer: dict | None = None
 
     @property
     def instances(self) -> int:
@@ -152,7 +155,8 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         if not shard.name.endswith(suffix) or Path(shard.name).name not in found:
             raise LoaderError(f"{shard.path} is missing or is not the {file_format} file that the manifest lists")
     config = manifest.get("config") or {}
-    vocab = manifest.get("vocab") or {}
+    tokenizer = manifest.get("tokenizer")
+    vocab = (manifest.get("vocab") or {}) if not isinstance(tokenizer, dict) else tokenizer
     vocab_path = join(output_dir, vocab["copy"]) if vocab.get("copy") else vocab.get("path")
     dataset = Dataset(
         output_dir,
@@ -169,6 +173,7 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         bool(config.get("whole_word_mask", False)),
         vocab_path,
         vocab.get("sha256"),
+        tokenizer if isinstance(tokenizer, dict) else None,
     )
     for shard in shards:
         check_size(shard, sizes[Path(shard.name).name])

@@ -48,6 +48,10 @@ class InstanceRecipe:
     pair_objective: str = "nsp"
     mask_now: bool = True  # static masking; False leaves the instances unmasked, to be masked at load time
     bin_size: int | None = None
+    # The special tokens of the tokenizer's templates (SequenceLayout): before A, between A and B, after B; and
+    # before and after each piece of a row of one segment. BERT's [CLS] A [SEP] B [SEP] and [CLS] X [SEP] [SEP]...
+    pair_frame: tuple[int, int, int] = (1, 1, 1)
+    single_frame: tuple[int, int] = (1, 1)
 
 
 @dataclass
@@ -84,7 +88,9 @@ def _passes(
     for dupe in range(recipe.dupe_factor):
         rng = python_rng(seed, "instances", key, seq.name, dupe)
         if recipe.pair_objective == "none":
-            packed = pack_sentences(bucket, documents, seq.max_seq_length, rng, seq.min_document_tokens)
+            packed = pack_sentences(
+                bucket, documents, seq.max_seq_length, rng, seq.min_document_tokens, recipe.single_frame
+            )
             if not len(packed):
                 continue
             firsts = packed.start[np.searchsorted(packed.instance, np.arange(len(packed)))]
@@ -271,7 +277,7 @@ def _pairs(
     """One pass's A/B pairs over the bucket's documents, labels balanced with what the earlier passes `made`;
     `nexts`: where each document's random next segments come from (random_next_sources)."""
     batch = InstanceBatch(balance=owed)
-    max_num_tokens = recipe.seq.max_seq_length - 3
+    max_num_tokens = recipe.seq.max_seq_length - sum(recipe.pair_frame)
     for doc in range(documents):
         if recipe.pair_objective == "sop":
             create_sop_instances_from_document(bucket, doc, max_num_tokens, recipe.short_seq_prob, rng, batch)

@@ -19,7 +19,7 @@ from bertcorpus.transforms.instances import concatenate_word_flags
 @dataclass
 class InstanceColumns:
     input_ids: np.ndarray  # (N, L) with the masked-LM replacements applied, padded with 0
-    length: np.ndarray  # (N,) real tokens: [CLS] A [SEP] B [SEP]
+    length: np.ndarray  # (N,) real tokens: [CLS] A [SEP] B [SEP], or the tokenizer's template
     len_a: np.ndarray  # (N,) tokens of A
     positions: np.ndarray  # (N, P) masked positions, ascending, padded with 0
     label_ids: np.ndarray  # (N, P) the original ids at those positions, padded with 0
@@ -68,14 +68,16 @@ class InstanceColumns:
         placed[by_part] = np.arange(len(by_part))
         return taken.take(placed)
 
-    def features(self) -> dict[str, np.ndarray]:
-        """The reference's features (bertcorpus.transforms.tfrecord.FEATURE_NAMES), one row per instance."""
+    def features(self, b_offset: int = 2, b_type: int = 1) -> dict[str, np.ndarray]:
+        """The reference's features (bertcorpus.transforms.tfrecord.FEATURE_NAMES), one row per instance. B starts
+        b_offset tokens after A's first ([CLS] A [SEP]: 2); its tokens and the rest have type b_type (0 in
+        RoBERTa's template, where every token has type 0)."""
         col = np.arange(self.input_ids.shape[1])[None, :]
         length = self.length[:, None]
         return {
             "input_ids": self.input_ids,
             "input_mask": col < length,
-            "segment_ids": (col >= self.len_a[:, None] + 2) & (col < length),
+            "segment_ids": (col >= self.len_a[:, None] + b_offset) & (col < length) & bool(b_type),
             "masked_lm_positions": self.positions,
             "masked_lm_ids": self.label_ids,
             "masked_lm_weights": (np.arange(self.positions.shape[1])[None, :] < self.predictions[:, None]).astype(

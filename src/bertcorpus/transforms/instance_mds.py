@@ -139,7 +139,9 @@ def _arrays(
     return found
 
 
-def mds_shard(instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None = None) -> bytes:
+def mds_shard(
+    instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None = None, b_offset: int = 2
+) -> bytes:
     """The bytes of one MDS shard holding `instances` in order (with each one's language where the columns have
     them: und where `languages` gives none)."""
     n = len(instances)
@@ -171,7 +173,7 @@ def mds_shard(instances: InstanceColumns, columns: MdsColumns, languages: list[s
     scalars = {
         "len": instances.length,
         "next_sentence_label": instances.next_sentence,
-        "segment_b_start": np.asarray(instances.len_a) + 2,
+        "segment_b_start": np.asarray(instances.len_a) + b_offset,
     }
     for name, encoding, size in zip(columns.names, columns.encodings, columns.sizes):
         if size:

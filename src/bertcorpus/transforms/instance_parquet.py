@@ -2,7 +2,8 @@
 
 One row per instance, unpadded (docs/pretraining_data.md, "The Parquet form"):
 
-    input_ids            list<uint16>  [CLS] A [SEP] B [SEP] (list<uint32> for a vocab past 65,536 ids)
+    input_ids            list<uint16>  [CLS] A [SEP] B [SEP], or the tokenizer's template (list<uint32> for a vocab
+                                       past 65,536 ids)
     segment_b_start      uint16        position of B's first token; the row's length when it has one segment
     next_sentence_label  uint8         nsp: 1 = random next; sop: 1 = swapped; none: 0, unused
     length               uint16        len(input_ids)
@@ -43,9 +44,12 @@ CHINESE_REF_TYPE = pa.list_(pa.uint16())
 LANGUAGE = "language"
 
 
-def instances_table(instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None) -> pa.Table:
+def instances_table(
+    instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None, b_offset: int = 2
+) -> pa.Table:
     """The unmasked instances as rows of instance_schema (their padding dropped), with chinese_ref where they
-    carry word_continues, and each one's language where `languages` gives them."""
+    carry word_continues, and each one's language where `languages` gives them. B starts b_offset tokens after
+    A's first token (2 in [CLS] A [SEP] B [SEP]; the row's length where it has one segment)."""
     schema = instance_schema(vocab_size)
     width = instances.input_ids.shape[1]
     real = np.arange(width)[None, :] < instances.length[:, None]
@@ -53,7 +57,7 @@ def instances_table(instances: InstanceColumns, vocab_size: int, languages: list
     ids = pa.array(instances.input_ids[real], schema.field("input_ids").type.value_type)
     columns = [
         pa.ListArray.from_arrays(pa.array(offsets), ids),
-        pa.array(instances.len_a + 2, pa.uint16()),
+        pa.array(instances.len_a + b_offset, pa.uint16()),
         pa.array(instances.next_sentence, pa.uint8()),
         pa.array(instances.length, pa.uint16()),
     ]

@@ -21,6 +21,8 @@ import numpy as np
 from bertcorpus.transforms.instances import truncated_lengths
 from bertcorpus.transforms.row_streams import RowStreams
 from bertcorpus.wordpiece.ranges import concat_ranges
+from bertcorpus.wordpiece.sequence_layout import SequenceLayout
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
 from bertcorpus.wordpiece.vocab import CLS, MASK, SEP, Vocab
 
 _NEVER_CHOSEN = np.uint64(2**64 - 1)  # the key of a position that may not be masked: the largest
@@ -32,11 +34,31 @@ class SpecialIds:
     sep: int
     mask: int
     regular: np.ndarray  # ids a random replacement may take
-    is_continuation: np.ndarray  # bool per vocab id: the token starts with "##"
+    is_continuation: np.ndarray  # bool per vocab id: the token never starts a word (## pieces, and the like)
+    # Where the templates put their special ids (None: BERT's, from cls and sep), and per id whether the token is
+    # whitespace alone, after which a word starts (None: no such token, as in a WordPiece vocab).
+    layout: SequenceLayout | None = None
+    breaks_word: np.ndarray | None = None
+
+    @property
+    def templates(self) -> SequenceLayout:
+        return self.layout or SequenceLayout.bert(self.cls, self.sep)
 
 
-def special_ids(vocab: Vocab) -> SpecialIds:
-    """What masking needs of a vocab: the same for create and for the loader."""
+def special_ids(vocab: Vocab | TokenizerFile) -> SpecialIds:
+    """What masking needs of a vocab or a tokenizer.json: the same for create and for the loader."""
+    if isinstance(vocab, TokenizerFile):
+        continues, breaks = vocab.word_flags
+        lay = vocab.layout
+        return SpecialIds(
+            cls=lay.single_prefix[0] if lay.single_prefix else vocab.specials.get("cls", -1),
+            sep=lay.single_suffix[-1] if lay.single_suffix else vocab.specials.get("sep", -1),
+            mask=vocab.specials["mask"],
+            regular=vocab.regular_token_ids(),
+            is_continuation=continues,
+            layout=lay,
+            breaks_word=breaks if breaks.any() else None,
+        )
     ids = vocab.ids
     return SpecialIds(
         cls=ids[CLS],
@@ -58,6 +80,14 @@ class Assembled:
     # (N, L) bool: the tokens that continue a segmenter's word (Chinese), for whole-word masking; None: no words
     # beyond the ## pieces.
     word_continues: np.ndarray | None = None
+    # How many special tokens stand before A, between A and B, and after B: (1, 1, 1) for [CLS] A [SEP] B [SEP];
+    # a row of one segment has an empty B, its closing special tokens in the middle (SequenceLayout.single_frame).
+    frame: tuple[int, int, int] = (1, 1, 1)
+
+    @property
+    def b_start(self) -> np.ndarray:
+        """(N,) where B starts: the row's length where it has none."""
+        return self.len_a + self.frame[0] + self.frame[1]
 
 
 @dataclass
@@ -76,39 +106,45 @@ def assemble(
     rng: np.random.Generator,
     word_continues: np.ndarray | None = None,
 ) -> Assembled:
-    """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows.
+    """Truncate each pair as the reference does (front or back by a fair coin per token) and lay out the rows in
+    the tokenizer's pair template ([CLS] A [SEP] B [SEP] for BERT's).
 
     columns: InstanceBatch.columns() — the A and B token ranges of each instance. word_continues: per token of
     `tokens`, or None; laid out with them.
     """
+    lay = special.templates
+    before, between, after = lay.pair_frame
     a_start, a_end, b_start, b_end = columns[:4].copy()
     len_a = a_end - a_start
     len_b = b_end - b_start
-    new_a, new_b = truncated_lengths(len_a, len_b, max_seq_length - 3)
+    new_a, new_b = truncated_lengths(len_a, len_b, max_seq_length - lay.pair_specials)
     # Each removed token came off the front with probability 1/2: the front share is binomial.
     a_start += rng.binomial(len_a - new_a, 0.5)
     b_start += rng.binomial(len_b - new_b, 0.5)
 
-    # Flat layout of the real tokens, row after row: [CLS] A [SEP] B [SEP]; then scatter into padded rows.
+    # Flat layout of the real tokens, row after row: prefix A middle B suffix; then scatter into padded rows.
     n = len(a_start)
-    length = new_a + new_b + 3
+    length = new_a + new_b + lay.pair_specials
     row_start = np.arange(n, dtype=np.int64) * max_seq_length
     flat = np.zeros(n * max_seq_length, np.int32)
     a_src, b_src = concat_ranges(a_start, new_a), concat_ranges(b_start, new_b)
-    a_at = np.repeat(row_start + 1 - a_start, new_a) + a_src
-    b_at = np.repeat(row_start + new_a + 2 - b_start, new_b) + b_src
+    a_at = np.repeat(row_start + before - a_start, new_a) + a_src
+    b_at = np.repeat(row_start + new_a + before + between - b_start, new_b) + b_src
     flat[a_at] = tokens[a_src]
     flat[b_at] = tokens[b_src]
-    flat[row_start] = special.cls
-    flat[row_start + new_a + 1] = special.sep
-    flat[row_start + length - 1] = special.sep
+    for k, token in enumerate(lay.prefix):
+        flat[row_start + k] = token
+    for k, token in enumerate(lay.middle):
+        flat[row_start + before + new_a + k] = token
+    for k, token in enumerate(lay.suffix):
+        flat[row_start + length - after + k] = token
     continues = None
     if word_continues is not None:
         continues = np.zeros(n * max_seq_length, bool)
         continues[a_at] = word_continues[a_src]
         continues[b_at] = word_continues[b_src]
         continues = continues.reshape(n, max_seq_length)
-    return Assembled(flat.reshape(n, max_seq_length), length, new_a, word_continues=continues)
+    return Assembled(flat.reshape(n, max_seq_length), length, new_a, word_continues=continues, frame=lay.pair_frame)
 
 
 def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: int) -> np.ndarray:
@@ -117,9 +153,11 @@ def num_to_predict(length: np.ndarray, masked_lm_prob: float, max_predictions: i
 
 
 def _candidates(rows: Assembled) -> np.ndarray:
-    """(N, L) bool: positions that may be masked — real tokens other than [CLS] and the [SEP]s."""
+    """(N, L) bool: positions that may be masked — the real tokens of A and B, no special token."""
     col = np.arange(rows.input_ids.shape[1])[None, :]
-    candidates = (col >= 1) & (col < rows.length[:, None] - 1) & (col != rows.len_a[:, None] + 1)
+    before, between, after = rows.frame
+    a_end = rows.len_a[:, None] + before
+    candidates = (col >= before) & (col < rows.length[:, None] - after) & ((col < a_end) | (col >= a_end + between))
     return candidates if rows.separators is None else candidates & ~rows.separators
 
 
@@ -134,7 +172,8 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
     """
     n = len(rows.length)
     candidates = None if rows.separators is None else _candidates(rows)
-    m = rows.length - 3 if candidates is None else candidates.sum(axis=1)
+    before, between, after = rows.frame
+    m = rows.length - (before + between + after) if candidates is None else candidates.sum(axis=1)
     width = max(int(m.max(initial=0)), count)
     slots = np.tile(np.arange(width, dtype=np.int32), n)  # row i's slots are slots[i * width:(i + 1) * width]
     row_base = np.arange(n, dtype=np.int64) * width
@@ -148,7 +187,7 @@ def _random_candidates(rows: Assembled, count: int, rng: np.random.Generator) ->
         np.put(slots, here, taken)
     drawn = slots.reshape(n, width)[:, :count]
     if candidates is None:
-        return drawn + 1 + (drawn >= rows.len_a[:, None])
+        return drawn + before + (drawn >= rows.len_a[:, None]) * between
     in_order = np.argsort(~candidates, axis=1, kind="stable")  # each row's candidate positions first, ascending
     return np.take_along_axis(in_order, np.minimum(drawn, in_order.shape[1] - 1), axis=1)
 
@@ -262,6 +301,8 @@ def _choose_whole_words(
     if rows.word_continues is not None:  # a segmenter's words (Chinese): their characters after the first
         continuation |= rows.word_continues & candidates
     continuation[:, 1:] &= candidates[:, :-1]
+    if special.breaks_word is not None:  # after a token of whitespace alone (a line break), a word starts
+        continuation[:, 1:] &= ~special.breaks_word[rows.input_ids[:, :-1]]
     starts = candidates & ~continuation
     word_start = np.where(starts, np.arange(width)[None, :], 0)
     word_of = np.maximum.accumulate(word_start, axis=1)

@@ -42,40 +42,47 @@ class PackedPieces:
 
 
 def pack_sentences(
-    bucket: Bucket, documents: int, max_seq_length: int, rng: random.Random, min_document_tokens: int = 0
+    bucket: Bucket,
+    documents: int,
+    max_seq_length: int,
+    rng: random.Random,
+    min_document_tokens: int = 0,
+    frame: tuple[int, int] = (1, 1),
 ) -> PackedPieces:
     """One pass over the first `documents` documents of `bucket`, in a seeded order, packed into instances of at
-    most `max_seq_length` tokens, [CLS] and every [SEP] included. Documents of fewer than `min_document_tokens`
-    tokens are left out (a long-context phase on long documents only, as NeoBERT's 1024+ and 2048+ subsets)."""
+    most `max_seq_length` tokens, the special tokens included: frame[0] before the first piece ([CLS]), frame[1]
+    after every piece ([SEP]). Documents of fewer than `min_document_tokens` tokens are left out (a long-context
+    phase on long documents only, as NeoBERT's 1024+ and 2048+ subsets)."""
+    opening, closing = frame
     starts, first = bucket.starts_list, bucket.first_list
     order = list(range(documents))
     rng.shuffle(order)
     if min_document_tokens:
         order = [d for d in order if starts[first[d + 1]] - starts[first[d]] >= min_document_tokens]
     pieces: list[tuple[int, int, int]] = []  # (instance, start, end)
-    current, used = 0, 1  # the instance being filled, and its tokens so far: [CLS]
+    current, used = 0, opening  # the instance being filled, and its tokens so far: [CLS]
     for doc in order:
         piece_open = False  # whether this document already has a piece in the current instance
         for sentence in range(first[doc], first[doc + 1]):
             at, stop = starts[sentence], starts[sentence + 1]
             while at < stop:
-                room = max_seq_length - used - (0 if piece_open else 1)  # a new piece brings its [SEP]
+                room = max_seq_length - used - (0 if piece_open else closing)  # a new piece brings its [SEP]
                 if stop - at <= room:
                     if piece_open:
                         pieces[-1] = (current, pieces[-1][1], stop)
                     else:
                         pieces.append((current, at, stop))
-                        used += 1
+                        used += closing
                     used += stop - at
                     piece_open, at = True, stop
-                elif used == 1:  # a sentence longer than a whole instance: this one takes its next part
+                elif used == opening:  # a sentence longer than a whole instance: this one takes its next part
                     pieces.append((current, at, at + room))
                     at += room
-                    current, used, piece_open = current + 1, 1, False
+                    current, used, piece_open = current + 1, opening, False
                 else:  # the sentence goes whole into the next instance
-                    current, used, piece_open = current + 1, 1, False
+                    current, used, piece_open = current + 1, opening, False
     instance, start, end = np.array(pieces, dtype=np.int64).reshape(-1, 3).T
-    return PackedPieces(instance, start, end, current + (used > 1))
+    return PackedPieces(instance, start, end, current + (used > opening))
 
 
 def assemble_packed(
@@ -85,33 +92,45 @@ def assemble_packed(
     special: SpecialIds,
     word_continues: np.ndarray | None = None,
 ) -> Assembled:
-    """Rows [CLS] piece [SEP] piece [SEP] ... padded with 0, as one segment: len_a is the row's length - 2, so
-    that the last [SEP] closes segment A and no token belongs to a segment B; the [SEP]s between documents are
-    the rows' separators, which masking leaves alone."""
+    """Rows in the tokenizer's single template, one piece after another, each closed by its suffix: [CLS] piece
+    [SEP] piece [SEP] ... for BERT's, padded with 0, as one segment (SequenceLayout.single_frame: the last suffix
+    closes segment A and no token belongs to a segment B); the suffixes between documents are the rows'
+    separators, which masking leaves alone."""
+    lay = special.templates
+    opening, closing = lay.single_prefix, lay.single_suffix
     n = packed.count
     sizes = packed.end - packed.start
-    # Each piece's place in its row: after [CLS] and the earlier pieces of its instance, each with its [SEP].
-    footprint = sizes + 1
+    # Each piece's place in its row: after the prefix and the earlier pieces of its instance, each with its suffix.
+    footprint = sizes + len(closing)
     before = np.cumsum(footprint) - footprint
     first_piece = np.searchsorted(packed.instance, packed.instance)  # index of the instance's first piece
-    place = 1 + before - before[first_piece]
+    place = len(opening) + before - before[first_piece]
     row_start = np.arange(n, dtype=np.int64) * max_seq_length
     at = row_start[packed.instance] + place
     flat = np.zeros(n * max_seq_length, np.int32)
     src = concat_ranges(packed.start, sizes)
     into = np.repeat(at - packed.start, sizes) + src
     flat[into] = tokens[src]
-    flat[at + sizes] = special.sep
-    flat[row_start] = special.cls
-    length = np.bincount(packed.instance, weights=footprint, minlength=n).astype(np.int64) + 1
     separators = np.zeros(n * max_seq_length, bool)
-    separators[at + sizes] = True
-    separators[row_start + length - 1] = False  # the last [SEP] closes the segment, as in a pair's layout
+    for k, token in enumerate(closing):
+        flat[at + sizes + k] = token
+        separators[at + sizes + k] = True
+    for k, token in enumerate(opening):
+        flat[row_start + k] = token
+    length = np.bincount(packed.instance, weights=footprint, minlength=n).astype(np.int64) + len(opening)
+    for k in range(len(closing)):  # the last suffix closes the segment, as the middle of a pair's layout
+        separators[row_start + length - 1 - k] = False
     continues = None
     if word_continues is not None:
         continues = np.zeros(n * max_seq_length, bool)
         continues[into] = word_continues[src]
         continues = continues.reshape(n, max_seq_length)
+    frame = lay.single_frame
     return Assembled(
-        flat.reshape(n, max_seq_length), length, length - 2, separators.reshape(n, max_seq_length), continues
+        flat.reshape(n, max_seq_length),
+        length,
+        length - frame[0] - frame[1],
+        separators.reshape(n, max_seq_length),
+        continues,
+        frame,
     )

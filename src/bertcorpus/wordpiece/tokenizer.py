@@ -6,9 +6,8 @@ final sigma included), NFD + drop Mn when lower-casing, CJK ideographs and punct
 greedy longest-match WordPiece with the whole word as [UNK] when a piece is missing or it is over 200 chars.
 
 Because every step after the whitespace split is local to a chunk, a chunk's ids are a pure function of the
-chunk. `WordPieceTokenizer` therefore caches ids per chunk and sends only unseen chunks to HF tokenizers, whose
-BertNormalizer/BertPreTokenizer/WordPiece do the per-chunk work. Natural text repeats its chunks so often that
-most of a document never leaves the cache.
+chunk. `WordPieceTokenizer` therefore keeps ids per chunk (wordpiece/chunk_table.py) and sends only unseen chunks
+to HF tokenizers, whose BertNormalizer/BertPreTokenizer/WordPiece do the per-chunk work.
 
 `standalone_tokenizer` expresses the same steps as one HF `Tokenizer`, for the `tokenizer.json` that the vocab
 command writes beside vocab.txt, so that HF tools tokenise exactly as `create` does.
@@ -22,13 +21,11 @@ from itertools import chain
 import numpy as np
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from bertcorpus.wordpiece.chunk_table import CHUNK_LIMIT, ChunkTable
 from bertcorpus.wordpiece.cjk import ideograph_code_points
-from bertcorpus.wordpiece.ranges import concat_ranges
 from bertcorpus.wordpiece.vocab import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, Vocab
 
 MAX_CHARS_PER_WORD = 200
-# Chunks held; a bound on the cache's memory. Dropping the cache costs little: frequent chunks come back first.
-_CACHE_LIMIT = 400_000
 
 
 # NUL, U+FFFD and every Cc/Cf character except tab, newline and CR (Unicode 14, Python 3.11's unicodedata);
@@ -158,31 +155,20 @@ def tokenizer_config(lowercase: bool, max_length: int = 512) -> dict:
 
 
 class WordPieceTokenizer:
-    """Text → WordPiece ids, exactly as the reference FullTokenizer would produce them.
+    """Text → WordPiece ids, exactly as the reference FullTokenizer would produce them, through a table of the
+    chunks seen so far (wordpiece/chunk_table.py) that also says, per id, whether it is the token of one CJK
+    ideograph."""
 
-    The chunk cache is a table: each known chunk has a number, and its ids are ids[start:start + count] of one
-    flat array, so a document's ids are gathered by numpy from its chunk numbers.
-    """
-
-    def __init__(self, vocab: Vocab, lowercase: bool = True, cache_limit: int = _CACHE_LIMIT):
+    def __init__(self, vocab: Vocab, lowercase: bool = True, cache_limit: int = CHUNK_LIMIT):
         self.vocab = vocab
         self.lowercase = lowercase
-        self.cache_limit = cache_limit
         self._hf = build_hf_tokenizer(vocab, lowercase)
-        self._clear_cache()
-
-    def _clear_cache(self) -> None:
-        self._number: dict[str, int] = {}  # chunk → its row in the table
-        self._chunks: list[str] = []  # row → chunk
-        self._start = np.zeros(1024, np.int64)  # row → first id in _flat
-        self._count = np.zeros(1024, np.int64)  # row → number of ids
-        self._flat = np.zeros(1 << 16, np.int32)
-        self._ideograph = np.zeros(1 << 16, bool)  # per id of _flat: it is the token of one CJK ideograph
-        self._used = 0  # ids stored in _flat
+        self._table = ChunkTable({"ideograph": bool}, cache_limit)
 
     def encode(self, text: str) -> np.ndarray:
         """All ids of a text, in order (int32)."""
-        return self._ids_of(prepared_chunks(text, self.lowercase)[0])[0]
+        where, _ = self._table.where(prepared_chunks(text, self.lowercase)[0], self._learn)
+        return self._table.ids[where]
 
     def tokenize(self, text: str) -> list[str]:
         tokens = self.vocab.tokens
@@ -191,13 +177,13 @@ class WordPieceTokenizer:
     def encode_sentences(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Ids of several sentences as one flat int32 array plus the token count of each sentence."""
         where, lengths = self._sentence_ranges(sentences)
-        return self._flat[where], lengths
+        return self._table.ids[where], lengths
 
     def encode_sentences_marked(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """encode_sentences, and per id whether it is the token of one CJK ideograph (the character itself, or
         [UNK] for one the vocab lacks), in the order of the text's ideographs."""
         where, lengths = self._sentence_ranges(sentences)
-        return self._flat[where], lengths, self._ideograph[where]
+        return self._table.ids[where], lengths, self._table.columns["ideograph"][where]
 
     def _sentence_ranges(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(where the sentences' ids are in the table, in order; the token count of each sentence)."""
@@ -213,33 +199,14 @@ class WordPieceTokenizer:
             # nothing), so prepare the original text properly.
             chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]
             all_chunks = list(chain.from_iterable(chunks_per_sentence))
-        where, per_chunk = self._ranges_of(all_chunks)
+        where, per_chunk = self._table.where(all_chunks, self._learn)
         last_chunk = np.cumsum(np.fromiter(map(len, chunks_per_sentence), dtype=np.int64, count=len(sentences)))
         ends = np.concatenate(([0], np.cumsum(per_chunk)))[last_chunk]
         return where, np.diff(np.concatenate(([0], ends))).astype(np.int32)
 
-    def _ranges_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(where every id of the chunks is in the table, in order; the id count of each chunk)."""
-        rows = list(map(self._number.get, chunks))
-        if None in rows:
-            self._learn(chunks)
-            rows = list(map(self._number.__getitem__, chunks))
-        rows = np.array(rows, dtype=np.int64)
-        counts = self._count[rows]
-        return concat_ranges(self._start[rows], counts), counts
-
-    def _ids_of(self, chunks: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(every id of the chunks, in order; the id count of each chunk)."""
-        where, counts = self._ranges_of(chunks)
-        return self._flat[where], counts
-
-    def _learn(self, chunks: list[str]) -> None:
-        """Tokenise the unseen chunks in one HF call and add them to the table."""
-        missing = list(set(chunks).difference(self._number))
-        if len(self._number) + len(missing) > self.cache_limit:
-            self._clear_cache()  # a fresh table refills with what the text uses now
-            missing = list(set(chunks))
-        missing.sort()  # a fixed order keeps the HF call, and so everything after it, reproducible
+    def _learn(self, missing: list[str]) -> None:
+        """Tokenise the unseen chunks in one HF call (one space between them: each is a word of its own there too)
+        and add them to the table."""
         joined = " ".join(missing)
         enc = self._hf.encode(joined, add_special_tokens=False)
         ids = np.asarray(enc.ids, dtype=np.int32)
@@ -251,29 +218,4 @@ class WordPieceTokenizer:
         chunk_starts = np.cumsum([0] + [len(c) + 1 for c in missing[:-1]])
         owner = np.searchsorted(chunk_starts, starts, side="right") - 1
         bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left")
-        self._add(missing, np.diff(bounds), ids, ideograph)
-
-    def _add(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray, ideograph: np.ndarray) -> None:
-        """New rows: chunk i's ids are the next counts[i] of ids."""
-        first_row = len(self._number)
-        rows = slice(first_row, first_row + len(chunks))
-        self._start = _grown(self._start, rows.stop)
-        self._count = _grown(self._count, rows.stop)
-        self._flat = _grown(self._flat, self._used + len(ids))
-        self._ideograph = _grown(self._ideograph, self._used + len(ids))
-        self._start[rows] = self._used + np.cumsum(counts) - counts
-        self._count[rows] = counts
-        self._flat[self._used : self._used + len(ids)] = ids
-        self._ideograph[self._used : self._used + len(ids)] = ideograph
-        self._used += len(ids)
-        self._number.update(zip(chunks, range(rows.start, rows.stop)))
-        self._chunks += chunks
-
-
-def _grown(array: np.ndarray, size: int) -> np.ndarray:
-    """array, or a copy with room for at least size entries (capacity doubles)."""
-    if size <= len(array):
-        return array
-    bigger = np.zeros(max(size, 2 * len(array)), array.dtype)
-    bigger[: len(array)] = array
-    return bigger
+        self._table.add(missing, np.diff(bounds), ids, ideograph=ideograph)

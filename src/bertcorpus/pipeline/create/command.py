@@ -18,7 +18,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
 )
 from bertcorpus.pipeline.create.config import MASKING_MODES, RECORD_FORMATS, config_from_args
 from bertcorpus.pipeline.create.job import CreatePretrainingData
-from bertcorpus.pipeline.create.job_vocab import read_job_vocab
+from bertcorpus.pipeline.create.job_vocab import read_job_tokenizer, read_job_vocab
 from bertcorpus.pipeline.create.publish import languages_without_instances, output_notes
 from bertcorpus.pipeline.engines import runners
 from bertcorpus.pipeline.engines.run_progress import ProgressPlan
@@ -28,7 +28,11 @@ from bertcorpus.pipeline.vocab.files import recorded_unk_share
 from bertcorpus.transforms.bucket_instances import PAIR_OBJECTIVES
 from bertcorpus.transforms.instance_mds import ID_ENCODINGS
 from bertcorpus.transforms.word_segmentation import SEGMENTERS
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
 from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
+
+# The ids each record format can hold: TFRecords and MDS store int64 ids, Parquet uint32 (uint16 where they fit).
+ID_LIMITS = {"tfrecord": 2**63, "mds": 2**32, "parquet": 2**32}
 
 
 def add_arguments(parser) -> None:
@@ -45,7 +49,25 @@ def add_arguments(parser) -> None:
     )
     add_reuse(files)
     add_input_format(files)
-    files.add_argument("--vocab", required=True, help="vocab.txt (one token per line)")
+    vocabulary = parser.add_argument_group("vocabulary (--vocab or --tokenizer)")
+    tokens = vocabulary.add_mutually_exclusive_group(required=True)
+    tokens.add_argument(
+        "--vocab", help="a WordPiece vocab.txt (one token per line), tokenised as the reference's FullTokenizer does"
+    )
+    tokens.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="a Hugging Face tokenizer.json (BPE, byte-level or not; Unigram; WordPiece), or a model's folder holding "
+        "one with its tokenizer_config.json and special_tokens_map.json, used as it is: ids as Tokenizer.encode "
+        "gives them, its templates and special tokens (docs/pretraining_data.md, 'Any tokenizer')",
+    )
+    vocabulary.add_argument(
+        "--special-token",
+        action="append",
+        metavar="ROLE=TOKEN",
+        help="with --tokenizer, a special token its files do not name (or name otherwise): ROLE is cls, sep, mask, "
+        "pad, unk, bos or eos, e.g. --special-token mask='<mask>'; repeat for several",
+    )
     recipe = parser.add_argument_group("recipe")
     recipe.add_argument(
         "--masking",
@@ -224,9 +246,17 @@ def run(args, beam_args: list[str]) -> int:
         raise UserError("no input files given")
     if files and not any(size for _, size in files):
         raise UserError(f"the input files ({len(files)}) are all empty; nothing to do")
-    vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, runners.is_rendering(options))
-    if vocab.data is not None and (problem := casing_mismatch(vocab.load().tokens, config.do_lower_case, config.vocab)):
-        print(f"warning: {problem}", file=sys.stderr)
+    rendering = runners.is_rendering(options)
+    if config.tokenizer is None:
+        vocab, vocab_sha = read_job_vocab(config.vocab, dry_run, rendering)
+        if vocab.data is not None and (
+            problem := casing_mismatch(vocab.load().tokens, config.do_lower_case, config.vocab)
+        ):
+            print(f"warning: {problem}", file=sys.stderr)
+    else:
+        vocab, vocab_sha = read_job_tokenizer(config.tokenizer, dict(config.special_tokens), dry_run, rendering)
+        if vocab.data is not None:
+            check_tokenizer(vocab.load(), config)
     config = config.resolved(sum(estimated_text_bytes(path, size) for path, size in files))
     job = "create pretraining data" >> CreatePretrainingData(
         config, vocab, vocab_sha, [p for p, _ in files] or list(config.inputs), found.skipped_counts()
@@ -236,17 +266,22 @@ def run(args, beam_args: list[str]) -> int:
         ("create/documents_read", "documents"),
         ("progress/instances_written", "instances"),
     )
-    # Apart from the vocab too: a dynamic run publishes a copy of it under the output's own name.
-    reuse = Reuse(config.describe(), files, {"vocab.sha256": vocab_sha}) if args.reuse else None
-    run = run_job("create", options, job, config.output, [*config.inputs, config.vocab], args.overwrite, plan, reuse)
+    # Apart from the vocab or tokenizer too: a run publishes a copy of it under the output's own name.
+    digest_key = "vocab.sha256" if config.tokenizer is None else "tokenizer.sha256"
+    reuse = Reuse(config.describe(), files, {digest_key: vocab_sha}) if args.reuse else None
+    run = run_job(
+        "create", options, job, config.output, [*config.inputs, config.tokenizer_path], args.overwrite, plan, reuse
+    )
     if run is None:
         return 0
     manifest = run.manifest
     counts = manifest["counts"]
     for note in output_notes(manifest):
         print(f"warning: {note}", file=sys.stderr)
-    if problem := unk_share_mismatch(
-        counts["unk_tokens"], counts["tokens"], recorded_unk_share(config.vocab, vocab_sha), config.vocab
+    if config.tokenizer is None and (
+        problem := unk_share_mismatch(
+            counts["unk_tokens"], counts["tokens"], recorded_unk_share(config.vocab, vocab_sha), config.vocab
+        )
     ):
         print(f"warning: {problem}", file=sys.stderr)
     problem = documents.error_check(manifest, config.strict, config.max_error_rate)
@@ -259,6 +294,27 @@ def run(args, beam_args: list[str]) -> int:
             and (f"{problem}; the output is complete, and {config.output}/errors-*.jsonl says what could not be read")
         ],
     )
+
+
+def check_tokenizer(tokenizer: TokenizerFile, config) -> None:
+    """A tokenizer.json that cannot make this run's records, refused in one line before any work."""
+    from bertcorpus.pipeline.errors import UserError
+
+    name = config.tokenizer
+    if "mask" not in tokenizer.specials:
+        raise UserError(
+            f"tokenizer {name} names no mask token (neither its tokenizer.json nor a config beside it does): pass "
+            "--special-token mask=TOKEN with a token of its vocabulary"
+        )
+    if config.whole_word_mask and not tokenizer.marks_words:
+        raise UserError(
+            f"--whole-word-mask: tokenizer {name} marks no word boundaries (no ## continuations, no Ġ or ▁ before "
+            "words), so no word can be masked whole; leave --whole-word-mask out"
+        )
+    if (limit := ID_LIMITS[config.file_format]) < len(tokenizer):
+        raise UserError(
+            f"tokenizer {name} has {len(tokenizer):,} ids, more than {config.file_format} records can store ({limit:,})"
+        )
 
 
 def _summary_rows(manifest: dict) -> list[tuple[str, str]]:

@@ -31,6 +31,8 @@ from bertcorpus.transforms.word_segmentation import (
     parse_user_dict,
 )
 from bertcorpus.transforms.zh_variants import SCRIPT_SUFFIX
+from bertcorpus.wordpiece.sequence_layout import SequenceLayout
+from bertcorpus.wordpiece.tokenizer_file import SPECIAL_ROLES
 
 MASKING_MODES = ("static", "dynamic")
 RECORD_FORMATS = ("tfrecord", "parquet", "mds")  # static masks: tfrecord; instances masked at load: parquet or mds
@@ -54,7 +56,7 @@ def auto_eval_fraction(text_bytes: float) -> float:
 class CreateConfig:
     inputs: list[str]
     output: str
-    vocab: str
+    vocab: str | None  # a WordPiece vocab.txt, or None where a tokenizer.json is given
     input_format: str = "auto"
     seq_configs: list[SeqConfig] = field(default_factory=lambda: [SeqConfig(128, 20)])
     dupe_factor: int = 10
@@ -86,6 +88,10 @@ class CreateConfig:
     min_language_confidence: float = 0.5
     # Languages mixed by smoothed shares (transforms/language_sampling.py); 1 makes each as it comes.
     language_sampling_alpha: float = 1.0
+    # A tokenizer.json (or a folder holding one) used as it is instead of a vocab.txt, with the special tokens the
+    # flags name (role → token) over what its files name.
+    tokenizer: str | None = None
+    special_tokens: tuple = ()
 
     @property
     def segmentation(self) -> SegmenterSpec | None:
@@ -140,7 +146,8 @@ class CreateConfig:
     def mds_columns(self, vocab_size: int, chinese_ref: bool = False) -> MdsColumns:
         return MdsColumns.for_output(vocab_size, self.pair_objective, self.mds_ids, chinese_ref)
 
-    def recipe(self, seq: SeqConfig) -> InstanceRecipe:
+    def recipe(self, seq: SeqConfig, layout: SequenceLayout) -> InstanceRecipe:
+        """How a bucket's instances of `seq` are made, in the tokenizer's templates (`layout`)."""
         return InstanceRecipe(
             seq,
             self.dupe_factor,
@@ -150,6 +157,8 @@ class CreateConfig:
             self.pair_objective,
             self.masking == "static",
             self.bin_size,
+            layout.pair_frame,
+            layout.single_frame[:2],
         )
 
     def describe(self) -> dict:
@@ -164,7 +173,17 @@ class CreateConfig:
         d["languages"] = list(self.languages)  # as JSON holds it
         if d["mds_ids"] is None:  # other forms than mds: their manifests stay as they were before the option
             del d["mds_ids"]
+        if self.tokenizer is None:  # a vocab.txt's run: its config as it was before tokenizer.json was taken
+            del d["tokenizer"], d["special_tokens"]
+        else:
+            del d["vocab"], d["do_lower_case"]  # the tokenizer's own normaliser decides
+            d["special_tokens"] = dict(self.special_tokens)
         return d
+
+    @property
+    def tokenizer_path(self) -> str:
+        """The file the run tokenises with: the vocab.txt or the tokenizer."""
+        return self.tokenizer or self.vocab
 
 
 def split_of(doc_id: str, config: CreateConfig) -> str:
@@ -286,6 +305,8 @@ def config_from_args(args) -> CreateConfig:
         inputs=list(args.input),
         output=args.output,
         vocab=args.vocab,
+        tokenizer=args.tokenizer,
+        special_tokens=parse_special_tokens(args.special_token or [], args.tokenizer),
         input_format=args.input_format,
         seq_configs=seq_configs,
         dupe_factor=dupe_factor,
@@ -314,6 +335,24 @@ def config_from_args(args) -> CreateConfig:
         min_language_confidence=args.min_language_confidence,
         language_sampling_alpha=args.language_sampling_alpha,
     )
+
+
+def parse_special_tokens(words: list[str], tokenizer: str | None) -> tuple[tuple[str, str], ...]:
+    """--special-token ROLE=TOKEN flags → ((role, token), ...), sorted; only with --tokenizer."""
+    if words and tokenizer is None:
+        raise ValueError(
+            "--special-token names a token of a tokenizer.json: it needs --tokenizer (a vocab.txt has BERT's)"
+        )
+    named = {}
+    for word in words:
+        role, sep, token = word.partition("=")
+        if not sep or not token or role not in SPECIAL_ROLES:
+            raise ValueError(
+                f"--special-token wants ROLE=TOKEN with ROLE one of {', '.join(SPECIAL_ROLES)}, such as "
+                f"mask=<mask>; got {word!r}"
+            )
+        named[role] = token
+    return tuple(sorted(named.items()))
 
 
 def _read_segmenter_dict(path: str) -> tuple[tuple, str]:

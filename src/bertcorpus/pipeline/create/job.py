@@ -110,7 +110,7 @@ class CreatePretrainingData(beam.PTransform):
         if cfg.language_sampling_alpha != 1:
             # Language sampling: each language's instances without sampling, counted per output and split over the
             # whole corpus → {"seq:split:language": rate}, one small dict that every bucket builds at
-            counted = gathered | "count instances" >> beam.ParDo(CountInstances(cfg)).with_outputs(
+            counted = gathered | "count instances" >> beam.ParDo(CountInstances(cfg, self.vocab)).with_outputs(
                 tally.TALLY, main="counts"
             )
             rates = (

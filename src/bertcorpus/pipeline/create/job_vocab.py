@@ -1,32 +1,52 @@
-"""The vocab a `create` job tokenises and masks with: read and checked once at launch, then carried inside the
-job, so that every worker uses exactly the file that was checked."""
+"""The vocab a `create` job tokenises and masks with: a WordPiece vocab.txt (--vocab) or a tokenizer.json
+(--tokenizer), read and checked once at launch, then carried inside the job, so that every worker uses exactly the
+file that was checked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from bertcorpus.pipeline.sinks import output
+from bertcorpus.wordpiece.tokenizer_file import (
+    TokenizerFile,
+    TokenizerFileError,
+    TokenizerSource,
+    read_tokenizer_source,
+)
 from bertcorpus.wordpiece.vocab import Vocab, VocabError, read_vocab_bytes
+
+KINDS = ("vocab", "tokenizer")  # a vocab.txt, or a tokenizer.json
 
 
 @dataclass(frozen=True)
 class JobVocab:
     """The vocab as read at launch. Its bytes travel inside the job, so that every worker, on this machine or
     elsewhere, tokenises with exactly the file that was checked; they are None only in a dry run that could not
-    read a remote vocab, where the workers would read the path and check it against the digest."""
+    read a remote file, where the workers would read the path and check it against the digest. A tokenizer.json
+    comes with the special tokens its folder's configs and the flags named (role → token)."""
 
     path: str
     sha256: str | None = None
     data: bytes | None = None
+    kind: str = "vocab"
+    specials: tuple[tuple[str, str], ...] = ()
 
-    def load(self) -> Vocab:
-        vocab = Vocab.from_bytes(self.data, self.path) if self.data is not None else Vocab.load(self.path)
-        if self.sha256 and vocab.sha256 != self.sha256:
-            raise VocabError(
-                f"vocab file {self.path} as a worker read it differs from the file read at launch "
-                f"(sha256 {vocab.sha256}, {self.sha256} at launch): was it changed while the job ran?"
+    def load(self) -> Vocab | TokenizerFile:
+        if self.kind == "tokenizer":
+            source = (
+                TokenizerSource(self.path, self.data, self.specials)
+                if self.data is not None
+                else read_tokenizer_source(self.path, dict(self.specials))
             )
-        return vocab
+            loaded = TokenizerFile(source)
+        else:
+            loaded = Vocab.from_bytes(self.data, self.path) if self.data is not None else Vocab.load(self.path)
+        if self.sha256 and loaded.sha256 != self.sha256:
+            raise VocabError(
+                f"{self.kind} file {self.path} as a worker read it differs from the file read at launch "
+                f"(sha256 {loaded.sha256}, {self.sha256} at launch): was it changed while the job ran?"
+            )
+        return loaded
 
 
 def read_job_vocab(path: str, dry_run: bool, rendering: bool) -> tuple[JobVocab, str]:
@@ -42,3 +62,18 @@ def read_job_vocab(path: str, dry_run: bool, rendering: bool) -> tuple[JobVocab,
         raise
     sha256 = Vocab.from_bytes(raw, path).sha256  # validates it
     return JobVocab(path, sha256, raw), sha256
+
+
+def read_job_tokenizer(path: str, flags: dict[str, str], dry_run: bool, rendering: bool) -> tuple[JobVocab, str]:
+    """read_job_vocab for a tokenizer.json or a folder holding one, with the special tokens the flags name."""
+    if rendering:
+        return JobVocab(path, kind="tokenizer", specials=tuple(sorted(flags.items()))), "not read (drawing the graph)"
+    try:
+        source = read_tokenizer_source(path, flags)
+    except TokenizerFileError:
+        if dry_run and output.is_remote(path):
+            unread = JobVocab(path, kind="tokenizer", specials=tuple(sorted(flags.items())))
+            return unread, "unverified (remote tokenizer, not read at launch)"
+        raise
+    TokenizerFile(source)  # validates it
+    return JobVocab(path, source.sha256, source.json_bytes, "tokenizer", source.named_specials), source.sha256

@@ -20,10 +20,12 @@ from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import manifest_bins
 from bertcorpus.transforms.instance_mds import INDEX, index_bytes, index_entry
 from bertcorpus.transforms.language_sampling import SHARE_TOLERANCE, share_report, strays
+from bertcorpus.wordpiece.tokenizer_file import tokenizer_folder
 from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
-# What a run publishes, and so what --overwrite replaces: records, dead letters, the vocab copy.
+TOKENIZER_COPY = "tokenizer"  # a tokenizer.json's run: its folder, as AutoTokenizer.from_pretrained reads one
+# What a run publishes, and so what --overwrite replaces: records, dead letters, the vocab or tokenizer copy.
 OWNED_GLOBS = [
     "seq*/train-*.tfrecord",
     "seq*/eval-*.tfrecord",
@@ -35,6 +37,7 @@ OWNED_GLOBS = [
     f"seq*/eval/{INDEX}",
     "errors-*.jsonl",
     VOCAB_COPY,
+    f"{TOKENIZER_COPY}/*",
 ]
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
 
@@ -120,7 +123,11 @@ class Publish(WatchedDoFn):
             if shard_name(cfg, seq, split, i) not in written
         ]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
+        loaded = self.vocab.load() if cfg.tokenizer is not None else None
         manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped, errors_files)
+        if loaded is not None:
+            manifest["vocab"] = None
+            manifest["tokenizer"] = {"path": cfg.tokenizer, **loaded.describe(), "copy": TOKENIZER_COPY}
         problem = unbalanced_outputs(manifest) or empty_train_split(manifest)
         if problem:
             output.discard_staging(cfg.output)
@@ -128,7 +135,11 @@ class Publish(WatchedDoFn):
         published = [s["path"] for s in shard_infos + errors_files]
         if cfg.file_format == "mds":
             published += self._write_mds_indexes(manifest, chinese_ref)
-        if cfg.masking == "dynamic":
+        if loaded is not None:  # every form: the loader masks with it, inspect and stats decode with it
+            for name, data in tokenizer_folder(loaded).items():
+                output.write_bytes(output.staging_path(cfg.output, f"{TOKENIZER_COPY}/{name}"), [data])
+                published.append(f"{TOKENIZER_COPY}/{name}")
+        elif cfg.masking == "dynamic":
             vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
             output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
             published.append(VOCAB_COPY)
@@ -138,8 +149,7 @@ class Publish(WatchedDoFn):
     def _write_mds_indexes(self, manifest: dict, chinese_ref: bool) -> list[str]:
         """Stage the index.json of each MDS split folder (its shards in order, as the manifest lists them)."""
         cfg = self.config
-        vocab_size = len(self.vocab.load().tokens)
-        columns = cfg.mds_columns(vocab_size, chinese_ref)
+        columns = cfg.mds_columns(len(self.vocab.load()), chinese_ref)
         # How the shards store input_ids, which decides the readers that read them (docs/pretraining_data.md).
         manifest["form"]["mds_input_ids"] = columns.encodings[columns.names.index("input_ids")]
         written = []

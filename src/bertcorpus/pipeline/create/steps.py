@@ -23,6 +23,7 @@ from bertcorpus.transforms.bucket_instances import (
     sampled_bucket_instances,
     shard_rows,
 )
+from bertcorpus.transforms.document_tokens import DocumentTokenizer
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import mds_shard
 from bertcorpus.transforms.instance_parquet import instances_table, write_instances
@@ -31,11 +32,10 @@ from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import special_ids
 from bertcorpus.transforms.seeding import python_rng, stable_hash
-from bertcorpus.transforms.sentences import document_sentences, unsplit_sentences
+from bertcorpus.transforms.sentences import unsplit_sentences
 from bertcorpus.transforms.tfrecord import serialize_framed
-from bertcorpus.transforms.word_segmentation import word_continues
-from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer, has_tokens
-from bertcorpus.wordpiece.vocab import UNK
+from bertcorpus.wordpiece.sequence_layout import SequenceLayout
+from bertcorpus.wordpiece.tokenizer import has_tokens
 
 NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
 NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
@@ -174,11 +174,10 @@ class TokenizeBuckets(WatchedDoFn):
     def setup(self):
         super().setup()
         vocab = self.vocab.load()
-        self.tokenizer = WordPieceTokenizer(vocab, self.config.do_lower_case)
-        self.unk = vocab.ids[UNK]
-        self.segmentation = self.config.segmentation
+        self.tokenizer = DocumentTokenizer(vocab, self.config.do_lower_case, self.config.segmentation)
         # A sentence longer than a pair of the shortest seq config can hold is cut into pieces (and counted).
-        self.longest_sentence = min(seq.max_seq_length for seq in self.config.seq_configs) - 3
+        specials = special_ids(vocab).templates.pair_specials
+        self.longest_sentence = min(seq.max_seq_length for seq in self.config.seq_configs) - specials
 
     def process(self, element, targets: dict):
         key, docs = element
@@ -219,12 +218,11 @@ class TokenizeBuckets(WatchedDoFn):
             "documents_skipped:empty": 0,
         }
         for doc in docs:
-            sentences = doc.sentences if doc.sentences is not None else document_sentences(doc.text or "")
-            if self.segmentation is None:
-                ids, lengths = self.tokenizer.encode_sentences(sentences)
-            else:
-                ids, lengths, ideographs = self.tokenizer.encode_sentences_marked(sentences)
-            lengths = lengths[lengths > 0]  # a line that tokenises to nothing is dropped, as in the reference
+            found = self.tokenizer.tokenize(doc.text, doc.sentences)
+            ids, lengths = (
+                found.ids,
+                found.lengths[found.lengths > 0],
+            )  # a line of no tokens is dropped, as in the reference
             if not len(ids):
                 counts["documents_skipped:empty"] += 1
                 continue
@@ -234,30 +232,32 @@ class TokenizeBuckets(WatchedDoFn):
             languages.append(language)
             counts[f"language_documents:{language}"] = counts.get(f"language_documents:{language}", 0) + 1
             counts[f"language_tokens:{language}"] = counts.get(f"language_tokens:{language}", 0) + len(ids)
-            if self.segmentation is not None:
-                tokenized.append((doc.id, ids, lengths, self._word_continues(sentences, ideographs, counts)))
+            if self.config.segmentation is not None:
+                tokenized.append((doc.id, ids, lengths, self._word_continues(found, counts)))
             else:
                 tokenized.append((doc.id, ids, lengths))
             counts["documents_kept"] += 1
             counts["sentences"] += len(lengths)
             counts["tokens"] += len(ids)
-            counts["unk_tokens"] += int(np.count_nonzero(ids == self.unk))
+            counts["unk_tokens"] += (
+                0 if self.tokenizer.unk is None else int(np.count_nonzero(ids == self.tokenizer.unk))
+            )
             counts["single_sentence_documents"] += int(len(lengths) == 1)
-            counts["unsplit_paragraphs"] += unsplit_sentences(sentences)
+            counts["unsplit_paragraphs"] += unsplit_sentences(found.sentences)
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
         return tokenized, counts, languages
 
-    def _word_continues(self, sentences: list[str], ideographs: np.ndarray, counts: dict) -> np.ndarray | None:
+    @staticmethod
+    def _word_continues(found, counts: dict) -> np.ndarray | None:
         """The segmenter's words of a document's tokens (whole-word masking), counted; None where it has no
         ideograph, or where its text and tokens disagree on them (counted: then every character is a word)."""
-        if not ideographs.any():
-            return None
-        continues = word_continues(sentences, ideographs, self.segmentation)
-        if continues is None:
+        if found.misaligned:
             counts["segmentation_misaligned_documents"] = counts.get("segmentation_misaligned_documents", 0) + 1
+        continues = found.word_continues
+        if continues is None:
             return None
-        counts["segmented_characters"] = counts.get("segmented_characters", 0) + int(ideographs.sum())
+        counts["segmented_characters"] = counts.get("segmented_characters", 0) + found.ideographs
         counts["segmented_word_continuations"] = counts.get("segmented_word_continuations", 0) + int(continues.sum())
         return continues
 
@@ -293,11 +293,14 @@ def language_parts(bucket: Bucket, documents: int, pool: range | None):
         yield language, part, len(mine), range(len(mine), len(part)) if pool is not None else None
 
 
-def unsampled_counts(cfg: CreateConfig, key: str, bucket: Bucket, documents: int, pool) -> dict[str, dict]:
+def unsampled_counts(
+    cfg: CreateConfig, layout: SequenceLayout, key: str, bucket: Bucket, documents: int, pool
+) -> dict[str, dict]:
     """{seq config: {language: instances a run without language sampling makes of the bucket's documents}}: the
     same draws, counted (deterministic, so CountInstances and BuildInstances find the same)."""
     return {
-        seq.name: count_by_language(bucket, documents, pool, cfg.recipe(seq), cfg.seed, key) for seq in cfg.seq_configs
+        seq.name: count_by_language(bucket, documents, pool, cfg.recipe(seq, layout), cfg.seed, key)
+        for seq in cfg.seq_configs
     }
 
 
@@ -306,8 +309,13 @@ class CountInstances(WatchedDoFn):
     sampling makes of the bucket's documents of that language: the same draws, counted), for the rates of language
     sampling; the same counts to TALLY, for the manifest's targets."""
 
-    def __init__(self, config: CreateConfig):
+    def __init__(self, config: CreateConfig, vocab: JobVocab):
         self.config = config
+        self.vocab = vocab
+
+    def setup(self):
+        super().setup()
+        self.layout = special_ids(self.vocab.load()).templates
 
     def process(self, element):
         key, messages = element
@@ -315,7 +323,7 @@ class CountInstances(WatchedDoFn):
         counts = {}
         for own in (m for m in messages if m.sender is None):
             bucket, pool = bucket_pool(key, own, messages, cfg.pair_objective)
-            for seq_name, found in unsampled_counts(cfg, key, bucket, len(own.bucket), pool).items():
+            for seq_name, found in unsampled_counts(cfg, self.layout, key, bucket, len(own.bucket), pool).items():
                 for language, n in found.items():
                     counts[f"{seq_name}:{split}:{language}"] = counts.get(f"{seq_name}:{split}:{language}", 0) + n
         yield from sorted(counts.items())
@@ -344,7 +352,7 @@ class BuildInstances(WatchedDoFn):
                 yield from self._instances(key, key, bucket, len(own.bucket), pool)
                 continue
             # The instances a run without sampling makes of each language here, times the language's rate
-            unsampled = unsampled_counts(self.config, key, bucket, len(own.bucket), pool)
+            unsampled = unsampled_counts(self.config, self.special.templates, key, bucket, len(own.bucket), pool)
             for language, part, documents, part_pool in language_parts(bucket, len(own.bucket), pool):
                 sampling = (rates, language, {name: found.get(language, 0) for name, found in unsampled.items()})
                 yield from self._instances(key, f"{key}/{language}", part, documents, part_pool, sampling)
@@ -364,7 +372,7 @@ class BuildInstances(WatchedDoFn):
         cfg, split = self.config, key.split("/")[0]
         tiebreak = stable_hash(seed_key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
         for seq in cfg.seq_configs:
-            recipe = cfg.recipe(seq)
+            recipe = cfg.recipe(seq, self.special.templates)
             if sampling is None:
                 built = bucket_instances(bucket, documents, pool, recipe, self.special, cfg.seed, seed_key)
             else:
@@ -402,7 +410,10 @@ class WriteShards(WatchedDoFn):
 
     def setup(self):
         super().setup()
-        self.vocab_size = len(self.vocab.load().tokens) if self.config.masking == "dynamic" else 0
+        vocab = self.vocab.load()
+        self.vocab_size = len(vocab) if self.config.masking == "dynamic" else 0
+        # Where B starts, counted from A's first token, and its token type: the template's (BERT's: 2 and 1)
+        self.b_offset, self.b_type = b_placement(special_ids(vocab).templates, self.config.pair_objective)
 
     def process(self, element, chinese_ref: bool = False):
         """chinese_ref: whether the output's instances carry a segmenter's words, which MDS shards then store, every
@@ -417,16 +428,17 @@ class WriteShards(WatchedDoFn):
         rel = shard_name(self.config, seq, split, shard)
         parts, part, row = shard_order(pieces)
         if self.config.masking == "static":
-            chunks = _records_in_order(parts, part, row)
+            chunks = _records_in_order(parts, part, row, self.b_offset, self.b_type)
         else:
             instances = (
                 InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(seq.max_seq_length)
             )
             languages = instance_languages(pieces, part, row)
             if self.config.file_format == "mds":
-                chunks = [mds_shard(instances, self.config.mds_columns(self.vocab_size, chinese_ref), languages)]
+                columns = self.config.mds_columns(self.vocab_size, chinese_ref)
+                chunks = [mds_shard(instances, columns, languages, self.b_offset)]
             else:
-                chunks = [_parquet_bytes(instances, self.vocab_size, languages)]
+                chunks = [_parquet_bytes(instances, self.vocab_size, languages, self.b_offset)]
         size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
         return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
 
@@ -449,11 +461,21 @@ def shard_order(pieces: list[InstancePiece]) -> tuple[list[InstanceColumns], np.
     return [p.instances for p in pieces], part[order], at[order]
 
 
-def _records_in_order(parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, chunk: int = 4096):
+def b_placement(layout: SequenceLayout, pair_objective: str) -> tuple[int, int]:
+    """(where B starts counted from A's first token, B's token type) in the rows of an output: a row of one segment
+    (pair objective none) has its B, empty, after its closing special tokens."""
+    frame = layout.single_frame if pair_objective == "none" else layout.pair_frame
+    return frame[0] + frame[1], layout.b_type
+
+
+def _records_in_order(
+    parts: list[InstanceColumns], part: np.ndarray, row: np.ndarray, b_offset: int, b_type: int, chunk: int = 4096
+):
     """Framed records of instance row[i] of parts[part[i]] for every i, made a few thousand at a time."""
     for start in range(0, len(part), chunk):
         step = slice(start, start + chunk)
-        yield serialize_framed(InstanceColumns.gather(parts, part[step], row[step]).features()).data
+        instances = InstanceColumns.gather(parts, part[step], row[step])
+        yield serialize_framed(instances.features(b_offset, b_type)).data
 
 
 def instance_languages(pieces: list[InstancePiece], part: np.ndarray, row: np.ndarray) -> list[str]:
@@ -467,7 +489,9 @@ def instance_languages(pieces: list[InstancePiece], part: np.ndarray, row: np.nd
     return [tags[p][r] for p, r in zip(part.tolist(), row.tolist())]
 
 
-def _parquet_bytes(instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None) -> bytes:
+def _parquet_bytes(
+    instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None, b_offset: int = 2
+) -> bytes:
     sink = io.BytesIO()
-    write_instances(instances_table(instances, vocab_size, languages), sink)
+    write_instances(instances_table(instances, vocab_size, languages, b_offset), sink)
     return sink.getvalue()

@@ -1,0 +1,105 @@
+"""A document → its sentences' token ids, by a WordPiece vocab.txt or by a tokenizer.json as it is, with the words
+of its Chinese text where whole-word masking asks a segmenter for them.
+
+With a vocab.txt, each sentence is tokenised as the reference's FullTokenizer would (whitespace does not matter).
+With a tokenizer.json, each sentence is encoded as it stands in the document, with the whitespace before it, so
+that a leading space gets its mark (Ġ, ▁) as in the tokenizer's own encoding of the whole text; its ids are what
+`Tokenizer.encode` gives for that piece of text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from bertcorpus.transforms.sentence_spans import joined_pieces, text_pieces
+from bertcorpus.transforms.sentences import document_sentences
+from bertcorpus.transforms.word_segmentation import SegmenterSpec, run_continuations, segmenter_of, word_continues
+from bertcorpus.wordpiece.cjk import ideograph_code_points
+from bertcorpus.wordpiece.piece_encoder import PieceEncoder
+from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
+from bertcorpus.wordpiece.vocab import UNK, Vocab
+
+
+@dataclass
+class DocumentTokens:
+    ids: np.ndarray  # int32, every sentence's tokens in order
+    lengths: np.ndarray  # int32, tokens per sentence (0 for a sentence that tokenises to nothing)
+    sentences: list[str]  # the sentences, as their pieces of text
+    # Per token, True where it continues a segmenter's word (whole-word masking of Chinese); None where the text has
+    # no ideograph or no segmenter asked. `misaligned`: the text and the tokens disagreed on the ideographs.
+    word_continues: np.ndarray | None = None
+    misaligned: bool = False
+    ideographs: int = 0  # the tokens that stand for (or start on) an ideograph, where a segmenter asked
+
+
+class DocumentTokenizer:
+    """Documents → DocumentTokens, through a vocab.txt (the reference's tokenisation, lower-cased or not) or a
+    tokenizer.json (its own normalisation)."""
+
+    def __init__(self, vocab: Vocab | TokenizerFile, lowercase: bool = True, segmentation: SegmenterSpec | None = None):
+        self.segmentation = segmentation
+        if isinstance(vocab, TokenizerFile):
+            self.pieces = PieceEncoder(vocab)
+            self.wordpiece = None
+            self.unk = vocab.specials.get("unk")
+        else:
+            self.wordpiece = WordPieceTokenizer(vocab, lowercase)
+            self.unk = vocab.ids[UNK]
+
+    def tokenize(self, text: str | None, sentences: list[str] | None = None) -> DocumentTokens:
+        """A document's text (paragraphs apart by a blank line) or its sentences given apart."""
+        if self.wordpiece is not None:
+            return self._by_vocab(sentences if sentences is not None else document_sentences(text or ""))
+        pieces = joined_pieces(sentences) if sentences is not None else text_pieces(text or "")[0]
+        return self._by_tokenizer(pieces)
+
+    def _by_vocab(self, sentences: list[str]) -> DocumentTokens:
+        if self.segmentation is None:
+            ids, lengths = self.wordpiece.encode_sentences(sentences)
+            return DocumentTokens(ids, lengths, sentences)
+        ids, lengths, ideographs = self.wordpiece.encode_sentences_marked(sentences)
+        if not ideographs.any():
+            return DocumentTokens(ids, lengths, sentences)
+        continues = word_continues(sentences, ideographs, self.segmentation)
+        if continues is None:
+            return DocumentTokens(ids, lengths, sentences, misaligned=True)
+        return DocumentTokens(ids, lengths, sentences, continues, ideographs=int(ideographs.sum()))
+
+    def _by_tokenizer(self, pieces: list[str]) -> DocumentTokens:
+        if self.segmentation is None:
+            ids, lengths = self.pieces.encode_pieces(pieces)
+            return DocumentTokens(ids, lengths, pieces)
+        ids, lengths, offsets = self.pieces.encode_pieces(pieces, offsets=True)
+        words = piece_words(pieces, lengths, offsets, self.segmentation)
+        if words is None:
+            return DocumentTokens(ids, lengths, pieces)
+        continues, on_ideograph = words
+        return DocumentTokens(ids, lengths, pieces, continues, ideographs=int(on_ideograph.sum()))
+
+
+def piece_words(
+    pieces: list[str], lengths: np.ndarray, offsets: np.ndarray, spec: SegmenterSpec
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per token of the pieces (offsets: where each starts in its piece): True where it starts on an ideograph that
+    continues the segmenter's word of the one before, and True where it starts on an ideograph at all; None where
+    the pieces hold no ideograph. A token that starts
+    inside the character the token before starts on (a byte-level token of part of a character) is no word start
+    either, by its vocabulary's word flags (TokenizerFile.word_flags)."""
+    text = "".join(pieces)
+    code_points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32)
+    ideograph = ideograph_code_points(code_points)
+    if not ideograph.any() or not len(offsets):
+        return None
+    piece_starts = np.cumsum([0, *map(len, pieces[:-1])])
+    first_char = np.minimum(offsets + np.repeat(piece_starts, lengths), len(text) - 1)
+    words_of = segmenter_of(spec)
+    continuing = np.concatenate([run_continuations(p, spec, words_of) for p in pieces])  # per ideograph, in order
+    rank = np.cumsum(ideograph) - 1  # per character, the number of the last ideograph up to it
+    new_char = np.concatenate(([True], first_char[1:] != first_char[:-1]))
+    on_ideograph = ideograph[first_char] & new_char
+    out = np.zeros(len(offsets), bool)
+    out[on_ideograph] = continuing[rank[first_char[on_ideograph]]]
+    return out, on_ideograph
