@@ -162,6 +162,26 @@ def test_output_that_cannot_be_written_is_one_line(gcs, corpus, tmp_path, capsys
         assert captured.err.strip().startswith(f"bertcorpus vocab: error: {message}") and "counting" not in captured.err
 
 
+def test_storage_that_cannot_be_reached_is_one_line_before_the_clients_retries(tmp_path):
+    from gcs_server import client_environment, free_port, write_credentials
+
+    # Nothing listens on the port: the client would retry its connection for two minutes, then say it timed out.
+    port = free_port()
+    env = {**os.environ, **client_environment(port, write_credentials(tmp_path / "credentials.json"))}
+    bertcorpus = Path(sys.executable).with_name("bertcorpus")
+    for words in (
+        create_args(["gs://bertcorpus-test/corpus/*.txt"], tmp_path / "out"),
+        ["vocab", "--input", "gs://bertcorpus-test/corpus/", "--output", tmp_path / "vocab.txt"],
+    ):
+        done = subprocess.run([bertcorpus, *map(str, words)], env=env, capture_output=True, text=True)
+        pattern = words[2]
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+            f"bertcorpus {words[0]}: error: cannot list {pattern}: 127.0.0.1:{port} cannot be reached "
+            "(Connection refused)"
+        ], done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "vocab.txt").exists()
+
+
 # ------------------------------------------------------------------------------------------------ extraction
 
 

@@ -12,8 +12,11 @@ import hashlib
 import json
 import os
 import re
+import socket
 import stat
 import sys
+import urllib.parse
+import urllib.request
 from dataclasses import dataclass, field
 
 from apache_beam.io.filesystem import FileSystem
@@ -30,6 +33,7 @@ SKIPPED = {
     "broken_symlink": ("broken symbolic link", "broken symbolic links", "the file it names does not exist"),
 }
 _SHOWN = 5  # paths a note names for each reason before it says how many more
+REACH_TIMEOUT_S = 10  # how long a first connection to remote storage may take before it is called unreachable
 
 
 @dataclass
@@ -90,6 +94,8 @@ def find_inputs(patterns: list[str], allow_missing: bool = False) -> FoundInputs
     """
     by_identity: dict[object, list[tuple[str, int]]] = {}
     found = FoundInputs()
+    if not allow_missing:
+        refuse_unreachable([p for p in patterns if is_remote(p)])
     for pattern in patterns:
         if is_remote(pattern) and allow_missing:
             continue
@@ -109,6 +115,34 @@ def find_inputs(patterns: list[str], allow_missing: bool = False) -> FoundInputs
     paths = [path for path, _ in found.files]
     found.skipped = {path: reason for path, reason in found.skipped.items() if not _holds_one_of(path, paths)}
     return found
+
+
+def storage_endpoint(url: str) -> tuple[str, int] | None:
+    """(host, port) that a listing of a gs:// URL first connects to: the proxy that https requests go through where
+    one is set, else the Cloud Storage endpoint (STORAGE_EMULATOR_HOST where it names one); None for the other
+    schemes, whose clients find their endpoints in their own ways."""
+    if not url.startswith("gs://"):
+        return None
+    endpoint = urllib.parse.urlsplit(os.environ.get("STORAGE_EMULATOR_HOST") or "https://storage.googleapis.com")
+    if not endpoint.hostname:  # an emulator given as host:port
+        endpoint = urllib.parse.urlsplit(f"http://{endpoint.geturl()}")
+    proxy = urllib.request.getproxies().get(endpoint.scheme or "https")
+    if proxy and not urllib.request.proxy_bypass(endpoint.hostname):
+        endpoint = urllib.parse.urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+    return endpoint.hostname, endpoint.port or (443 if endpoint.scheme == "https" else 80)
+
+
+def refuse_unreachable(urls: list[str]) -> None:
+    """InputError, in one line, for remote inputs whose storage cannot be reached: a client that cannot resolve or
+    connect retries for two minutes (google-cloud-storage's deadline) before it gives up, so one connection with a
+    short timeout is tried first."""
+    for host, port in dict.fromkeys(filter(None, map(storage_endpoint, urls))):
+        try:
+            socket.create_connection((host, port), timeout=REACH_TIMEOUT_S).close()
+        except OSError as e:
+            url = next(u for u in urls if storage_endpoint(u) == (host, port))
+            why = e.strerror or str(e) or type(e).__name__
+            raise InputError(f"cannot list {url}: {host}:{port} cannot be reached ({why})") from None
 
 
 def _holds_one_of(folder: str, sorted_paths: list[str]) -> bool:
