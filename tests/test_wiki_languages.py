@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from bertcorpus.transforms.wikitext import is_disambiguation
+from bertcorpus.transforms.wikitext import clean_wikitext, is_disambiguation
 
 from wiki_fixtures import MULTILINGUAL, wiki_articles
 
@@ -61,6 +61,51 @@ def test_the_file_links_of_other_wikis_go_whole(articles):
     texts = list(articles["bn"].values())
     assert not any("thumb|" in t or "px|" in t for t in texts)
     assert articles["bn"]["মহাসাগর"].startswith("মহাসাগর (বা মহাসমুদ্র, মহাসিন্ধু) অতি প্রকাণ্ড")
+
+
+def test_centred_navigation_bars_go(articles):
+    # elwiki's month articles open with <center>'''Ιανουάριος''' | [[Φεβρουάριος]] | ...</center> and a bar of
+    # the month's days; the prose after them stays.
+    texts = articles["el"]
+    bars = [t for t, text in texts.items() if re.search(r"(?:\w+ ?\| ?){3}", text)]
+    assert bars == []
+    assert texts["Ιανουάριος"].startswith("Ο Ιανουάριος, ή Γενάρης είναι ο πρώτος μήνας του πολιτικού έτους")
+    months = ("Ιανουάριος", "Φεβρουάριος", "Μάρτιος", "Απρίλιος", "Μάιος", "Ιούνιος", "Ιούλιος", "Νοέμβριος")
+    assert all(len(texts[month]) > 2000 for month in months)  # the articles keep their prose
+
+
+@pytest.mark.parametrize(
+    "markup, expected",
+    [
+        # ukwiki's year articles: a lead-in and a colon link to a category is navigation, the line goes
+        (
+            "У 1990 році.\n\n== Народились ==\n''Див. також:'' [[:Категорія:Народились 1990]]\n* [[Особа]]\n"
+            "Кінець розділу.",
+            "У 1990 році.\n\nКінець розділу.",
+        ),
+        ("Текст.\n''Див. також:'' [[:Категорія:1990]], [[:Категорія:Померли 1990]]\nЩе текст.", "Текст. Ще текст."),
+        # a colon link to a category without a label shows the category's name, which is no prose
+        ("Дивіться [[:Категорія:Народились 1990]] тут.", "Дивіться тут."),
+        # with a label it is a link of the sentence (enwiki: "became a derelict object")
+        (
+            "became a [[:Category:Derelict satellites in heliocentric orbit|derelict]] object",
+            "became a derelict object",
+        ),
+        # a file link in a namespace the cleaner does not list, by its localised options or its media file
+        ("Cầu.[[Hình ảnh:Cau Long Bien.jpg|nhỏ|321x321px|Cầu [[Long Biên]]]] Sau.", "Cầu. Sau."),
+        ("Կամուրջ.[[Ֆայլ:Yerevan.jpg|մինի|աջից|200փքս|Երևան]] Հետո.", "Կամուրջ. Հետո."),
+        ("Α.[[Αρχείο:Air France.jpg|μικρογραφία|307x307εσ|Boeing]] Β.", "Α. Β."),
+        ("Before.[[Fitxategi:Bridge|mini|Caption]] after.", "Before. after."),
+        ("Before [[Fitxategi:Bridge.JPG]] after.", "Before after."),
+        # a plain link with a colon in its title keeps its label
+        (
+            "See [[Star Wars: Episode IV|the film]] and [[Imagine: John Lennon]].",
+            "See the film and Imagine: John Lennon.",
+        ),
+    ],
+)
+def test_navigation_lines_and_localised_file_links_go(markup, expected):
+    assert clean_wikitext(markup) == expected
 
 
 @pytest.mark.parametrize(

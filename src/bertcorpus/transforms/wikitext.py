@@ -6,10 +6,11 @@ safe:
 
 1. comments, then whole tail sections (References, External links, ...), so nothing later looks inside them;
 2. elements whose content is not prose (<ref>, <math>, <pre>, <gallery>, ...), because their content is full of
-   braces and brackets that would confuse the nesting scan;
+   braces and brackets that would confuse the nesting scan, and centred navigation bars;
 3. templates and tables, nested in any combination, in one scan over the brace tokens (the few templates that
    show words of the sentence leave those words: wiki_templates.py);
-4. file/image, category and interlanguage links, whose captions may nest further links;
+4. file/image, category and interlanguage links, whose captions may nest further links, and lines that only point
+   to a category;
 5. the remaining inline markup (links, external links, bold/italic, HTML tags, entities, magic words);
 6. line markup (headings, lists, table residue), then paragraphs are rebuilt and leftovers dropped.
 
@@ -50,6 +51,13 @@ _DROPPED_ELEMENTS = (
 # An element that is never closed is shown literally by MediaWiki: only its tag goes, with the stray tags below.
 _DROPPED_ELEMENT = re.compile(rf"<({_DROPPED_ELEMENTS})(?=[\s/>])[^<>]*?(?:/>|>.*?</\1\s*>)", re.I | re.S)
 
+# Navigation bars centred on their own (elwiki's months: <center>'''Ιανουάριος''' | [[Φεβρουάριος]] | ...</center>):
+# three items or more, each a link, a bold word or a few characters, between | · or • separators.
+_NAVIGATION_ITEM = r"(?:'{0,5}\[\[[^\[\]\n]*\]\]'{0,5}|'{2,5}[^'\n|<\[\]]{1,40}'{2,5}|[^|·•\n<\[\]']{1,30})"
+_CENTERED_NAVIGATION = re.compile(
+    rf"<center>[ \t]*{_NAVIGATION_ITEM}(?:[ \t]*[|·•][ \t]*{_NAVIGATION_ITEM}){{2,}}[ \t|·•]*</center>", re.I
+)
+
 # --- 3. templates and tables ---------------------------------------------------------------------------------------
 
 # Template open/close, and table open/close, which MediaWiki recognises only at the start of a line. "|}}" at a
@@ -61,16 +69,58 @@ _PAGENAME = re.compile(r"\{\{\s*(?:FULL)?PAGENAME\s*\}\}")
 
 # --- 4. links that are not part of the prose -----------------------------------------------------------------------
 
-# File and category namespaces (canonical English names and the local names of common wikis), plus interlanguage
-# links: a lower-case language code such as de, zh-yue or be-x-old with no leading colon.
-_NON_PROSE_NAMESPACES = (
-    "file|image|media|category|tập[ _]tin|hình|thể[ _]loại|файл|картинка|изображение|категория|datei|bild"
-    "|kategorie|fichier|catégorie|archivo|imagen|categoría|immagine|categoria|ficheiro|arquivo|imagem|plik"
-    "|grafika|kategoria|bestand|afbeelding|categorie|fil|kategori|ファイル|画像|カテゴリ|文件|檔案|图像|分类|分類"
-    "|αρχείο|εικόνα|κατηγορία|зображення|категорія|চিত্র|বিষয়শ্রেণী|चित्र|वर्ग|պատկեր|կատեգորիա"
+# File and category namespaces: the canonical English names, and the local names and aliases of the largest
+# wikis and of the bundled samples' (NS_FILE and NS_CATEGORY in $namespaceNames and $namespaceAliases of MediaWiki's
+# language files, languages/messages/Messages*.php). Names that are also English words of titles ("Imagine:") are
+# left out. Interlanguage links are a lower-case language code such as de, zh-yue or be-x-old with no leading colon.
+_FILE_NAMESPACES = (
+    "file|image|media|datei|bild|fichier|archivo|imagen|immagine|ficheiro|arquivo|imagem|plik|grafika|bestand"
+    "|afbeelding|fil|bilde|soubor|obrázek|dosya|resim|berkas|gambar|fitxer|imatge|fájl|kép|tiedosto|kuva|fișier"
+    "|tập[ _]tin|hình[ _]ảnh|hình|файл|картинка|изображение|зображення|датотека|слика|ファイル|画像|文件|檔案|图像"
+    "|圖像|파일|그림|ملف|صورة|پرونده|تصویر|קובץ|תמונה|αρχείο|εικόνα|চিত্র|ফাইল|चित्र|फ़ाइल|պատկեր|ֆայլ|ไฟล์|ภาพ"
 )
+_CATEGORY_NAMESPACES = (
+    "category|kategorie|catégorie|categoría|categoria|categorie|kategoria|kategori|kategória|luokka|thể[ _]loại"
+    "|категория|категорія|категорија|カテゴリ|分类|分類|분류|تصنيف|رده|קטגוריה|κατηγορία|বিষয়শ্রেণী|श्रेणी|वर्ग"
+    "|կատեգորիա|หมวดหมู่"
+)
+# The image options of MediaWiki's image syntax (img_thumbnail, img_framed, img_frameless, img_right, img_left,
+# img_center, img_none, img_upright, img_width: $1px), in English and as the language files of the largest wikis
+# and of the bundled samples localise them (vi nhỏ, hy մինի, el 307x307εσ). A link to a page of a namespace this
+# module does not know is a file all the same where its target is a media file, or one of them is its first option
+# and more follow (a plain link has one pipe).
+_IMAGE_OPTIONS = (
+    "thumb|thumbnail|frame|framed|enframed|frameless|right|left|center|centre|none|upright|border"
+    "|mini|miniatur|rechts|links|ohne|zentriert|gerahmt|rahmenlos|hochkant"
+    "|vignette|droite|gauche|néant|centré|cadre|encadré|sans_cadre|redresse"
+    "|miniatura|miniaturadeimagen|miniaturadaimagem|derecha|izquierda|ninguna|centro|marco|sinmarco|direita"
+    "|esquerda|nenhum|moldura|semmoldura|destra|sinistra|nessuno|riquadrato|senza_cornice"
+    "|mały|prawo|lewo|brak|centruj|ramka|bezramki|miniatuur|geen|gecentreerd|kader|kaderloos"
+    "|miniatyr|höger|vänster|ingen|centrerad|ram|ramlös|náhled|vpravo|vlevo|küçükresim|sağ|sol|jmpl"
+    "|nhỏ|phải|trái|không|giữa|khung|không[ _]khung|đứng"
+    "|мини|миниатюра|справа|слева|без|центр|обрамить|безрамки|міні|мініатюра|праворуч|ліворуч|обрамити"
+    "|μικρογραφία|δεξιά|αριστερά|κανένα|κέντρο|πλαίσιο|մինի|աջից|ձախից|առանց|կենտրոն|շրջափակել"
+    "|サムネイル|サムネ|縮小|右|左|なし|中央|フレーム|フレームなし|缩略图|縮圖|无|居中|有框|无框"
+    "|섬네일|썸네일|오른쪽|왼쪽|없음|가운데|مصغر|يمين|يسار|بندانگشتی|راست|چپ|ממוזער|ימין|שמאל"
+)
+_IMAGE_WIDTH = r"\d*(?:x\d+)?[ \t]*(?:px|пкс|εσ|փքս|ピクセル|像素|픽셀|پیکسل|بك)"
+_MEDIA_FILE = r"\.(?:jpe?g|png|svg|gif|tiff?|webp|xcf|ogg|oga|ogv|webm|mp3|mp4|wav|flac|midi?|pdf|djvu)"
+# A colon link to a category shows the category's name ("Категорія:1990"), not prose, unless it has a label of
+# its own ("became a [[:Category:Derelict satellites|derelict]] object"): only those without one go.
+_CATEGORY_COLON_LINK = rf":[ \t]*(?i:{_CATEGORY_NAMESPACES})[ \t]*:[^\[\]|\n]*\]\]"
+_IMAGE_OPTION = f"(?:{_IMAGE_OPTIONS}|{_IMAGE_WIDTH})"
 _NON_PROSE_LINK = re.compile(
-    rf"\[\[[ \t]*(?:(?i:{_NON_PROSE_NAMESPACES})[ \t]*:|(?:[a-z]{{2,3}}(?:-[a-z]{{1,8}}){{0,2}}|simple)[ \t]*:)"
+    r"\[\[[ \t]*(?:"
+    rf"(?i:{_FILE_NAMESPACES})[ \t]*:|(?i:{_CATEGORY_NAMESPACES})[ \t]*:|{_CATEGORY_COLON_LINK}"
+    r"|(?:[a-z]{2,3}(?:-[a-z]{1,8}){0,2}|simple)[ \t]*:"
+    rf"|[^\[\]|\n:]{{1,40}}:[^\[\]|\n]*(?i:{_MEDIA_FILE}[ \t]*[|\]]|\|[ \t]*{_IMAGE_OPTION}[ \t]*\|)"
+    r")"
+)
+# A line that only points to categories (ukwiki's "''Див. також:'' [[:Категорія:Народились 1990]]"): a short
+# lead-in, then colon links to categories, labelled or not, and nothing else. It is navigation, and goes whole.
+_CATEGORY_LINK_ON_A_LINE = rf"\[\[[ \t]*:[ \t]*(?i:{_CATEGORY_NAMESPACES})[ \t]*:[^\[\]\n]*\]\]"
+_CATEGORY_LINE = re.compile(
+    rf"\n[^\n\[\]]{{0,60}}{_CATEGORY_LINK_ON_A_LINE}(?:[ \t]*[,;·•|]?[ \t]*{_CATEGORY_LINK_ON_A_LINE})*[ \t.,;]*(?=\n)"
 )
 _BRACKET_TOKEN = re.compile(r"\[\[|\]\]|\n[ \t]*\n")
 
@@ -137,6 +187,8 @@ def clean_wikitext(markup: str, *, title: str | None = None, max_chars: int | No
     text = _drop_tail_sections(text)
     if "<" in text:
         text = _DROPPED_ELEMENT.sub("", text)
+        if "center>" in text or "CENTER>" in text:
+            text = _CENTERED_NAVIGATION.sub("", text)
     if "{" in text:
         if title is not None and "PAGENAME" in text:
             _check_pagename_growth(text, title, max_chars)
@@ -145,6 +197,8 @@ def clean_wikitext(markup: str, *, title: str | None = None, max_chars: int | No
     if "[" in text:
         text = _EXTERNAL_LINK.sub(r"\1", text)
     if "[[" in text:
+        if "[[:" in text:
+            text = _CATEGORY_LINE.sub("", text)
         text = _drop_non_prose_links(text)
         if "|]]" in text:
             text = _PIPE_TRICK_LINK.sub(r"\1", text)
