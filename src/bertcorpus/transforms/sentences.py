@@ -140,11 +140,20 @@ _SCRIPT_CLOSERS = "\"'\u201d\u2019)\\]\u300d\u300f\u3011\u3015\u3017\u3019\u300b
 _SCRIPT_BOUNDARY = re.compile(rf"((?:[{_SCRIPT_STOPS}]|\u1361\u1361)+)([{_SCRIPT_CLOSERS}]*)(\s*)(?=\S)")
 _HAS_SCRIPT_STOP = re.compile(rf"[{_SCRIPT_STOPS}]|\u1361\u1361")
 _FULLWIDTH_STOP = "\uff0e"  # also a decimal point between full-width digits (３．１４)
-# The quotation marks of Chinese and Japanese text, opening → closing. Curly quotes count only where CJK stops are
-# in play: English text never gets here.
-_QUOTE_PAIRS = {"\u300c": "\u300d", "\u300e": "\u300f", "\u201c": "\u201d", "\u2018": "\u2019"}
+# The quotation marks of Chinese and Japanese text, opening → closing, and the angle brackets of commentary and
+# titles (〈劉夫人已見。〉, 《你好！李焕英》): the stops inside them end no sentence either. Curly quotes count only
+# where CJK stops are in play: English text never gets here.
+_QUOTE_PAIRS = {
+    "\u300c": "\u300d",
+    "\u300e": "\u300f",
+    "\u201c": "\u201d",
+    "\u2018": "\u2019",
+    "\u3008": "\u3009",
+    "\u300a": "\u300b",
+}
 _QUOTE = re.compile("[" + "".join(o + c for o, c in _QUOTE_PAIRS.items()) + "]")
 _HIRAGANA = re.compile("[\u3041-\u309f]")
+_HAS_WORD = re.compile(r"[^\W_]")
 # The letters of scripts that mark no sentence end: Thai and Lao separate phrases and sentences alike by a space. A
 # paragraph of them stays one sentence, cut into pieces only where it is too long for a pair (transforms/instances.py
 # cut_long_sentences); `create` counts such sentences, so that a corpus shows how much of it had no boundaries.
@@ -232,8 +241,7 @@ def _split_at_script_stops(sentence: str) -> list[str]:
     follows, but inside a quotation that goes on (『大奇！大奇！』 is one sentence: the stops inside speech end
     none), where a quotation closed by the stop goes on with a particle (Japanese 「…。」と言った) or a full-width
     full stop stands between digits."""
-    pieces: list[str] = []
-    start = 0
+    cuts: list[tuple[int, int]] = []  # (end of a sentence, start of the next)
     spans = _quoted_spans(sentence) if _QUOTE.search(sentence) else []
     for m in _SCRIPT_BOUNDARY.finditer(sentence):
         after = sentence[m.end() : m.end() + 1]
@@ -243,11 +251,24 @@ def _split_at_script_stops(sentence: str) -> list[str]:
             continue
         if m.group(1) == _FULLWIDTH_STOP and after.isdigit() and sentence[m.start(1) - 1 : m.start(1)].isdigit():
             continue
-        pieces.append(sentence[start : m.end(2)])
-        start = m.end()
-    if start < len(sentence):
-        pieces.append(sentence[start:])
-    return pieces
+        cuts.append((m.end(2), m.end()))
+    return _pieces_with_words(sentence, cuts)
+
+
+def _pieces_with_words(sentence: str, cuts: list[tuple[int, int]]) -> list[str]:
+    """The sentence cut at `cuts`, but a piece of nothing but punctuation (the second ！ of 期待回复！！, the 〉 or
+    the 。 after a closer at a paragraph's end) stays with the piece before it: alone it would be a segment of one
+    token."""
+    spans: list[list[int]] = []
+    start = 0
+    for end, following in [*cuts, (len(sentence), len(sentence))]:
+        if end > start:
+            if spans and _HAS_WORD.search(sentence, start, end) is None:
+                spans[-1][1] = end
+            else:
+                spans.append([start, end])
+        start = following
+    return [sentence[a:b] for a, b in spans]
 
 
 def document_sentences(text: str) -> list[str]:
