@@ -251,8 +251,8 @@ class TokenizerFile:
             return SequenceLayout((bos,), (eos, eos), (eos,), (bos,), (eos,), 0)
         raise TokenizerFileError(
             f"tokenizer {self.name} adds no special tokens around sequences (it has no post-processor that does) "
-            "and names no cls/sep or bos/eos tokens: pass --cls-token and --sep-token (BERT's layout) or "
-            "--bos-token and --eos-token (RoBERTa's)"
+            "and names no cls/sep or bos/eos tokens: pass --special-token cls=TOKEN --special-token sep=TOKEN "
+            "(BERT's layout) or --special-token bos=TOKEN --special-token eos=TOKEN (RoBERTa's)"
         )
 
     def _layout_of(self, pair, single) -> SequenceLayout:
@@ -288,7 +288,8 @@ class TokenizerFile:
     @cached_property
     def word_flags(self) -> tuple[np.ndarray, np.ndarray]:
         """(continues, breaks) per id: a token that never starts a word (a ## piece, a byte inside a character,
-        a piece without the mark of a leading space); a token of whitespace alone, after which a word starts."""
+        a piece without the mark of a leading space); a token of line breaks or tabs alone, after which a word
+        starts."""
         continues = np.zeros(len(self.tokens), bool)
         breaks = np.zeros(len(self.tokens), bool)
         prefix = (self.config.get("model") or {}).get("continuing_subword_prefix")
@@ -301,7 +302,8 @@ class TokenizerFile:
                 continue
             surface = self._surface(token)
             if not surface.strip(b" \t\n\r\x0b\x0c"):
-                breaks[i] = True
+                # whitespace alone: a space (▁, Ġ) is the start of the word after it; a line break ends a word
+                breaks[i] = bool(surface.strip(b" "))
             elif not (surface[:1] == b" " or token[:1] in (BYTE_LEVEL_SPACE, METASPACE) or _starts_ideograph(surface)):
                 continues[i] = True
         return continues, breaks
