@@ -30,6 +30,7 @@ from bertcorpus.transforms.instance_parquet import (
     WIDE_IDS,
     instance_schema,
 )
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 from bertcorpus.transforms.tfrecord import masked_crc32c
 
 BLOCK_ROWS = ROW_GROUP_ROWS  # instances per block: a Parquet row group of the dynamic form; a run of TFRecords
@@ -120,6 +121,10 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         raise LoaderError(f"{output_dir} has no manifest.json: not a finished `bertcorpus create` output") from None
     except (OSError, ValueError) as e:
         raise LoaderError(f"cannot read {manifest_path}: {e}") from None
+    if not isinstance(manifest, dict):
+        raise LoaderError(f"{manifest_path} is not the manifest of a `bertcorpus create` output")
+    if problem := manifest_paths_problem(manifest):
+        raise LoaderError(f"{manifest_path} is not a manifest bertcorpus reads: {problem}")
     outputs = manifest.get("outputs") or {}
     name = f"seq{seq_length}"
     if name not in outputs:

@@ -26,6 +26,7 @@ from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.sinks.documents import DOCUMENTS_GLOB
 from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, filesystem_error_cause, glob_folder, has_glob, is_remote
 from bertcorpus.transforms.local_files import SPECIAL_FILES
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 
 # Paths that input discovery meets but does not read, by reason: (one, several, why), for the note and the manifest.
 SKIPPED = {
@@ -338,11 +339,14 @@ def _documents_listed_in(manifest: str) -> list[dict] | None:
         documents = content["outputs"]["documents"] if content.get("tool") == "bertcorpus" else None
         if not isinstance(documents, list):
             return None
-        return [{"path": str(d["path"]), "bytes": int(d["bytes"])} for d in documents]
+        listed = [{"path": d["path"], "bytes": int(d["bytes"])} for d in documents]
     except FILESYSTEM_ERRORS as e:
         raise InputError(f"cannot read {manifest}: {filesystem_error_cause(e)}") from None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
+    if problem := manifest_paths_problem(content):
+        raise InputError(f"{manifest} is not a manifest bertcorpus reads: {problem}")
+    return listed
 
 
 def input_runs(patterns: list[str]) -> list[dict]:

@@ -14,6 +14,7 @@ from bertcorpus.pipeline.plan import stages
 from bertcorpus.pipeline.plan.prices import Workers
 from bertcorpus.pipeline.plan.stages import Input, Stage, joined
 from bertcorpus.pipeline.sinks.output import is_remote
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 
 
 def job_stage(command: str, args, workers: Workers, dry_run: bool) -> Stage:
@@ -125,12 +126,16 @@ def _counted_by_manifest(path: str, manifest: dict | None) -> tuple[float, int] 
 
 
 def _manifest_beside(folder: str) -> dict | None:
+    """The extraction manifest in a local folder; None where there is none, or one that is not read (a file it
+    lists could lie outside the folder: transforms/manifest_paths.py)."""
     try:
         with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as f:
             manifest = json.load(f)
     except (OSError, ValueError):
         return None
-    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("documents"), dict) else None
+    if not isinstance(manifest, dict) or manifest_paths_problem(manifest):
+        return None
+    return manifest if isinstance(manifest.get("documents"), dict) else None
 
 
 # ------------------------------------------------------------------------------------------------ the chain

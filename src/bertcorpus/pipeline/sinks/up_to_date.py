@@ -22,6 +22,7 @@ from apache_beam.io.filesystems import FileSystems
 from bertcorpus.pipeline.inputs.streams import head_tail_sha256
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.compression import MIB
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ def staleness(
         return "it holds no finished run"
     if manifest.get("job") != job or manifest.get("version") != output.TOOL_VERSION:
         return f"it was written by {manifest.get('job')} of bertcorpus {manifest.get('version')}"
+    if problem := manifest_paths_problem(manifest):
+        return f"its manifest is not one bertcorpus reads ({problem})"
     wanted, had = json.loads(json.dumps(config)), manifest.get("config")
     if had != wanted:
         had = had if isinstance(had, dict) else {}

@@ -21,6 +21,7 @@ import posixpath
 
 from apache_beam.io.filesystems import FileSystems
 
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 from bertcorpus.transforms.tfrecord import FEATURE_NAMES, iter_tfrecords, parse_example
 from bertcorpus.wordpiece.vocab import Vocab
 
@@ -162,6 +163,8 @@ def read_manifest(output: str) -> dict | None:
         raise UserError(f"cannot read {path}: {e}") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("outputs"), dict):
         raise UserError(f"{path} is not the manifest of a create output")
+    if problem := manifest_paths_problem(manifest):
+        raise UserError(f"{path} is not a manifest bertcorpus reads: {problem}")
     return manifest
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertcorpus.pipeline.errors import UserError
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 
 MANIFEST = "manifest.json"
 STATS = "stats.json"  # the card
@@ -72,6 +73,8 @@ def manifest_problem(manifest) -> str | None:
     for key, kind in (("outputs", dict), ("inputs", list), ("vocab", dict), ("documents", dict)):
         if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
             return f'its "{key}" is {_json_kind(manifest[key])}, not {_json_kind(kind())}'
+    if problem := manifest_paths_problem(manifest):
+        return problem
     outputs = manifest.get("outputs") or {}
     if "documents" in outputs:
         files = outputs["documents"]
