@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -284,3 +285,79 @@ def test_each_sample_carries_the_language_of_its_parquet_row(outputs):
         found = mds_languages(outputs["mds"], split)
         rows = parquet_rows(outputs["parquet"], split)
         assert found == [row["language"] for row in rows] and set(found) == {"und"}  # the samples name none
+
+
+# ------------------------------------------------------------------------------------------------ damaged shards
+
+
+@pytest.fixture(scope="module")
+def chinese_words(tmp_path_factory) -> Path:
+    """The MDS form of real Chinese text with whole-word masking: every sample has a chinese_ref column."""
+    out = tmp_path_factory.mktemp("mds-zh") / "out"
+    text = Path(__file__).parent / "data" / "zh" / "zhwiki-hanyu-plain.txt"
+    argv = ["create", "--input", text, "--vocab", VOCAB, "--output", out, "--masking", "dynamic", "--whole-word-mask"]
+    assert run_cli(*argv, "--record-format", "mds", "--eval-fraction", "0", "--num-shards", "1") == 0
+    return out
+
+
+def first_sample(path: Path) -> int:
+    """Where the first sample of a shard starts: its first u32 is the size of its first variable-size column."""
+    return int(np.frombuffer(path.read_bytes(), "<u4", 1, 4)[0])
+
+
+def damaged_in_place(path: Path, at: int, damage) -> None:
+    """The bytes at `at` changed in place, the file's size, inode and modification time kept: a loader that hashed
+    this version of the file before does not hash it again."""
+    status = path.stat()
+    with open(path, "r+b") as f:
+        f.seek(at)
+        old = f.read(4)
+        f.seek(at)
+        f.write(damage(old))
+    os.utime(path, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+
+def test_a_damaged_size_field_is_a_loader_error_naming_the_shard(chinese_words, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(chinese_words, out)
+    shard = out / "seq128" / "train" / "shard.00000.mds"
+    names = json.loads((out / "seq128" / "train" / "index.json").read_text())["shards"][0]["column_names"]
+    assert names[0] == "chinese_ref"  # its size is the sample's first field
+    kw = {"seq_length": 128, "batch_size": 8, "cache_dir": tmp_path / "cache"}
+    PretrainingLoader(out, **kw)  # hashes the shard, and remembers this version of it
+    damaged_in_place(shard, first_sample(shard), lambda old: (0xFFFFFFF0).to_bytes(4, "little"))
+    loader = PretrainingLoader(out, **kw)
+    with pytest.raises(LoaderError) as e:
+        for _ in loader:
+            pass
+    message = str(e.value)
+    assert (
+        message.startswith(f"{shard} is damaged: sample 0: its columns' sizes add up to 4,294,96")
+        and "\n" not in message
+    )
+    assert run_cli("inspect", shard) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"bertcorpus inspect: error: {shard} is not a readable MDS shard: {message.split(': ', 1)[1]}"]
+
+
+def test_inspect_names_a_damaged_or_cut_shard_not_the_vocab(outputs, tmp_path, capsys):
+    out = tmp_path / "out"
+    shutil.copytree(outputs["mds"], out)
+    shard = out / "seq128" / "train" / "shard.00000.mds"
+    # The first id's high byte: two u32 sizes (input_ids, language), the shape byte and a one-byte shape, then int64s.
+    damaged_in_place(shard, first_sample(shard) + 8 + 2 + 4, lambda old: bytes(b ^ 0x40 for b in old))
+    assert run_cli("inspect", shard, "-n", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"bertcorpus inspect: error: {shard} is not the file that `create` wrote (its sha256 differs from the "
+        "manifest's); recreate the output or restore the file"
+    ]
+    size = shard.stat().st_size
+    with open(shard, "r+b") as f:
+        f.truncate(size // 2)
+    assert run_cli("inspect", shard, "-n", "1") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"bertcorpus inspect: error: {shard} is not the file that `create` wrote (it has {size // 2:,} bytes, the "
+        f"manifest lists {size:,}); recreate the output or restore the file"
+    ]

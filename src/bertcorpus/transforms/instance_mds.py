@@ -210,22 +210,70 @@ def index_bytes(entries: list[dict]) -> bytes:
 # ------------------------------------------------------------------------------------------------ reading
 
 
+# Every field of a shard that says where or how large something is gets checked before it is used: a damaged one
+# is a ValueError that says which sample and how, never an index past the file or an array sized by the damage (a
+# size field of 0xFFFFFFF0 asked numpy for 32 GiB).
+
+
 def read_header(data) -> tuple[int, dict]:
-    """(samples, config) of an MDS shard's bytes (a buffer of the whole file, or of its start)."""
+    """(samples, config) of an MDS shard's bytes (a buffer of the whole file); ValueError where they are no whole
+    shard: too short, cut short or extended (its offsets end elsewhere than the file), or a config that is no JSON
+    object."""
+    size = len(data)
+    if size < 8:
+        raise ValueError(f"{size} bytes, too few for an MDS shard's header")
     n = int(np.frombuffer(data, "<u4", 1)[0])
-    first = int(np.frombuffer(data, "<u4", 1, 4)[0])
-    return n, json.loads(bytes(data[4 + 4 * (n + 1) : first]))
+    table_end = 4 + 4 * (n + 1)
+    if table_end > size:
+        raise ValueError(f"its header counts {n:,} samples, whose offsets take {table_end:,} bytes of its {size:,}")
+    first, end = (int(np.frombuffer(data, "<u4", 1, at)[0]) for at in (4, table_end - 4))
+    if not table_end <= first <= end:
+        raise ValueError(
+            f"its samples run from byte {first:,} to {end:,}, which no header of {table_end:,} bytes gives"
+        )
+    if end != size:
+        raise ValueError(f"its samples end at byte {end:,}, but the file has {size:,}: cut short or added to")
+    config = json.loads(bytes(data[table_end:first]))
+    if not isinstance(config, dict):
+        raise ValueError("its header's config is not a JSON object")
+    return n, config
+
+
+def _sample_offsets(data, first: int, stop: int) -> np.ndarray:
+    """Where samples first..stop-1 of a shard (read_header checked) start, and where the last one ends: each sample
+    after the one before it."""
+    n = int(np.frombuffer(data, "<u4", 1)[0])
+    if not 0 <= first <= stop <= n:
+        raise ValueError(f"samples {first:,} to {stop - 1:,} asked of a shard of {n:,}")
+    offsets = np.frombuffer(data, "<u4", stop - first + 1, 4 + 4 * first).astype(np.int64)
+    if (backwards := np.flatnonzero(np.diff(offsets) < 0)).size:
+        raise ValueError(f"sample {first + int(backwards[0]):,} ends before it starts")
+    return offsets
+
+
+def _refuse_where(bad: np.ndarray, first: int, why) -> None:
+    """ValueError naming the first sample (counted from `first`) where `bad` holds, with why(its index)."""
+    if (found := np.flatnonzero(bad)).size:
+        raise ValueError(f"sample {first + int(found[0]):,}: {why(int(found[0]))}")
 
 
 def _read_columns(data, first: int, stop: int, columns: MdsColumns) -> tuple[dict, dict]:
     """Samples first..stop-1 of a shard of ours: ({fixed-size column: its values}, {variable-size column: (the
     values of every sample, one after another, each sample's number of values)}); a str column's values are its
-    UTF-8 bytes."""
+    UTF-8 bytes. ValueError where a sample's sizes do not fit its place in the file."""
     buffer = np.frombuffer(data, np.uint8)
-    offsets = np.frombuffer(data, "<u4", stop - first + 1, 4 + 4 * first).astype(np.int64)
-    at = offsets[:-1]
+    offsets = _sample_offsets(data, first, stop)
+    at, extent = offsets[:-1], np.diff(offsets)
     variable = [name for name, size in zip(columns.names, columns.sizes) if not size]
+    head = 4 * len(variable) + sum(size for size in columns.sizes if size)
+    _refuse_where(extent < head, first, lambda i: f"{extent[i]:,} bytes, fewer than its fixed fields' {head}")
     column_bytes = {name: _get(buffer, at + 4 * number, "<u4") for number, name in enumerate(variable)}
+    total = head + sum(column_bytes.values(), np.zeros(len(at), np.int64))
+    _refuse_where(
+        total != extent,
+        first,
+        lambda i: f"its columns' sizes add up to {total[i]:,} bytes, its offsets give it {extent[i]:,}",
+    )
     place = at + 4 * len(variable)
     fixed, arrays = {}, {}
     for name, encoding, size in zip(columns.names, columns.encodings, columns.sizes):
@@ -236,13 +284,35 @@ def _read_columns(data, first: int, stop: int, columns: MdsColumns) -> tuple[dic
         if encoding == "str":
             arrays[name] = buffer[concat_ranges(place, column_bytes[name])], column_bytes[name]
         else:
-            code = buffer[place].astype(np.int64) & 3
-            width = np.dtype(_ARRAYS[encoding]).itemsize
-            count = (column_bytes[name] - 1 - (1 << code)) // width
-            values = buffer[concat_ranges(place + 1 + (1 << code), count * width)].view(_ARRAYS[encoding])
-            arrays[name] = values, count
+            arrays[name] = _ndarray_values(buffer, place, column_bytes[name], encoding, name, first)
         place = place + column_bytes[name]
     return fixed, arrays
+
+
+def _ndarray_values(buffer: np.ndarray, place: np.ndarray, nbytes: np.ndarray, encoding: str, name: str, first: int):
+    """(values, each sample's count) of a one-dimensional ndarray column whose samples start at `place` and take
+    `nbytes` (their sizes, which add up to the samples'), after its shape byte and its shape are checked against
+    those sizes."""
+    _refuse_where(nbytes < 1, first, lambda i: f"its {name} has no bytes, not even its shape's")
+    code = buffer[place].astype(np.int64)
+    _refuse_where((code >> 2 != 1) | (code & 3 > 2), first, lambda i: f"its {name} is no one-dimensional array")
+    width, item = 1 << (code & 3), np.dtype(_ARRAYS[encoding]).itemsize
+    values_bytes = nbytes - 1 - width
+    _refuse_where(
+        (values_bytes < 0) | (values_bytes % item != 0),
+        first,
+        lambda i: f"its {name} of {nbytes[i]:,} bytes holds no whole {encoding.removeprefix('ndarray:')} values",
+    )
+    count = values_bytes // item
+    shape = np.zeros(len(place), np.int64)
+    for shape_width in (1, 2, 4):
+        chosen = width == shape_width
+        shape[chosen] = _get(buffer, place[chosen] + 1, f"<u{shape_width}")
+    _refuse_where(
+        shape != count, first, lambda i: f"its {name}'s shape says {shape[i]:,} values, its size {count[i]:,}"
+    )
+    values = buffer[concat_ranges(place + 1 + width, count * item)].view(_ARRAYS[encoding])
+    return values, count
 
 
 def read_samples(data, first: int, stop: int, columns: MdsColumns) -> tuple[np.ndarray | None, ...]:

@@ -168,9 +168,9 @@ def read_manifest(output: str) -> dict | None:
     return manifest
 
 
-def find_shard(manifest: dict, path: str) -> tuple[str, int, str, int, int] | None:
+def find_shard(manifest: dict, path: str) -> tuple[str, int, str, int, int, dict] | None:
     """(seq name, seq length, split, instances before this shard in the split's manifest order, instances of the
-    split) of the file."""
+    split, the shard's manifest entry) of the file."""
     parts = path.replace(os.sep, "/").split("/")[-_depth(path) :]
     seq, name = parts[0], "/".join(parts)
     entry = manifest["outputs"].get(seq)
@@ -181,8 +181,33 @@ def find_shard(manifest: dict, path: str) -> tuple[str, int, str, int, int] | No
         counts = [int(shard.get("records", 0)) for shard in shards]
         for number, shard in enumerate(shards):
             if shard.get("path") == name:
-                return seq, int(entry["max_seq_length"]), split, sum(counts[:number]), sum(counts)
+                return seq, int(entry["max_seq_length"]), split, sum(counts[:number]), sum(counts), shard
     return None
+
+
+def check_unchanged(path: str, shard: dict, hashed: bool = False) -> None:
+    """UserError where a shard is not the file its manifest entry lists: another size (cut short, added to), or,
+    with `hashed`, another sha256 (damaged in place). The hash is taken only where the file's contents look wrong,
+    so that a look at a few records of a large remote shard does not download it whole."""
+    import hashlib
+
+    from bertcorpus.pipeline.errors import UserError
+
+    listed = shard.get("bytes")
+    size = FileSystems.get_filesystem(path).size(path) if "://" in path else os.path.getsize(path)
+    if listed is not None and size != listed:
+        why = f"it has {size:,} bytes, the manifest lists {listed:,}"
+    elif hashed and shard.get("sha256"):
+        digest = hashlib.sha256()
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            while chunk := f.read(8 << 20):
+                digest.update(chunk)
+        if digest.hexdigest() == shard["sha256"]:
+            return
+        why = "its sha256 differs from the manifest's"
+    else:
+        return
+    raise UserError(f"{path} is not the file that `create` wrote ({why}); recreate the output or restore the file")
 
 
 def _manifest_listing(path: str) -> dict | None:
@@ -421,7 +446,8 @@ def inspect_instances(args) -> int:
     place = find_shard(manifest, args.file)
     if place is None:
         raise UserError(f"{args.file} is not a shard that {_join(output, MANIFEST)} lists")
-    seq, seq_length, split, before, split_instances = place
+    seq, seq_length, split, before, split_instances, shard = place
+    check_unchanged(args.file, shard)
     vocab_path = args.vocab or manifest_vocab(output, manifest, instances=True)
     vocab = Vocab.load(vocab_path)
     read = read_mds_instances if args.file.endswith(".mds") else read_instances
@@ -430,6 +456,7 @@ def inspect_instances(args) -> int:
     for n, row in enumerate(rows, start=args.skip):
         beyond = max(row["input_ids"], default=0)
         if beyond >= len(vocab):
+            check_unchanged(args.file, shard, hashed=True)  # ids a damaged file holds are no fault of the vocab
             raise UserError(
                 f"record {n} has token id {beyond}, beyond the {len(vocab):,} tokens of {vocab_path}; "
                 "give the vocab the instances were made with"
