@@ -241,6 +241,26 @@ def test_no_table_is_empty_and_no_row_is_zero_or_repeated(card):
         assert not repeated, f"rows that repeat the same numbers: {repeated}"
 
 
+def test_no_cell_says_none_and_each_language_has_its_share_of_every_output(card):
+    page = (card / "report.html").read_text(encoding="utf-8")
+    text = html.unescape(re.sub(r"<[^>]+>", " ", page))
+    assert not re.search(r"\bNone\b", text)
+    section = page[page.index('<section id="languages">') : page.index("</section>", page.index('id="languages"'))]
+    parser = Tables()
+    parser.feed(section)
+    [rows] = parser.tables
+    outputs = re.findall(r"<th>(seq\d+ (?:train|eval)): instances \(share\)</th>", section)
+    assert len(outputs) == 4 and {row[0][0] for row in rows} == {"en", "und"}  # the wiki's and the books'
+    records = json.loads((card / "records" / "manifest.json").read_text())
+    for column, name in enumerate(outputs, start=5):
+        seq, split = name.split()
+        made = records["outputs"][seq][split]["languages"]
+        for row in rows:
+            entry = made.get(row[0][0])
+            expected = f"{entry['instances']:,} ({entry['share']:.2%})" if entry else "—"
+            assert row[column][0] == expected, (name, row)
+
+
 @needs_chromium
 def test_a_screenshot_of_the_whole_page_shows_text_and_plots(card, layout, tmp_path):
     shot = tmp_path / "card.png"

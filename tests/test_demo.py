@@ -3,10 +3,14 @@ stage whose output is up to date."""
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import yaml
 
 from conftest import run_cli
 
@@ -82,6 +86,25 @@ def test_demo_runs_the_whole_chain_and_run_again_keeps_it(tmp_path, capsys, monk
     }
 
 
+def test_the_english_demos_card_names_only_its_own_sources_and_no_none(tmp_path, capsys, monkeypatch):
+    """The demo's --source-info file describes the Chinese demo's sources too: the English card leaves them out."""
+    monkeypatch.chdir(tmp_path)
+    assert run_cli("demo", "--skip-train", "--output", "demo") == 0
+    capsys.readouterr()
+    page = (tmp_path / "demo" / "report.html").read_text(encoding="utf-8")
+    readme = (tmp_path / "demo" / "README.md").read_text(encoding="utf-8")
+    header = yaml.safe_load(readme.split("---\n")[1])
+    assert header["license"] == ["cc-by-sa-3.0", "gfdl", "other"]  # the English Wikipedia's and the books'
+    assert header["license_name"] == "Public domain in the USA (Project Gutenberg texts)"
+    assert header["language"][0] == "en" and "zh" not in header["language"]  # the books may be undetermined
+    card = json.loads((tmp_path / "demo" / "stats.json").read_text())
+    assert [s["source"] for s in card["datasheet"]["sources"]] == ["books", "wikipedia"]
+    for text in (page, readme):
+        assert not re.search("zhwiki|zhbooks|cc-by-sa-4.0|豆棚", text)
+    assert re.findall(r"^### (.+)$", readme, re.M) == ["books", "wikipedia"]
+    assert not re.search(r"\bNone\b", html.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
 def test_the_chinese_demo(tmp_path, capsys, monkeypatch):
     """demo --zh: the zhwiki sample and the Chinese book, each in both scripts, bert-base-chinese's layout, whole-word
     masks over jieba's words, and a data card that counts characters and names the characters behind [UNK]."""
@@ -108,3 +131,8 @@ def test_the_chinese_demo(tmp_path, capsys, monkeypatch):
     words, chars = card["documents"]["words"]["total"], card["documents"]["chars"]["total"]
     assert 0.9 * chars < words <= chars  # a character is a word
     assert "Languages" in (out / "report.html").read_text(encoding="utf-8")
+    # The Hub's header: the language code of both scripts, and only the Chinese sources' licences.
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    header = yaml.safe_load(readme.split("---\n")[1])
+    assert header["language"] == ["zh"] and header["license"] == ["cc-by-sa-4.0", "other"]
+    assert re.findall(r"^### (.+)$", readme, re.M) == ["zhbooks", "zhwiki"]

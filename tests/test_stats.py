@@ -6,6 +6,7 @@ in test_data_card_page.py)."""
 from __future__ import annotations
 
 import hashlib
+import html
 import json
 import re
 import shutil
@@ -708,12 +709,87 @@ def test_languages_come_from_the_documents_language_column(run_dir, tmp_path):
     assert front_matter((run / "README.md").read_text())["language"] == ["de", "en"]
 
 
+def documents_of(folder: Path) -> int:
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in folder.glob("documents-*.parquet"))
+
+
+def test_a_records_directory_alone_names_the_sources_of_its_documents(run_dir, tmp_path):
+    # create's manifest names the documents files it read, and the runs that wrote them.
+    card = stats(run_dir / "records", "--output", tmp_path / "card")
+    sources = {s["source"]: s for s in card["datasheet"]["sources"]}
+    wiki, sample = documents_of(run_dir / "wiki"), documents_of(run_dir / "small")
+    assert {name: s["documents"] for name, s in sources.items()} == {"wikipedia": wiki, "sample": sample}
+    assert sources["wikipedia"]["languages"] == {"en": wiki} and sources["sample"]["languages"] == {"en": sample}
+    assert sources["sample"]["license"] == ["cc-by-sa-4.0", "gfdl"]  # extract-wiki's, from its run's manifest
+    assert ENWIKI_SMALL.name in sources["sample"]["provenance"] and card["datasheet"]["unsourced"] is None
+    readme = (tmp_path / "card" / "README.md").read_text()
+    header = front_matter(readme)
+    assert header["license"] == ["cc-by-sa-4.0", "gfdl"] and header["language"] == ["en"]
+    assert "### sample" in readme and "### wikipedia" in readme
+    page = html.unescape(re.sub(r"<[^>]+>", " ", (tmp_path / "card" / "report.html").read_text()))
+    assert not re.search(r"\bNone\b", page)  # records alone have no characters nor [UNK] words per language
+
+
+def test_records_of_simplified_chinese_documents_are_zh_and_name_their_book(tmp_path):
+    book = Path(__file__).parent / "data" / "zh" / "pg25328-tou-peng-hsien-hua.txt"
+    assert run_cli("extract-books", "--input", book, "--output", tmp_path / "books", "--zh-variant", "zh-hans") == 0
+    flags = ["--pair-objective", "none", "--eval-fraction", "0", "--dupe-factor", "1"]
+    argv = ["create", "--input", tmp_path / "books", "--vocab", VOCAB, "--output", tmp_path / "records", *flags]
+    assert run_cli(*argv) == 0
+    info = tmp_path / "sources.yaml"
+    info.write_text("books:\n  license: other\n  license_name: Public domain in the USA (Project Gutenberg)\n")
+    card = stats(tmp_path / "records", "--output", tmp_path / "card", "--source-info", info)
+    [source] = card["datasheet"]["sources"]
+    assert (source["source"], source["documents"], source["languages"]) == ("books", 1, {"zh-Hans": 1})
+    assert book.name in source["provenance"]
+    header = front_matter((tmp_path / "card" / "README.md").read_text())
+    assert header["language"] == ["zh"] and header["license"] == "other"
+    assert header["license_name"] == "Public domain in the USA (Project Gutenberg)"
+    # The documents file replaced by another (the book in traditional characters): create's records did not come
+    # from this one, so its source is not theirs.
+    argv = ["extract-books", "--input", book, "--output", tmp_path / "books", "--zh-variant", "zh-hant", "--overwrite"]
+    assert run_cli(*argv) == 0
+    card = stats(tmp_path / "records", "--output", tmp_path / "card-after")
+    assert card["datasheet"]["sources"] == [] and card["datasheet"]["unsourced"]["documents"] == 1
+    assert front_matter((tmp_path / "card-after" / "README.md").read_text())["license"] == "unknown"
+
+
+def test_records_whose_documents_are_not_documents_files_say_their_sources_are_unknown(records_dir, tmp_path):
+    card = stats(records_dir, "--output", tmp_path)
+    manifest = json.loads((records_dir / "manifest.json").read_text())
+    read = sum(entry["documents"] for entry in manifest["inputs"])
+    assert card["datasheet"]["sources"] == [] and card["datasheet"]["unsourced"]["documents"] == read
+    readme = (tmp_path / "README.md").read_text()
+    header = front_matter(readme)
+    assert header["license"] == "unknown" and header["language"] == sorted(manifest["languages"])
+    said = f"{read:,} documents that create read come from files"
+    assert said in readme and said in (tmp_path / "report.html").read_text()
+    assert "## Intended use\n\nPretraining BERT-style masked language models" in readme
+
+
+def test_a_source_described_but_without_documents_is_left_out_with_a_note(run_dir, tmp_path, capsys):
+    info = tmp_path / "sources.yaml"
+    info.write_text("zhwiki:\n  license: cc-by-sa-3.0\n  provenance: a dump of another run\n")
+    card = stats(run_dir, "--output", tmp_path / "card", "--source-info", info)
+    assert {s["source"] for s in card["datasheet"]["sources"]} == {"wikipedia", "sample"}
+    readme, page = (tmp_path / "card" / "README.md").read_text(), (tmp_path / "card" / "report.html").read_text()
+    assert "zhwiki" not in readme and "zhwiki" not in page and "a dump of another run" not in page
+    assert front_matter(readme)["license"] == ["cc-by-sa-4.0", "gfdl"]
+    note = "--source-info describes zhwiki, which gave no documents here: the card leaves them out"
+    assert note in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "text, message",
     [
         ("- a list\n", "must map each source to its fields"),
         ("wikipedia:\n  licence: x\n", "source 'wikipedia' has unknown field 'licence'"),
         ("wikipedia: [\n", "is not YAML or JSON"),
+        ("wikipedia:\n  license: 5\n", "source 'wikipedia': license takes a Hugging Face licence id"),
+        ("wikipedia:\n  license: CC BY-SA 4.0\n", "a name goes in license_name), not 'CC BY-SA 4.0'"),
+        ("wikipedia:\n  license: [mit, 3]\n", "license takes a Hugging Face licence id or a list of them"),
+        ("wikipedia:\n  limits: [one, {a: b}]\n", "source 'wikipedia': limits takes a text or a list of texts"),
+        ("wikipedia:\n  provenance: 2017\n", "source 'wikipedia': provenance takes a text, not 2017"),
     ],
 )
 def test_a_source_info_file_that_cannot_be_read_is_one_line(run_dir, tmp_path, capsys, text, message):

@@ -159,7 +159,17 @@ def chinese_stages(out: Path, vocab_size: int) -> list[tuple[str, list, Path]]:
     return [
         (
             "extract-wiki",
-            ["extract-wiki", "--input", zh / "zhwiki-quantum-mechanics.xml.bz2", "--output", wiki, *both],
+            # labelled as sources.yaml describes it ("wikipedia" is the English sample there)
+            [
+                "extract-wiki",
+                "--input",
+                zh / "zhwiki-quantum-mechanics.xml.bz2",
+                "--output",
+                wiki,
+                "--source",
+                "zhwiki",
+                *both,
+            ],
             wiki,
         ),
         ("extract-books", ["extract-books", "--input", zh, "--output", books, "--source", "zhbooks", *both], books),

@@ -23,6 +23,7 @@ from bertcorpus.pipeline.errors import UserError
 from bertcorpus.pipeline.stats.datasheet import build_datasheet
 from bertcorpus.pipeline.stats.dedup_card import dedup_section
 from bertcorpus.pipeline.stats.paths import portable
+from bertcorpus.pipeline.stats.record_sources import record_sources
 from bertcorpus.pipeline.stats.records import record_form, records_pass, token_ids
 from bertcorpus.pipeline.stats.stages import MANIFEST, Stage, find_stages
 from bertcorpus.transforms.languages import UNDETERMINED
@@ -80,6 +81,7 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
 def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: int):
     """One read of every documents file: DocumentStats, UnknownWords when there is a vocab, and the documents of
     each source by language where the files have a `language` column (a null tag counts as undetermined)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm import tqdm
 
@@ -98,19 +100,23 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
     # disable=None: no bar where stderr is not a terminal, whose log its redraws would fill.
     with tqdm(total=total, desc="documents", unit=" docs", file=sys.stderr, dynamic_ncols=True, disable=None) as bar:
         for path in files:
-            parquet = pq.ParquetFile(path)
-            columns = ["id", "source", "title", "text"] + ["language"] * ("language" in parquet.schema_arrow.names)
-            for batch in parquet.iter_batches(columns=columns, batch_size=DOCUMENT_BATCH):
-                ids, sources, titles, texts, *language = (c.to_pylist() for c in batch.columns)
-                tags = [tag or UNDETERMINED for tag in language[0]] if language else [UNDETERMINED] * len(ids)
-                stats.add(ids, sources, titles, texts)
-                for source, tag, text in zip(sources, tags, texts):
-                    languages.setdefault(source, Counter())[tag] += 1
-                    characters[tag] += len(text)
-                if unknown is not None:
-                    for text, tag in zip(texts[: max(0, max_documents - unknown.documents)], tags):
-                        unknown.add(text, tag)
-                bar.update(len(ids))
+            try:  # pages are read through their checksums: a damaged one is an error, not other text on the card
+                parquet = pq.ParquetFile(path, page_checksum_verification=True)
+                names = parquet.schema_arrow.names
+                columns = ["id", "source", "title", "text"] + ["language"] * ("language" in names)
+                for batch in parquet.iter_batches(columns=columns, batch_size=DOCUMENT_BATCH):
+                    ids, sources, titles, texts, *language = (c.to_pylist() for c in batch.columns)
+                    tags = [tag or UNDETERMINED for tag in language[0]] if language else [UNDETERMINED] * len(ids)
+                    stats.add(ids, sources, titles, texts)
+                    for source, tag, text in zip(sources, tags, texts):
+                        languages.setdefault(source, Counter())[tag] += 1
+                        characters[tag] += len(text)
+                    if unknown is not None:
+                        for text, tag in zip(texts[: max(0, max_documents - unknown.documents)], tags):
+                            unknown.add(text, tag)
+                    bar.update(len(ids))
+            except (OSError, pa.ArrowException) as e:
+                raise UserError(f"{path} cannot be read: {str(e).splitlines()[0]}") from None
     return stats, unknown, (languages, characters)
 
 
@@ -334,7 +340,12 @@ def build_card(
     card["languages"] = language_table(
         languages, characters, unknown.summary() if unknown is not None else None, records
     )
-    card["datasheet"] = build_datasheet(card, stages, source_info or {}, languages)
+    by_source, unsourced, extractions = card["documents"].get("by_source", {}), None, stages
+    if not documents:  # the records' own documents, where the files their manifests name are still there
+        found = record_sources(records, {s.manifest_sha256 for s in stages})
+        by_source, languages, extractions = dict(found.by_source), found.languages, stages + found.runs
+        unsourced = {"documents": found.unsourced, "files": found.unsourced_files} if found.unsourced_files else None
+    card["datasheet"] = build_datasheet(card, extractions, source_info or {}, by_source, languages, unsourced)
     return portable(card, str(root.resolve())), accumulators
 
 

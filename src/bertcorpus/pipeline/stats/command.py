@@ -50,9 +50,9 @@ def add_arguments(parser) -> None:
     parser.add_argument(
         "--source-info",
         metavar="FILE",
-        help="YAML or JSON: each source's license, license_name, provenance, limits and intended_use, "
-        "for the datasheet and README.md (default: what the extraction manifests say; licence unknown but for "
-        "Wikipedia's)",
+        help="YAML or JSON: each source's license (Hugging Face ids), license_name, provenance, limits and "
+        "intended_use, for the datasheet and README.md; sources that gave no documents here are left out "
+        "(default: what the extraction manifests say; licence unknown but for Wikipedia's)",
     )
     parser.add_argument(
         "--max-records",
@@ -92,6 +92,13 @@ def run(args, beam_args: list[str]) -> int:
         raise
     for warning in card["warnings"]:
         print(f"bertcorpus stats: warning: {warning}", file=sys.stderr)
+    unused = sorted(set(source_info) - {s["source"] for s in card["datasheet"]["sources"]})
+    if unused:  # one file may describe the sources of several runs; the card names only those of this one
+        print(
+            f"bertcorpus stats: note: --source-info describes {', '.join(unused)}, which gave no documents here: "
+            "the card leaves them out",
+            file=sys.stderr,
+        )
     print(
         f"stats: {out / STATS}\nreport: {out / REPORT} ({len(plots)} plots in {out / REPORT_FILES})\n"
         f"dataset card: {out / HUB_README}"

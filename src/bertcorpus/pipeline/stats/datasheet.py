@@ -2,16 +2,19 @@
 decontamination removed, its known limits and intended use; and the README.md with a Hugging Face dataset-card
 header that goes beside the outputs, so that an output folder can be published as it is.
 
-What a source is comes from the documents' `source` column. Its licence and provenance come from a --source-info
-file (YAML or JSON: source → license, license_name, provenance, limits, intended_use), else from the extraction
-manifests: the job and the files it read, by name and sha256, and for Wikipedia the licence under which
-Wikimedia publishes its dumps' text. Languages are counted from the documents' `language` column where they have
-one, and are `und` (undetermined) where they do not.
+What a source is comes from the documents' `source` column (of the documents under DIR, or for records alone of
+those create read: record_sources.py); only the sources that gave documents are described. Its licence and
+provenance come from a --source-info file (YAML or JSON: source → license, license_name, provenance, limits,
+intended_use), else from the extraction manifests: the job and the files it read, by name and sha256, and for
+Wikipedia the licence under which Wikimedia publishes its dumps' text. Languages are counted from the documents'
+`language` column where they have one, and are `und` (undetermined) where they do not; the README's header gives
+the Hub's codes of the card's languages.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -70,7 +73,31 @@ def read_source_info(path: str | None) -> dict[str, dict]:
                 f"--source-info {path}: source {source!r} has unknown field {unknown[0]!r} "
                 f"(fields: {', '.join(FIELDS)})"
             )
+        for field, value in fields.items():
+            problem = _field_problem(field, value)
+            if problem:
+                raise UserError(f"--source-info {path}: source {source!r}: {field} {problem}, not {value!r}")
     return {str(k): v for k, v in data.items()}
+
+
+# A Hugging Face licence id: lower-case letters, digits and . + - _ (cc-by-sa-4.0, apache-2.0, other, unknown).
+_LICENSE_ID = re.compile(r"[a-z0-9][a-z0-9.+_-]*")
+
+
+def _field_problem(field: str, value) -> str | None:
+    """What is wrong with a --source-info field's value (the README's header takes licence ids, the page text), or
+    None."""
+    if field == "license":
+        ids = value if isinstance(value, list) and value else [value]
+        if all(isinstance(v, str) and _LICENSE_ID.fullmatch(v) for v in ids):
+            return None
+        return (
+            "takes a Hugging Face licence id or a list of them (cc-by-sa-4.0, other, ...; a name goes in license_name)"
+        )
+    if field == "limits":
+        texts = value if isinstance(value, list) else [value]
+        return None if all(isinstance(v, str) and v.strip() for v in texts) else "takes a text or a list of texts"
+    return None if isinstance(value, str) and value.strip() else "takes a text"
 
 
 def _listed_inputs(stage: Stage) -> str:
@@ -121,13 +148,21 @@ def _removed_by_dedup(dedup_runs: list[dict]) -> dict[str, dict]:
     return {name: dict(reasons) for name, reasons in removed.items()}
 
 
-def build_datasheet(card: dict, stages: list[Stage], info: dict[str, dict], languages: dict[str, Counter]) -> dict:
-    """The datasheet part of the card: a row per source, and what the README's header needs."""
-    docs = card["documents"]
-    by_source = docs.get("by_source", {}) if "absent" not in docs else {}
+def build_datasheet(
+    card: dict,
+    stages: list[Stage],
+    info: dict[str, dict],
+    by_source: dict[str, int],
+    languages: dict[str, Counter],
+    unsourced: dict | None,
+) -> dict:
+    """The datasheet part of the card: a row per source that gave documents (`by_source`, and by language in
+    `languages`), and what the README's header needs; `unsourced`: the documents of records whose sources are not
+    known here ({"documents", "files"}). A source of `info` without documents is not part of the data: it is left
+    out, with its licence."""
     extractions = {_source_of(s): s for s in stages if s.kind == "documents" and s.job.startswith("extract-")}
     sources = []
-    for name in sorted(set(by_source) | set(info)):
+    for name in sorted(n for n, documents in by_source.items() if documents):
         given, stage = info.get(name, {}), extractions.get(name)
         defaults = WIKIPEDIA_LICENSE if stage is not None and stage.job == "extract-wiki" else {}
         given_limits = given.get("limits") or []
@@ -137,11 +172,11 @@ def build_datasheet(card: dict, stages: list[Stage], info: dict[str, dict], lang
         sources.append(
             {
                 "source": name,
-                "documents": by_source.get(name, 0),
+                "documents": by_source[name],
                 "license": given.get("license", defaults.get("license", "unknown")),
                 "license_name": given.get("license_name", defaults.get("license_name", "not stated (--source-info)")),
                 "provenance": given.get("provenance") or (_listed_inputs(stage) if stage else "not stated"),
-                "languages": dict(languages.get(name) or {UNDETERMINED: by_source.get(name, 0)}),
+                "languages": dict(languages.get(name) or {UNDETERMINED: by_source[name]}),
                 "removed_by_extraction": _removed_by_extraction(stage) if stage else {},
                 "limits": limits,
                 "intended_use": given.get("intended_use", INTENDED_USE),
@@ -150,6 +185,7 @@ def build_datasheet(card: dict, stages: list[Stage], info: dict[str, dict], lang
     rows = _rows(card) or sum(by_source.values())
     return {
         "sources": sources,
+        "unsourced": unsourced,
         "record_limits": [limit for stage in stages if stage.kind == "records" for limit in _record_limits(stage)],
         "removed_by_dedup": _removed_by_dedup(card.get("dedup", [])),
         "decontaminated": any(run.get("benchmarks") for run in card.get("dedup", [])),
@@ -184,8 +220,9 @@ def datasheet_html(sheet: dict) -> str:
     """The sources' table, what dedup removed, the records' limits and the intended use; of these only the
     records' limits where there are no documents."""
     limits = [f"<p><b>Limit of the records.</b> {escape(limit)}.</p>" for limit in sheet.get("record_limits", [])]
+    unsourced = [f'<p class="note">{escape(said)}</p>' for said in [_unsourced_text(sheet)] if said]
     if not sheet["sources"]:
-        return "".join(limits)
+        return "".join(unsourced + limits)
     rows = [
         [
             f"<code>{escape(s['source'])}</code>",
@@ -203,7 +240,8 @@ def datasheet_html(sheet: dict) -> str:
             ["source", "documents", "licence", "provenance", "languages", "duplicates removed at extraction", "limits"],
             rows,
             {1},
-        )
+        ),
+        *unsourced,
     ]
     removed = sheet["removed_by_dedup"]
     if removed:
@@ -233,8 +271,27 @@ def _removed_text(removed: dict[str, int]) -> str:
 
 
 def _intended_uses(sheet: dict) -> list[str]:
-    """The sources' intended uses, each once, in source order."""
-    return list(dict.fromkeys(s["intended_use"] for s in sheet["sources"]))
+    """The sources' intended uses, each once, in source order; the default one where no source is known."""
+    return list(dict.fromkeys(s["intended_use"] for s in sheet["sources"])) or [INTENDED_USE]
+
+
+def _unsourced_text(sheet: dict) -> str:
+    """What the card cannot say of the records' documents whose files are not here; empty where it can say all."""
+    unsourced = sheet.get("unsourced")
+    if not unsourced:
+        return ""
+    files = unsourced["files"]
+    named = ", ".join(files[:3]) + (f" and {len(files) - 3:,} more" if len(files) > 3 else "")
+    return (
+        f"{unsourced['documents']:,} documents that create read come from files that are not where its manifest "
+        f"names them, as it describes them, or that are not documents files ({named}): their sources and licences "
+        "are not known here. Run stats on a folder that holds the documents too."
+    )
+
+
+def hub_languages(tags) -> list[str]:
+    """The Hub's language codes for BCP 47 tags: the language subtag of each (zh-Hans and zh-Hant are zh), once."""
+    return sorted({tag.split("-")[0].lower() for tag in tags})
 
 
 # ---------------------------------------------------------------------------------------------- README.md
@@ -243,8 +300,11 @@ def _intended_uses(sheet: dict) -> list[str]:
 def hub_readme(card: dict) -> str:
     """A README.md for the output folder: the Hugging Face dataset-card header, then the datasheet in prose."""
     sheet = card["datasheet"]
-    licenses = sorted({lic for s in sheet["sources"] for lic in _as_list(s["license"])})
-    languages = sorted({tag for s in sheet["sources"] for tag in s["languages"]}) or [UNDETERMINED]
+    licenses = {lic for s in sheet["sources"] for lic in _as_list(s["license"])}
+    if sheet.get("unsourced") or not sheet["sources"]:
+        licenses.add("unknown")  # of documents whose sources are not known here
+    licenses = sorted(licenses)
+    languages = hub_languages(card["languages"]) or [UNDETERMINED]
     header = {
         "license": licenses[0] if len(licenses) == 1 else licenses,
         "language": languages,
@@ -265,6 +325,8 @@ def hub_readme(card: dict) -> str:
         "## Sources",
         "",
     ]
+    if sheet.get("unsourced"):
+        lines += [_unsourced_text(sheet), ""]
     for s in sheet["sources"]:
         lines += [
             f"### {s['source']}",

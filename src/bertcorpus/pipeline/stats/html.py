@@ -315,31 +315,47 @@ def _languages_html(languages: dict[str, dict]) -> str:
     if not languages or (set(languages) == {UNDETERMINED} and not languages[UNDETERMINED].get("outputs")):
         return ""
     outputs = sorted({name for row in languages.values() for name in row.get("outputs", {})})
-    header = ["language", "documents", "characters", "[UNK] share of words", "tokens"]
-    header += [f"{name}: instances (achieved / target share)" for name in outputs]
-    rows = []
-    for tag, row in languages.items():
-        cells = [
-            f"<code>{escape(tag)}</code>",
-            row.get("documents"),
-            row.get("characters"),
-            share(row.get("unk_word_rate")),
-        ]
-        cells.append(row.get("tokens"))
-        for name in outputs:
-            out = row.get("outputs", {}).get(name)
-            cells.append(
-                ""
-                if out is None
-                else f"{out.get('instances', 0):,} ({share(out.get('achieved_share'))} / "
-                f"{share(out.get('target_share'))})"
-            )
-        rows.append(cells)
+    # An output made with language sampling gives each language's target share beside the achieved one.
+    sampled = {
+        name for row in languages.values() for name, out in row.get("outputs", {}).items() if "target_share" in out
+    }
+    # (header, numeric, the cell of a row); a column that no row has a value for is left out (records alone have
+    # no characters and no [UNK] words)
+    columns = [
+        ("language", False, lambda tag, row: f"<code>{escape(tag)}</code>"),
+        ("documents", True, lambda tag, row: row.get("documents")),
+        ("characters", True, lambda tag, row: row.get("characters")),
+        ("[UNK] share of words", False, lambda tag, row: share(row.get("unk_word_rate"))),
+        ("tokens", True, lambda tag, row: row.get("tokens")),
+    ]
+    columns = [c for c in columns if any(c[2](tag, row) is not None for tag, row in languages.items())]
+    columns += [
+        (
+            f"{name}: instances (achieved / target share)" if name in sampled else f"{name}: instances (share)",
+            False,
+            lambda tag, row, name=name: _language_instances(row.get("outputs", {}).get(name), name in sampled),
+        )
+        for name in outputs
+    ]
+    rows = [[_or_dash(cell(tag, row)) for _, _, cell in columns] for tag, row in languages.items()]
     note = (
         '<p class="note">A character of Chinese, Japanese or Thai counts as a word, and what becomes [UNK] there is a '
         "character.</p>"
     )
-    return table(header, rows, {1, 2, 4}) + note
+    numeric = {i for i, (_, is_number, _) in enumerate(columns) if is_number}
+    return table([header for header, _, _ in columns], rows, numeric) + note
+
+
+def _or_dash(value):
+    return "—" if value is None else value
+
+
+def _language_instances(out: dict | None, sampled: bool) -> str:
+    """A language's instances in one output and their share: achieved / target where the output was sampled."""
+    if out is None:
+        return "—"
+    shares = [share(out.get(key)) or "—" for key in (("achieved_share", "target_share") if sampled else ("share",))]
+    return f"{out.get('instances', 0):,} ({' / '.join(shares)})"
 
 
 def _code_points(word: str) -> str:
