@@ -245,3 +245,56 @@ def test_parquet_language_columns_are_read_by_name(tmp_path):
     (doc,) = read_documents(str(path), "documents", stats)
     assert (doc.language, doc.language_confidence) == (None, 0.9)
     assert stats.unknown_language_tags == 0
+
+
+def xor_bytes(path: Path, at: int, count: int = 32) -> None:
+    """Damage in place: `count` bytes from `at` changed, the file's size kept."""
+    data = bytearray(path.read_bytes())
+    assert at + count <= len(data)
+    data[at : at + count] = bytes(b ^ 0x5A for b in data[at : at + count])
+    path.write_bytes(bytes(data))
+
+
+def test_a_documents_file_damaged_at_its_size_is_never_read_as_other_text(tmp_path, capsys):
+    import pyarrow.parquet as pq
+
+    from wiki_fixtures import ENWIKI_2014
+
+    docs = tmp_path / "docs"
+    assert run_cli("extract-wiki", "--input", ENWIKI_2014, "--output", docs, "--num-shards", "2") == 0
+    listed = {f["path"]: f for f in json.loads((docs / "manifest.json").read_text())["outputs"]["documents"]}
+    intact, damaged = (docs / name for name in sorted(listed))
+    # In the middle of a page of the text column: pyarrow would decode it as other text.
+    text = pq.ParquetFile(damaged).metadata.row_group(0).column(3)
+    assert text.path_in_schema == "text"
+    start = text.dictionary_page_offset if text.has_dictionary_page else text.data_page_offset
+    xor_bytes(damaged, start + text.total_compressed_size // 2)
+
+    # The manifest beside the file lists its sha256: the whole file is one dead letter, its rows counted as lost.
+    out = tmp_path / "records"
+    argv = ["create", "--input", docs, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1"]
+    assert run_cli(*argv, "--max-error-rate", "1") == 0
+    documents = json.loads((out / "manifest.json").read_text())["documents"]
+    assert documents["errors_by_reason"] == {"changed_documents_file": 1}
+    assert documents["skipped"]["damaged_parquet_row"] == listed[damaged.name]["records"]
+    assert documents["read"] - documents["errors"] - sum(documents["skipped"].values()) == documents["kept"]
+    assert documents["kept"] == listed[intact.name]["records"]
+    [dead_letter] = [json.loads(line) for line in (out / "errors-00000-of-00001.jsonl").read_text().splitlines()]
+    assert dead_letter["input"] == str(damaged) and dead_letter["where"] == "file"
+    assert dead_letter["detail"].startswith(f"its sha256 is not the one {docs / 'manifest.json'} lists for it")
+
+    # Without a manifest, the page's checksum: its row group is the dead letter, never other text.
+    alone = tmp_path / "alone" / damaged.name
+    alone.parent.mkdir()
+    alone.write_bytes(damaged.read_bytes())
+    stats = ReadStats(str(alone))
+    [dead_letter] = read_documents(str(alone), "auto", stats)
+    assert (dead_letter.where, dead_letter.reason) == ("row group 0", "damaged_parquet_row_group")
+    assert "CRC checksum verification failed" in dead_letter.detail
+    assert stats.skipped == {"damaged_parquet_row": listed[damaged.name]["records"]}
+
+    # stats reads the documents through the same checksums.
+    capsys.readouterr()
+    assert run_cli("stats", docs) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"{damaged} cannot be read: " in err[0] and "CRC checksum verification failed" in err[0]

@@ -9,8 +9,6 @@ no split changes.
 from __future__ import annotations
 
 import codecs
-import hashlib
-import io
 import itertools
 import json
 import os
@@ -25,6 +23,7 @@ from bertcorpus.transforms.document_pieces import piece_id, sentence_pieces, tex
 from bertcorpus.transforms.languages import LanguageTagError, normalize_tag
 
 _REPLACEMENT_BYTES = "\ufffd".encode()
+PARQUET_READ_BUFFER = 1 << 20  # a column chunk is read through a buffer of this size, a page at a time
 
 
 class InputError(ValueError):
@@ -242,17 +241,16 @@ def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
 def read_parquet_documents(
     stream: BinaryIO, path: str, stats: ReadStats, fields: tuple[str, ...] = ()
 ) -> Iterator[SourceDocument | Rejected]:
-    """Documents Parquet (the extraction jobs' output): the id and text columns, and the `fields` asked for that
-    the file has. Row groups are read one by one, so that a damaged one costs its own rows only (a dead letter, its
-    rows counted as damaged_parquet_row); a file that is no documents Parquet is one dead letter. A null id falls
-    back to the file stem and the row's number in the file."""
+    """Documents Parquet (the extraction jobs' output) from a seekable stream: the id and text columns, and the
+    `fields` asked for that the file has. Row groups are read one by one, so that a damaged one costs its own rows
+    only (a dead letter, its rows counted as damaged_parquet_row); a page whose CRC-32 does not match its bytes is
+    such damage (the documents sink writes one for every page); a file that is no documents Parquet is one dead
+    letter. A null id falls back to the file stem and the row's number in the file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    data = stream.read()
-    stats.size, stats.sha256 = len(data), hashlib.sha256(data).hexdigest()
     try:
-        table = pq.ParquetFile(io.BytesIO(data))
+        table = pq.ParquetFile(stream, page_checksum_verification=True, buffer_size=PARQUET_READ_BUFFER)
     except Exception as e:  # pyarrow raises several types for a damaged file
         yield stats.reject("file", "unreadable_parquet", f"not a readable Parquet file: {str(e).splitlines()[0]}")
         return

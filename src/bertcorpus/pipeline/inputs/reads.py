@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import os
 from collections.abc import Iterator
@@ -26,8 +27,9 @@ from bertcorpus.pipeline.inputs.formats import (
     read_parquet_documents,
 )
 from bertcorpus.pipeline.inputs.streams import HashingReader, ReadProgress, hashed_to_the_end
-from bertcorpus.pipeline.sinks.output import is_remote
+from bertcorpus.pipeline.sinks.output import FILESYSTEM_ERRORS, is_remote
 from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES, MIB, decompressed_by_suffix, is_cut
+from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 
 MIN_RANGE_MB, MAX_RANGE_MB = 1, 32  # the bounds of auto_range_bytes
 
@@ -92,6 +94,12 @@ def _read_documents(
         contextlib.nullcontext(opened) if again else ReadProgress(opened, start, stop if stop >= 0 else None) as raw,
     ):
         if fmt == "documents":
+            if not again:  # the fingerprint first, and the manifest's promise kept before a row is taken
+                hashed_to_the_end(HashingReader(raw, stats))
+                if (broken := broken_promise(path, stats)) is not None:
+                    yield broken
+                    return
+                raw.seek(0)
             yield from _counted(read_parquet_documents(raw, path, stats, fields), stats)
             return
         if stop >= 0:
@@ -119,6 +127,39 @@ def _read_documents(
                     )
         finally:
             hashed.close()
+
+
+def broken_promise(path: str, stats: ReadStats) -> Rejected | None:
+    """A dead letter for a documents file (hashed into `stats`) whose sha256 is not the one that the manifest
+    beside it lists for it: bytes damaged or changed after the job that wrote it, at its size too, which no reader
+    would otherwise notice in a file written without page checksums. Its rows, as the manifest counts them, are
+    lost (damaged_parquet_row). None where the file keeps the promise, or no manifest makes one."""
+    promise = promised_by_manifest(path)
+    if promise is None or promise["sha256"] == stats.sha256:
+        return None
+    stats.skip("damaged_parquet_row", promise["records"])
+    return stats.reject(
+        "file",
+        "changed_documents_file",
+        f"its sha256 is not the one {promise['manifest']} lists for it: damaged or changed since it was written; "
+        f"its {promise['records']:,} documents were not read",
+    )
+
+
+def promised_by_manifest(path: str) -> dict | None:
+    """{"manifest", "sha256", "records"} that the bertcorpus manifest in a documents file's folder lists for it;
+    None where there is no such manifest, it does not list the file, or it is not one bertcorpus reads."""
+    folder, name = FileSystems.split(path)
+    manifest = FileSystems.join(folder, "manifest.json")
+    try:
+        with FileSystems.open(manifest, compression_type="uncompressed") as f:
+            content = json.load(f)
+        listed = content["outputs"]["documents"] if content.get("tool") == "bertcorpus" else []
+        entry = next(e for e in listed if isinstance(e, dict) and e.get("path") == name)
+        promise = {"manifest": manifest, "sha256": str(entry["sha256"]), "records": int(entry["records"])}
+    except (*FILESYSTEM_ERRORS, ValueError, KeyError, TypeError, AttributeError, StopIteration):
+        return None
+    return None if manifest_paths_problem(content) else promise
 
 
 def _counted(documents: Iterator[SourceDocument | Rejected], stats: ReadStats) -> Iterator[SourceDocument | Rejected]:

@@ -68,9 +68,11 @@ def default_num_shards(text_bytes: int) -> int:
 
 def parquet_chunks(rows: list[tuple]) -> Iterator[bytes]:
     """Documents Parquet of rows in COLUMNS order (the text as str, or as UTF-8 bytes), a row group at a time: the
-    bytes pq.write_table gives, without the table and the file in memory at once beside the rows."""
+    bytes pq.write_table gives, without the table and the file in memory at once beside the rows. Every page carries
+    its CRC-32, so that a page damaged after the writing (bytes changed in place, the file's size kept) is an error
+    for a reader that checks them (page_checksum_verification) rather than other text."""
     sink = _Taken()
-    with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as writer:
+    with pq.ParquetWriter(sink, SCHEMA, compression="zstd", write_page_checksum=True) as writer:
         for start in range(0, max(len(rows), 1), ROW_GROUP_ROWS):  # an empty file has one empty row group
             group = rows[start : start + ROW_GROUP_ROWS]
             columns = [pa.array([row[i] for row in group], type=f.type) for i, f in enumerate(SCHEMA)]
