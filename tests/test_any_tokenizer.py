@@ -20,7 +20,7 @@ from bertcorpus.wordpiece.tokenizer_file import RESERVED, TokenizerFile, read_to
 
 from conftest import DATA, exit_status, run_cli
 from tokenizer_files import tokenizer_folder
-from wiki_fixtures import MULTILINGUAL, wiki_articles
+from wiki_fixtures import mixed_script_articles, write_articles
 
 # family → (published tokenizer, the special tokens its files do not name)
 FAMILIES = {
@@ -28,8 +28,6 @@ FAMILIES = {
     "unigram": ("xlmr-shape", {}),
     "wordpiece": ("bert-base-uncased", {}),
 }
-ENWIKI = DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"
-CHINESE = DATA / "zh" / "zhwiki-hanyu-plain.txt"
 
 
 def flags(specials: dict[str, str]) -> list[str]:
@@ -43,23 +41,19 @@ def folders(tmp_path_factory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="module")
-def documents() -> list[tuple[str, str]]:
-    """Real text of several scripts: English Wikipedia articles, Japanese, Vietnamese, Greek and Ukrainian ones,
-    and a Chinese article mixing both scripts."""
-    docs = [(f"en:{n}", text) for n, (_, text) in enumerate(wiki_articles(ENWIKI)[:60])]
-    for lang in ("ja", "vi", "el", "uk"):
-        docs += [(f"{lang}:{n}", text) for n, (_, text) in enumerate(wiki_articles(MULTILINGUAL[lang])[:4])]
-    docs.append(("zh:0", CHINESE.read_text(encoding="utf-8")))
-    return docs
+def articles() -> list[tuple[str, str, str]]:
+    return mixed_script_articles()
 
 
 @pytest.fixture(scope="module")
-def documents_jsonl(tmp_path_factory, documents) -> Path:
-    path = tmp_path_factory.mktemp("docs") / "docs.jsonl"
-    with path.open("w", encoding="utf-8") as f:
-        for doc_id, text in documents:
-            f.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
-    return path
+def documents(articles) -> list[tuple[str, str]]:
+    """Real text of several scripts: (id, text)."""
+    return [(doc_id, text) for doc_id, text, _ in articles]
+
+
+@pytest.fixture(scope="module")
+def documents_jsonl(tmp_path_factory, articles) -> Path:
+    return write_articles(tmp_path_factory.mktemp("docs") / "docs.jsonl", articles)
 
 
 def loaded(folders, family: str) -> TokenizerFile:

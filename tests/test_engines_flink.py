@@ -87,6 +87,13 @@ def test_create_languages_sampled_with_whole_words_on_flink(flink, capsys, tmp_p
     run_on_both(flink, capsys, "create", args, tmp_path / "local", tmp_path / "flink")
 
 
+def test_create_megatron_files_by_language_on_flink(flink, capsys, tmp_path):
+    """Megatron's indexed datasets, a file per language merged from the buckets' parts on the workers."""
+    corpus = write_language_articles(tmp_path / "articles.jsonl")
+    args = ["--input", corpus, "--vocab", VOCAB, "--record-format", "megatron", "--language-sampling-alpha", "0.3"]
+    run_on_both(flink, capsys, "create", args, tmp_path / "local", tmp_path / "flink")
+
+
 def test_extract_wiki_byte_ranges_on_flink(flink, capsys, tmp_path):
     dump, index = build_multistream(ENWIKI_SMALL, tmp_path, pages_per_stream=1)
     args = ["--input", dump, "--index", index, "--range-mb", "0.005", "--num-shards", "2"]

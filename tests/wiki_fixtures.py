@@ -114,3 +114,22 @@ def write_language_articles(path: Path) -> Path:
                 f.write(json.dumps({"id": f"{lang}:{number}", "text": text, "language": lang}, ensure_ascii=False))
                 f.write("\n")
     return path
+
+
+def mixed_script_articles() -> list[tuple[str, str, str]]:
+    """(id, text, language) of real articles of several scripts: 60 English ones, four each in Japanese, Vietnamese,
+    Greek and Ukrainian, and a Chinese one that mixes both of its scripts."""
+    docs = [(f"en:{n}", text, "en") for n, (_, text) in enumerate(wiki_articles(ENWIKI_2014)[:60])]
+    for lang in ("ja", "vi", "el", "uk"):
+        docs += [(f"{lang}:{n}", text, lang) for n, (_, text) in enumerate(wiki_articles(MULTILINGUAL[lang])[:4])]
+    chinese = Path(__file__).parent / "data" / "zh" / "zhwiki-hanyu-plain.txt"
+    docs.append(("zh:0", chinese.read_text(encoding="utf-8"), "zh"))
+    return docs
+
+
+def write_articles(path: Path, articles: list[tuple[str, str, str]]) -> Path:
+    """Articles as JSONL documents (`id`, `text`, `language`)."""
+    with path.open("w", encoding="utf-8") as f:
+        for doc_id, text, language in articles:
+            f.write(json.dumps({"id": doc_id, "text": text, "language": language}, ensure_ascii=False) + "\n")
+    return path

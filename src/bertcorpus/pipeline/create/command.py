@@ -3,6 +3,7 @@ its end) and its summary. config.py turns the flags into the run's config."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 from bertcorpus.pipeline.cli.shared_flags import (
@@ -16,7 +17,7 @@ from bertcorpus.pipeline.cli.shared_flags import (
     add_reuse,
     positive_int,
 )
-from bertcorpus.pipeline.create.config import MASKING_MODES, RECORD_FORMATS, config_from_args
+from bertcorpus.pipeline.create.config import MASKING_MODES, MEGATRON_SEQUENCES, RECORD_FORMATS, config_from_args
 from bertcorpus.pipeline.create.job import CreatePretrainingData
 from bertcorpus.pipeline.create.job_vocab import read_job_tokenizer, read_job_vocab
 from bertcorpus.pipeline.create.publish import languages_without_instances, output_notes
@@ -31,8 +32,9 @@ from bertcorpus.transforms.word_segmentation import SEGMENTERS
 from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
 from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatch
 
-# The ids each record format can hold: TFRecords and MDS store int64 ids, Parquet uint32 (uint16 where they fit).
-ID_LIMITS = {"tfrecord": 2**63, "mds": 2**32, "parquet": 2**32}
+# The ids each record format can hold: TFRecords and MDS store int64 ids, Parquet uint32 (uint16 where they fit),
+# Megatron's indexed datasets int32 (uint16 below 65,500 ids).
+ID_LIMITS = {"tfrecord": 2**63, "mds": 2**32, "parquet": 2**32, "megatron": 2**31}
 
 
 def add_arguments(parser) -> None:
@@ -72,10 +74,11 @@ def add_arguments(parser) -> None:
     recipe.add_argument(
         "--masking",
         choices=MASKING_MODES,
-        default="static",
+        default=None,
         help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
         "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
-        "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static)",
+        "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static; dynamic with "
+        "--record-format megatron)",
     )
     recipe.add_argument(
         "--record-format",
@@ -83,8 +86,17 @@ def add_arguments(parser) -> None:
         default=None,
         help="tfrecord: the reference's records (static masking only); parquet: unmasked instances, one row "
         "each; mds: the same instances as MosaicML streaming shards and an index.json in seq{L}/{split}/, "
-        "for ModernBERT-class trainers (StreamingDataset reads them as they are) (default: tfrecord with "
-        "--masking static, parquet with dynamic)",
+        "for ModernBERT-class trainers (StreamingDataset reads them as they are); megatron: Megatron-LM's indexed "
+        "datasets (.bin/.idx) in megatron/, a sequence per sentence, which Megatron pairs and masks at load "
+        "(docs/pretraining_data.md, 'Megatron') (default: tfrecord with --masking static, parquet with dynamic)",
+    )
+    recipe.add_argument(
+        "--megatron-sequences",
+        choices=MEGATRON_SEQUENCES,
+        default=None,
+        help="with --record-format megatron: a sequence per sentence (Megatron's BERT dataset; --pair-objective "
+        "none: its --bert-no-binary-head) or per document (what its GPT dataset reads; needs --pair-objective none) "
+        "(default: sentences)",
     )
     recipe.add_argument(
         "--mds-ids",
@@ -335,6 +347,8 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
             f"{form['pair_objective']}" + (f", bins of {form['bin_size']}" if form["bin_size"] else ""),
         )
     )
+    if form["file_format"] == "megatron":
+        return rows + megatron_rows(manifest)
     label = {"random_next": "random-next", "swapped": "swapped"}.get(form["label"])
     for name, out in manifest["outputs"].items():
         for split in ("train", "eval"):
@@ -353,6 +367,23 @@ def _summary_rows(manifest: dict) -> list[tuple[str, str]]:
     if missing := languages_without_instances(manifest):
         named = ", ".join(f"{k} ({v:,} document{'s' * (v != 1)})" for k, v in missing.items())
         rows.append(("languages without instances", named))
+    return rows
+
+
+def megatron_rows(manifest: dict) -> list[tuple[str, str]]:
+    """A Megatron output's splits, and the command line that reads them."""
+    rows = []
+    for split, entry in manifest["outputs"].items():
+        files = len(entry["files"])
+        rows.append(
+            (
+                f"megatron {split}",
+                f"{entry['documents']:,} documents, {entry['sequences']:,} sequences, {entry['tokens']:,} tokens in "
+                f"{files} file{'s' * (files != 1)}",
+            )
+        )
+    megatron = manifest["megatron"]
+    rows.append((f"Megatron-LM ({megatron['dataset']})", f"{megatron['script']} {shlex.join(megatron['flags'])}"))
     return rows
 
 

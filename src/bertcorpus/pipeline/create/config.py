@@ -35,7 +35,9 @@ from bertcorpus.wordpiece.sequence_layout import SequenceLayout
 from bertcorpus.wordpiece.tokenizer_file import SPECIAL_ROLES
 
 MASKING_MODES = ("static", "dynamic")
-RECORD_FORMATS = ("tfrecord", "parquet", "mds")  # static masks: tfrecord; instances masked at load: parquet or mds
+# static masks: tfrecord; instances masked at load: parquet or mds; megatron: sentences that Megatron pairs and masks
+RECORD_FORMATS = ("tfrecord", "parquet", "mds", "megatron")
+MEGATRON_SEQUENCES = ("sentences", "documents")
 MAX_STORED_LENGTH = 65_535  # Parquet and MDS store lengths and segment starts as uint16
 SHARD_TARGET_MB = 256  # of records, per train shard when --num-shards is left to the job
 RECORD_BYTES_PER_TEXT_BYTE = 2  # per dupe pass, at 128/20 and at 512/80 alike
@@ -92,6 +94,8 @@ class CreateConfig:
     # flags name (role → token) over what its files name.
     tokenizer: str | None = None
     special_tokens: tuple = ()
+    # --record-format megatron: a sequence per sentence (Megatron's BERT dataset) or per document (its GPT dataset)
+    megatron_sequences: str | None = None
 
     @property
     def segmentation(self) -> SegmenterSpec | None:
@@ -113,6 +117,8 @@ class CreateConfig:
         # has something to interleave. A multiple of 4 shares the writing evenly between 2 or 4 workers.
         records_mb = RECORD_BYTES_PER_TEXT_BYTE * mb * self.dupe_factor
         shards = self.num_shards or 4 * math.ceil(max(4, records_mb / SHARD_TARGET_MB) / 4)
+        if self.record_format == "megatron":  # one file per split, as Megatron's users hold them, unless asked
+            shards = self.num_shards or 1
         eval_fraction = auto_eval_fraction(text_bytes) if self.eval_fraction is None else self.eval_fraction
         return CreateConfig(
             **{
@@ -173,6 +179,8 @@ class CreateConfig:
         d["languages"] = list(self.languages)  # as JSON holds it
         if d["mds_ids"] is None:  # other forms than mds: their manifests stay as they were before the option
             del d["mds_ids"]
+        if d["megatron_sequences"] is None:
+            del d["megatron_sequences"]
         if self.tokenizer is None:  # a vocab.txt's run: its config as it was before tokenizer.json was taken
             del d["tokenizer"], d["special_tokens"]
         else:
@@ -248,13 +256,17 @@ def config_from_args(args) -> CreateConfig:
             )
         seq_configs = [SeqConfig(args.max_seq_length, args.max_predictions_per_seq)]
     check_error_rate(args)
-    dupe_factor = DUPE_FACTOR[args.masking] if args.dupe_factor is None else args.dupe_factor
+    megatron = args.record_format == "megatron"
+    if megatron:
+        check_megatron(args, seq_configs)
+    masking = args.masking or ("dynamic" if megatron else "static")  # Megatron masks at load time
+    dupe_factor = DUPE_FACTOR[masking] if args.dupe_factor is None else args.dupe_factor
     shortest = min(c.max_seq_length for c in seq_configs)
     longest = max(c.max_seq_length for c in seq_configs)
-    record_format = args.record_format or ("tfrecord" if args.masking == "static" else "parquet")
+    record_format = args.record_format or ("tfrecord" if masking == "static" else "parquet")
     checks = [
         (
-            (record_format == "tfrecord") == (args.masking == "static"),
+            (record_format == "tfrecord") == (masking == "static"),
             f"--record-format {record_format} needs --masking dynamic (its instances are stored unmasked and "
             f"masked at load time)"
             if record_format != "tfrecord"
@@ -266,7 +278,7 @@ def config_from_args(args) -> CreateConfig:
             f"--mds-ids chooses how MDS shards store input_ids: it needs --record-format mds (not {record_format})",
         ),
         (
-            args.masking == "static" or longest <= MAX_STORED_LENGTH,
+            masking == "static" or longest <= MAX_STORED_LENGTH,
             f"--seq-configs: a length of {longest:,} is past the {MAX_STORED_LENGTH:,} tokens that dynamic "
             "masking's records store (uint16 lengths); split it into shorter instances",
         ),
@@ -306,6 +318,7 @@ def config_from_args(args) -> CreateConfig:
         output=args.output,
         vocab=args.vocab,
         tokenizer=args.tokenizer,
+        megatron_sequences=(args.megatron_sequences or "sentences") if megatron else None,
         special_tokens=parse_special_tokens(args.special_token or [], args.tokenizer),
         input_format=args.input_format,
         seq_configs=seq_configs,
@@ -315,7 +328,7 @@ def config_from_args(args) -> CreateConfig:
         seed=args.seed,
         do_lower_case=args.do_lower_case,
         whole_word_mask=args.whole_word_mask,
-        masking=args.masking,
+        masking=masking,
         pair_objective=args.pair_objective,
         bin_size=args.bin_size,
         record_format=args.record_format,
@@ -335,6 +348,29 @@ def config_from_args(args) -> CreateConfig:
         min_language_confidence=args.min_language_confidence,
         language_sampling_alpha=args.language_sampling_alpha,
     )
+
+
+def check_megatron(args, seq_configs: list[SeqConfig]) -> None:
+    """What --record-format megatron cannot honour, refused in one line: Megatron builds its pairs and draws its
+    masks itself, at load time, for the --seq-length it is given."""
+    load_time = "Megatron pairs and masks the sentences at load time, with its own options"
+    checks = [
+        (args.masking != "static", f"--record-format megatron takes no static masks: {load_time}"),
+        (args.bin_size is None, f"--bin-size: {load_time} and builds its own samples"),
+        (not args.whole_word_mask, f"--whole-word-mask: {load_time} (its --masking-do-full-word)"),
+        (
+            len(seq_configs) == 1,
+            "--record-format megatron writes sentences, not instances of a length: give one --max-seq-length (the "
+            "longest a sentence may be, as Megatron's --seq-length) instead of --seq-configs",
+        ),
+        (
+            args.megatron_sequences != "documents" or args.pair_objective == "none",
+            "--megatron-sequences documents gives no sentences to pair: it needs --pair-objective none",
+        ),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
 
 
 def parse_special_tokens(words: list[str], tokenizer: str | None) -> tuple[tuple[str, str], ...]:

@@ -27,6 +27,7 @@ import apache_beam as beam
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.config import CreateConfig
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.megatron import MegatronParts
 from bertcorpus.pipeline.create.publish import (
     Publish,
     RunOutcome,
@@ -104,6 +105,10 @@ class CreatePretrainingData(beam.PTransform):
             .with_output_types(tuple[str, BucketMessage])
             .with_outputs(tally.TALLY, main="buckets")
         )
+        if cfg.file_format == "megatron":
+            # (bucket key, tokenised documents) → a part per bucket → merged files' infos (create/megatron.py)
+            files = tokenized.buckets | "write megatron files" >> MegatronParts(cfg, self.vocab)
+            return self._published(read, assigned, tokenized, None, None, files, errors, {})
         # → (bucket key, [its documents, fragments from other buckets]) → ((config, split, shard), InstancePiece)
         gathered = tokenized.buckets | "gather negatives" >> GroupLargeValues()
         sampling = {}
@@ -134,24 +139,28 @@ class CreatePretrainingData(beam.PTransform):
             | "group into shards" >> GroupLargeValues()
             | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab), **words)
         )
-        # counts, file stats and shard infos → (kind, value) → one {"counts", "files", "shards"} → the manifest
+        counted = counted if sampling else None
+        return self._published(read, assigned, tokenized, built, counted, shard_infos, errors, words)
+
+    def _published(self, read, assigned, tokenized, built, counted, shard_infos, errors, words):
+        """counts, file stats and shard (or Megatron file) infos → (kind, value) → one {"counts", "files",
+        "shards"} → the manifest"""
+        counts = [("reading counts", read), ("splitting counts", assigned), ("tokenizing counts", tokenized)]
+        counts += [("building counts", built)] if built is not None else []
         parts = [
             values | f"label {what}" >> beam.Map(keyed_by_kind, kind)
             for what, kind, values in (
-                ("reading counts", "counts", read[tally.TALLY]),
-                ("splitting counts", "counts", assigned[tally.TALLY]),
-                ("tokenizing counts", "counts", tokenized[tally.TALLY]),
-                ("building counts", "counts", built[tally.TALLY]),
+                *((what, "counts", step[tally.TALLY]) for what, step in counts),
                 ("file stats", "files", read.files),
                 ("shard infos", "shards", shard_infos),
                 ("errors files", "errors", errors["files"]),
             )
         ]
-        if sampling:
+        if counted is not None:
             parts.append(counted[tally.TALLY] | "label sampling counts" >> beam.Map(keyed_by_kind, "counts"))
         return (
             parts
             | "gather the outcome" >> beam.Flatten()
             | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
-            | "publish" >> beam.ParDo(Publish(cfg, self.vocab, self.vocab_sha256, self.inputs_skipped), **words)
+            | "publish" >> beam.ParDo(Publish(self.config, self.vocab, self.vocab_sha256, self.inputs_skipped), **words)
         )

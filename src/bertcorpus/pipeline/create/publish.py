@@ -11,6 +11,13 @@ import apache_beam as beam
 
 from bertcorpus.pipeline.create.config import CreateConfig, shard_name
 from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.megatron import (
+    empty_file,
+    expected_files,
+    file_prefix,
+    megatron_flags,
+    megatron_outputs,
+)
 from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.discovery import input_runs
@@ -38,6 +45,8 @@ OWNED_GLOBS = [
     "errors-*.jsonl",
     VOCAB_COPY,
     f"{TOKENIZER_COPY}/*",
+    "megatron/*.bin",
+    "megatron/*.idx",
 ]
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
 
@@ -111,6 +120,9 @@ class Publish(WatchedDoFn):
                 f"({counts.get('documents_read', 0)} read{'; ' + why if why else ''}); "
                 "nothing was written"
             )
+        if cfg.file_format == "megatron":
+            yield self._publish_megatron(counts, files, shard_infos, errors_files)
+            return
         # A shard that drew no records (a tiny input) still gets its file, empty.
         written = {s["path"] for s in shard_infos}
         writer = WriteShards(cfg, self.vocab)
@@ -135,16 +147,58 @@ class Publish(WatchedDoFn):
         published = [s["path"] for s in shard_infos + errors_files]
         if cfg.file_format == "mds":
             published += self._write_mds_indexes(manifest, chinese_ref)
-        if loaded is not None:  # every form: the loader masks with it, inspect and stats decode with it
-            for name, data in tokenizer_folder(loaded).items():
-                output.write_bytes(output.staging_path(cfg.output, f"{TOKENIZER_COPY}/{name}"), [data])
-                published.append(f"{TOKENIZER_COPY}/{name}")
-        elif cfg.masking == "dynamic":
-            vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
-            output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
-            published.append(VOCAB_COPY)
+        published += self._stage_vocab_copy(loaded)
         output.publish(cfg.output, published, manifest, OWNED_GLOBS)
         yield manifest
+
+    def _stage_vocab_copy(self, loaded) -> list[str]:
+        """Stage the copy of the tokenizer (every form: the loader masks with it, inspect and stats decode with it)
+        or of the vocab.txt (forms masked at load time); the paths staged."""
+        cfg = self.config
+        if loaded is not None:
+            staged = []
+            for name, data in tokenizer_folder(loaded).items():
+                output.write_bytes(output.staging_path(cfg.output, f"{TOKENIZER_COPY}/{name}"), [data])
+                staged.append(f"{TOKENIZER_COPY}/{name}")
+            return staged
+        if cfg.masking != "dynamic":
+            return []
+        vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
+        output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
+        return [VOCAB_COPY]
+
+    def _publish_megatron(self, counts: dict, files: list, infos: list[dict], errors_files: list[dict]) -> dict:
+        """Publish Megatron's indexed datasets (pipeline/create/megatron.py): every file the manifest names (an
+        empty dataset where a file drew no part), the vocab or tokenizer copy, the manifest last."""
+        cfg = self.config
+        loaded = self.vocab.load()
+        if cfg.language_sampling_alpha == 1:
+            made = {i["prefix"] for i in infos}
+            infos = list(infos) + [
+                empty_file(cfg, len(loaded), prefix, split, None)
+                for split, number, total in expected_files(cfg)
+                if (prefix := file_prefix(split, None, number, total)) not in made
+            ]
+        manifest = build_manifest(cfg, self.vocab_sha256, [], counts, files, self.inputs_skipped, errors_files)
+        manifest["outputs"] = megatron_outputs(cfg, infos)
+        if not manifest["outputs"]["train"]["documents"]:
+            output.discard_staging(cfg.output)
+            raise EmptySplitError(
+                f"the train split holds no document (--eval-fraction {cfg.eval_fraction} of "
+                f"{manifest['documents']['kept']:,} documents); lower --eval-fraction or give more documents; "
+                "nothing was published"
+            )
+        tokenizer = None
+        if cfg.tokenizer is not None:
+            manifest["vocab"] = None
+            tokenizer = manifest["tokenizer"] = {"path": cfg.tokenizer, **loaded.describe(), "copy": TOKENIZER_COPY}
+        else:
+            manifest["vocab"]["copy"] = VOCAB_COPY
+        manifest["megatron"] = megatron_flags(cfg, manifest["outputs"], tokenizer, VOCAB_COPY)
+        published = [f["path"] for i in infos for f in i["files"]] + [f["path"] for f in errors_files]
+        published += self._stage_vocab_copy(loaded if cfg.tokenizer is not None else None)
+        output.publish(cfg.output, published, manifest, OWNED_GLOBS)
+        return manifest
 
     def _write_mds_indexes(self, manifest: dict, chinese_ref: bool) -> list[str]:
         """Stage the index.json of each MDS split folder (its shards in order, as the manifest lists them)."""
@@ -205,6 +259,8 @@ REPEATED_NEGATIVES_PER_PASS = 4
 def languages_without_instances(manifest: dict) -> dict[str, int]:
     """{language: documents} of the languages whose documents made no instance in any output and split (too few
     or too short for a pair)."""
+    if manifest["form"]["file_format"] == "megatron":
+        return {}
     made = {
         language
         for out in manifest["outputs"].values()
@@ -222,6 +278,8 @@ def output_notes(manifest: dict) -> list[str]:
     is published: a small corpus's shares move by whole instances)."""
     notes = []
     config, objective = manifest["config"], manifest["form"]["pair_objective"]
+    if manifest["form"]["file_format"] == "megatron":  # sentences, not instances: Megatron makes those
+        return notes
     if missing := languages_without_instances(manifest):
         notes.append(
             "no instance was made of the documents of "

@@ -188,7 +188,8 @@ class TokenizeBuckets(WatchedDoFn):
             ring_size, receivers = targets[key]
             bucket = Bucket.from_documents(tokenized, languages)
             yield key, BucketMessage(bucket, ring_size=ring_size)
-            if self.config.pair_objective == "nsp":  # only random next segments come from other buckets
+            # only random next segments come from other buckets, and Megatron's sentences need none
+            if self.config.pair_objective == "nsp" and self.config.file_format != "megatron":
                 yield from self._fragments(bucket, key, receivers)
 
     def _fragments(self, bucket: Bucket, key: str, receivers: list[str]):
