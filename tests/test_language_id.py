@@ -4,13 +4,14 @@ articles of six languages, documents that mix two, the minimum confidence, and t
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from bertcorpus.transforms.language_id import Detected, LanguageSetting, detect_language, windows
 
 from conftest import VOCAB, run_cli
-from wiki_fixtures import ENWIKI_2014, MULTILINGUAL, wiki_articles
+from wiki_fixtures import BGWIKI_UTF16, ENWIKI_2014, MULTILINGUAL, wiki_articles
 
 pytest.importorskip("lingua")
 
@@ -75,7 +76,21 @@ def test_below_the_minimum_confidence_a_document_is_und_with_its_confidence_kept
     assert setting.resolve("und", lambda: half) == found  # und carries no language: it is detected
     assert setting.resolve("ja", lambda: half) is None  # a language the document carries is kept
     assert LanguageSetting("vi").resolve(None, lambda: half) == Detected("vi", None)  # given, not detected
-    assert detect_language("   \n\n ", CANDIDATES) == Detected("und", 0.0)
+    assert detect_language("   \n\n ", CANDIDATES) == Detected("und", 0.0, "lingua")
+
+
+def test_a_document_in_a_language_outside_the_list_is_und(articles):
+    # Restricted to a list, the detector gives a document of another language the listed one it looks most like,
+    # with full confidence; the light detector of all languages finds it is another, and it is und.
+    bulgarian = next(text for _, text in wiki_articles(BGWIKI_UTF16))
+    found = detect_language(bulgarian, ("en", "uk"), 0.5)
+    assert found.language == "und" and found.confidence < 0.5
+    ukrainian = [text for _, text in articles["uk"] if len(text) >= LONG]
+    assert len(ukrainian) >= 25
+    assert {detect_language(text, ("en", "ru"), 0.5).language for text in ukrainian} == {"und"}
+    # In the list, the same documents keep their language.
+    assert detect_language(bulgarian, ("bg", "en", "uk"), 0.5).language == "bg"
+    assert {detect_language(text, ("en", "uk"), 0.5).language for text in ukrainian} == {"uk"}
 
 
 def test_create_detects_the_language_of_documents_that_carry_none(tmp_path, articles):
@@ -110,6 +125,9 @@ def test_create_detects_the_language_of_documents_that_carry_none(tmp_path, arti
         ("en,yi", "language identification does not know yi; it knows these 75: af, ar,"),
         ("ja", "--languages needs at least two languages to tell apart; for documents that are all in one, pass "
          "--language ja instead of auto"),
+        ("", "argument --languages: '' names no language: give the languages to tell apart (en,zh,ja), or leave "
+         "--languages out to tell apart all the detector knows"),
+        (" , ", "argument --languages: ' , ' names no language"),
     ],
 )  # fmt: skip
 def test_a_bad_language_list_gets_one_line(tmp_path, capsys, languages, message):
@@ -124,3 +142,23 @@ def test_a_bad_language_list_gets_one_line(tmp_path, capsys, languages, message)
     assert code == 2 and message in err and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_language_fields_that_are_no_tag_are_counted_and_reported(tmp_path, capsys, articles):
+    # A JSONL line's language that is no BCP 47 tag is read as none (und): counted in the manifest and the summary
+    # of every job that reads it, never silently.
+    values = [5, ["en"], {"a": 1}, "xx-YY", True, "uk", None]
+    lines = []
+    for n, ((_, text), value) in enumerate(zip(articles["uk"], values)):
+        lines.append({"id": f"uk:{n}", "text": text, **({"language": value} if value is not None else {})})
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), encoding="utf-8")
+    assert run_cli("dedup", "--input", docs, "--output", tmp_path / "dedup") == 0
+    (source,) = json.loads((tmp_path / "dedup" / "manifest.json").read_text())["sources"]
+    assert source["unknown_language_tags"] == 5
+    assert {lang: entry["documents"] for lang, entry in source["languages"].items()} == {"uk": 1, "und": 6}
+    assert "docs language tags" in capsys.readouterr().out
+    assert run_cli("vocab", "--input", docs, "--output", tmp_path / "vocab" / "vocab.txt") == 0
+    (entry,) = json.loads((tmp_path / "vocab" / "manifest.json").read_text())["inputs"]
+    assert entry["unknown_language_tags"] == 5
+    assert re.search(r"\n  language tags +5 unknown, read as und\n", capsys.readouterr().out)

@@ -112,11 +112,13 @@ def check_error_rate(args) -> None:
 
 
 def language_tag_or_auto(text: str) -> str:
-    """An argparse type: a BCP 47 tag of a known language (canonical case), `und`, or `auto`."""
+    """An argparse type: a BCP 47 tag of a known language (canonical case), `und`, `auto`, or `detect` (the light
+    detector, else the script: extract-books's default)."""
+    from bertcorpus.transforms.language_id import DETECT
     from bertcorpus.transforms.languages import LanguageTagError, normalize_tag
 
-    if text.strip().lower() == "auto":
-        return "auto"
+    if text.strip().lower() in ("auto", DETECT):
+        return text.strip().lower()
     try:
         return normalize_tag(text)
     except LanguageTagError as e:
@@ -133,16 +135,16 @@ def language_list(text: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_language(group, what: str) -> None:
+def add_language(group, what: str, default: str = "und", default_help: str = "und, unknown") -> None:
     """--language, --languages and --min-language-confidence: the language of documents that do not carry one."""
     group.add_argument(
         "--language",
         type=language_tag_or_auto,
-        default="und",
+        default=default,
         metavar="CODE|auto",
         help=f"the language of {what} that do not name their own (a documents file's language column, a JSONL "
-        "line's language field): a BCP 47 tag (en, ja, zh-Hans), or auto to detect each document's majority "
-        "language offline (pip install 'bertcorpus[langid]') (default: und, unknown)",
+        "line's language field): a BCP 47 tag (en, ja, zh-Hans; und for unknown), or auto to detect each "
+        f"document's majority language offline (pip install 'bertcorpus[langid]') (default: {default_help})",
     )
     group.add_argument(
         "--languages",
@@ -150,14 +152,15 @@ def add_language(group, what: str) -> None:
         default=(),
         metavar="LIST",
         help="with --language auto: the languages to tell apart, comma-separated ISO 639-1 codes (en,zh,ja); "
-        "fewer load faster and use less memory (default: all 75 the detector knows, about 1.4 GB per worker)",
+        "fewer load faster and use less memory, and a document in a language outside them is und (default: all "
+        "75 the detector knows, about 1.4 GB per worker)",
     )
     group.add_argument(
         "--min-language-confidence",
         type=float,
         default=0.5,
         metavar="P",
-        help="with --language auto: a document whose majority language has less confidence than this is und, "
+        help="with --language auto or detect: a document whose majority language has less confidence than this is und, "
         "counted, never put under a language it may not be in (default: %(default)s)",
     )
 

@@ -155,6 +155,8 @@ def summary_rows(manifest: dict) -> list[tuple[str, str]]:
             )
         if s["replaced_chars"]:
             rows.append((f"{s['name']} invalid UTF-8", f"{s['replaced_chars']:,} characters replaced by U+FFFD"))
+        if s["unknown_language_tags"]:
+            rows.append((f"{s['name']} language tags", f"{s['unknown_language_tags']:,} unknown, read as und"))
     dup = manifest["duplicates"]
     rows.append(("pairs", f"{dup['pairs_measured']:,} measured, {dup['pairs_similar']:,} at or above the threshold"))
     for b in manifest["benchmarks"]:

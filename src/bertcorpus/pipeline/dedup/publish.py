@@ -52,6 +52,8 @@ def source_summary(config: DedupConfig, priority: int, counts: dict) -> dict:
         "too_short_to_compare": mine.get("too_short_to_compare", 0),
         # Invalid UTF-8 (and JSONL's lone surrogates) read as U+FFFD, as create reads them: counted, never silent.
         "replaced_chars": mine.get("replaced_chars", 0),
+        # A language field that is no tag (5, ["en"], "xx-YY") is read as none, and counted.
+        "unknown_language_tags": mine.get("unknown_language_tags", 0),
         "split": {"documents": mine.get("split", 0), "pieces": mine.get("pieces", 0)},
         "characters": {k: mine.get(f"characters_{k}", 0) for k in ("read", "kept", "removed")},
         "languages": languages_kept(mine),
@@ -108,6 +110,7 @@ def source_manifest(config: DedupConfig, summary: dict, inputs: list[dict], file
             "cut": summary["cut"],
             "too_short_to_compare": summary["too_short_to_compare"],
             "replaced_chars": summary["replaced_chars"],
+            "unknown_language_tags": summary["unknown_language_tags"],
             "characters": summary["characters"],
         },
         "outputs": {kind: [relative(f) for f in files if f["kind"] == kind] for kind in ("documents", "errors")},

@@ -74,6 +74,7 @@ class ReadSources(beam.DoFn):
             stats.documents + sum(stats.skipped.values()) + sum(stats.errors.values())
         )
         counts[source_key(priority, "replaced_chars")] = stats.replaced_chars
+        counts[source_key(priority, "unknown_language_tags")] = stats.unknown_language_tags
         counts.update({source_key(priority, f"skipped:{k}"): v for k, v in stats.skipped.items()})
         counts.update({source_key(priority, f"errors:{k}"): v for k, v in stats.errors.items()})
         yield tally.emit(METRICS, counts)

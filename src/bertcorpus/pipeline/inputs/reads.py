@@ -209,6 +209,8 @@ def merge_file_stats(parts: list[dict]) -> list[dict]:
             entry["size"], entry["sha256"] = part["size"], part["sha256"]
         entry["documents"] += part["documents"]
         entry["replaced_chars"] += part["replaced_chars"]
+        if part.get("unknown_language_tags"):  # records whose language is no tag, read as carrying none
+            entry["unknown_language_tags"] = entry.get("unknown_language_tags", 0) + part["unknown_language_tags"]
         for kind in ("skipped", "errors"):
             for reason, n in part.get(kind, {}).items():
                 entry[kind][reason] = entry[kind].get(reason, 0) + n

@@ -433,6 +433,8 @@ def _summary_rows(
         )
     if replaced:
         rows.append(("invalid UTF-8", f"{replaced:,} characters replaced by U+FFFD"))
+    if unknown := sum(f.get("unknown_language_tags", 0) for f in counts.files):
+        rows.append(("language tags", f"{unknown:,} unknown, read as und"))
     rows.append(("corpus words", f"{words.words:,} ({trained.trained_words:,} distinct trained on)"))
     dropped = []
     if words.too_long:
