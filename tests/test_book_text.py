@@ -485,6 +485,58 @@ def test_legacy_encodings_of_other_scripts_are_recognised(name: str, encoding: s
     assert result.text == raw.decode(encoding).replace("\r\n", "\n")
 
 
+def _cut_in_a_character(text: str, encoding: str, at: float) -> bytes:
+    """The text in `encoding`, cut in the middle of a double-byte character about `at` of the way through."""
+    end = round(len(text) * at)
+    while not "\u4e00" <= text[end] <= "\u9fff":
+        end += 1
+    return text[:end].encode(encoding, errors="replace") + text[end].encode(encoding)[:1]
+
+
+@pytest.mark.parametrize("encoding", ["gb18030", "big5hkscs"])
+def test_a_damaged_legacy_book_keeps_its_text_with_the_bad_bytes_replaced_and_counted(encoding: str) -> None:
+    # One bad byte, or a last character cut in two, cost the whole book ("not UTF-8 (107,433 bad sequences)"),
+    # where a UTF-8 book in that state keeps its text.
+    text = ZH_BOOK.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    raw = text.encode(encoding, errors="replace")  # Big5 lacks 11 of the book's rare characters
+    middle = len(raw) // 2
+    cut = _cut_in_a_character(text, encoding, 0.6)
+    # The bad byte takes the character after it in GB18030, whose decoder resynchronises a byte later.
+    for damaged, replaced in ((raw[:middle] + b"\xff" + raw[middle:], {1, 2}), (cut, {1})):
+        result = decode_book(damaged)
+        assert isinstance(result, DecodedBook), result
+        assert result.encoding == encoding and result.replaced == result.text.count("\ufffd") in replaced
+        assert len(result.text) >= len(text) * 0.6 - 2 and result.text[:1000] == text[:1000]
+    # Damage throughout: refused, and the reason is the encoding's, not UTF-8's.
+    noise = random.Random(7)
+    damaged = bytearray(raw)
+    for _ in range(1000):
+        damaged[noise.randrange(len(damaged))] = 0xFF
+    result = decode_book(bytes(damaged))
+    assert isinstance(result, BookRejection) and result.reason == "undecodable"
+    assert "not UTF-8" in result.detail or f"undecodable as {encoding}" in result.detail
+
+
+def test_a_chinese_book_read_as_latin1_and_saved_again_is_repaired() -> None:
+    # UTF-8 bytes read as Latin-1 (or cp1252) and saved as UTF-8: 《 becomes ã\x80\x8a. The per-sequence repair
+    # knows only the Western sequences; a text all of whose non-ASCII characters are such bytes is undone whole.
+    text = ZH_BOOK.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    undefined = {0x81, 0x8D, 0x8F, 0x90, 0x9D}
+    for reading in ("latin-1", "cp1252"):
+        twice = "".join(
+            chr(b) if reading == "latin-1" or b in undefined else bytes([b]).decode("cp1252")
+            for b in text.encode("utf-8")
+        )
+        assert "ã\x80\x8aè±\x86" in twice or "ã€Šè±†" in twice  # 《豆
+        result = decode_book(twice.encode("utf-8"))
+        assert isinstance(result, DecodedBook)
+        assert result.text == text and result.encoding == "utf-8"
+        assert result.mojibake_fixed == sum(1 for c in text if ord(c) > 0x7F)
+    # Latin-1 text that is not double-encoded stays as it is.
+    latin = "Déjà vu: a naïve café owner’s façade.\n" * 40
+    assert decode_book(latin.encode("utf-8")).text == latin
+
+
 def test_invalid_bytes_in_utf8_are_replaced_and_counted() -> None:
     raw = ALICE.read_bytes()
     # A stray byte, a sequence cut short, a lone continuation byte.

@@ -5,8 +5,11 @@ comes out as Chinese paragraphs without stray spaces, in the script asked for, w
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -109,3 +112,64 @@ def test_both_scripts_of_a_document_go_to_one_split():
     splits = [split_of(i, config) for i in ids]
     assert 60 < splits.count("eval") < 140  # the split still draws
     assert all(split_of(f"{i}@zh-Hans", config) == split_of(f"{i}@zh-Hant", config) == s for i, s in zip(ids, splits))
+
+
+def test_without_language_flags_each_book_gets_its_language_and_says_how(books, tmp_path):
+    # The Chinese book in UTF-8, in Big5 and read as Latin-1 and saved again (mojibake), beside an English book.
+    text = BOOK.read_text(encoding="utf-8-sig")
+    (books_here := tmp_path / "books").mkdir()
+    for path in books.iterdir():
+        shutil.copy(path, books_here / path.name)
+    (books_here / "mojibake-copy.txt").write_text(text.encode("utf-8").decode("latin-1"), encoding="utf-8")
+    manifest = extract(books_here, tmp_path / "out", "--no-dedup")
+    docs = documents(tmp_path / "out")
+    assert {i: (d["language"], d["title"]) for i, d in docs.items()} == {
+        "books:11-0": ("en", "11-0"),  # no PG header: the file's name
+        "books:big5-copy": ("zh-Hant", "Tou Peng Hsien Hua"),
+        "books:mojibake-copy": ("zh-Hant", "Tou Peng Hsien Hua"),
+        "books:pg25328-tou-peng-hsien-hua": ("zh-Hant", "Tou Peng Hsien Hua"),
+    }
+    assert docs["books:mojibake-copy"]["text"] == docs["books:pg25328-tou-peng-hsien-hua"]["text"]
+    assert all(d["language_confidence"] > 0.9 for d in docs.values())
+    by_file = {Path(i["path"]).name: i for i in manifest["inputs"]}
+    assert {name: i["languages"] for name, i in by_file.items()} == {
+        "11-0.txt": {"en": "lingua-light"},
+        "big5-copy.txt": {"zh-Hant": "lingua-light"},
+        "mojibake-copy.txt": {"zh-Hant": "lingua-light"},
+        BOOK.name: {"zh-Hant": "lingua-light"},
+    }
+    assert by_file["mojibake-copy.txt"]["mojibake_fixed"] > 80_000
+
+
+def test_without_the_langid_extra_a_books_language_is_guessed_from_its_script(books, tmp_path):
+    # An installation without lingua, as far as importing goes: a lingua package ahead on the path that raises.
+    fake = tmp_path / "no-langid-extra" / "lingua"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('lingua is not installed here')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(fake.parent), os.environ.get("PYTHONPATH"))))}
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "bertcorpus",
+        "extract-books",
+        "--input",
+        str(books),
+        "--output",
+        str(out),
+        "--no-dedup",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"\n  languages by +script 3\n", done.stdout)
+    docs = documents(out)
+    assert {i: d["language"] for i, d in docs.items()} == {
+        "books:11-0": "en",
+        "books:big5-copy": "zh-Hant",
+        "books:pg25328-tou-peng-hsien-hua": "zh-Hant",
+    }
+    # A guess from the script: its confidence is the script's share of the letters.
+    assert docs["books:11-0"]["language_confidence"] == 1.0
+    assert docs["books:pg25328-tou-peng-hsien-hua"]["language_confidence"] > 0.99
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert {m for i in manifest["inputs"] for m in i["languages"].values()} == {"script"}

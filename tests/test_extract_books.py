@@ -80,7 +80,7 @@ def test_every_sample_is_kept_or_counted(samples):
         "errors": 0,
         "errors_by_reason": {},
         "characters": 1_533_690,
-        "languages": {"und": {"documents": 7, "characters": 1_533_690}},  # no --language: unknown
+        "languages": {"en": {"documents": 7, "characters": 1_533_690}},  # no --language: detected
         "skipped": {"too_short": 0, "duplicate": 0, "near_duplicate": 1, "duplicate_id": 0},
     }
     assert_accounted(manifest, samples)
@@ -107,6 +107,27 @@ def test_every_sample_is_kept_or_counted(samples):
     gatsby = next(i for i in manifest["inputs"] if i["path"] == str(GATSBY))
     assert gatsby["sha256"] == hashlib.sha256(GATSBY.read_bytes()).hexdigest()
     assert gatsby["size"] == GATSBY.stat().st_size and gatsby["removed"]["licence_lines"] > 300
+
+
+def test_every_book_has_a_title_and_a_language_saying_how_it_was_had(samples):
+    # The metadata's title, else the PG header's, else the file's name: none is left without one.
+    docs = documents(samples)
+    assert {i: d["title"] for i, d in docs.items()} == {
+        "books:10006": "La Fiammetta by Giovanni Boccaccio",
+        "books:11-0": "11-0",
+        "books:12204": "Odd Craft Part 4: Bill's Lapse by W.W. Jacobs",
+        "books:1661-0": "1661-0",
+        "books:28213": "Harper's Young People November 25 1879 by Various",
+        "books:84-0": "84-0",
+        "books:pg64317": "The Great Gatsby",
+    }
+    # Without --language, lingua's light models of all its languages find each book's language.
+    assert {d["language"] for d in docs.values()} == {"en"} and min(
+        d["language_confidence"] for d in docs.values()
+    ) > 0.9
+    manifest = json.loads((samples / "manifest.json").read_text())
+    assert manifest["config"]["language"]["language"] == "detect"
+    assert [i["languages"] for i in manifest["inputs"]] == [{"en": "lingua-light"}] * 8
 
 
 def test_more_shards_than_books_still_writes_every_shard(tmp_path):
@@ -168,7 +189,7 @@ def test_copies_and_bad_files(tmp_path, capsys):
         "kept": 3,
         "errors": 4,
         "characters": manifest["documents"]["characters"],
-        "languages": {"und": {"documents": 3, "characters": manifest["documents"]["characters"]}},
+        "languages": {"en": {"documents": 3, "characters": manifest["documents"]["characters"]}},
         "errors_by_reason": {"binary": 1, "empty": 1, "read_error": 1, "undecodable": 1},
         "skipped": {"too_short": 1, "duplicate": 1, "near_duplicate": 0, "duplicate_id": 0},
     }

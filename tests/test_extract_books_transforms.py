@@ -28,6 +28,7 @@ from bertcorpus.pipeline.extract.books_job import (
 from bertcorpus.transforms.book_cleaning import clean_book
 from bertcorpus.transforms.book_decoding import decode_book
 from bertcorpus.transforms.book_duplicates import dedup_key, minhash_signature
+from bertcorpus.transforms.language_id import detect_language_lightly
 
 from conftest import DATA
 
@@ -50,17 +51,20 @@ def summed(counts):
 
 
 def book(path: Path, stem: str | None = None) -> Book:
-    """The Book CleanBooks makes of a file, built here from the pure functions."""
-    text = clean_book(decode_book(path.read_bytes()).text).text
+    """The Book CleanBooks makes of a file, built here from the pure functions: its title the PG header's, else
+    its file's name, and its language that of lingua's light detector."""
+    cleaned = clean_book(decode_book(path.read_bytes()).text)
+    text = cleaned.text
     name = str(path.with_name(stem)) if stem else str(path)
+    language = detect_language_lightly(text, 0.5)
     document = {
         "id": book_id(name),
         "source": "books",
-        "title": None,
+        "title": cleaned.title or book_id(name).split(":", 1)[1],
         "text": text,
         "url": None,
-        "language": "und",
-        "language_confidence": None,
+        "language": language.language,
+        "language_confidence": language.confidence,
     }
     return Book(name, document, dedup_key(text), minhash_signature(text))
 

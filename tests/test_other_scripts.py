@@ -45,6 +45,19 @@ def test_article_1_ends_its_sentences_at_the_stops_of_its_script(code):
     assert rejoined(sentences, paragraph) == " ".join(paragraph.split())  # nothing dropped, moved or added
 
 
+def test_a_length_in_characters_of_english_is_about_the_same_in_every_script():
+    # Article 1 is 170 characters in English; --min-chars counts the dense scripts' characters by what they say.
+    from bertcorpus.transforms.text_length import long_enough, weighted_length
+
+    plain = {code: len(ARTICLE_1[code]) for code in ("cmn", "jpn", "kor")}
+    weighted = {code: weighted_length(ARTICLE_1[code]) for code in ("cmn", "jpn", "kor")}
+    assert plain == {"cmn": 43, "jpn": 85, "kor": 87}
+    assert weighted == {"cmn": 160, "jpn": 160, "kor": 153}
+    # Alphabets count one a letter, as Latin letters do.
+    assert all(weighted_length(ARTICLE_1[code]) == len(ARTICLE_1[code]) for code in ("hye", "tha", "hin", "bn"))
+    assert long_enough(ARTICLE_1["cmn"], 150) and not long_enough(ARTICLE_1["cmn"], 170)
+
+
 def test_cjk_stops_need_no_space_or_capital_after_them():
     assert document_sentences("今天天气很好。我们去公园散步吧！你想去吗？") == [
         "今天天气很好。",

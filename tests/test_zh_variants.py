@@ -267,3 +267,18 @@ def test_rules_that_multiply_a_page_make_one_error_in_bounded_memory(tmp_path):
     assert [(e["where"], e["reason"]) for e in errors] == [("page 5", "page_too_large"), ("page 8", "page_too_large")]
     assert errors[0]["detail"].startswith("page '量子爆炸': its text converted to zh-hans is longer than")
     assert sorted(r["id"] for r in rows(tmp_path / "out")) == ["zhwiki:21@zh-Hans", "zhwiki:21@zh-Hant"]
+
+
+def test_a_two_sentence_chinese_stub_is_kept_at_the_default_min_chars(tmp_path):
+    # Two sentences of the zhwiki article 漢語 are 84 characters: under --min-chars 100 counted one a character,
+    # about 330 in the characters of English they say (an ideograph counts 4).
+    stub = (
+        "漢語曾影響過不同的語言，如日語、朝鲜語、越南語，當中都有大量漢語借词以及借用漢字，在泰语、高棉语、马来语中也有"
+        "一些汉语借词。在新词汇的产生过程中，亦对不同语言产生影响。"
+    )
+    dump = zhwiki_dump(tmp_path / "zhwiki-stub-pages-articles.xml", [(34, "漢語的影響", stub)])
+    manifest = extract(dump, tmp_path / "out")
+    assert manifest["documents"]["kept"] == 1 and manifest["documents"]["skipped"]["too_short"] == 0
+    assert [r["text"] for r in rows(tmp_path / "out")] == [
+        resolve_converter_markup(stub, "zh-hans").rules.convert(stub)
+    ]

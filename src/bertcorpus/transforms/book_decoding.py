@@ -99,6 +99,9 @@ _CP1252_UPPER = _cp1252_upper_half()
 _CONT_CLASS = "".join(re.escape(c) for c, b in _CP1252_UPPER.items() if b < 0xC0)
 _MOJIBAKE = re.compile(f"[\u00c2\u00c3\u00c5][{_CONT_CLASS}]|\u00e2[{_CONT_CLASS}]{{2}}")
 _MOJIBAKE_HINTS = ("\u00e2\u20ac", "\u00c3", "\u00c2", "\u00c5")
+# Each cp1252 character to the Latin-1 character of its byte (€ → \x80), and the highest of them (™, U+2122).
+_AS_BYTE_CHARACTERS = str.maketrans({c: chr(b) for c, b in _CP1252_UPPER.items() if ord(c) > 0xFF})
+_LAST_CP1252_CHARACTER = max(_CP1252_UPPER)
 
 
 def _magic_kind(raw: bytes) -> str | None:
@@ -154,9 +157,25 @@ def _finish(text: str, encoding: str, replaced: int) -> DecodedBook | BookReject
     if replaced > 16 and replaced > _MAX_REPLACED_SHARE * len(text):
         return BookRejection("undecodable", f"{replaced} of {len(text)} characters undecodable as {encoding}")
     fixed = 0
-    if any(hint in text for hint in _MOJIBAKE_HINTS):
+    if not text.isascii() and (undone := _undo_double_encoding(text)) is not None:
+        text, fixed = undone
+    elif any(hint in text for hint in _MOJIBAKE_HINTS):
         text, fixed = _repair_mojibake(text)
     return DecodedBook(text, encoding, replaced, fixed)
+
+
+def _undo_double_encoding(text: str) -> tuple[str, int] | None:
+    """(the text its bytes were, the characters repaired) for a text whose every non-ASCII character is the cp1252
+    or Latin-1 reading of a byte of UTF-8, as a UTF-8 book read as Latin-1 and saved as UTF-8 again is
+    (《辟 → ã\x80\x8aè¾\x9f); None for any other text. Real Latin-1 text is never such a text: its accented
+    letters are followed by ASCII, which no UTF-8 lead byte is."""
+    if max(text) > _LAST_CP1252_CHARACTER:  # a character no single byte stands for: not a text of bytes
+        return None
+    try:
+        original = text.translate(_AS_BYTE_CHARACTERS).encode("latin-1").decode("utf-8")
+    except UnicodeError:
+        return None
+    return original, sum(1 for c in original if ord(c) > 0x7F)
 
 
 def _decode_counting(raw: bytes, codec: str) -> tuple[str, int]:
@@ -225,23 +244,46 @@ _LEGACY_ENCODINGS = frozenset(
 )
 
 
-def _decode_legacy(raw: bytes) -> tuple[str, str] | None:
-    """(text, encoding) of a file in a legacy encoding of another script (GB18030, Big5, Shift JIS, EUC-KR, KOI8-R,
-    Windows-1251, ...) as charset-normalizer detects it from the text's own coherence; None where no encoding
-    gives coherent text."""
-    from charset_normalizer import from_bytes
-
-    found = from_bytes(raw[:1_000_000]).best()
-    if found is None or found.encoding not in _LEGACY_ENCODINGS or found.chaos > _MAX_LEGACY_CHAOS:
+def _decode_legacy(raw: bytes) -> tuple[str, str, int] | None:
+    """(text, encoding, characters replaced) of a file in a legacy encoding of another script (GB18030, Big5,
+    Shift JIS, EUC-KR, KOI8-R, Windows-1251, ...) as charset-normalizer detects it from the text's own coherence;
+    None where no encoding gives coherent text. Bytes the encoding cannot decode (a damaged byte, a last character
+    cut in two) are replaced and counted, as in a UTF-8 book."""
+    sample = raw[:1_000_000]
+    encoding = _legacy_encoding(sample) or _legacy_encoding_despite_damage(sample)
+    if encoding is None:
         return None
-    try:
-        text = raw.decode(found.encoding)
-    except UnicodeDecodeError:  # the guess held for the sample, not for the rest
-        return None
+    text, replaced = _decode_counting(raw, encoding)
     wide = [c for c in text[:100_000] if ord(c) > 0x7F]
     if len(wide) >= _MIN_REPEATS_SAMPLE and len(set(wide)) > _MAX_DISTINCT_SHARE * len(wide):
         return None  # text repeats its characters; random bytes read in a large character set hardly do
-    return text, found.encoding.replace("_", "-")
+    return text, encoding.replace("_", "-"), replaced
+
+
+def _legacy_encoding(sample: bytes) -> str | None:
+    """The legacy encoding in which the sample is coherent text, or None."""
+    from charset_normalizer import from_bytes
+
+    found = from_bytes(sample).best()
+    if found is None or found.encoding not in _LEGACY_ENCODINGS or found.chaos > _MAX_LEGACY_CHAOS:
+        return None
+    return found.encoding
+
+
+# The double-byte encodings among them: one bad byte, or a last character cut in two, keeps charset-normalizer from
+# naming any. Each one's reading of the sample with the bytes it cannot decode replaced is judged again instead,
+# the reading with the fewest replacements first.
+_DOUBLE_BYTE_ENCODINGS = ("gb18030", "big5hkscs", "cp932", "euc_jp", "cp949")
+
+
+def _legacy_encoding_despite_damage(sample: bytes) -> str | None:
+    readings = sorted(
+        (_decode_counting(sample, codec)[1], order, codec) for order, codec in enumerate(_DOUBLE_BYTE_ENCODINGS)
+    )
+    for _, _, codec in readings:
+        if (found := _legacy_encoding(sample.decode(codec, "replace").encode(codec, "replace"))) is not None:
+            return found
+    return None
 
 
 def decode_book(raw: bytes) -> DecodedBook | BookRejection:
@@ -295,7 +337,7 @@ def decode_book(raw: bytes) -> DecodedBook | BookRejection:
     if high > _MAX_LEGACY_HIGH_SHARE * len(raw):
         legacy = _decode_legacy(raw)
         if legacy is not None:
-            return _finish(*legacy, 0)
+            return _finish(*legacy)
         return BookRejection(
             "undecodable",
             f"not UTF-8 ({bad} bad sequences), nor coherent text in a legacy encoding, and {high} of {len(raw)} "

@@ -23,6 +23,7 @@ from bertcorpus.pipeline.extract.books_job import JOB, REMOVED_KINDS, BooksConfi
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.streams import estimated_text_bytes
 from bertcorpus.pipeline.sinks import documents, output
+from bertcorpus.transforms.language_id import DETECT
 from bertcorpus.transforms.zh_variants import CHOICES, check_converter
 
 
@@ -52,7 +53,8 @@ def add_arguments(parser) -> None:
         "--min-chars",
         type=int,
         default=1000,
-        help="skip books with less clean text than this: a stub or a failed conversion, not a book (default: 1000)",
+        help="skip books with less clean text than this, counted in characters of English (a CJK ideograph counts "
+        "4, a Hangul syllable 2): a stub or a failed conversion, not a book (default: 1000)",
     )
     books.add_argument("--source", default="books", help="the documents' source label (default: books)")
     books.add_argument(
@@ -76,7 +78,14 @@ def add_arguments(parser) -> None:
         help="reject files larger than this, stored or decompressed, so that a worker's memory "
         "stays bounded (default: 64)",
     )
-    add_language(books, "books")
+    add_language(
+        books,
+        "books",
+        DETECT,
+        "detect: each book's language found offline, by lingua's light models of all its languages where the "
+        "langid extra is installed, else guessed from its script, en for Latin letters and zh for CJK ideographs; "
+        "the manifest says which for each book",
+    )
     books.add_argument(
         "--zh-variant",
         choices=CHOICES,
@@ -180,11 +189,13 @@ def book_rows(manifest: dict) -> list[tuple[str, str]]:
     """Summary lines about the books themselves, totalled from the per-file details in the manifest's inputs."""
     books = [i for i in manifest["inputs"] if "encoding" in i]
     encodings = Counter(i["encoding"] for i in books)
+    methods = Counter(method for i in books for method in i.get("languages", {}).values())
     removed = Counter()
     for i in books:
         removed.update(i["removed"])
     rows = [
         ("encodings", ", ".join(f"{e} {n:,}" for e, n in sorted(encodings.items())) or "none"),
+        ("languages by", ", ".join(f"{m} {n:,}" for m, n in sorted(methods.items())) or "none"),
         (
             "characters replaced",
             f"{sum(i['replaced'] for i in books):,} undecodable, "

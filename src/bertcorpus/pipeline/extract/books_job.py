@@ -38,10 +38,14 @@ from bertcorpus.transforms.book_duplicates import (
     minhash_signature,
     near_copies,
 )
-from bertcorpus.transforms.language_id import LanguageSetting
+from bertcorpus.transforms.language_id import DETECT, LanguageSetting
+from bertcorpus.transforms.text_length import long_enough
 from bertcorpus.transforms.zh_variants import chinese_versions
 
 JOB = "extract-books"
+# How a book's language was had, besides a detector's or the script's (transforms/language_id.py): --language's
+# tag, or --zh-variant's script.
+GIVEN_METHOD, ZH_VARIANT_METHOD = "given", "zh-variant"
 SKIP_REASONS = ("too_short", "duplicate", "near_duplicate")
 REMOVED_KINDS = (
     "licence_lines",
@@ -66,7 +70,7 @@ class BooksConfig:
     dedup: bool = True
     near_dup_threshold: float = 0.9  # 0 turns near-duplicate detection off
     max_book_mb: float = 64.0
-    language: LanguageSetting = field(default_factory=LanguageSetting)
+    language: LanguageSetting = field(default_factory=lambda: LanguageSetting(DETECT))
     zh_variant: str | None = None  # Chinese books converted to this script (transforms/zh_variants.py CHOICES)
     strict: bool = False
     max_error_rate: float = 0.01
@@ -152,7 +156,7 @@ class DecodeBooks(WatchedDoFn):
 
 class CleanBooks(WatchedDoFn):
     """({path, size, sha256}, DecodedBook) → Book, with its dedup key and MinHash signature when they are used;
-    the file's description, with its encoding and removed lines, goes to 'inputs'."""
+    the file's description, with its encoding, removed lines and language (and how it was had), goes to 'inputs'."""
 
     def __init__(self, config: BooksConfig):
         self.source, self.min_chars, self.language = config.source, config.min_chars, config.language
@@ -175,16 +179,13 @@ class CleanBooks(WatchedDoFn):
         source, decoded = element
         book = clean_book(decoded.text)
         removed = {k: v for k, v in sorted(book.removed.items()) if v}
-        yield beam.pvalue.TaggedOutput(
-            "inputs",
-            {
-                **source,
-                "encoding": decoded.encoding,
-                "replaced": decoded.replaced,
-                "mojibake_fixed": decoded.mojibake_fixed,
-                "removed": removed,
-            },
-        )
+        description = {
+            **source,
+            "encoding": decoded.encoding,
+            "replaced": decoded.replaced,
+            "mojibake_fixed": decoded.mojibake_fixed,
+            "removed": removed,
+        }
         counts = {
             "read": 1,
             f"encoding:{decoded.encoding}": 1,
@@ -192,20 +193,26 @@ class CleanBooks(WatchedDoFn):
             "mojibake_fixed": decoded.mojibake_fixed,
             **{f"removed:{k}": v for k, v in removed.items()},
         }
-        if len(book.text) < self.min_chars:
+        if not long_enough(book.text, self.min_chars):
+            yield beam.pvalue.TaggedOutput("inputs", description)
             yield tally.emit(documents.METRICS, {**counts, "skipped:too_short": 1})
             return
         yield tally.emit(documents.METRICS, counts)
         title, url = self._metadata(source["path"], metadata)
+        # The metadata's title, else the one the PG header names, else the file's name: never none.
+        title = title or book.title or book_id(source["path"]).split(":", 1)[1]
         versions = chinese_versions(book.text, self.zh_variant) if self.zh_variant else None
         if versions:
+            yield beam.pvalue.TaggedOutput(
+                "inputs", {**description, "languages": {v.language: ZH_VARIANT_METHOD for v in versions}}
+            )
             if len(versions) > 1:  # one book in two scripts: two documents read
                 yield tally.emit(documents.METRICS, {"read": len(versions) - 1})
             for version in versions:
                 document = {
                     "id": book_id(source["path"]) + version.id_suffix,
                     "source": self.source,
-                    "title": version.convert(title or book.title) if (title or book.title) else None,
+                    "title": version.convert(title),
                     "text": version.text,
                     "url": url,
                     "language": version.language,
@@ -214,10 +221,13 @@ class CleanBooks(WatchedDoFn):
                 yield self._book(source["path"], document)
             return
         language = self.language.resolve(None, lambda: book.text)
+        yield beam.pvalue.TaggedOutput(
+            "inputs", {**description, "languages": {language.language: language.method or GIVEN_METHOD}}
+        )
         document = {
             "id": book_id(source["path"]),
             "source": self.source,
-            "title": title or book.title,
+            "title": title,
             "text": book.text,
             "url": url,
             "language": language.language,

@@ -50,8 +50,9 @@ def add_arguments(parser) -> None:
         "--min-chars",
         type=int,
         default=100,
-        help="skip articles with less clean text than this; 100 drops what list and undeclared "
-        "disambiguation pages leave, and keeps two-sentence stubs (default: 100)",
+        help="skip articles with less clean text than this, counted in characters of English (a CJK ideograph "
+        "counts 4, a Hangul syllable 2, as much as they say); 100 drops what list and undeclared disambiguation "
+        "pages leave, and keeps two-sentence stubs in every script (default: 100)",
     )
     pages.add_argument("--source", default="wikipedia", help="the documents' source label (default: wikipedia)")
     pages.add_argument(

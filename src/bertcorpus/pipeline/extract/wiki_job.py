@@ -8,12 +8,13 @@ wiki_command.py).
         counts, input fingerprints and the pages their damage lost ───────────────────────────────┘
 
 Only articles become documents: namespace 0, not redirects, not disambiguation pages, with at least --min-chars of
-clean text. Every page read is kept, skipped for a counted reason, or recorded as an error. Damage costs only what
-is damaged: a malformed page is one error and reading resumes at the next <page>, a corrupt bz2 block (or stream of
-a multistream dump) is one error and reading resumes at the next block (stream), and a truncated file keeps every
-complete page before the cut. The pages a damaged stretch took are counted where the index lists them, else
-estimated, and go into the input's description and the --max-error-rate check. The multistream index only cuts the
-dump into ranges (streams it leaves out are read all the same); it is read by a worker, never by the launcher.
+clean text (counted in characters of English: transforms/text_length.py). Every page read is kept, skipped for a
+counted reason, or recorded as an error. Damage costs only what is damaged: a malformed page is one error and
+reading resumes at the next <page>, a corrupt bz2 block (or stream of a multistream dump) is one error and reading
+resumes at the next block (stream), and a truncated file keeps every complete page before the cut. The pages a
+damaged stretch took are counted where the index lists them, else estimated, and go into the input's description
+and the --max-error-rate check. The multistream index only cuts the dump into ranges (streams it leaves out are read
+all the same); it is read by a worker, never by the launcher.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from bertcorpus.pipeline.sinks import documents
 from bertcorpus.transforms.compression import MIB, open_decompressed
 from bertcorpus.transforms.languages import UNDETERMINED, primary_language, wiki_language
 from bertcorpus.transforms.seeding import python_rng
+from bertcorpus.transforms.text_length import long_enough
 from bertcorpus.transforms.wiki_multistream import iter_range_pages, plan_byte_ranges, read_stream_pages
 from bertcorpus.transforms.wiki_page_items import Page, TextTooLarge
 from bertcorpus.transforms.wiki_pages import MAX_PAGE_SIZE, SiteInfo, iter_pages, read_siteinfo
@@ -118,7 +120,7 @@ def select_article(page: Page, min_chars: int) -> tuple[str | None, str | None]:
     if reason is not None:
         return None, reason
     text = clean_wikitext(page.text, title=page.title, max_chars=MAX_PAGE_SIZE)
-    if len(text) < min_chars:
+    if not long_enough(text, min_chars):
         return None, "too_short"
     return text, None
 
@@ -147,7 +149,7 @@ def chinese_articles(page: Page, min_chars: int, zh_variant: str) -> tuple[list[
         resolved = resolve_converter_markup(page.text, variant)
         clean = clean_wikitext(resolved.wikitext, title=page.title, max_chars=MAX_PAGE_SIZE)
         text = sweep_residue(resolved.rules.convert(clean, MAX_PAGE_SIZE), resolved.counts)
-        if len(text) < min_chars:
+        if not long_enough(text, min_chars):
             return [], "too_short"
         title = resolved.rules.convert_title(page.title, MAX_PAGE_SIZE)
         articles.append(Article(text, title, language, suffix, resolved.counts.as_dict()))
