@@ -206,6 +206,17 @@ def test_casing_of_the_original_and_of_a_cased_vocab(cased):
     assert vocab_casing(["[PAD]", "[UNK]", "The"]).cased is None  # too few tokens to tell
 
 
+def test_a_chinese_vocab_made_here_is_uncased_for_all_its_special_tokens(tmp_path, capsys):
+    # bert-base-chinese's layout holds <S> and <T>: among the few whole words of Latin letters a Chinese vocab has,
+    # their capitals made create warn that the vocab looked cased.
+    vocab = tmp_path / "zh" / "vocab.txt"
+    assert run_cli("vocab", "--input", DATA / "zh" / "zhwiki-hanyu-plain.txt", "--output", vocab) == 0
+    tokens = Vocab.load(str(vocab)).tokens
+    assert tuple(tokens[104:106]) == ("<S>", "<T>")
+    assert vocab_casing(tokens).upper_tokens == 0 and casing_mismatch(tokens, lowercase=True, vocab_name="v") is None
+    assert vocab_casing(["<S>", "<T>", "</s>", "<unk>", *(["word"] * 30)]).upper_tokens == 0
+
+
 def unk_share(vocab: Vocab, lowercase: bool) -> tuple[int, int]:
     """([UNK] pieces, all pieces) of the start of each novel, as `create` would count them in a first bucket."""
     tokenizer = WordPieceTokenizer(vocab, lowercase)

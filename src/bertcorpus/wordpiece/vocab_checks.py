@@ -8,6 +8,7 @@ uncased run with a cased vocab never uses its capitalised tokens) and return a o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,11 +46,17 @@ class Casing:
         return self.upper_tokens >= CASED_SHARE * self.cased_letter_tokens
 
 
+# Special tokens in angle brackets: bert-base-chinese's <S> and <T> (which `vocab --layout bert-chinese` writes
+# too), <s>, </s>, <unk>, <pad>, <mask> of other vocabs. Their case is a name's, not the text's.
+_ANGLE_BRACKETED = re.compile(r"^</?[^<>\s]+>$")
+
+
 def vocab_casing(tokens: Sequence[str]) -> Casing:
-    """The casing evidence of a vocab's tokens (vocab.tokens): whole words only, not ##pieces or [bracketed]."""
+    """The casing evidence of a vocab's tokens (vocab.tokens): whole words only, not ##pieces, [bracketed] or
+    <bracketed> special tokens."""
     letter = upper = 0
     for token in tokens:
-        if not token or token.startswith("##") or PLACEHOLDER.match(token):
+        if not token or token.startswith("##") or PLACEHOLDER.match(token) or _ANGLE_BRACKETED.match(token):
             continue
         if token.lower() != token.upper():
             letter += 1
