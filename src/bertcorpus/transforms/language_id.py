@@ -30,6 +30,9 @@ from bertcorpus.transforms.languages import UNDETERMINED, LanguageTagError, norm
 
 WINDOW_CHARS = 600  # characters a window holds: lingua is sure of a language from a few hundred
 MAX_WINDOWS = 6
+# The windows a restricted verdict is checked on: the light detector of all languages is the dearer one per window
+# (it weighs 75 languages), and three are as right as six on the articles of six Wikipedias; two are not.
+CHECK_WINDOWS = 3
 INSTALL_HINT = "pip install 'bertcorpus[langid]'"
 # The setting of a job that finds each document's language on its own (extract-books by default): lingua's light
 # detector where it is installed, else the guess from the script. How each language was had is its Detected.method.
@@ -134,7 +137,7 @@ def detect_language(text: str, languages: tuple[str, ...] = (), min_confidence: 
     if code is None or confidence < min_confidence:
         return Detected(UNDETERMINED, confidence, BY_DETECTOR)
     if languages:
-        outside, share = _majority(light_detector(), text, of=code)
+        outside, share = _majority(light_detector(), text, of=code, count=CHECK_WINDOWS)
         if outside != code:
             return Detected(UNDETERMINED, share, BY_DETECTOR)
     return Detected(with_script(code, text) if code == "zh" else code, confidence, BY_DETECTOR)
@@ -148,12 +151,12 @@ def detect_language_lightly(text: str, min_confidence: float = 0.0) -> Detected:
     return Detected(with_script(code, text) if code == "zh" else code, confidence, BY_LIGHT_DETECTOR)
 
 
-def _majority(model, text: str, of: str | None = None) -> tuple[str | None, float]:
-    """(the language with the largest confidence summed over the text's windows, weighted by their lengths, its
-    share of the sums); None and 0 where there is nothing to judge. With `of`, the share is that language's."""
+def _majority(model, text: str, of: str | None = None, count: int = MAX_WINDOWS) -> tuple[str | None, float]:
+    """(the language with the largest confidence summed over `count` windows of the text, weighted by their lengths,
+    its share of the sums); None and 0 where there is nothing to judge. With `of`, the share is that language's."""
     totals: dict[str, float] = {}
     weight = 0.0
-    for window in windows(text):
+    for window in windows(text, count=count):
         if not window.strip():
             continue
         for value in model.compute_language_confidence_values(window):
