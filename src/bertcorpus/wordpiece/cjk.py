@@ -71,3 +71,23 @@ def common_ideographs() -> frozenset[str]:
         for c in _double_byte_range("gb2312", 0xB0A1, 0xD7F9) | _double_byte_range("big5", 0xA440, 0xC67E)
         if is_ideograph(c)
     )
+
+
+# The blocks of the forms that Chinese text writes Latin letters, digits and punctuation in: the full-width forms of
+# ASCII (U+FF01–FF5E), the CJK compatibility forms (vertical punctuation, U+FE30–FE4F) and the small form variants
+# (U+FE50–FE6F). Text of Taiwan, Hong Kong and older mainland sources writes 1996 as １９９６.
+WIDE_FORM_BLOCKS = ((0xFF01, 0xFF5E), (0xFE30, 0xFE4F), (0xFE50, 0xFE6F))
+
+
+@functools.cache
+def wide_forms() -> frozenset[str]:
+    """Every assigned character of WIDE_FORM_BLOCKS (152, as Python's Unicode database assigns them): a Chinese
+    vocab holds them all, seen in its training text or not, as bert-base-chinese does."""
+    import unicodedata
+
+    return frozenset(
+        chr(c)
+        for first, last in WIDE_FORM_BLOCKS
+        for c in range(first, last + 1)
+        if unicodedata.category(chr(c)) != "Cn"
+    )

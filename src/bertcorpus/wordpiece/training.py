@@ -16,6 +16,7 @@ broken by code point, for the same reason.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import math
 from collections import Counter
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from bertcorpus.wordpiece.cjk import common_ideographs, is_ideograph
+from bertcorpus.wordpiece.cjk import common_ideographs, is_ideograph, wide_forms
 from bertcorpus.wordpiece.tokenizer import MAX_CHARS_PER_WORD, build_hf_tokenizer, chunk_normalizer, prepared_chunks
 from bertcorpus.wordpiece.vocab import PAD, SPECIAL_TOKENS, UNK, Vocab
 
@@ -205,9 +206,22 @@ class TrainingConfig:
 
     @property
     def seeded_characters(self) -> frozenset[str]:
-        """The everyday ideographs of both scripts, which get lines whether the text holds them or not, in the
-        bert-chinese layout."""
-        return common_ideographs() if self.layout == "bert-chinese" else frozenset()
+        """The characters that get lines whether the text holds them or not, in the bert-chinese layout: the
+        everyday ideographs of both scripts, and the full-width and small forms (lower-cased for an uncased vocab,
+        as its words are)."""
+        if self.layout != "bert-chinese":
+            return frozenset()
+        return common_ideographs() | self._wide_forms
+
+    @property
+    def seeded_continuations(self) -> frozenset[str]:
+        """The seeded characters that also get a ## line: those a word goes on with (the ９ of １９９６), which the
+        pre-tokeniser does not split off as punctuation."""
+        return word_characters(self._wide_forms) if self.layout == "bert-chinese" else frozenset()
+
+    @property
+    def _wide_forms(self) -> frozenset[str]:
+        return frozenset(c.lower() for c in wide_forms()) if self.lowercase else wide_forms()
 
     def head(self) -> list[str]:
         """The lines before the learned tokens: special tokens and reserved [unusedN] slots."""
@@ -251,6 +265,13 @@ class TrainingConfig:
             )
 
 
+@functools.cache
+def word_characters(chars: frozenset[str]) -> frozenset[str]:
+    """The characters that BertPreTokenizer keeps inside a word (not punctuation, not whitespace)."""
+    pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return frozenset(c for c in chars if len(pre_tokenizer.pre_tokenize_str("a" + c)) == 1)
+
+
 @dataclass
 class Alphabet:
     """The symbols every word is built from, and what the alphabet limit removed."""
@@ -291,10 +312,12 @@ def plan_alphabet(
     pruned: tuple[Counter, Counter] = (Counter(), Counter()),
     min_ideograph_count: int = MIN_IDEOGRAPH_COUNT,
     seeded: frozenset[str] = frozenset(),
+    seeded_continuations: frozenset[str] = frozenset(),
 ) -> tuple[dict[str, int], Alphabet]:
-    """Where there are more than `limit` characters, keep the `limit` most frequent of those that are not CJK
-    ideographs (ties: lower code point first) and every ideograph seen at least `min_ideograph_count` times, and
-    the words made of those; and the `seeded` characters, seen or not.
+    """Where there are more than `limit` characters, keep the `limit` most frequent of those that are neither CJK
+    ideographs nor `seeded` (ties: lower code point first) and every ideograph seen at least `min_ideograph_count`
+    times, and the words made of those; and the `seeded` characters, seen or not, with a ## line for those of
+    `seeded_continuations`.
 
     A word holding a dropped character tokenises to [UNK] as a whole, so it is left out of training instead
     of being trained on with the character cut out (which is what HF's own limit does). `pruned` holds the
@@ -306,10 +329,11 @@ def plan_alphabet(
     dropped: set[str] = set()
     dropped_words = dropped_occurrences = 0
     if len(total) > limit:
-        # Ideographs do not count against the limit: each is a token of its own, and Chinese needs thousands.
-        others = [ch for ch in total if not is_ideograph(ch)]
+        # Ideographs do not count against the limit: each is a token of its own, and Chinese needs thousands. Nor
+        # do the seeded characters, which stay whatever their count.
+        others = [ch for ch in total if not is_ideograph(ch) and ch not in seeded]
         dropped = set(sorted(others, key=lambda ch: (-total[ch], ord(ch)))[limit:])
-        dropped |= {ch for ch in total.keys() - set(others) if total[ch] < min_ideograph_count}
+        dropped |= {ch for ch in total if is_ideograph(ch) and total[ch] < min_ideograph_count}
         kept = {}
         for word, count in counts.items():
             if dropped.isdisjoint(word):
@@ -320,7 +344,7 @@ def plan_alphabet(
         counts = kept
         first, rest = symbol_counts(counts)
     chars = sorted((total.keys() - dropped) | seeded, key=ord)
-    continuations = sorted((rest.keys() | pruned[1].keys()) - dropped, key=ord)
+    continuations = sorted((rest.keys() | pruned[1].keys() | seeded_continuations) - dropped, key=ord)
     alphabet = Alphabet(
         chars=chars,
         continuations=["##" + c for c in continuations],
@@ -395,7 +419,12 @@ def train(
     head = config.head()
     budget = config.vocab_size - len(head)
     counts, alphabet = plan_alphabet(
-        counts, config.limit_alphabet, pruned, config.min_ideograph_count, config.seeded_characters
+        counts,
+        config.limit_alphabet,
+        pruned,
+        config.min_ideograph_count,
+        config.seeded_characters,
+        config.seeded_continuations,
     )
     if not counts:
         raise TrainingError("there are no words to train on")

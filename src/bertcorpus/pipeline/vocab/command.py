@@ -48,6 +48,12 @@ ACCEPTS_BEAM_OPTIONS = True
 # Far beyond any BERT vocab. HF's trainer allocates memory for every line before it starts, so a size mistyped by
 # a few digits would abort it (a Rust panic, not one line) after all the counting.
 MAX_VOCAB_SIZE = 1 << 20
+# --fill-to-size padding past this share of the lines is warned about: the corpus is then too small for the size asked
+# (bert-base-chinese's own file is 0.5% [unused] lines, bert-base-uncased's 3.3%), where a corpus a few hundred lines
+# short of 21,128 is not. Filler of any kind past the larger share is warned about too: reserved slots asked for that
+# outnumber the tokens learned.
+PADDING_WARNING_SHARE = 0.1
+FILLER_WARNING_SHARE = 0.5
 
 
 # ------------------------------------------------------------------------------------------- command line
@@ -302,25 +308,8 @@ def run(args, beam_args: list[str]) -> int:
         file=sys.stderr,
     )
     trained = train(counts.train.counts, cfg.training, counts.train.pruned_symbols)
-    if trained.short:
-        if trained.padding:
-            made = f"the last {trained.padding:,} lines are [unusedN] padding"
-        else:
-            made = f"the vocab has {len(trained.tokens):,} lines, not {cfg.training.vocab_size:,}"
-            made += " (--fill-to-size pads it)"
-        print(
-            f"note: the trainer learned only {trained.learned:,} tokens; {made}; more text or a lower "
-            "--min-frequency would give more",
-            file=sys.stderr,
-        )
-    if trained.filler * 2 > len(trained.tokens):
-        print(
-            f"warning: {trained.filler:,} of the vocab's {len(trained.tokens):,} lines "
-            f"({trained.filler / len(trained.tokens):.0%}) are [unusedN] filler: a model would spend most of its "
-            "embedding rows on nothing; lower --vocab-size "
-            "or --reserved-tokens, or train on more text",
-            file=sys.stderr,
-        )
+    for line in size_notes(trained, cfg.training.vocab_size):
+        print(line, file=sys.stderr)
     quality = measure(trained.tokens, counts.held_out.counts)
     languages = language_report(trained.tokens, counts, smoothing, quality)
     data = trained.file_bytes()
@@ -334,6 +323,35 @@ def run(args, beam_args: list[str]) -> int:
     rows[-2:-2] = language_rows(languages)
     print_summary("vocab", rows[:1] + documents.skipped_rows(record["inputs_skipped"]) + rows[1:])
     return 0
+
+
+def size_notes(trained: TrainedVocab, vocab_size: int) -> list[str]:
+    """A note where the trainer learned fewer tokens than the size asks, and a warning instead where [unusedN] filler
+    is a large share of the lines: --fill-to-size padding past PADDING_WARNING_SHARE, or any filler (reserved slots
+    too) past FILLER_WARNING_SHARE."""
+    lines = len(trained.tokens)
+    if trained.padding > PADDING_WARNING_SHARE * lines or trained.filler > FILLER_WARNING_SHARE * lines:
+        padded = f", {trained.padding:,} of them --fill-to-size padding" if trained.padding else ""
+        advice = (
+            f"train on more text, or leave out --fill-to-size for a vocab of the {lines - trained.padding:,} lines made"
+            if trained.padding
+            else "lower --vocab-size or --reserved-tokens, or train on more text"
+        )
+        return [
+            f"warning: {trained.filler:,} of the vocab's {lines:,} lines ({trained.filler / lines:.0%}) are "
+            f"[unusedN] filler{padded}: a model would spend those embedding rows on nothing "
+            f"(the trainer learned {trained.learned:,} tokens from this text); {advice}"
+        ]
+    if not trained.short:
+        return []
+    if trained.padding:
+        made = f"the last {trained.padding:,} lines are [unusedN] padding"
+    else:
+        made = f"the vocab has {lines:,} lines, not {vocab_size:,} (--fill-to-size pads it)"
+    return [
+        f"note: the trainer learned only {trained.learned:,} tokens; {made}; more text or a lower --min-frequency "
+        "would give more"
+    ]
 
 
 def _set_aside(counts: CorpusCounts, kind: str) -> Counter:
