@@ -303,7 +303,7 @@ def test_an_os_error_raised_in_a_worker_is_one_line_naming_its_path():
         (
             "jobs:\n  sample: 3\nprofiles:\n  local: {}\n",
             "job 'sample' in the jobs file needs a 'command', one of extract-wiki, extract-books, dedup, vocab, "
-            "create, inspect, stats, demo, train",
+            "create, inspect, order, stats, demo, train",
         ),
         (
             "jobs:\n  sample:\n    command: create\n    args: [1]\nprofiles:\n  local: {}\n",

@@ -49,6 +49,7 @@ from bertcorpus.trainer.loader_checks import (
 from bertcorpus.trainer.masking_policy import MaskingPolicy
 from bertcorpus.trainer.mds_files import MdsShard, check_index
 from bertcorpus.trainer.packed_layout import PackedPlan, packed_batch, packed_stream
+from bertcorpus.trainer.provenance_files import sidecar_table
 from bertcorpus.trainer.record_files import (
     BLOCK_ROWS,
     IndexCache,
@@ -162,6 +163,8 @@ class PretrainingLoader:
             ParquetShard(d.shards[0], seq_length)  # a file that is not ours is named now, not in a worker
         for shard in d.shards:  # hashed once per version of a local file (docs/loader.md: what is checked when)
             verify_sha256(shard, self.cache)
+            if d.provenance and d.file_format == "tfrecord":  # the provenance beside it must still be its own
+                sidecar_table(shard)
         if d.bin_size:
             self._check_bins()
         if packed:
@@ -261,34 +264,55 @@ class PretrainingLoader:
         local = self._local()
         key = (self.seed, self.epoch, self.batch_size, self.world_size, self.drop_remainder)
         if local.plan_key != key:
-            if self.layout == "packed":  # the epoch order without bins, packed window by window
-                order = EpochPlan(
-                    self.block_start, self.block_rows, self.block_rows[:, None], None, 1, True, self.seed, self.epoch
-                )
-                lengths = local.lengths(self)
-                local.plan = PackedPlan(order, lengths, self.tokens_per_batch, self.world_size, self.drop_remainder)
-                local.plan_key = key
-                return local.plan
-            if self.dataset.bin_size:
-                bins = local.bins(self)
-                block_of = np.repeat(np.arange(len(self.block_rows)), self.block_rows)
-                counts = np.zeros((len(self.block_rows), self.bin_count), np.int64)
-                np.add.at(counts, (block_of, bins), 1)
-                instance_bins = self._bins_of
-            else:
-                counts, instance_bins = self.block_rows[:, None].astype(np.int64), None
-            local.plan = EpochPlan(
-                self.block_start,
-                self.block_rows,
-                counts,
-                instance_bins,
-                self.batch_size * self.world_size,
-                self.drop_remainder,
-                self.seed,
-                self.epoch,
-            )
-            local.plan_key = key
+            local.plan, local.plan_key = self.plan_of(self.epoch), key
         return local.plan
+
+    def plan_of(self, epoch: int) -> EpochPlan | PackedPlan:
+        """The plan of an epoch: which instances make each global batch (trainer/epoch_plan.py)."""
+        local = self._local()
+        if self.layout == "packed":  # the epoch order without bins, packed window by window
+            order = EpochPlan(
+                self.block_start, self.block_rows, self.block_rows[:, None], None, 1, True, self.seed, epoch
+            )
+            return PackedPlan(order, local.lengths(self), self.tokens_per_batch, self.world_size, self.drop_remainder)
+        if self.dataset.bin_size:
+            bins = local.bins(self)
+            block_of = np.repeat(np.arange(len(self.block_rows)), self.block_rows)
+            counts = np.zeros((len(self.block_rows), self.bin_count), np.int64)
+            np.add.at(counts, (block_of, bins), 1)
+            instance_bins = self._bins_of
+        else:
+            counts, instance_bins = self.block_rows[:, None].astype(np.int64), None
+        global_batch = self.batch_size * self.world_size
+        return EpochPlan(
+            self.block_start,
+            self.block_rows,
+            counts,
+            instance_bins,
+            global_batch,
+            self.drop_remainder,
+            self.seed,
+            epoch,
+        )
+
+    def planned_batch(self, plan: EpochPlan | PackedPlan, step: int, rank: int) -> np.ndarray:
+        """The global instance numbers of one rank's batch of a plan's step."""
+        if self.layout == "packed":
+            return plan.instances(step, rank)
+        return plan.instances(step, rank * self.batch_size, self.batch_size)[1]
+
+    def write_batch_order(self, path: str, epochs=None, documents: bool | None = None) -> int:
+        """Write which batch holds which instance, for every step and rank of `epochs` (default: this loader's
+        epoch), as Parquet at `path` (trainer/batch_order.py): without reading a token, the instances and, where the
+        output has provenance (or documents=True), their documents. Returns the rows written."""
+        from bertcorpus.trainer.batch_order import write_batch_order
+
+        epochs = [self.epoch] if epochs is None else [epoch_number(e) for e in epochs]
+        if documents is None:
+            documents = self.dataset.provenance
+        elif documents and not self.dataset.provenance:
+            raise LoaderError(f"{self.dataset.output_dir} has no provenance: it was made without create --provenance")
+        return write_batch_order(self, path, epochs, documents)
 
     def __len__(self) -> int:
         return len(self._plan()) - self.start
@@ -311,7 +335,7 @@ class PretrainingLoader:
             raise IndexError(f"batch {i} of {n}")
         plan = self._plan()
         if self.layout == "packed":
-            return -1, plan.instances(self.start + i, self.rank)
+            return -1, self.planned_batch(plan, self.start + i, self.rank)
         return plan.instances(self.start + i, self.rank * self.batch_size, self.batch_size)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:

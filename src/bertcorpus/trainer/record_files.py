@@ -64,6 +64,8 @@ class Shard:
     records: int
     sha256: str
     bytes: int | None = None  # as the manifest lists it (older manifests may not)
+    # A TFRecord shard's provenance beside it (create --provenance): its path and sha256, as the manifest lists them
+    provenance: tuple[str, str] | None = None
 
 
 def check_size(shard: Shard, size: int) -> None:
@@ -93,6 +95,7 @@ class Dataset:
     # A tokenizer.json's output: the manifest's account of it (its specials, templates, sha256), and vocab_path is
     # the folder of its copy; None for a vocab.txt's.
     tokenizer: dict | None = None
+    provenance: bool = False  # made with create --provenance
 
     @property
     def instances(self) -> int:
@@ -153,7 +156,14 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
     if file_format == "mds":
         found = [n for n in sizes if n.endswith(suffix)]
     shards = tuple(
-        Shard(join(output_dir, s["path"]), s["path"], int(s["records"]), s["sha256"], s.get("bytes"))
+        Shard(
+            join(output_dir, s["path"]),
+            s["path"],
+            int(s["records"]),
+            s["sha256"],
+            s.get("bytes"),
+            (join(output_dir, s["provenance"]["path"]), s["provenance"]["sha256"]) if s.get("provenance") else None,
+        )
         for s in entry[split]["shards"]
     )
     for shard in shards:
@@ -179,6 +189,7 @@ def read_dataset(output_dir: str, seq_length: int, split: str) -> Dataset:
         vocab_path,
         vocab.get("sha256"),
         tokenizer if isinstance(tokenizer, dict) else None,
+        bool(config.get("provenance")),
     )
     for shard in shards:
         check_size(shard, sizes[Path(shard.name).name])

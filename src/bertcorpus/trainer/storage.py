@@ -3,6 +3,7 @@ other remote schemes. Only remote paths pay for importing Beam."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from bertcorpus.transforms.local_files import special_kind
@@ -50,6 +51,25 @@ def write_bytes(path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "wb") as f:
         f.write(data)
+
+
+@contextlib.contextmanager
+def open_output(path: str):
+    """A binary file to write, in place only once it is whole: locally a temporary name beside it, renamed at the end
+    (removed if the writing fails); remotely the object store's own upload, which publishes on close."""
+    if is_remote(path):
+        with _filesystems().create(path, compression_type="uncompressed") as f:
+            yield f
+        return
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    partial = f"{path}.partial-{os.getpid()}"
+    try:
+        with open(partial, "wb") as f:
+            yield f
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
 
 
 def write_text(path: str, text: str) -> None:

@@ -31,6 +31,7 @@ from bertcorpus.transforms.instances import (
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import Assembled, SpecialIds, assemble, mask_tokens
 from bertcorpus.transforms.packing import PackedPieces, assemble_packed, pack_sentences
+from bertcorpus.transforms.provenance import Provenance, packed_provenance, pair_provenance
 from bertcorpus.transforms.seeding import numpy_rng, python_rng
 
 PAIR_OBJECTIVES = ("nsp", "sop", "none")
@@ -52,6 +53,9 @@ class InstanceRecipe:
     # before and after each piece of a row of one segment. BERT's [CLS] A [SEP] B [SEP] and [CLS] X [SEP] [SEP]...
     pair_frame: tuple[int, int, int] = (1, 1, 1)
     single_frame: tuple[int, int] = (1, 1)
+    # create --provenance: a piece of text per segment ("segments"), or per sentence where the tokenizer does not
+    # encode a text as its units one after another ("sentences"); None: no provenance
+    provenance: str | None = None
 
 
 @dataclass
@@ -63,6 +67,7 @@ class BucketInstances:
     # Each instance's language, as a number into language_tags: that of the document its first segment comes from.
     languages: np.ndarray | None = None
     language_tags: list[str] = field(default_factory=list)
+    provenance: Provenance | None = None  # where each instance's tokens came from (create --provenance)
 
 
 @dataclass
@@ -225,16 +230,22 @@ def _built(
     first_tokens: list[np.ndarray] = []
     counts = {"instances": 0, "positive_labels": 0, "real_tokens": 0, "predictions": 0}
     negatives: list[np.ndarray] = []  # where each random next segment starts (nsp): how many distinct ones
+    provenance: list[Provenance] = []
+    by_sentence = recipe.provenance == "sentences"
     for drawn in drawn_passes:
         nrng = numpy_rng(seed, "masking", key, seq.name, drawn.dupe)
         labels, draws, firsts = drawn.labels, drawn.draws, drawn.first_tokens
         if recipe.pair_objective == "none":
             rows = assemble_packed(bucket.tokens, draws, seq.max_seq_length, special, bucket.word_continues)
+            if recipe.provenance:
+                provenance.append(packed_provenance(draws, bucket, by_sentence))
         else:
             columns = draws.columns()
             if recipe.pair_objective == "nsp":
                 negatives.append(columns[2][columns[4] == 1])
             rows = assemble(bucket.tokens, columns, seq.max_seq_length, special, nrng, bucket.word_continues)
+            if recipe.provenance:
+                provenance.append(pair_provenance(columns, bucket, by_sentence))
         passes.append(_masked(rows, labels, recipe, special, nrng))
         sort_keys.append(nrng.integers(0, 2**63, len(labels), dtype=np.int64))
         first_tokens.append(firsts)
@@ -253,6 +264,8 @@ def _built(
     if not passes:
         return BucketInstances(None, np.zeros(0, np.int64), counts, skipped)
     built = BucketInstances(InstanceColumns.concatenate(passes), np.concatenate(sort_keys), counts, skipped)
+    if provenance:
+        built.provenance = Provenance.concatenate(provenance)
     if bucket.languages is not None:
         docs = bucket.document_of_tokens(np.concatenate(first_tokens))
         built.language_tags = sorted({bucket.languages[d] for d in range(documents)})

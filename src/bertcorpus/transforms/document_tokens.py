@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bertcorpus.transforms.sentence_spans import joined_pieces, text_pieces
+from bertcorpus.transforms.sentence_spans import joined_pieces, sentence_spans, text_pieces
 from bertcorpus.transforms.sentences import document_sentences
 from bertcorpus.transforms.word_segmentation import SegmenterSpec, run_continuations, segmenter_of, word_continues
 from bertcorpus.wordpiece.cjk import ideograph_code_points
@@ -33,6 +33,9 @@ class DocumentTokens:
     word_continues: np.ndarray | None = None
     misaligned: bool = False
     ideographs: int = 0  # the tokens that stand for (or start on) an ideograph, where a segmenter asked
+    # (sentences, 2) int64, where asked: the characters [start, end) of the document's text (for sentences given
+    # apart, of the sentences joined by a space) that each sentence's tokens were made from
+    spans: np.ndarray | None = None
 
 
 class DocumentTokenizer:
@@ -49,12 +52,28 @@ class DocumentTokenizer:
             self.wordpiece = WordPieceTokenizer(vocab, lowercase)
             self.unk = vocab.ids[UNK]
 
-    def tokenize(self, text: str | None, sentences: list[str] | None = None) -> DocumentTokens:
-        """A document's text (paragraphs apart by a blank line) or its sentences given apart."""
+    def tokenize(self, text: str | None, sentences: list[str] | None = None, spans: bool = False) -> DocumentTokens:
+        """A document's text (paragraphs apart by a blank line) or its sentences given apart; with spans, where
+        each sentence's tokens come from in the text."""
         if self.wordpiece is not None:
-            return self._by_vocab(sentences if sentences is not None else document_sentences(text or ""))
-        pieces = joined_pieces(sentences) if sentences is not None else text_pieces(text or "")[0]
-        return self._by_tokenizer(pieces)
+            split = sentences if sentences is not None else document_sentences(text or "")
+            found = self._by_vocab(split)
+            if spans:
+                found.spans = joined_spans(split) if sentences is not None else sentence_stretches(text or "", split)
+            return found
+        if sentences is not None:
+            pieces, starts = joined_pieces(sentences), None
+        else:
+            pieces, starts = text_pieces(text or "")
+        found = self._by_tokenizer(pieces)
+        if spans:
+            if starts is None:
+                starts = np.cumsum([0, *map(len, pieces[:-1])])
+            elif len(starts) != len(pieces):  # not expected: see text_pieces
+                raise ValueError("the sentences are not the text's")
+            starts = np.asarray(starts, np.int64)
+            found.spans = np.stack([starts, starts + np.fromiter(map(len, pieces), np.int64, len(pieces))], axis=1)
+        return found
 
     def _by_vocab(self, sentences: list[str]) -> DocumentTokens:
         if self.segmentation is None:
@@ -78,6 +97,21 @@ class DocumentTokenizer:
             return DocumentTokens(ids, lengths, pieces)
         continues, on_ideograph = words
         return DocumentTokens(ids, lengths, pieces, continues, ideographs=int(on_ideograph.sum()))
+
+
+def joined_spans(sentences: list[str]) -> np.ndarray:
+    """Each sentence's characters in the sentences joined by a space."""
+    lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))
+    starts = np.cumsum(lengths + 1) - lengths - 1
+    return np.stack([starts, starts + lengths], axis=1).reshape(-1, 2)
+
+
+def sentence_stretches(text: str, sentences: list[str]) -> np.ndarray:
+    """Each sentence's characters in the text, from its first to its last."""
+    spans = sentence_spans(text, sentences)
+    if spans is None:  # not expected (document_sentences keeps every character but whitespace)
+        raise ValueError("the sentences are not the text's")
+    return np.array(spans, np.int64).reshape(-1, 2)
 
 
 def piece_words(

@@ -13,6 +13,8 @@ them. One sample per instance, unpadded, with the columns (MDS orders them by na
     len                  uint16           len(input_ids)
     next_sentence_label  uint8            nsp: 1 = random next; sop: 1 = swapped (not with --pair-objective none)
     segment_b_start      uint16           position of B's first token (not with --pair-objective none)
+    provenance           json             with create --provenance: the pieces of document text its tokens came
+                                          from, [{"document", "start", "end", "segment"}, ...]
 
 The MDS layout, as the format defines it (version 2):
     shard file   [samples: u32] [offsets: u32 × (samples + 1), from the file's start] [config: JSON] [samples]
@@ -39,12 +41,14 @@ import numpy as np
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_parquet import CHINESE_REF, LANGUAGE, WIDE_IDS
 from bertcorpus.transforms.languages import UNDETERMINED
+from bertcorpus.transforms.provenance import PROVENANCE, Provenance
 from bertcorpus.wordpiece.ranges import concat_ranges
 
 MDS_VERSION = 2
 INDEX = "index.json"
 _SCALARS = {"uint8": "<u1", "uint16": "<u2", "uint32": "<u4"}
 _ARRAYS = {"ndarray:uint16": "<u2", "ndarray:uint32": "<u4", "ndarray:int64": "<i8"}
+_TEXTS = ("str", "json")  # variable-size columns of bytes alone, no shape before them
 ID_ENCODINGS = ("int64", "compact")  # create --mds-ids: what readers of int64 ids expect, or the narrowest that fits
 
 
@@ -61,11 +65,16 @@ class MdsColumns:
 
     @staticmethod
     def for_output(
-        vocab_size: int, pair_objective: str, ids: str, chinese_ref: bool = False, language: bool = True
+        vocab_size: int,
+        pair_objective: str,
+        ids: str,
+        chinese_ref: bool = False,
+        language: bool = True,
+        provenance: bool = False,
     ) -> MdsColumns:
         """The columns for a vocab of vocab_size, a pair objective and an ids encoding of ID_ENCODINGS; with
         chinese_ref, the positions of the tokens that continue a word; with language, each sample's (create writes
-        it; the shards of bertcorpus 0.1 lack it)."""
+        it; the shards of bertcorpus 0.1 lack it); with provenance, where its tokens came from."""
         if ids == "int64":
             id_column = "ndarray:int64"
         else:
@@ -77,6 +86,8 @@ class MdsColumns:
             columns |= {CHINESE_REF: "ndarray:uint16"}
         if language:
             columns |= {LANGUAGE: "str"}
+        if provenance:
+            columns |= {PROVENANCE: "json"}
         names = tuple(sorted(columns))
         return MdsColumns(names, tuple(columns[n] for n in names))
 
@@ -89,12 +100,13 @@ class MdsColumns:
     def ours(pair_objectives: tuple[str, ...]) -> set[MdsColumns]:
         """The columns of every output create may write with these pair objectives."""
         return {
-            MdsColumns.for_output(size, objective, ids, chinese_ref, language)
+            MdsColumns.for_output(size, objective, ids, chinese_ref, language, provenance)
             for size in (0, WIDE_IDS + 1)
             for objective in pair_objectives
             for ids in ID_ENCODINGS
             for chinese_ref in (False, True)
             for language in (False, True)
+            for provenance in (False, True)
         }
 
     @property
@@ -123,7 +135,7 @@ def _put(buffer: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -> 
 
 
 def _arrays(
-    instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None
+    instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None, provenance: Provenance | None = None
 ) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """{variable-size column: (each sample's number of values, the values of every sample, one after another)}."""
     length = np.asarray(instances.length, np.int64)
@@ -136,23 +148,30 @@ def _arrays(
     if LANGUAGE in columns.names:
         tags = [tag.encode("utf-8") for tag in (languages or [UNDETERMINED] * len(instances))]
         found[LANGUAGE] = (np.array([len(t) for t in tags], np.int64), np.frombuffer(b"".join(tags), np.uint8))
+    if PROVENANCE in columns.names:
+        pieces = [json.dumps(row, separators=(",", ":")).encode("utf-8") for row in provenance.rows()]
+        found[PROVENANCE] = (np.array([len(p) for p in pieces], np.int64), np.frombuffer(b"".join(pieces), np.uint8))
     return found
 
 
 def mds_shard(
-    instances: InstanceColumns, columns: MdsColumns, languages: list[str] | None = None, b_offset: int = 2
+    instances: InstanceColumns,
+    columns: MdsColumns,
+    languages: list[str] | None = None,
+    b_offset: int = 2,
+    provenance: Provenance | None = None,
 ) -> bytes:
     """The bytes of one MDS shard holding `instances` in order (with each one's language where the columns have
     them: und where `languages` gives none)."""
     n = len(instances)
     header = json.dumps(columns.config(), sort_keys=True).encode()
-    arrays = _arrays(instances, columns, languages)
+    arrays = _arrays(instances, columns, languages, provenance)
     # A variable-size column of a sample: a str's UTF-8 bytes, or an ndarray of one dimension: its shape's width
     # (u8 below 256 values, else u16), the shape, the values.
     encodings = dict(zip(columns.names, columns.encodings))
     shape_codes = {name: (count >= 256).astype(np.int64) for name, (count, _) in arrays.items()}
     column_bytes = {
-        name: count * values.itemsize + (0 if encodings[name] == "str" else 1 + (1 << shape_codes[name]))
+        name: count * values.itemsize + (0 if encodings[name] in _TEXTS else 1 + (1 << shape_codes[name]))
         for name, (count, values) in arrays.items()
     }
     fixed = sum(size for size in columns.sizes if size)
@@ -182,7 +201,7 @@ def mds_shard(
             continue
         count, values = arrays[name]
         values_at = place
-        if encoding != "str":
+        if encoding not in _TEXTS:
             code = shape_codes[name]
             buffer[place] = (1 << 2) | code  # one dimension
             short = code == 0
@@ -281,12 +300,22 @@ def _read_columns(data, first: int, stop: int, columns: MdsColumns) -> tuple[dic
             fixed[name] = _get(buffer, place, _SCALARS[encoding])
             place = place + size
             continue
-        if encoding == "str":
+        if encoding in _TEXTS:
             arrays[name] = buffer[concat_ranges(place, column_bytes[name])], column_bytes[name]
         else:
             arrays[name] = _ndarray_values(buffer, place, column_bytes[name], encoding, name, first)
         place = place + column_bytes[name]
     return fixed, arrays
+
+
+def read_provenance(data, first: int, stop: int, columns: MdsColumns) -> list[list[dict]] | None:
+    """Samples first..stop-1's provenance (create --provenance), or None where the shard has none."""
+    if PROVENANCE not in columns.names:
+        return None
+    _, arrays = _read_columns(data, first, stop, columns)
+    values, sizes = arrays[PROVENANCE]
+    ends = np.cumsum(sizes)
+    return [json.loads(bytes(values[end - size : end])) for end, size in zip(ends.tolist(), sizes.tolist())]
 
 
 def _ndarray_values(buffer: np.ndarray, place: np.ndarray, nbytes: np.ndarray, encoding: str, name: str, first: int):

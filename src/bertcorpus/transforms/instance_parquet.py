@@ -12,6 +12,8 @@ One row per instance, unpadded (docs/pretraining_data.md, "The Parquet form"):
                                        Hugging Face's DataCollatorForWholeWordMask reads a `chinese_ref` column
     language             string        the language (BCP 47) of the document the instance's first segment comes
                                        from; und where it is not known
+    provenance           list<struct>  only from a run with --provenance: the pieces of document text the tokens
+                                       came from, {document, start, end, segment} each (transforms/provenance.py)
 
 Plain pyarrow and `datasets.load_dataset("parquet", ...)` read it as it is.
 """
@@ -23,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bertcorpus.transforms.instance_columns import InstanceColumns
+from bertcorpus.transforms.provenance import PROVENANCE, Provenance
 
 ROW_GROUP_ROWS = 2048  # the loader's unit of random access
 WIDE_IDS = 1 << 16  # vocab sizes from here on need 32-bit ids
@@ -45,7 +48,11 @@ LANGUAGE = "language"
 
 
 def instances_table(
-    instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None, b_offset: int = 2
+    instances: InstanceColumns,
+    vocab_size: int,
+    languages: list[str] | None = None,
+    b_offset: int = 2,
+    provenance: Provenance | None = None,
 ) -> pa.Table:
     """The unmasked instances as rows of instance_schema (their padding dropped), with chinese_ref where they
     carry word_continues, and each one's language where `languages` gives them. B starts b_offset tokens after
@@ -71,7 +78,41 @@ def instances_table(
     if languages is not None:
         columns.append(pa.array(languages, pa.string()))
         schema = schema.append(pa.field(LANGUAGE, pa.string()))
+    if provenance is not None:
+        columns.append(provenance_array(provenance))
+        schema = schema.append(pa.field(PROVENANCE, PROVENANCE_TYPE))
     return pa.table(columns, schema=schema)
+
+
+PROVENANCE_TYPE = pa.list_(
+    pa.struct([("document", pa.string()), ("start", pa.int64()), ("end", pa.int64()), ("segment", pa.uint8())])
+)
+
+
+def provenance_array(provenance: Provenance) -> pa.ListArray:
+    """Each instance's pieces, as a list of {document, start, end, segment}."""
+    names = pa.array(provenance.documents, pa.string()).take(pa.array(provenance.document, pa.int32()))
+    pieces = pa.StructArray.from_arrays(
+        [
+            names,
+            pa.array(provenance.start, pa.int64()),
+            pa.array(provenance.end, pa.int64()),
+            pa.array(provenance.segment, pa.uint8()),
+        ],
+        fields=list(PROVENANCE_TYPE.value_type),
+    )
+    return pa.ListArray.from_arrays(pa.array(provenance.offsets.astype(np.int32)), pieces, type=PROVENANCE_TYPE)
+
+
+def provenance_table(provenance: Provenance, shard_sha256: str) -> pa.Table:
+    """A TFRecord shard's provenance, beside it: a row per record, in record order (`record`, `provenance`), and in
+    the file's metadata the shard's sha256 and record count, so that a reader can tell it is still that shard's."""
+    table = pa.table(
+        {"record": pa.array(np.arange(len(provenance)), pa.int64()), PROVENANCE: provenance_array(provenance)}
+    )
+    return table.replace_schema_metadata(
+        {b"bertcorpus.shard_sha256": shard_sha256.encode(), b"bertcorpus.shard_records": str(len(provenance)).encode()}
+    )
 
 
 def write_instances(table: pa.Table, sink) -> None:

@@ -78,18 +78,28 @@ class Bucket:
     doc_first_sentence: np.ndarray  # int64, len = documents + 1; document d has sentences [first[d], first[d+1])
     word_continues: np.ndarray | None = None  # bool per token, or None where no segmenter grouped any
     languages: list[str] | None = None  # each document's language (BCP 47), or None where they are not known
+    # (sentences, 2) int64, create --provenance only: the characters [start, end) of its document's text that each
+    # sentence's tokens were made from (transforms/provenance.py)
+    spans: np.ndarray | None = None
 
     @classmethod
-    def from_documents(cls, docs: list[tuple], languages: list[str] | None = None) -> Bucket:
+    def from_documents(
+        cls, docs: list[tuple], languages: list[str] | None = None, spans: list[np.ndarray] | None = None
+    ) -> Bucket:
         """docs: (doc_id, token ids, tokens per sentence[, word_continues per token]), in a fixed order; languages:
-        each one's language, if known."""
+        each one's language, if known; spans: each one's sentences' stretches of text (provenance)."""
         tokens = np.concatenate([d[1] for d in docs]) if docs else np.zeros(0, np.int32)
         lengths = np.concatenate([d[2] for d in docs]) if docs else np.zeros(0, np.int32)
         starts = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
         per_doc = np.fromiter((len(d[2]) for d in docs), dtype=np.int64, count=len(docs))
         first = np.concatenate(([0], np.cumsum(per_doc)))
         continues = concatenate_word_flags([d[3] if len(d) > 3 else None for d in docs], [len(d[1]) for d in docs])
-        return cls([d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first, continues, languages)
+        stretches = None
+        if spans is not None:
+            stretches = np.concatenate(spans).astype(np.int64) if docs else np.zeros((0, 2), np.int64)
+        return cls(
+            [d[0] for d in docs], tokens.astype(np.int32, copy=False), starts, first, continues, languages, stretches
+        )
 
     def __len__(self) -> int:
         return len(self.doc_ids)
@@ -109,6 +119,7 @@ class Bucket:
             np.concatenate(([0], np.cumsum(per_doc))),
             None if self.word_continues is None else self.word_continues[token_rows],
             None if self.languages is None else [self.languages[d] for d in docs],
+            None if self.spans is None else self.spans[concat_ranges(first[chosen], per_doc)],
         )
 
     def document_of_tokens(self, tokens: np.ndarray) -> np.ndarray:
@@ -126,6 +137,9 @@ class Bucket:
         languages = None
         if any(b.languages is not None for b in buckets):
             languages = [tag for b in buckets for tag in (b.languages or [""] * len(b))]
+        spans = None
+        if all(b.spans is not None for b in buckets):
+            spans = np.concatenate([b.spans for b in buckets])
         return cls(
             [i for b in buckets for i in b.doc_ids],
             tokens,
@@ -133,6 +147,7 @@ class Bucket:
             np.concatenate(([0], np.cumsum(per_doc))),
             continues,
             languages,
+            spans,
         )
 
     def __post_init__(self) -> None:
@@ -217,7 +232,7 @@ def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: rand
     """`count` fragments of the bucket's documents for other buckets' random next segments, as a bucket of their
     own: each a run of whole sentences from a random sentence of a random document (as the reference picks a random
     next), of at least `fragment_tokens` tokens where the document has them, under its donor's id and language."""
-    fragments, donors = [], []
+    fragments, donors, spans = [], [], []
     for _ in range(count):
         doc = int(rng.random() * len(bucket))
         donors.append(doc)
@@ -234,8 +249,10 @@ def sample_fragments(bucket: Bucket, count: int, fragment_tokens: int, rng: rand
                 None if bucket.word_continues is None else bucket.word_continues[span],
             )
         )
+        if bucket.spans is not None:
+            spans.append(bucket.spans[start : last + 1])
     languages = None if bucket.languages is None else [bucket.languages[d] for d in donors]
-    return Bucket.from_documents(fragments, languages)
+    return Bucket.from_documents(fragments, languages, spans if bucket.spans is not None else None)
 
 
 class RandomNexts(NamedTuple):
@@ -394,12 +411,16 @@ def cut_long_sentences(lengths: np.ndarray, limit: int) -> tuple[np.ndarray, int
     long = lengths > limit
     if not long.any():
         return lengths, 0
-    size = max(1, limit // 2)
-    parts = np.where(long, -(-lengths // size), 1)
+    parts = sentence_parts(lengths, limit)
     first = np.repeat(np.cumsum(parts) - parts, parts)
     place = np.arange(len(first)) - first  # a piece's number within its sentence
     base, extra = np.repeat(lengths // parts, parts), np.repeat(lengths % parts, parts)
     return (base + (place < extra)).astype(lengths.dtype), int(long.sum())
+
+
+def sentence_parts(lengths: np.ndarray, limit: int) -> np.ndarray:
+    """How many pieces cut_long_sentences cuts each sentence into (1 for one it leaves whole)."""
+    return np.where(lengths > limit, -(-lengths // max(1, limit // 2)), 1)
 
 
 def truncated_lengths(len_a: np.ndarray, len_b: np.ndarray, max_num_tokens: int) -> tuple[np.ndarray, np.ndarray]:

@@ -74,6 +74,10 @@ def _commands() -> dict:
             "bertcorpus.pipeline.stats.inspect_command",
             "print decoded examples from a TFRecord or Parquet shard",
         ),
+        "order": (
+            "bertcorpus.pipeline.cli.order_command",
+            "which batch holds which instance (and documents), every step and rank of a loader's settings, as Parquet",
+        ),
         "stats": (
             "bertcorpus.pipeline.stats.command",
             "a data card for documents, records or a run: stats.json, report.html, plots",

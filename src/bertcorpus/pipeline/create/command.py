@@ -91,6 +91,14 @@ def add_arguments(parser) -> None:
         "(docs/pretraining_data.md, 'Megatron') (default: tfrecord with --masking static, parquet with dynamic)",
     )
     recipe.add_argument(
+        "--provenance",
+        action=BooleanFlag,
+        default=False,
+        help="every instance records where its tokens came from: per segment the pieces of document text (document "
+        "id, first and end character); Parquet and MDS get a provenance column, TFRecords a Parquet beside each shard "
+        "(docs/pretraining_data.md, 'Provenance') (default: off)",
+    )
+    recipe.add_argument(
         "--megatron-sequences",
         choices=MEGATRON_SEQUENCES,
         default=None,

@@ -96,6 +96,8 @@ class CreateConfig:
     special_tokens: tuple = ()
     # --record-format megatron: a sequence per sentence (Megatron's BERT dataset) or per document (its GPT dataset)
     megatron_sequences: str | None = None
+    # every instance records where its tokens came from (transforms/provenance.py)
+    provenance: bool = False
 
     @property
     def segmentation(self) -> SegmenterSpec | None:
@@ -150,10 +152,13 @@ class CreateConfig:
         return self.record_format or ("tfrecord" if self.masking == "static" else "parquet")
 
     def mds_columns(self, vocab_size: int, chinese_ref: bool = False) -> MdsColumns:
-        return MdsColumns.for_output(vocab_size, self.pair_objective, self.mds_ids, chinese_ref)
+        return MdsColumns.for_output(
+            vocab_size, self.pair_objective, self.mds_ids, chinese_ref, provenance=self.provenance
+        )
 
-    def recipe(self, seq: SeqConfig, layout: SequenceLayout) -> InstanceRecipe:
-        """How a bucket's instances of `seq` are made, in the tokenizer's templates (`layout`)."""
+    def recipe(self, seq: SeqConfig, layout: SequenceLayout, by_sentence: bool = False) -> InstanceRecipe:
+        """How a bucket's instances of `seq` are made, in the tokenizer's templates (`layout`); by_sentence: a piece
+        of provenance per sentence (transforms/provenance.py)."""
         return InstanceRecipe(
             seq,
             self.dupe_factor,
@@ -165,6 +170,7 @@ class CreateConfig:
             self.bin_size,
             layout.pair_frame,
             layout.single_frame[:2],
+            ("sentences" if by_sentence else "segments") if self.provenance else None,
         )
 
     def describe(self) -> dict:
@@ -181,6 +187,8 @@ class CreateConfig:
             del d["mds_ids"]
         if d["megatron_sequences"] is None:
             del d["megatron_sequences"]
+        if not self.provenance:  # the config of a run without it as it was before the option
+            del d["provenance"]
         if self.tokenizer is None:  # a vocab.txt's run: its config as it was before tokenizer.json was taken
             del d["tokenizer"], d["special_tokens"]
         else:
@@ -319,6 +327,7 @@ def config_from_args(args) -> CreateConfig:
         vocab=args.vocab,
         tokenizer=args.tokenizer,
         megatron_sequences=(args.megatron_sequences or "sentences") if megatron else None,
+        provenance=args.provenance,
         special_tokens=parse_special_tokens(args.special_token or [], args.tokenizer),
         input_format=args.input_format,
         seq_configs=seq_configs,

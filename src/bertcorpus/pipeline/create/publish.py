@@ -47,6 +47,7 @@ OWNED_GLOBS = [
     f"{TOKENIZER_COPY}/*",
     "megatron/*.bin",
     "megatron/*.idx",
+    "seq*/provenance/*.parquet",
 ]
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
 
@@ -145,6 +146,7 @@ class Publish(WatchedDoFn):
             output.discard_staging(cfg.output)
             raise problem
         published = [s["path"] for s in shard_infos + errors_files]
+        published += [s["provenance"]["path"] for s in shard_infos if "provenance" in s]
         if cfg.file_format == "mds":
             published += self._write_mds_indexes(manifest, chinese_ref)
         published += self._stage_vocab_copy(loaded)

@@ -8,13 +8,14 @@ from dataclasses import asdict
 
 import apache_beam as beam
 import numpy as np
+import pyarrow.parquet as pq
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, shard_name, split_of
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.values import BucketMessage, InstancePiece
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
-from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument, document_pieces
+from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.bucket_instances import (
@@ -26,16 +27,19 @@ from bertcorpus.transforms.bucket_instances import (
 from bertcorpus.transforms.document_tokens import DocumentTokenizer
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import mds_shard
-from bertcorpus.transforms.instance_parquet import instances_table, write_instances
-from bertcorpus.transforms.instances import Bucket, cut_long_sentences, sample_fragments
+from bertcorpus.transforms.instance_parquet import instances_table, provenance_table, write_instances
+from bertcorpus.transforms.instances import Bucket, cut_long_sentences, sample_fragments, sentence_parts
 from bertcorpus.transforms.language_id import LanguageSetting
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.masking import special_ids
+from bertcorpus.transforms.provenance import Provenance
 from bertcorpus.transforms.seeding import python_rng, stable_hash
 from bertcorpus.transforms.sentences import unsplit_sentences
 from bertcorpus.transforms.tfrecord import serialize_framed
+from bertcorpus.wordpiece.piece_encoder import unit_local
 from bertcorpus.wordpiece.sequence_layout import SequenceLayout
 from bertcorpus.wordpiece.tokenizer import has_tokens
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
 
 NEGATIVE_TARGETS = 4  # other buckets of its split that a bucket sends fragments for random next segments to
 NEGATIVE_SHARE = 1.0  # a bucket's tokens, in all, sent to them as fragments: a pool of many distinct segments
@@ -46,14 +50,15 @@ class ReadFiles(WatchedDoFn):
     record that could not be read, and a tagged 'files' output the file's counts (and, from its whole-file or
     first-span reader, its fingerprint)."""
 
-    def __init__(self, input_format: str, language: LanguageSetting):
+    def __init__(self, input_format: str, language: LanguageSetting, cap: int):
         self.input_format = input_format
         self.language = language
+        self.cap = cap  # --max-document-mb in characters: the reader cuts a longer document into pieces
 
     def process(self, task: tuple[str, int, int]):
         path, start, stop = task
         stats = ReadStats(path)
-        for doc in read_documents(path, self.input_format, stats, start, stop):
+        for doc in read_documents(path, self.input_format, stats, start, stop, cap=self.cap):
             if isinstance(doc, SourceDocument):
                 found = self.language.resolve(doc.language, doc.plain_text)
                 if found is not None:
@@ -66,6 +71,8 @@ class ReadFiles(WatchedDoFn):
             "create",
             {
                 "documents_read": stats.documents,
+                "documents_split": stats.split,
+                "document_pieces": stats.pieces,
                 "replaced_chars": stats.replaced_chars,
                 **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()},
                 **{f"errors:{k}": v for k, v in stats.errors.items()},
@@ -74,16 +81,10 @@ class ReadFiles(WatchedDoFn):
 
 
 def assign_buckets(doc: SourceDocument, config: CreateConfig):
-    """SourceDocument → (its bucket's key, the document); one longer than --max-document-mb as its pieces, each in
-    a bucket of its own id but all in the split of the document (so that no text of one document is in both), and
-    the count of them to TALLY."""
-    split = split_of(doc.id, config)
-    pieces = 0
-    for piece in document_pieces(doc, config.max_document_chars):
-        pieces += 1
-        yield bucket_key(piece.id, split, config), piece
-    if pieces > 1:
-        yield tally.emit("create", {"documents_split": 1, "document_pieces": pieces})
+    """SourceDocument → (its bucket's key, the document). A piece of a document longer than --max-document-mb (the
+    reader cuts one as it reads it) goes to a bucket of its own id, in the split of the document it comes from, so
+    that no text of one document is in both."""
+    yield bucket_key(doc.id, split_of(doc.whole_id or doc.id, config), config), doc
 
 
 def bucket_and_id(item: tuple[str, SourceDocument]) -> tuple[str, str | None]:
@@ -182,11 +183,11 @@ class TokenizeBuckets(WatchedDoFn):
     def process(self, element, targets: dict):
         key, docs = element
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
-        tokenized, counts, languages = self.tokenize(sorted(docs, key=bucket_order))
+        tokenized, counts, languages, spans = self.tokenize(sorted(docs, key=bucket_order))
         yield tally.emit("create", counts)
         if tokenized:
             ring_size, receivers = targets[key]
-            bucket = Bucket.from_documents(tokenized, languages)
+            bucket = Bucket.from_documents(tokenized, languages, spans)
             yield key, BucketMessage(bucket, ring_size=ring_size)
             # only random next segments come from other buckets, and Megatron's sentences need none
             if self.config.pair_objective == "nsp" and self.config.file_format != "megatron":
@@ -204,10 +205,12 @@ class TokenizeBuckets(WatchedDoFn):
             rng = python_rng(self.config.seed, "negative fragments", key, receiver)
             yield receiver, BucketMessage(sample_fragments(bucket, count, fragment_tokens, rng), sender=key)
 
-    def tokenize(self, docs: list[SourceDocument]) -> tuple[list, dict[str, int], list[str]]:
-        """Documents → (id, ids, tokens per sentence) of those with any tokens, counts, and their languages."""
+    def tokenize(self, docs: list[SourceDocument]) -> tuple[list, dict[str, int], list[str], list | None]:
+        """Documents → (id, ids, tokens per sentence) of those with any tokens, counts, their languages, and with
+        provenance their sentences' stretches of text."""
         tokenized = []
         languages = []
+        spans = []
         counts = {
             "documents_kept": 0,
             "sentences": 0,
@@ -218,15 +221,16 @@ class TokenizeBuckets(WatchedDoFn):
             "unsplit_paragraphs": 0,
             "documents_skipped:empty": 0,
         }
+        provenance = self.config.provenance
         for doc in docs:
-            found = self.tokenizer.tokenize(doc.text, doc.sentences)
-            ids, lengths = (
-                found.ids,
-                found.lengths[found.lengths > 0],
-            )  # a line of no tokens is dropped, as in the reference
+            found = self.tokenizer.tokenize(doc.text, doc.sentences, spans=provenance)
+            kept = found.lengths > 0  # a line of no tokens is dropped, as in the reference
+            ids, lengths = found.ids, found.lengths[kept]
             if not len(ids):
                 counts["documents_skipped:empty"] += 1
                 continue
+            if provenance:  # a sentence cut into parts gives each part its whole stretch of text
+                spans.append(np.repeat(found.spans[kept], sentence_parts(lengths, self.longest_sentence), axis=0))
             lengths, cut = cut_long_sentences(lengths, self.longest_sentence)
             counts["long_sentences_cut"] += cut
             language = doc.language or UNDETERMINED
@@ -247,7 +251,7 @@ class TokenizeBuckets(WatchedDoFn):
             counts["unsplit_paragraphs"] += unsplit_sentences(found.sentences)
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
-        return tokenized, counts, languages
+        return tokenized, counts, languages, spans if provenance else None
 
     @staticmethod
     def _word_continues(found, counts: dict) -> np.ndarray | None:
@@ -342,7 +346,10 @@ class BuildInstances(WatchedDoFn):
 
     def setup(self):
         super().setup()
-        self.special = special_ids(self.vocab.load())
+        vocab = self.vocab.load()
+        self.special = special_ids(vocab)
+        # a tokenizer that does not encode a text as its units one after another: provenance by sentence
+        self.by_sentence = isinstance(vocab, TokenizerFile) and not unit_local(vocab)
 
     def process(self, element, rates: dict | None = None):
         key, messages = element
@@ -373,7 +380,7 @@ class BuildInstances(WatchedDoFn):
         cfg, split = self.config, key.split("/")[0]
         tiebreak = stable_hash(seed_key) >> 1  # 63 bits: an int64 column, and a varint the shuffle can encode
         for seq in cfg.seq_configs:
-            recipe = cfg.recipe(seq, self.special.templates)
+            recipe = cfg.recipe(seq, self.special.templates, self.by_sentence)
             if sampling is None:
                 built = bucket_instances(bucket, documents, pool, recipe, self.special, cfg.seed, seed_key)
             else:
@@ -395,10 +402,11 @@ class BuildInstances(WatchedDoFn):
             tags = tuple(built.language_tags) if keep_languages else ()
             for shard, rows in shard_rows(built.sort_keys, cfg.shards(split)):
                 languages = built.languages[rows] if keep_languages else None
-                yield (
-                    (seq.name, split, shard),
-                    InstancePiece(tiebreak, built.sort_keys[rows], rows, built.instances.take(rows), tags, languages),
+                provenance = built.provenance.take(rows) if built.provenance is not None else None
+                piece = InstancePiece(
+                    tiebreak, built.sort_keys[rows], rows, built.instances.take(rows), tags, languages, provenance
                 )
+                yield (seq.name, split, shard), piece
 
 
 class WriteShards(WatchedDoFn):
@@ -425,23 +433,47 @@ class WriteShards(WatchedDoFn):
         yield written
 
     def write(self, seq_name: str, split: str, shard: int, pieces: list[InstancePiece], chinese_ref: bool) -> dict:
-        seq = next(s for s in self.config.seq_configs if s.name == seq_name)
-        rel = shard_name(self.config, seq, split, shard)
+        cfg = self.config
+        seq = next(s for s in cfg.seq_configs if s.name == seq_name)
+        rel = shard_name(cfg, seq, split, shard)
         parts, part, row = shard_order(pieces)
-        if self.config.masking == "static":
+        provenance = shard_provenance(pieces, part, row) if cfg.provenance else None
+        if cfg.masking == "static":
             chunks = _records_in_order(parts, part, row, self.b_offset, self.b_type)
         else:
             instances = (
                 InstanceColumns.gather(parts, part, row) if len(part) else InstanceColumns.empty(seq.max_seq_length)
             )
             languages = instance_languages(pieces, part, row)
-            if self.config.file_format == "mds":
-                columns = self.config.mds_columns(self.vocab_size, chinese_ref)
-                chunks = [mds_shard(instances, columns, languages, self.b_offset)]
+            if cfg.file_format == "mds":
+                columns = cfg.mds_columns(self.vocab_size, chinese_ref)
+                chunks = [mds_shard(instances, columns, languages, self.b_offset, provenance)]
             else:
-                chunks = [_parquet_bytes(instances, self.vocab_size, languages, self.b_offset)]
-        size, sha = output.write_bytes(output.staging_path(self.config.output, rel), chunks)
-        return {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
+                chunks = [_parquet_bytes(instances, self.vocab_size, languages, self.b_offset, provenance)]
+        size, sha = output.write_bytes(output.staging_path(cfg.output, rel), chunks)
+        written = {"path": rel, "records": len(part), "bytes": size, "sha256": sha}
+        if provenance is not None and cfg.masking == "static":  # TFRecords keep the reference's features only
+            beside = provenance_path(rel)
+            sink = io.BytesIO()
+            pq.write_table(provenance_table(provenance, sha), sink, compression="zstd")
+            side_size, side_sha = output.write_bytes(output.staging_path(cfg.output, beside), [sink.getvalue()])
+            written["provenance"] = {"path": beside, "bytes": side_size, "sha256": side_sha}
+        return written
+
+
+def provenance_path(shard: str) -> str:
+    """Where a TFRecord shard's provenance lies: seq128/train-00000-of-00004.tfrecord's in
+    seq128/provenance/train-00000-of-00004.parquet."""
+    folder, name = shard.rsplit("/", 1)
+    return f"{folder}/provenance/{name.rsplit('.', 1)[0]}.parquet"
+
+
+def shard_provenance(pieces: list[InstancePiece], part: np.ndarray, row: np.ndarray) -> Provenance:
+    """The provenance of instance row[i] of pieces[part[i]] for every i, in that order."""
+    found = [p.provenance for p in pieces]
+    first = np.concatenate(([0], np.cumsum([len(f) for f in found]))).astype(np.int64)
+    joined = Provenance.concatenate(found) if found else Provenance.concatenate([])
+    return joined.take(first[part] + row) if len(part) else joined
 
 
 def carries_words(keyed_piece: tuple) -> bool:
@@ -491,8 +523,12 @@ def instance_languages(pieces: list[InstancePiece], part: np.ndarray, row: np.nd
 
 
 def _parquet_bytes(
-    instances: InstanceColumns, vocab_size: int, languages: list[str] | None = None, b_offset: int = 2
+    instances: InstanceColumns,
+    vocab_size: int,
+    languages: list[str] | None = None,
+    b_offset: int = 2,
+    provenance: Provenance | None = None,
 ) -> bytes:
     sink = io.BytesIO()
-    write_instances(instances_table(instances, vocab_size, languages, b_offset), sink)
+    write_instances(instances_table(instances, vocab_size, languages, b_offset, provenance), sink)
     return sink.getvalue()

@@ -23,6 +23,7 @@ from bertcorpus.pipeline.coders import DeterministicCoder
 from bertcorpus.pipeline.inputs.formats import SourceDocument
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instances import Bucket
+from bertcorpus.transforms.provenance import Provenance
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class InstancePiece:
     instances: InstanceColumns
     language_tags: tuple = ()  # the languages of the bucket's documents
     languages: np.ndarray | None = None  # (N,) each instance's language, a number into language_tags
+    provenance: Provenance | None = None  # where each instance's tokens came from (create --provenance)
 
 
 class SourceDocumentCoder(DeterministicCoder):
@@ -90,28 +92,33 @@ class InstancePieceCoder(DeterministicCoder):
         n = len(piece.sort_keys)
         compressed = zstandard.ZstdCompressor(level=1).compress(columns_bytes(piece.instances))
         tags = "\n".join(piece.language_tags).encode("utf-8") if piece.languages is not None else b""
+        provenance = provenance_bytes(piece.provenance) if piece.provenance is not None else b""
+        header = [n, piece.tiebreak, piece.languages is not None, len(tags), len(provenance)]
         return b"".join(
             [
-                np.array([n, piece.tiebreak, piece.languages is not None, len(tags)], "<i8").tobytes(),
+                np.array(header, "<i8").tobytes(),
                 piece.sort_keys.astype("<i8").tobytes(),
                 piece.rows.astype("<i8").tobytes(),
                 tags,
                 piece.languages.astype("<i2").tobytes() if piece.languages is not None else b"",
+                provenance,
                 compressed,
             ]
         )
 
     def decode(self, data: bytes) -> InstancePiece:
-        n, tiebreak, has_languages, tags_size = np.frombuffer(data, "<i8", 4).tolist()
-        keys, rows = np.frombuffer(data, "<i8", 2 * n, 32).reshape(2, n)
-        at = 32 + 16 * n
+        n, tiebreak, has_languages, tags_size, provenance_size = np.frombuffer(data, "<i8", 5).tolist()
+        keys, rows = np.frombuffer(data, "<i8", 2 * n, 40).reshape(2, n)
+        at = 40 + 16 * n
         tags, languages = (), None
         if has_languages:
             tags = tuple(data[at : at + tags_size].decode("utf-8").split("\n"))
             languages = np.frombuffer(data, "<i2", n, at + tags_size)
             at += tags_size + 2 * n
+        provenance = provenance_from_bytes(memoryview(data)[at : at + provenance_size]) if provenance_size else None
+        at += provenance_size
         packed = zstandard.ZstdDecompressor().decompress(memoryview(data)[at:])
-        return InstancePiece(tiebreak, keys, rows, columns_from_bytes(packed), tags, languages)
+        return InstancePiece(tiebreak, keys, rows, columns_from_bytes(packed), tags, languages, provenance)
 
     def estimate_size(self, piece: InstancePiece) -> int:
         # Beam samples element sizes for its counters; compressing a piece again only to weigh it would cost as
@@ -129,8 +136,9 @@ beam.coders.registry.register_coder(InstancePiece, InstancePieceCoder)
 
 
 # The header's flags: 32-bit ids; word_continues follows the names, a bit per token; the documents' languages follow
-# that, as their distinct tags (one "\n"-joined string, its length first) and each document's tag number.
-_WIDE, _GROUPED, _LANGUAGES = 1, 2, 4
+# that, as their distinct tags (one "\n"-joined string, its length first) and each document's tag number; then the
+# sentences' stretches of text (provenance), two int64 each.
+_WIDE, _GROUPED, _LANGUAGES, _SPANS = 1, 2, 4, 8
 
 
 def bucket_bytes(bucket: Bucket) -> bytes:
@@ -139,6 +147,7 @@ def bucket_bytes(bucket: Bucket) -> bytes:
     grouped = bucket.word_continues is not None
     names = [i.encode("utf-8", "surrogatepass") for i in bucket.doc_ids]
     flags = _WIDE * wide | _GROUPED * grouped | _LANGUAGES * (bucket.languages is not None)
+    flags |= _SPANS * (bucket.spans is not None)
     header = np.array([len(names), len(bucket.sentence_starts) - 1, len(bucket.tokens), flags], "<i8")
     return b"".join(
         [
@@ -150,6 +159,7 @@ def bucket_bytes(bucket: Bucket) -> bytes:
             *names,
             np.packbits(bucket.word_continues).tobytes() if grouped else b"",
             _languages_bytes(bucket.languages) if bucket.languages is not None else b"",
+            bucket.spans.astype("<i8").tobytes() if bucket.spans is not None else b"",
         ]
     )
 
@@ -185,6 +195,8 @@ def bucket_from_bytes(data) -> Bucket:
         size = int(np.frombuffer(data, "<i8", 1, at)[0])
         tags = data[at + 8 : at + 8 + size].decode("utf-8").split("\n")
         languages = [tags[i] for i in np.frombuffer(data, "<u2", docs, at + 8 + size).tolist()]
+        at += 8 + size + 2 * docs
+    spans = np.frombuffer(data, "<i8", 2 * sentences, at).reshape(sentences, 2) if flags & _SPANS else None
     return Bucket(
         doc_ids,
         ids.astype(np.int32),
@@ -192,7 +204,43 @@ def bucket_from_bytes(data) -> Bucket:
         np.concatenate(([0], np.cumsum(per_doc, dtype=np.int64))),
         continues,
         languages,
+        spans,
     )
+
+
+def provenance_bytes(provenance: Provenance) -> bytes:
+    """The pieces' counts and columns, then the documents' ids, each one's length first."""
+    names = [name.encode("utf-8", "surrogatepass") for name in provenance.documents]
+    k = len(provenance.document)
+    return b"".join(
+        [
+            np.array([len(provenance), k, len(names)], "<i8").tobytes(),
+            np.array([len(name) for name in names], "<i4").tobytes(),
+            np.diff(provenance.offsets).astype("<i4").tobytes(),
+            provenance.document.astype("<i4").tobytes(),
+            provenance.start.astype("<i8").tobytes(),
+            provenance.end.astype("<i8").tobytes(),
+            provenance.segment.astype("<u1").tobytes(),
+            *names,
+        ]
+    )
+
+
+def provenance_from_bytes(data) -> Provenance:
+    data = bytes(data)
+    n, k, documents = np.frombuffer(data, "<i8", 3).tolist()
+    name_ends = np.cumsum(np.frombuffer(data, "<i4", documents, 24), dtype=np.int64)
+    at = 24 + 4 * documents
+    counts = np.frombuffer(data, "<i4", n, at)
+    at += 4 * n
+    document = np.frombuffer(data, "<i4", k, at)
+    start, end = np.frombuffer(data, "<i8", 2 * k, at + 4 * k).reshape(2, k)
+    segment = np.frombuffer(data, "<u1", k, at + 20 * k)
+    at += 21 * k
+    bounds = [at, *(at + name_ends).tolist()]
+    names = [data[a:b].decode("utf-8", "surrogatepass") for a, b in zip(bounds, bounds[1:])]
+    offsets = np.concatenate(([0], np.cumsum(counts, dtype=np.int64)))
+    return Provenance(offsets, document.astype(np.int32), start.astype(np.int64), end.astype(np.int64), segment, names)
 
 
 _WIDTHS = {2: np.dtype("<u2"), 4: np.dtype("<i4")}

@@ -23,6 +23,7 @@ from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.transforms.manifest_paths import manifest_paths_problem
 from bertcorpus.transforms.tfrecord import FEATURE_NAMES, iter_tfrecords, parse_example
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile, TokenizerFileError, read_tokenizer_source
 from bertcorpus.wordpiece.vocab import Vocab
 
 ACCEPTS_BEAM_OPTIONS = False
@@ -52,6 +53,12 @@ def add_arguments(parser) -> None:
     )
     parser.add_argument(
         "--seed", type=int, metavar="S", help="Parquet, with --epoch: the loader's seed (default: the loader's own, 0)"
+    )
+    parser.add_argument(
+        "--provenance",
+        action="store_true",
+        help="also show where each segment's tokens came from: the pieces of document text, with their documents' "
+        "titles and sources, read from the inputs the manifest lists (an output made with create --provenance)",
     )
 
 
@@ -229,6 +236,9 @@ def manifest_vocab(output: str, manifest: dict, instances: bool) -> str:
 
     from bertcorpus.pipeline.errors import UserError
 
+    tokenizer = manifest.get("tokenizer")
+    if isinstance(tokenizer, dict) and tokenizer.get("copy"):  # every form of a tokenizer.json's output holds a copy
+        return _join(output, str(tokenizer["copy"]))
     entry = manifest.get("vocab") if isinstance(manifest.get("vocab"), dict) else {}
     if instances:
         return _join(output, str(entry.get("copy") or "vocab.txt"))
@@ -275,16 +285,64 @@ def run(args, beam_args: list[str]) -> int:
     manifest = _manifest_listing(args.file)
     if not args.vocab and manifest is None:
         raise UserError("give --vocab: the vocab.txt the records were made with")
-    vocab = Vocab.load(args.vocab or manifest_vocab(_output_of(args.file), manifest, instances=False))
+    if args.provenance and manifest is None:
+        raise UserError(f"--provenance: {args.file} lies in no create output, whose manifest lists its provenance")
+    vocab = load_vocab(args.vocab or manifest_vocab(_output_of(args.file), manifest, instances=False), manifest)
     records = read_records(args.file, args.skip, args.num)
     label_kind = _label_kind(manifest)
+    sources = shown_provenance(args, manifest, args.file, len(records)) if args.provenance else None
     for n, record in enumerate(records, start=args.skip):
         features = decoded_example(record, n, len(vocab))
         print(f"record {n}:")
         print(format_example(features, vocab.tokens, label_kind))
+        if sources is not None:
+            print("\n".join(sources(n)))
     if not records:
         print("no records")
     return 0
+
+
+def load_vocab(path: str, manifest: dict | None) -> Vocab | TokenizerFile:
+    """The vocab.txt, or for an output made with a tokenizer.json its tokenizer (the copy's folder, its special
+    tokens as the manifest names them)."""
+    from bertcorpus.pipeline.errors import UserError
+
+    tokenizer = (manifest or {}).get("tokenizer")
+    if not isinstance(tokenizer, dict):
+        return Vocab.load(path)
+    try:
+        return TokenizerFile(read_tokenizer_source(path, tokenizer.get("specials") or {}))
+    except TokenizerFileError as e:
+        raise UserError(str(e)) from None
+
+
+def shown_provenance(args, manifest: dict, path: str, shown: int):
+    """A function of a record's number that gives the lines of its provenance: its pieces and their source text."""
+    from bertcorpus.pipeline.errors import UserError
+    from bertcorpus.pipeline.stats.provenance_text import documents_named, provenance_lines
+    from bertcorpus.trainer.provenance_files import shard_provenance
+    from bertcorpus.trainer.record_files import LoaderError, Shard
+
+    place = find_shard(manifest, path)
+    if place is None or not (manifest.get("config") or {}).get("provenance"):
+        raise UserError(f"--provenance: {path} has none (its output was made without create --provenance)")
+    entry = place[-1]
+    output = _output_of(path)
+    beside = entry.get("provenance")
+    shard = Shard(
+        path,
+        entry["path"],
+        int(entry["records"]),
+        entry["sha256"],
+        entry.get("bytes"),
+        (_join(output, beside["path"]), beside["sha256"]) if beside else None,
+    )
+    try:
+        pieces = shard_provenance(manifest["form"]["file_format"], shard)[args.skip : args.skip + shown]
+    except LoaderError as e:
+        raise UserError(str(e)) from None
+    documents = documents_named(manifest, {p["document"] for row in pieces for p in row})
+    return lambda n: provenance_lines(pieces[n - args.skip], documents)
 
 
 def read_records(path: str, skip: int, num: int) -> list[bytes]:
@@ -449,7 +507,7 @@ def inspect_instances(args) -> int:
     seq, seq_length, split, before, split_instances, shard = place
     check_unchanged(args.file, shard)
     vocab_path = args.vocab or manifest_vocab(output, manifest, instances=True)
-    vocab = Vocab.load(vocab_path)
+    vocab = load_vocab(vocab_path, manifest)
     read = read_mds_instances if args.file.endswith(".mds") else read_instances
     rows = read(args.file, args.skip, args.num)
     label_kind = _label_kind(manifest)
@@ -467,11 +525,14 @@ def inspect_instances(args) -> int:
         if args.epoch is None
         else loader_masks(output, seq_length, split, split_instances, instances, args.epoch, args.seed)
     )
+    sources = shown_provenance(args, manifest, args.file, len(rows)) if args.provenance else None
     for n, row in enumerate(rows, start=args.skip):
         print(f"record {n} ({split} instance {before + n} of {seq}):")
         print(format_instance(row, vocab.tokens, label_kind))
         if args.epoch is not None:
             print(format_masks(masks[before + n], vocab.tokens, args.epoch, seed))
+        if sources is not None:
+            print("\n".join(sources(n)))
     if not rows:
         print("no records")
     return 0
