@@ -162,3 +162,9 @@ def test_language_fields_that_are_no_tag_are_counted_and_reported(tmp_path, caps
     (entry,) = json.loads((tmp_path / "vocab" / "manifest.json").read_text())["inputs"]
     assert entry["unknown_language_tags"] == 5
     assert re.search(r"\n  language tags +5 unknown, read as und\n", capsys.readouterr().out)
+    out = tmp_path / "records"
+    assert run_cli("create", "--input", docs, "--vocab", VOCAB, "--output", out, "--dupe-factor", "1") == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["unknown_language_tags"] == 5
+    assert {lang: entry["documents"] for lang, entry in manifest["languages"].items()} == {"uk": 1, "und": 6}
+    assert re.search(r"\n  unknown language tags +5\n", capsys.readouterr().out)

@@ -452,6 +452,7 @@ def build_manifest(
                 "tokens",
                 "unk_tokens",
                 "replaced_chars",
+                "unknown_language_tags",
                 "single_sentence_documents",
                 "long_sentences_cut",
                 "unsplit_paragraphs",

@@ -74,6 +74,7 @@ class ReadFiles(WatchedDoFn):
                 "documents_split": stats.split,
                 "document_pieces": stats.pieces,
                 "replaced_chars": stats.replaced_chars,
+                "unknown_language_tags": stats.unknown_language_tags,  # read as none: counted, never silent
                 **{f"lines_skipped:{k}": v for k, v in stats.skipped.items()},
                 **{f"errors:{k}": v for k, v in stats.errors.items()},
             },
