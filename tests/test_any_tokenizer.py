@@ -372,3 +372,27 @@ def test_reuse_and_the_loader_notice_a_changed_tokenizer(tmp_path, capsys, folde
     copy.write_text(copy.read_text() + " ")
     with pytest.raises(LoaderError, match="is not the one the ids came from"):
         PretrainingLoader(tmp_path / "out", seq_length=128, batch_size=8)
+
+
+def test_stats_inspect_and_plan_take_a_tokenizer_output_with_no_flag(tmp_path, capsys, folders):
+    """The vocab size, the special tokens and the decoding come from the output's own copy of its tokenizer."""
+    from conftest import DATA
+
+    run = tmp_path / "run"
+    wiki = DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2"
+    assert run_cli("extract-wiki", "--input", wiki, "--output", run / "wiki") == 0
+    argv = ["create", "--input", run / "wiki", "--output", run / "records", "--tokenizer", folders["unigram"]]
+    assert run_cli(*argv, "--masking", "dynamic", "--num-shards", "1") == 0
+    capsys.readouterr()
+    assert run_cli("stats", run, "--output", tmp_path / "card") == 0
+    card = json.loads((tmp_path / "card" / "stats.json").read_text())
+    words = card["unknown_words"]
+    assert words["unknown_pieces"] == "<unk>" and 1.5 < words["pieces_per_word"] < 5
+    assert card["records"]["records"]["vocab"]["size"] == 1002 and not card.get("warnings")
+    assert "pieces per word" in (tmp_path / "card" / "report.html").read_text()
+    capsys.readouterr()
+    assert run_cli("inspect", run / "records" / "seq128" / "train-00000-of-00001.parquet", "-n", "1") == 0
+    shown = capsys.readouterr().out
+    assert "<s> ▁" in shown and "</s> </s> ||" in shown
+    planned = ["plan", "create", "--input", run / "wiki", "--output", tmp_path / "planned"]
+    assert run_cli(*planned, "--tokenizer", folders["unigram"]) == 0

@@ -12,13 +12,18 @@ are counted, in a counter pruned to its most frequent entries whenever it grows 
 from __future__ import annotations
 
 import heapq
+import re
 from collections import Counter
 
 import numpy as np
 
 from bertcorpus.transforms.unspaced_scripts import spaced_unspaced_scripts
+from bertcorpus.wordpiece.piece_encoder import PieceEncoder
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer, prepared_chunks
-from bertcorpus.wordpiece.vocab import UNK
+from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
+from bertcorpus.wordpiece.vocab import UNK, Vocab
+
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # a byte-fallback piece of a SentencePiece-style vocabulary
 
 BINS_PER_DECADE = 10
 DECADES = 10
@@ -141,50 +146,71 @@ class PrunedCounter:
 
 
 class UnknownWords:
-    """Whitespace-separated chunks of text (after the tokenizer's cleaning and lower-casing) whose WordPiece ids
-    contain [UNK], counted over all documents added, and per language. A character of a script written without
-    spaces (Chinese, Japanese, Thai) is a chunk of its own: what becomes [UNK] there is a character."""
+    """Whitespace-separated chunks of text (after a vocab.txt's cleaning and lower-casing) and the pieces the
+    vocabulary gives each, counted over all documents added, and per language: the pieces per word, and the words
+    that become [UNK] (or, with a tokenizer.json that falls back to bytes, that need byte pieces). A character of a
+    script written without spaces (Chinese, Japanese, Thai) is a chunk of its own. `encode(chunks)` gives the ids of
+    each chunk (as WordPieceTokenizer.encode_sentences does); `unknown` the ids that count as unknown."""
 
     CACHE_LIMIT = 1_000_000  # distinct chunks whose outcome is remembered
 
-    def __init__(self, tokenizer: WordPieceTokenizer, keep: int = 10_000):
-        self.tokenizer = tokenizer
-        self.unk = tokenizer.vocab.ids[UNK]
-        self.known: set[str] = set()  # chunks already tokenised
-        self.unknown_chunks: set[str] = set()  # those of them that yield [UNK]
+    def __init__(self, encode, unknown: np.ndarray, lowercase: bool, keep: int = 10_000, what: str = "[UNK]"):
+        self.encode, self.unknown_ids, self.lowercase = encode, unknown, lowercase
+        self.what = what  # what an unknown piece is, as the card names it
+        self.known: dict[str, int] = {}  # chunk → its pieces, negative where they hold an unknown one
         self.counter = PrunedCounter(keep)
         self.documents = 0
         self.words = 0
+        self.pieces = 0
         self.unknown = 0
-        self.by_language: dict[str, list[int]] = {}  # language → [words, words that became [UNK]]
+        self.by_language: dict[str, list[int]] = {}  # language → [words, words with an unknown piece, pieces]
+
+    @classmethod
+    def of_vocab(cls, vocab: Vocab, lowercase: bool) -> UnknownWords:
+        tokenizer = WordPieceTokenizer(vocab, lowercase)
+        return cls(tokenizer.encode_sentences, np.array([vocab.ids[UNK]]), lowercase)
+
+    @classmethod
+    def of_tokenizer(cls, tokenizer: TokenizerFile) -> UnknownWords:
+        """Each word encoded as it stands in running text, after a space; unknown: the unknown token and any
+        byte-fallback piece (<0xE4>)."""
+        encoder = PieceEncoder(tokenizer)
+        unknown = [i for i, t in enumerate(tokenizer.tokens) if BYTE_PIECE.fullmatch(t)]
+        what = "byte pieces" if unknown else "[UNK]"
+        if "unk" in tokenizer.specials:
+            unknown.append(tokenizer.specials["unk"])
+            what = f"{tokenizer.tokens[tokenizer.specials['unk']]}" + (" or byte pieces" if what != "[UNK]" else "")
+        encode = lambda chunks: encoder.encode_pieces([" " + c for c in chunks])  # noqa: E731
+        return cls(encode, np.array(unknown, np.int64), False, what=what)
 
     def add(self, text: str, language: str | None = None) -> None:
-        chunks, _ = prepared_chunks(spaced_unspaced_scripts(text), self.tokenizer.lowercase)
-        distinct = set(chunks)
-        hits = distinct & self.unknown_chunks
-        new = distinct - self.known
-        if new:
-            found = self._unknown_of(sorted(new))
-            hits |= found
-            if len(self.known) < self.CACHE_LIMIT:
-                self.known |= new
-                self.unknown_chunks |= found
+        chunks, _ = prepared_chunks(spaced_unspaced_scripts(text), self.lowercase)
+        new = sorted(set(chunks).difference(self.known))
+        found = dict(zip(new, self._pieces_of(new))) if new else {}
+        if new and len(self.known) < self.CACHE_LIMIT:
+            self.known.update(found)
+        pieces = [found[c] if c in found else self.known[c] for c in chunks]
+        unknown = [c for c, n in zip(chunks, pieces) if n < 0]
         self.documents += 1
         self.words += len(chunks)
-        unknown = [c for c in chunks if c in hits] if hits else []
+        total = sum(abs(n) for n in pieces)
+        self.pieces += total
         if unknown:
             self.unknown += len(unknown)
             self.counter.update(unknown)
         if language is not None:
-            totals = self.by_language.setdefault(language, [0, 0])
+            totals = self.by_language.setdefault(language, [0, 0, 0])
             totals[0] += len(chunks)
             totals[1] += len(unknown)
+            totals[2] += total
 
-    def _unknown_of(self, chunks: list[str]) -> set[str]:
-        """The chunks whose ids contain [UNK]; one tokenizer call for all, each chunk as its own line."""
-        ids, per_chunk = self.tokenizer.encode_sentences(chunks)
+    def _pieces_of(self, chunks: list[str]) -> list[int]:
+        """Each chunk's count of pieces, negative where one of them is unknown; one call for all."""
+        ids, per_chunk = self.encode(chunks)
         owner = np.repeat(np.arange(len(chunks)), per_chunk)
-        return {chunks[i] for i in set(owner[ids == self.unk].tolist())}
+        unknown = np.zeros(len(chunks), bool)
+        unknown[owner[np.isin(ids, self.unknown_ids)]] = True
+        return np.where(unknown, -per_chunk, per_chunk).tolist()
 
     def summary(self, top: int = 20) -> dict:
         return {
@@ -192,10 +218,17 @@ class UnknownWords:
             "words": self.words,
             "unk_words": self.unknown,
             "unk_word_rate": self.unknown / self.words if self.words else None,
+            "pieces_per_word": self.pieces / self.words if self.words else None,
+            "unknown_pieces": self.what,
             "top": [{"word": w, "count": n} for w, n in self.counter.most_common(top)],
             "counts_exact": self.counter.exact,
             "by_language": {
-                tag: {"words": words, "unk_words": unk, "unk_word_rate": unk / words if words else None}
-                for tag, (words, unk) in sorted(self.by_language.items())
+                tag: {
+                    "words": words,
+                    "unk_words": unk,
+                    "unk_word_rate": unk / words if words else None,
+                    "pieces_per_word": pieces / words if words else None,
+                }
+                for tag, (words, unk, pieces) in sorted(self.by_language.items())
             },
         }

@@ -36,15 +36,24 @@ TOP_UNKNOWN_WORDS = 20
 
 
 def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnings: list[str]):
-    """The vocab to use and where it came from; checks its sha256 against each records manifest."""
+    """The vocab to use and where it came from; checks its sha256 against each records manifest. An output made with
+    a tokenizer.json is read with its own copy of it (the manifest names its special tokens)."""
+    from bertcorpus.wordpiece.tokenizer_file import TokenizerFile, TokenizerFileError, read_tokenizer_source
     from bertcorpus.wordpiece.vocab import Vocab
 
-    if explicit:
+    tokenizer = records[0].manifest.get("tokenizer") if records else None
+    if isinstance(tokenizer, dict) and not explicit:
+        path = str(records[0].dir / str(tokenizer.get("copy") or "tokenizer"))
+        try:
+            vocab = TokenizerFile(read_tokenizer_source(path, tokenizer.get("specials") or {}))
+        except TokenizerFileError as e:
+            raise UserError(f"{e}; pass --vocab (a vocab.txt) or restore the output's tokenizer copy") from None
+    elif explicit:
         vocab, path = Vocab.load(explicit), explicit
     elif records:
-        named = str(records[0].manifest.get("vocab", {}).get("path", ""))
+        named = str((records[0].manifest.get("vocab") or {}).get("path", ""))
         # The output's own copy of its vocab (the Parquet form has one) first: it moves with the output.
-        copy = records[0].manifest.get("vocab", {}).get("copy")
+        copy = (records[0].manifest.get("vocab") or {}).get("copy")
         candidates = (
             [named]
             if "://" in named
@@ -65,7 +74,8 @@ def resolve_vocab(explicit: str | None, records: list[Stage], root: Path, warnin
     else:
         return None, None
     for stage in records:
-        expected = stage.manifest.get("vocab", {}).get("sha256")
+        entry = stage.manifest.get("tokenizer") or stage.manifest.get("vocab") or {}
+        expected = entry.get("sha256")
         if expected != vocab.sha256:
             warnings.append(
                 f"the vocab {path} has sha256 {vocab.sha256}, but {stage.name}/{MANIFEST} records "
@@ -86,10 +96,15 @@ def documents_pass(stages: list[Stage], vocab, lowercase: bool, max_documents: i
     from tqdm import tqdm
 
     from bertcorpus.transforms.document_stats import DocumentStats, UnknownWords
-    from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+    from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
 
     stats = DocumentStats()
-    unknown = UnknownWords(WordPieceTokenizer(vocab, lowercase)) if vocab is not None else None
+    if vocab is None:
+        unknown = None
+    elif isinstance(vocab, TokenizerFile):
+        unknown = UnknownWords.of_tokenizer(vocab)
+    else:
+        unknown = UnknownWords.of_vocab(vocab, lowercase)
     files = [stage.dir / f["path"] for stage in stages for f in stage.manifest["outputs"]["documents"]]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
@@ -133,7 +148,8 @@ def language_table(
     for tag, n in characters.items():
         table.setdefault(tag, {"documents": 0})["characters"] = n
     for tag, row in (unknown or {}).get("by_language", {}).items():
-        table.setdefault(tag, {"documents": 0})["unk_word_rate"] = row["unk_word_rate"]
+        entry = table.setdefault(tag, {"documents": 0})
+        entry["unk_word_rate"], entry["pieces_per_word"] = row["unk_word_rate"], row.get("pieces_per_word")
     for stage in records:
         for tag, row in (stage.manifest.get("languages") or {}).items():
             entry = table.setdefault(tag, {"documents": row["documents"]})
@@ -331,7 +347,8 @@ def build_card(
                 "path": vocab_path,
                 "sha256": vocab.sha256,
                 "size": len(vocab),
-                "manifest_sha256": stage.manifest.get("vocab", {}).get("sha256"),
+                "manifest_sha256": (stage.manifest.get("tokenizer") or stage.manifest.get("vocab") or {}).get("sha256"),
+                **({"tokenizer": stage.manifest["tokenizer"]} if stage.manifest.get("tokenizer") else {}),
             },
             "form": record_form(stage),
             "made_from": records_source(stage),

@@ -193,7 +193,10 @@ def _documents_lead(docs: dict, unknown: dict) -> str:
         f"characters, {docs['words']['total']:,} words"
     )
     if "absent" not in unknown and unknown["unk_word_rate"] is not None:
-        text += f"; {unknown['unk_word_rate']:.4%} of words contain [UNK]"
+        what = escape(unknown.get("unknown_pieces", "[UNK]"))
+        text += f"; {unknown['unk_word_rate']:.4%} of words contain {what}"
+        if unknown.get("pieces_per_word") is not None:
+            text += f", {unknown['pieces_per_word']:.3f} pieces per word"
     return text + ".</p>"
 
 
@@ -294,19 +297,24 @@ def _documents_html(docs: dict, unknown: dict, plots: dict[str, str]) -> str:
 
 
 def _unknown_html(unknown: dict) -> str:
-    parts = ["<h3>Words that become [UNK]</h3>"]
+    what = escape(unknown.get("unknown_pieces", "[UNK]"))
+    parts = [f"<h3>Words that become {what}</h3>"]
     if "absent" in unknown:
         return parts[0] + f"<p>{escape(unknown['absent'])}.</p>"
     parts.append(
         f"<p>{unknown['unk_words']:,} of {unknown['words']:,} words (whitespace-separated; a character of Chinese, "
         "Japanese or Thai) "
-        f"({(unknown['unk_word_rate'] or 0):.4%}) in {unknown['documents']:,} documents contain [UNK] "
+        f"({(unknown['unk_word_rate'] or 0):.4%}) in {unknown['documents']:,} documents contain {what} "
         f"when tokenised with <code>{escape(unknown['vocab'])}</code>"
         f"{' (lower-cased)' if unknown['lowercase'] else ''}."
         f"{'' if unknown['counts_exact'] else ' Counts are lower bounds: too many distinct words.'}</p>"
     )
     rows = [[f"<code>{escape(w['word'])}</code>", escape(_code_points(w["word"])), w["count"]] for w in unknown["top"]]
     return "".join(parts) + table(["word", "characters outside ASCII", "count"], rows, {2})
+
+
+def _pieces(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
 
 
 def _languages_html(languages: dict[str, dict]) -> str:
@@ -326,6 +334,7 @@ def _languages_html(languages: dict[str, dict]) -> str:
         ("documents", True, lambda tag, row: row.get("documents")),
         ("characters", True, lambda tag, row: row.get("characters")),
         ("[UNK] share of words", False, lambda tag, row: share(row.get("unk_word_rate"))),
+        ("pieces per word", False, lambda tag, row: _pieces(row.get("pieces_per_word"))),
         ("tokens", True, lambda tag, row: row.get("tokens")),
     ]
     columns = [c for c in columns if any(c[2](tag, row) is not None for tag, row in languages.items())]

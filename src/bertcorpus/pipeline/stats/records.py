@@ -22,9 +22,14 @@ RECORD_BATCH = 4096  # records decoded at once
 
 
 def token_ids(vocab):
+    """What the records' statistics need of a vocab.txt or a tokenizer.json (-1: a token it has none of)."""
     from bertcorpus.transforms.record_stats import TokenIds
+    from bertcorpus.wordpiece.tokenizer_file import TokenizerFile
     from bertcorpus.wordpiece.vocab import MASK, SEP, UNK
 
+    if isinstance(vocab, TokenizerFile):
+        separator = vocab.layout.single_suffix[-1] if vocab.layout.single_suffix else -1
+        return TokenIds(len(vocab), vocab.specials["mask"], vocab.specials.get("unk", -1), separator)
     ids = vocab.ids
     return TokenIds(vocab_size=len(vocab), mask=ids[MASK], unk=ids[UNK], sep=ids[SEP])
 
