@@ -396,3 +396,45 @@ def test_stats_inspect_and_plan_take_a_tokenizer_output_with_no_flag(tmp_path, c
     assert "<s> ▁" in shown and "</s> </s> ||" in shown
     planned = ["plan", "create", "--input", run / "wiki", "--output", tmp_path / "planned"]
     assert run_cli(*planned, "--tokenizer", folders["unigram"]) == 0
+
+
+def test_masks_drawn_at_load_time_follow_the_tokenizer(tmp_path, folders, documents_jsonl):
+    """The loader's masks on a tokenizer.json's instances: the rate of the tokens that are no special token,
+    80/10/10 from its ordinary tokens, and each word of its Metaspace marks masked whole, with one decision."""
+    from bertcorpus import PretrainingLoader
+
+    out = create(tmp_path, folders, "unigram", [documents_jsonl], "--masking", "dynamic", "--num-shards", "1")
+    tokenizer = loaded(folders, "unigram")
+    special = special_ids(tokenizer)
+    loader = PretrainingLoader(out, seq_length=128, batch_size=64, whole_word_mask=True, layout="huggingface")
+    specials = [*tokenizer.layout.prefix, *tokenizer.layout.middle, *tokenizer.layout.suffix]
+    touched = whole = once = masked = candidates = 0
+    shown_all, labels_all = [], []
+    for batch in (loader[i] for i in range(min(len(loader), 40))):
+        labels, shown = batch["labels"], batch["input_ids"]
+        assert not batch["token_type_ids"].any()  # RoBERTa's template: one token type
+        for row in range(len(labels)):
+            original = np.where(labels[row] >= 0, labels[row], shown[row])
+            real = batch["attention_mask"][row] > 0
+            is_special = np.isin(original, specials)
+            candidates += int((real & ~is_special).sum())
+            chosen = labels[row] >= 0
+            masked += int(chosen.sum())
+            assert not (chosen & is_special).any()
+            starts = ~special.is_continuation[original] | is_special | ~real
+            starts[1:] |= is_special[:-1]
+            word = np.cumsum(starts)
+            for w in np.unique(word[chosen]):
+                members = (word == w) & real & ~is_special
+                touched += 1
+                whole += bool(chosen[members].all())
+                once += len(set((shown[row][members] == special.mask).tolist())) == 1
+            shown_all.append(shown[row][chosen])
+            labels_all.append(labels[row][chosen])
+    assert abs(masked / candidates - 0.15) < 0.02  # whole words round the budget down a little, never up
+    assert touched > 500 and whole / touched >= 0.99 and once / touched >= 0.99
+    shown_all, labels_all = np.concatenate(shown_all), np.concatenate(labels_all)
+    is_mask = shown_all == special.mask
+    assert abs(is_mask.mean() - 0.8) < 0.03
+    replaced = shown_all[~is_mask & (shown_all != labels_all)]
+    assert len(replaced) and np.isin(replaced, special.regular).all()
