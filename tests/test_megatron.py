@@ -239,3 +239,24 @@ def test_what_megatron_cannot_honour_is_refused_in_one_line(tmp_path, capsys, ar
     assert exit_status(*argv, "--record-format", "megatron", *flags) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0], err
+
+
+def test_with_provenance_each_sequence_names_the_characters_it_came_from(tmp_path, articles_jsonl):
+    import pyarrow.parquet as pq
+
+    from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
+
+    out = megatron_output(tmp_path, articles_jsonl, "--vocab", VOCAB, "--provenance", "--eval-fraction", "0")
+    (entry,) = json.loads((out / "manifest.json").read_text())["outputs"]["train"]["files"]
+    texts = {doc_id: text for doc_id, text, _ in mixed_script_articles()}
+    rows = pq.read_table(out / f"{entry['prefix']}.provenance.parquet").to_pylist()
+    documents = read_documents(str(out / entry["prefix"]))
+    assert len(rows) == len(documents) == entry["documents"]
+    tokenizer = WordPieceTokenizer(Vocab.load(str(VOCAB)))
+    outside = 0
+    for row, sequences in zip(rows, documents):
+        assert len(row["sequences"]) == len(sequences)
+        for span, ids in zip(row["sequences"], sequences):
+            made = tokenizer.encode(texts[row["document"]][span["start"] : span["end"]]).tolist()
+            outside += not any(made[i : i + len(ids)] == list(ids) for i in range(len(made) - len(ids) + 1))
+    assert outside == 0

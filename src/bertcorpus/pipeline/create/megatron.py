@@ -8,15 +8,19 @@ buckets, which Megatron's own datasets pair and mask at load time.
 
 A split's documents go to `--num-shards` files (1 by default) by a hash of their bucket, so that files merge in
 parallel; with --language-sampling-alpha each language has a file of its own, and the manifest gives the blend of
---data-path weights (the smoothed shares) that mixes them.
+--data-path weights (the smoothed shares) that mixes them. With --provenance, each file has a Parquet beside it, a
+row per document in its order: the document's id, and the characters of its text each of its sequences came from.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 
 import apache_beam as beam
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.create.config import CreateConfig
@@ -84,6 +88,10 @@ class WriteMegatronParts(WatchedDoFn):
         staged_bin = output.staging_path(self.config.output, f"{rel}.bin")
         output.write_bytes(staged_bin, [bucket.tokens.astype(self.dtype.newbyteorder("<")).tobytes()])
         output.write_bytes(output.staging_path(self.config.output, f"{rel}.idx"), [index_bytes(index)])
+        if self.config.provenance:
+            output.write_bytes(
+                output.staging_path(self.config.output, f"{rel}.parquet"), [document_spans(bucket, make)]
+            )
         return {"part": rel, "sequences": index.sequences, "documents": index.documents, "tokens": len(bucket.tokens)}
 
 
@@ -122,7 +130,21 @@ class MergeMegatronFiles(WatchedDoFn):
             output.staging_path(cfg.output, f"{prefix}.idx"),
             [preamble(self.dtype, sequences, documents), *merged_sections(indexes)],
         )
-        FileSystems.delete([f"{path}.{ext}" for path in staged for ext in ("bin", "idx")])
+        files = [
+            {"path": f"{prefix}.bin", "bytes": bin_size, "sha256": bin_sha},
+            {"path": f"{prefix}.idx", "bytes": idx_size, "sha256": idx_sha},
+        ]
+        kinds = ["bin", "idx"]
+        if cfg.provenance:  # each document's id and its sequences' characters, in the file's document order
+            tables = [pq.read_table(io.BytesIO(_read(f"{path}.parquet"))) for path in staged]
+            sink = io.BytesIO()
+            pq.write_table(pa.concat_tables(tables) if tables else empty_spans(), sink, compression="zstd")
+            size, sha = output.write_bytes(
+                output.staging_path(cfg.output, f"{prefix}.provenance.parquet"), [sink.getvalue()]
+            )
+            files.append({"path": f"{prefix}.provenance.parquet", "bytes": size, "sha256": sha})
+            kinds.append("parquet")
+        FileSystems.delete([f"{path}.{ext}" for path in staged for ext in kinds])
         return {
             "prefix": prefix,
             "split": split,
@@ -130,11 +152,35 @@ class MergeMegatronFiles(WatchedDoFn):
             "sequences": sequences,
             "documents": documents,
             "tokens": sum(p["tokens"] for p in parts),
-            "files": [
-                {"path": f"{prefix}.bin", "bytes": bin_size, "sha256": bin_sha},
-                {"path": f"{prefix}.idx", "bytes": idx_size, "sha256": idx_sha},
-            ],
+            "files": files,
         }
+
+
+def document_spans(bucket, index_of) -> bytes:
+    """A part's provenance: a row per document, its id and the characters [start, end) of its text that each of
+    its sequences was made from (a sentence's, or the whole document's)."""
+    first = bucket.doc_first_sentence
+    if index_of is document_index:
+        starts, ends = bucket.spans[first[:-1], 0], bucket.spans[first[1:] - 1, 1]
+        counts = np.ones(len(bucket), np.int64)
+    else:
+        starts, ends, counts = bucket.spans[:, 0], bucket.spans[:, 1], np.diff(first)
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
+    spans = pa.StructArray.from_arrays([pa.array(starts, pa.int64()), pa.array(ends, pa.int64())], ["start", "end"])
+    table = pa.table(
+        {
+            "document": pa.array(bucket.doc_ids, pa.string()),
+            "sequences": pa.ListArray.from_arrays(pa.array(offsets), spans),
+        }
+    )
+    sink = io.BytesIO()
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue()
+
+
+def empty_spans():
+    sequence = pa.struct([("start", pa.int64()), ("end", pa.int64())])
+    return pa.table({"document": pa.array([], pa.string()), "sequences": pa.array([], pa.list_(sequence))})
 
 
 def empty_file(config: CreateConfig, vocab_size: int, prefix: str, split: str, language: str | None) -> dict:
@@ -144,6 +190,17 @@ def empty_file(config: CreateConfig, vocab_size: int, prefix: str, split: str, l
     idx = preamble(dtype, 0, 0) + np.zeros(1, "<i8").tobytes()
     output.write_bytes(output.staging_path(config.output, f"{prefix}.bin"), [b""])
     output.write_bytes(output.staging_path(config.output, f"{prefix}.idx"), [idx])
+    files = [
+        {"path": f"{prefix}.bin", "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()},
+        {"path": f"{prefix}.idx", "bytes": len(idx), "sha256": hashlib.sha256(idx).hexdigest()},
+    ]
+    if config.provenance:
+        sink = io.BytesIO()
+        pq.write_table(empty_spans(), sink, compression="zstd")
+        size, sha = output.write_bytes(
+            output.staging_path(config.output, f"{prefix}.provenance.parquet"), [sink.getvalue()]
+        )
+        files.append({"path": f"{prefix}.provenance.parquet", "bytes": size, "sha256": sha})
     return {
         "prefix": prefix,
         "split": split,
@@ -151,10 +208,7 @@ def empty_file(config: CreateConfig, vocab_size: int, prefix: str, split: str, l
         "sequences": 0,
         "documents": 0,
         "tokens": 0,
-        "files": [
-            {"path": f"{prefix}.bin", "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()},
-            {"path": f"{prefix}.idx", "bytes": len(idx), "sha256": hashlib.sha256(idx).hexdigest()},
-        ],
+        "files": files,
     }
 
 

@@ -47,6 +47,7 @@ OWNED_GLOBS = [
     f"{TOKENIZER_COPY}/*",
     "megatron/*.bin",
     "megatron/*.idx",
+    "megatron/*.provenance.parquet",
     "seq*/provenance/*.parquet",
 ]
 LABELS = {"nsp": "random_next", "sop": "swapped", "none": "unused"}  # what next_sentence_labels holds
