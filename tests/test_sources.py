@@ -12,6 +12,7 @@ import pytest
 from bertcorpus.pipeline.inputs import reads
 from bertcorpus.pipeline.inputs.formats import ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import merge_file_stats, plan_reads, read_documents
+from bertcorpus.transforms.document_pieces import sentence_pieces, text_pieces
 
 from conftest import BOOKS, SAMPLE_TEXT, VOCAB, book_sections, run_cli
 
@@ -45,15 +46,15 @@ def jsonl_corpus(path: Path) -> Path:
     return path
 
 
-def read_all(path: Path, tasks) -> tuple[list[tuple], list[dict]]:
+def read_all(path: Path, tasks, **options) -> tuple[list[tuple], list[dict]]:
     """(id, text, sentences) of every document, and a dead letter (where, reason) for every rejected record, in
-    file order; the per-span stats."""
+    file order; the per-span stats. `options` go to read_documents (cap)."""
     docs, stats = [], []
     for _, start, stop in tasks:
         part = ReadStats(str(path))
         docs += [
             (d.id, d.text, d.sentences) if isinstance(d, SourceDocument) else (d.where, d.reason)
-            for d in read_documents(str(path), "auto", part, start, stop)
+            for d in read_documents(str(path), "auto", part, start, stop, **options)
         ]
         stats.append(
             {
@@ -61,6 +62,8 @@ def read_all(path: Path, tasks) -> tuple[list[tuple], list[dict]]:
                 "size": part.size,
                 "sha256": part.sha256,
                 "documents": part.documents,
+                "split": part.split,
+                "pieces": part.pieces,
                 "replaced_chars": part.replaced_chars,
                 "skipped": dict(part.skipped),
             }
@@ -99,6 +102,55 @@ def test_spans_yield_the_documents_and_counts_of_the_whole_file(corpus):
         for cut in range(max(1, mark - 60), mark + 60):
             docs, _ = read_all(corpus, [(str(corpus), 0, cut), (str(corpus), cut, size)])
             assert docs == whole, cut
+
+
+def cut_as_a_whole_document_is(docs: list[tuple], cap: int) -> list[tuple]:
+    """The documents of a read with no cap, each cut as transforms/document_pieces.py cuts a document held whole."""
+    out = []
+    for doc in docs:
+        if len(doc) == 2:  # a dead letter
+            out.append(doc)
+            continue
+        doc_id, text, sentences = doc
+        pieces = list(text_pieces(text, cap)) if sentences is None else list(sentence_pieces(sentences, cap))
+        if len(pieces) == 1:
+            out.append(doc)
+            continue
+        for number, piece in enumerate(pieces, 1):
+            out.append(
+                (f"{doc_id}#part-{number}", None, piece)
+                if sentences is not None
+                else (f"{doc_id}#part-{number}", piece, None)
+            )
+    return out
+
+
+def test_lines_too_long_to_hold_give_the_documents_of_a_whole_read(corpus, monkeypatch, tmp_path):
+    """Read with a line limit of 50 bytes, every line of the real corpus but the shortest is read in two passes
+    (long_lines.py), and its documents are cut into pieces as they come: the documents, pieces, dead letters and
+    counts are those of the corpus read whole and cut as whole documents are, in spans too, and compressed."""
+    import zstandard
+
+    from bertcorpus.pipeline.inputs import long_lines
+
+    tasks = [(str(corpus), 0, -1)]
+    whole, _ = read_all(corpus, tasks, cap=10**9)
+    cap = 300
+    expected = cut_as_a_whole_document_is(whole, cap)
+    held, held_stats = read_all(corpus, tasks, cap=cap)
+    assert held == expected and held_stats[0]["split"] > 10
+    assert held_stats[0]["pieces"] == sum(1 for d in expected if "#part-" in d[0])
+    compressed = tmp_path / f"{corpus.name}.zst"
+    compressed.write_bytes(zstandard.ZstdCompressor().compress(corpus.read_bytes()))
+    monkeypatch.setattr(long_lines, "LINE_LIMIT", 50)
+    monkeypatch.setattr(long_lines, "SMALL_VALUE", 64)
+    streamed, streamed_stats = read_all(corpus, tasks, cap=cap)
+    assert streamed == expected
+    for key in ("documents", "split", "pieces", "replaced_chars", "skipped", "sha256"):
+        assert streamed_stats[0][key] == held_stats[0][key], key
+    spans, span_stats = read_all(corpus, random_spans(corpus, 40, 5), cap=cap)
+    assert spans == expected and merge_file_stats(span_stats) == merge_file_stats(held_stats)
+    assert read_all(compressed, [(str(compressed), 0, -1)], cap=cap)[0] == expected
 
 
 def test_ids_do_not_depend_on_the_split(corpus):

@@ -269,13 +269,16 @@ def test_both_counting_paths_treat_damage_alike(tmp_path, capsys, docs, jsonl):
 
 def test_input_without_words_names_what_was_skipped(tmp_path, capsys):
     garbage = tmp_path / "garbage.jsonl"
-    garbage.write_bytes(b"\x00\x01\x02 binary\n" * 5 + b"not json\n[1, 2]\n" + b'{"id": "x", "text": null}\n')
+    garbage.write_bytes(b"\x01\x02 binary\n" * 5 + b"not json\n[1, 2]\n" + b'{"id": "x", "text": null}\n')
+    zeros = tmp_path / "zeros.jsonl"  # NUL bytes: no text at all, one error for the file
+    zeros.write_bytes(bytes(1000))
     nulls = write_parquet(tmp_path / "nulls.parquet", [{"id": "a", "text": None}])
     out = tmp_path / "vocab.txt"
-    assert vocab(out, garbage, nulls) == 2
+    assert vocab(out, garbage, zeros, nulls) == 2
     assert error_line(capsys.readouterr().err) == (
-        f"bertcorpus vocab: error: no words to train on: 0 documents read from {garbage}, {nulls} (0 for training; "
-        "2 skipped as null_text; 7 unreadable: bad_jsonl_line); nothing was written"
+        f"bertcorpus vocab: error: no words to train on: 0 documents read from {garbage}, {zeros}, {nulls} (0 for "
+        "training; 2 skipped as null_text; 7 unreadable: bad_jsonl_line; 1 unreadable: binary_file); nothing was "
+        "written"
     )
     assert not out.exists()
 

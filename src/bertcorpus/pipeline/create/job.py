@@ -75,12 +75,12 @@ class CreatePretrainingData(beam.PTransform):
         cfg = self.config
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
-        read = tasks | "read documents" >> beam.ParDo(ReadFiles(cfg.input_format, cfg.language_setting)).with_outputs(
-            "files", "errors", tally.TALLY, main="docs"
-        )
+        read = tasks | "read documents" >> beam.ParDo(
+            ReadFiles(cfg.input_format, cfg.language_setting, cfg.max_document_chars)
+        ).with_outputs("files", "errors", tally.TALLY, main="docs")
         # dead-letter records → one staged errors file → its file info
         errors = read.errors | "write errors" >> documents.WriteErrors(cfg.output)
-        # SourceDocument → (bucket key, SourceDocument), or its pieces where it is longer than --max-document-mb
+        # SourceDocument (or a piece of one longer than --max-document-mb) → (bucket key, SourceDocument)
         assigned = read.docs | "assign buckets" >> beam.FlatMap(assign_buckets, cfg).with_output_types(
             tuple[str, SourceDocument]
         ).with_outputs(tally.TALLY, main="docs")

@@ -14,7 +14,7 @@ import apache_beam as beam
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.dedup.config import DedupConfig
 from bertcorpus.pipeline.dedup.values import Probe, ShardItem
-from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument, document_pieces
+from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.transforms.decontamination import find_matches, matched_regions
 from bertcorpus.transforms.minhash import (
@@ -58,17 +58,15 @@ class ReadSources(beam.DoFn):
         number, (priority, path, start, stop) = element
         stats = ReadStats(path)
         counts = {source_key(priority, "characters_read"): 0}
-        for doc in read_documents(path, "auto", stats, start, stop, FIELDS):
+        # A document longer than --max-document-mb comes as its pieces, each compared and kept as a document.
+        for doc in read_documents(path, "auto", stats, start, stop, FIELDS, cap=self.config.max_document_chars):
             if isinstance(doc, SourceDocument):
-                pieces = 0
-                for piece in document_pieces(doc, self.config.max_document_chars):
-                    pieces += 1
-                    yield from self._document(number, priority, piece, index, counts)
-                if pieces > 1:
-                    _add(counts, source_key(priority, "split"), 1)
-                    _add(counts, source_key(priority, "pieces"), pieces)
+                yield from self._document(number, priority, doc, index, counts)
             else:
                 yield beam.pvalue.TaggedOutput("errors", ((priority, 0), ShardItem(error=doc.record())))
+        if stats.split:
+            counts[source_key(priority, "split")] = stats.split
+            counts[source_key(priority, "pieces")] = stats.pieces
         yield beam.pvalue.TaggedOutput("files", (priority, asdict(stats)))
         counts[source_key(priority, "read")] = (
             stats.documents + sum(stats.skipped.values()) + sum(stats.errors.values())
@@ -135,11 +133,10 @@ class ReadCandidateShingles(beam.DoFn):
         for _, doc_id, digest in nodes:
             wanted.setdefault(doc_id, set()).add(digest)
         found = {}
-        for doc in read_documents(path, "auto", ReadStats(path), start, stop, again=True):
-            if isinstance(doc, SourceDocument):
-                for piece in document_pieces(doc, self.config.max_document_chars):  # as ReadSources cut it
-                    if piece.id in wanted:
-                        found.setdefault(piece.id, []).append(piece.text)
+        cap = self.config.max_document_chars  # cut as ReadSources had it cut
+        for doc in read_documents(path, "auto", ReadStats(path), start, stop, again=True, cap=cap):
+            if isinstance(doc, SourceDocument) and doc.id in wanted:
+                found.setdefault(doc.id, []).append(doc.text)
         for doc_id, digests in sorted(wanted.items()):
             texts = found.get(doc_id, [])
             if len(texts) == 1 and len(digests) == 1:  # the id says which document it is

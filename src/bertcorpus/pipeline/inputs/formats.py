@@ -17,13 +17,36 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import BinaryIO
 
-from bertcorpus.pipeline.inputs.streams import lines_of
-from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES
-from bertcorpus.transforms.document_pieces import piece_id, sentence_pieces, text_pieces
+from bertcorpus.pipeline.inputs.long_lines import (
+    SMALL_VALUE,
+    JsonLineScanner,
+    JsonStringText,
+    LongLine,
+    NotJson,
+    Utf8Parts,
+    decode_line,
+    decoded,
+    json_text,
+    stripped_extent,
+    text_of_line,
+    too_long,
+)
+from bertcorpus.pipeline.inputs.parquet_pages import largest_page
+from bertcorpus.transforms.compression import COMPRESSED_SUFFIXES, MIB
+from bertcorpus.transforms.document_pieces import (
+    numbered_pieces,
+    piece_id,
+    sentence_pieces,
+    streamed_text_pieces,
+    text_pieces,
+)
 from bertcorpus.transforms.languages import LanguageTagError, normalize_tag
 
-_REPLACEMENT_BYTES = "\ufffd".encode()
-PARQUET_READ_BUFFER = 1 << 20  # a column chunk is read through a buffer of this size, a page at a time
+PARQUET_READ_BUFFER = MIB  # a column chunk is read through a buffer of this size, a page at a time
+# A page of a documents file's text is held whole, and its values twice more (as Arrow's and as Python's): a page
+# larger than this, which one long document makes, is refused before it is read. JSONL and text are read in pieces.
+MAX_PARQUET_PAGE = 128 * MIB
+PARQUET_BATCH_TEXT = 64 * MIB  # the text of the rows read at once, about, from what a row group's metadata says
 
 
 class InputError(ValueError):
@@ -38,23 +61,11 @@ class SourceDocument:
     fields: dict | None = None  # the other fields a reader was asked for (dedup's title, url, source), None if absent
     language: str | None = None  # the BCP 47 tag the record carries (documents' language column, JSONL's field)
     language_confidence: float | None = None  # a detector's confidence in it, where the record carries one
+    whole_id: str | None = None  # for a piece of a document longer than the cap (ID#part-N): the document's id
 
     def plain_text(self) -> str:
         """The document's text, its sentences joined where it has them instead."""
         return self.text or " ".join(self.sentences or ())
-
-
-def document_pieces(doc: SourceDocument, cap: int) -> Iterator[SourceDocument]:
-    """The document itself, or where it is longer than `cap` characters its pieces, one at a time, each a document
-    of its own (transforms/document_pieces.py)."""
-    if doc.sentences is not None and sum(map(len, doc.sentences)) > cap:
-        for number, run in enumerate(sentence_pieces(doc.sentences, cap), 1):
-            yield replace(doc, id=piece_id(doc.id, number), sentences=run)  # its fields and language too
-    elif doc.sentences is None and len(doc.text or "") > cap:
-        for number, text in enumerate(text_pieces(doc.text, cap), 1):
-            yield replace(doc, id=piece_id(doc.id, number), text=text)
-    else:
-        yield doc
 
 
 @dataclass
@@ -63,6 +74,8 @@ class ReadStats:
     size: int = 0
     sha256: str = ""
     documents: int = 0
+    split: int = 0  # documents longer than the cap, read as pieces
+    pieces: int = 0  # the pieces they were cut into
     replaced_chars: int = 0  # U+FFFD substituted for invalid UTF-8 and for JSONL's lone surrogates
     unknown_language_tags: int = 0  # records whose language is no known BCP 47 tag: taken as carrying none
     skipped: dict[str, int] = field(default_factory=dict)  # records set aside on purpose (a null text), by reason
@@ -101,24 +114,17 @@ def guess_format(path: str) -> str:
     return "text"
 
 
-def decode_line(raw: bytes) -> tuple[str, int]:
-    """The line as text, invalid UTF-8 replaced by U+FFFD, and how many replacements that took."""
-    try:
-        return raw.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", errors="replace")
-        return text, text.count("\ufffd") - raw.count(_REPLACEMENT_BYTES)
-
-
 @dataclass(frozen=True)
 class Span:
     """The documents of a file that one reader yields: those whose first byte lies in [start, stop). The reader
-    starts at line_start, the start of the line holding byte start - 1 (0 for a span at the file's start), and
-    reads a document begun inside the span through to its end."""
+    starts at first_line, the first line that starts at or after `start` (reads.py finds it), knowing whether the
+    line before it is blank (a text document starts after one), and reads a document begun inside the span through
+    to its end."""
 
     start: int = 0
     stop: float = float("inf")
-    line_start: int = 0
+    first_line: int = 0
+    blank_before: bool = True
 
 
 def _stem(path: str) -> str:
@@ -129,32 +135,76 @@ def _stem(path: str) -> str:
     return base
 
 
-def read_text_documents(stream: BinaryIO, path: str, stats: ReadStats, span: Span) -> Iterator[SourceDocument]:
+Lines = Iterator[tuple[int, "bytes | LongLine"]]  # (offset, line) of a file's lines, from long_lines.file_lines
+
+
+def whole_or_pieces(doc: SourceDocument, pieces: Iterator, kind: str, stats: ReadStats) -> Iterator[SourceDocument]:
+    """The document, its `kind` ("text" or "sentences") the one piece of `pieces` (of text_pieces or
+    sentence_pieces), or, where there are several, each piece as a document of its own (ID#part-N, `whole_id` the
+    document's id); counted in stats: a document read, and a cut into so many pieces."""
+    stats.documents += 1
+    count = 0
+    for number, piece in numbered_pieces(pieces):
+        if number == 0:
+            yield replace(doc, **{kind: piece})
+            return
+        count = number
+        yield replace(doc, id=piece_id(doc.id, number), whole_id=doc.id, **{kind: piece})
+    stats.split += 1
+    stats.pieces += count
+
+
+def read_text_documents(lines: Lines, path: str, stats: ReadStats, span: Span, cap: int) -> Iterator[SourceDocument]:
     """Reference format: one sentence per line, blank lines between documents; the file ends a document.
 
     A document starts at a non-blank line that opens the file or follows a blank line. Its id is the file stem
-    and the offset of that line, so it does not depend on how the file is split between readers."""
-    stem, pos, sentences = _stem(path), span.line_start, []
-    owned, previous_blank, first = False, span.line_start == 0, 0
-    for raw in lines_of(stream):
-        at, pos = pos, pos + len(raw)
-        text, replaced = decode_line(raw)
-        line = text.strip()
-        if not line:
-            if sentences:
-                yield SourceDocument(f"{stem}:{first}", sentences=sentences)
-            owned, previous_blank, sentences = False, True, []
+    and the offset of that line, so it does not depend on how the file is split between readers. Its sentences are
+    cut into pieces as they are read (transforms/document_pieces.py), so that no document is held whole."""
+    stem, previous_blank = _stem(path), span.blank_before
+    sentences = _text_lines(lines)
+    line = next(sentences, None)
+    while line is not None:
+        at, sentence, _ = line
+        if sentence is None:
+            previous_blank, line = True, next(sentences, None)
             continue
-        if previous_blank:  # a document starts here
-            if at >= span.stop:
-                return
-            owned, first = at >= span.start, at
-        previous_blank = False
-        if owned:
-            stats.replaced_chars += replaced
-            sentences.append(line)
-    if sentences:
-        yield SourceDocument(f"{stem}:{first}", sentences=sentences)
+        if at >= span.stop:
+            return  # no document of the span starts here, nor later
+        if not previous_blank:  # the rest of a document begun before the span: its reader's
+            line = next(sentences, None)
+            continue
+        previous_blank, following = False, []
+        body = _document_sentences(line, sentences, following, stats)
+        yield from whole_or_pieces(SourceDocument(f"{stem}:{at}"), sentence_pieces(body, cap), "sentences", stats)
+        line = following[0] if following else None
+
+
+def _document_sentences(first: tuple, sentences: Iterator, following: list, stats: ReadStats) -> Iterator:
+    """The sentences of the document that `first` starts, taken from `sentences` up to its end: a blank line, which
+    goes into `following` for the reader to go on from, or the file's end."""
+    line = first
+    while line is not None and line[1] is not None:
+        stats.replaced_chars += line[2]
+        yield line[1]
+        line = next(sentences, None)
+    following.append(line)
+
+
+def _text_lines(lines: Lines) -> Iterator[tuple[int, object, int]]:
+    """(offset, its stripped text or None for a blank line, U+FFFD put in) of each line; the text of a line too long
+    to hold is the chunks of its second pass, read only if wanted."""
+    for at, line in lines:
+        if isinstance(line, LongLine):
+            decoder = Utf8Parts()
+            extent = stripped_extent(decoded(line.parts, decoder))
+            if not line.ended:
+                return  # the damage of a compressed file cut it: part of the damage, not a line
+            blank = extent[0] == extent[1]
+            yield at, None if blank else text_of_line(line, extent), decoder.replaced
+            continue
+        text, replaced = decode_line(line)
+        stripped = text.strip()
+        yield at, stripped or None, replaced
 
 
 def _bad_line(stats: ReadStats, at: int, what: str) -> Rejected:
@@ -162,18 +212,20 @@ def _bad_line(stats: ReadStats, at: int, what: str) -> Rejected:
 
 
 def read_jsonl_documents(
-    stream: BinaryIO, path: str, stats: ReadStats, span: Span, fields: tuple[str, ...] = ()
+    lines: Lines, path: str, stats: ReadStats, span: Span, cap: int, fields: tuple[str, ...] = ()
 ) -> Iterator[SourceDocument | Rejected]:
     """One {"id", "text"} object per line, belonging to the span that holds its first byte; a missing id falls
     back to the file stem and the line's offset. A line that is no such object is a dead letter; a null text is
-    skipped (null_text), as in documents Parquet. The `fields` asked for come with each document, as text."""
-    stem, pos = _stem(path), span.line_start
-    for raw in lines_of(stream):
-        at, pos = pos, pos + len(raw)
-        if at < span.start:
-            continue  # the end of a line that began before the span
+    skipped (null_text), as in documents Parquet. The `fields` asked for come with each document, as text. A text
+    longer than `cap` is cut into pieces as it is read; a line too long to hold is read in two passes
+    (long_lines.py)."""
+    stem = _stem(path)
+    for at, raw in lines:
         if at >= span.stop:
             return
+        if isinstance(raw, LongLine):
+            yield from _long_jsonl_document(raw, at, stem, stats, cap, fields)
+            continue
         if at == 0:  # the byte-order mark some editors put first, which json.loads refuses
             raw = raw.removeprefix(codecs.BOM_UTF8)
         text, replaced = decode_line(raw)
@@ -183,7 +235,7 @@ def read_jsonl_documents(
             continue
         try:
             record = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:  # RecursionError: arrays in arrays past Python's limit
             yield stats.reject(f"byte {at}", "bad_jsonl_line", f"not JSON: {e}")
             continue
         if not isinstance(record, dict):
@@ -192,24 +244,80 @@ def read_jsonl_documents(
         if "text" not in record:
             yield _bad_line(stats, at, 'no "text"')
             continue
-        text = record["text"]
-        if text is None:
-            stats.skip("null_text")
-            continue
-        if not isinstance(text, str):
-            yield _bad_line(stats, at, f"its text is a {type(text).__name__}")
-            continue
-        doc_id = record.get("id")
-        doc_id = str(doc_id) if doc_id is not None else f"{stem}:{at}"
-        if "\\u" in line:  # only a \uXXXX escape can leave half a surrogate pair, which is no text at all
-            (text, bad_text), (doc_id, bad_id) = _lone_surrogates_replaced(text), _lone_surrogates_replaced(doc_id)
-            stats.replaced_chars += bad_text + bad_id
-        yield SourceDocument(
-            doc_id,
-            text=text,
-            fields=_text_fields(record, fields) if fields else None,
-            language=_language_tag(record.get("language"), stats),
-        )
+        text = record.pop("text")
+        yield from _jsonl_document(record, text, at, stem, stats, cap, fields)
+
+
+def _jsonl_document(
+    record: dict,
+    text,
+    at: int,
+    stem: str,
+    stats: ReadStats,
+    cap: int,
+    fields: tuple[str, ...],
+    streamed: Iterator[str] | None = None,
+) -> Iterator[SourceDocument | Rejected]:
+    """The document of a JSONL line's object: its members but the text (`record`), and its text: the value of the
+    line's "text", or where that string was too long to hold, `streamed`, its chunks (read in a second pass)."""
+    if streamed is None and text is None:
+        stats.skip("null_text")
+        return
+    if streamed is None and not isinstance(text, str):
+        yield _bad_line(stats, at, f"its text is a {type(text).__name__}")
+        return
+    doc_id = record.get("id")
+    doc_id, bad_id = _lone_surrogates_replaced(str(doc_id) if doc_id is not None else f"{stem}:{at}")
+    stats.replaced_chars += bad_id
+    doc = SourceDocument(
+        doc_id,
+        fields=_text_fields(record, fields) if fields else None,
+        language=_language_tag(record.get("language"), stats),
+    )
+    if streamed is not None:
+        yield from whole_or_pieces(doc, streamed_text_pieces(streamed, cap), "text", stats)
+        return
+    # Only a \uXXXX escape can leave half a surrogate pair, which is no text at all.
+    text, bad_text = _lone_surrogates_replaced(text)
+    stats.replaced_chars += bad_text
+    yield from whole_or_pieces(doc, text_pieces(text, cap), "text", stats)
+
+
+def _long_jsonl_document(
+    line: LongLine, at: int, stem: str, stats: ReadStats, cap: int, fields: tuple[str, ...]
+) -> Iterator[SourceDocument | Rejected]:
+    """A JSONL line too long to hold: its object scanned in pass 1, its text read again in pass 2 as it is cut
+    into pieces (long_lines.py). Its members but the text must be small (long_lines.SMALL_VALUE)."""
+    decoder, scanner = Utf8Parts(), JsonLineScanner()
+    try:
+        for chunk in decoded(line.parts, decoder, first_line=at == 0):
+            scanner.feed(chunk)
+        scanned = scanner.finish() if line.ended else None
+    except NotJson as e:
+        line.pass_by()
+        scanned, problem = None, str(e)
+    else:
+        problem = None
+    if not line.ended:
+        return  # the damage of a compressed file cut it: part of the damage, not a line
+    stats.replaced_chars += decoder.replaced
+    if problem is not None:
+        yield stats.reject(f"byte {at}", "bad_jsonl_line", f"not JSON: {problem}")
+        return
+    if not scanned.has_text:
+        yield _bad_line(stats, at, 'no "text"')
+        return
+    held = [name for name in ("id", "language", *fields) if too_long(scanned.members.get(name))]
+    if held:
+        yield _bad_line(stats, at, f"its {held[0]} is longer than the {SMALL_VALUE:,} characters read of it")
+        return
+    if scanned.text_span is None:
+        yield from _jsonl_document(scanned.members, scanned.text, at, stem, stats, cap, fields)
+        return
+    unescaped = JsonStringText()
+    streamed = json_text(line, scanned.text_span, unescaped)
+    yield from _jsonl_document(scanned.members, None, at, stem, stats, cap, fields, streamed)
+    stats.replaced_chars += unescaped.replaced
 
 
 def _language_tag(value, stats: ReadStats) -> str | None:
@@ -239,7 +347,7 @@ def _lone_surrogates_replaced(text: str) -> tuple[str, int]:
 
 
 def read_parquet_documents(
-    stream: BinaryIO, path: str, stats: ReadStats, fields: tuple[str, ...] = ()
+    stream: BinaryIO, path: str, stats: ReadStats, cap: int, fields: tuple[str, ...] = ()
 ) -> Iterator[SourceDocument | Rejected]:
     """Documents Parquet (the extraction jobs' output) from a seekable stream: the id and text columns, and the
     `fields` asked for that the file has. Row groups are read one by one, so that a damaged one costs its own rows
@@ -266,8 +374,31 @@ def read_parquet_documents(
     present = [name for name in fields if name in names and name not in ("id", "text", *_LANGUAGE_COLUMNS)]
     language = [name for name in _LANGUAGE_COLUMNS if name in names]
     for group in range(table.num_row_groups):
-        rows, done = table.metadata.row_group(group).num_rows, 0
-        batches = table.iter_batches(columns=["id", "text", *language, *present], batch_size=1024, row_groups=[group])
+        meta = table.metadata.row_group(group)
+        rows, done = meta.num_rows, 0
+        text = next(meta.column(i) for i in range(meta.num_columns) if meta.column(i).path_in_schema == "text")
+        try:
+            largest = _largest_text_page(stream, text)
+        except (OSError, ValueError) as e:  # a damaged page header
+            largest, why = None, str(e).splitlines()[0]
+        if largest is None or largest > MAX_PARQUET_PAGE:
+            lost = f"rows {first_row} to {first_row + rows - 1} lost"
+            stats.skip("damaged_parquet_row" if largest is None else "oversized_parquet_row", rows)
+            yield (
+                stats.reject(f"row group {group}", "damaged_parquet_row_group", f"{lost}: {why}")
+                if largest is None
+                else stats.reject(
+                    f"row group {group}",
+                    "oversized_parquet_row_group",
+                    f"{lost}: a page of {largest:,} bytes of text, more than the {MAX_PARQUET_PAGE:,} a reader holds "
+                    "(a document so long is read from JSONL or text, in pieces)",
+                )
+            )
+            first_row += rows
+            continue
+        batch_rows = max(1, min(1024, rows * PARQUET_BATCH_TEXT // max(text.total_uncompressed_size, 1)))
+        columns = ["id", "text", *language, *present]
+        batches = table.iter_batches(columns=columns, batch_size=batch_rows, row_groups=[group])
         while True:
             try:
                 batch = next(batches, None)
@@ -286,21 +417,35 @@ def read_parquet_documents(
                 _values(batch.column(name), stats) if name in language else [None] * batch.num_rows
                 for name in _LANGUAGE_COLUMNS
             ]
-            for row, (doc_id, text, *more), tag, confidence in zip(
+            for row, (doc_id, value, *more), tag, confidence in zip(
                 itertools.count(first_row + done), zip(*columns), *tags
             ):
-                if text is None:
+                if value is None:
                     stats.skip("null_text")
                     continue
-                yield SourceDocument(
+                doc = SourceDocument(
                     str(doc_id) if doc_id is not None else f"{stem}:row{row}",
-                    text=text,
                     fields=_text_fields(dict(zip(present, more)), fields) if fields else None,
                     language=_language_tag(tag, stats),
                     language_confidence=confidence,
                 )
+                yield from whole_or_pieces(doc, text_pieces(value, cap), "text", stats)
             done += batch.num_rows
         first_row += rows
+
+
+def _largest_text_page(stream: BinaryIO, chunk) -> int:
+    """The largest uncompressed page of a row group's text column, or its whole size where that is no more than
+    MAX_PARQUET_PAGE (no page can be larger): the headers are read only of a chunk that could hold too large a
+    page. The stream is left where it was."""
+    if chunk.total_uncompressed_size <= MAX_PARQUET_PAGE:
+        return chunk.total_uncompressed_size
+    position = stream.tell()
+    try:
+        start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+        return largest_page(stream, start or chunk.data_page_offset, chunk.total_compressed_size)
+    finally:
+        stream.seek(position)
 
 
 # The documents columns that say a document's language, read whenever a file has them.
@@ -331,4 +476,4 @@ def _values(column, stats: ReadStats) -> list:
         return values
 
 
-LINE_READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents}  # the line formats; Parquet is read whole
+LINE_READERS = {"text": read_text_documents, "jsonl": read_jsonl_documents}  # the line formats

@@ -1,16 +1,16 @@
 """The byte streams under create's and vocab's readers: a fingerprint (size, sha256) taken as a file streams past,
-its lines, and the text a file is estimated to hold. Decompression is transforms/compression.py's."""
+the progress of its reading, and the text a file is estimated to hold. Its lines are long_lines.py's;
+decompression is transforms/compression.py's."""
 
 from __future__ import annotations
 
 import hashlib
 import io
-from collections.abc import Iterator
 from typing import BinaryIO
 
 from bertcorpus.pipeline import tally
 from bertcorpus.transforms.byte_coverage import SpanCoverage
-from bertcorpus.transforms.compression import MIB, is_cut
+from bertcorpus.transforms.compression import MIB
 
 # Bytes of text per stored byte of a compressed file, measured on the bundled books and Wikipedia articles
 # (docs/dataflow.md): jobs size their buckets and shards by the text they will hold, not by the bytes holding it.
@@ -112,14 +112,6 @@ def head_tail_sha256(f: BinaryIO, size: int) -> str:
     head = f.read(MIB)
     f.seek(size - MIB)
     return hashlib.sha256(head + f.read(MIB)).hexdigest()
-
-
-def lines_of(stream: BinaryIO) -> Iterator[bytes]:
-    """The stream's lines. A line that the damage of a compressed file cut short is part of the damage, not a line."""
-    for raw in io.BufferedReader(stream, 1 << 20):
-        if not raw.endswith(b"\n") and is_cut(stream):
-            return
-        yield raw
 
 
 def hashed_to_the_end(hashed: HashingReader) -> None:
