@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE_TEXT, TESTS, VOCAB, mounted_tmpfs, run_cli
+from conftest import SAMPLE_TEXT, TESTS, VOCAB, exit_status, mounted_tmpfs, run_cli
 
 
 def _create(out: Path, *extra) -> int:
@@ -24,7 +25,14 @@ def _error_line(capsys) -> str:
     return err.strip()
 
 
-# Flags: ours, or Beam's, or an error naming the closest valid one.
+# Commands and flags: ours, or Beam's, or an error naming the closest valid one.
+
+
+def test_a_misspelled_command_is_refused_naming_the_closest(capsys):
+    assert exit_status("craete", "--input", SAMPLE_TEXT) == 2
+    assert _error_line(capsys) == "bertcorpus: error: unknown command 'craete'; did you mean create?"
+    assert exit_status("-v", "xyzzy") == 2
+    assert _error_line(capsys) == "bertcorpus: error: unknown command 'xyzzy'; bertcorpus --help lists the commands"
 
 
 def test_a_misspelled_flag_is_refused_naming_the_closest(tmp_path, capsys):
@@ -144,9 +152,29 @@ def test_inspect_with_the_wrong_vocab_is_one_line(tmp_path, capsys, records_dir)
     assert line.endswith(", beyond the 110 tokens of --vocab; give the vocab the records were made with")
 
 
-def test_inspect_on_text_is_one_line(capsys):
-    assert run_cli("inspect", SAMPLE_TEXT, "--vocab", VOCAB) == 2
-    assert _error_line(capsys) == f"bertcorpus inspect: error: {SAMPLE_TEXT}: TFRecord length CRC mismatch"
+def test_inspect_on_a_file_that_is_no_shard_says_so_before_it_asks_for_a_vocab(capsys):
+    readme = TESTS.parent / "README.md"
+    for argv in ([readme], [SAMPLE_TEXT, "--vocab", VOCAB]):
+        assert run_cli("inspect", *argv) == 2
+        assert _error_line(capsys) == (
+            f"bertcorpus inspect: error: {argv[0]} is not a shard: inspect reads the .tfrecord, .parquet and .mds "
+            "shards that create writes (and TFRecords of the reference under any name)"
+        )
+
+
+def test_inspect_reads_a_tfrecord_under_any_name(tmp_path, capsys, records_dir):
+    """The reference names its records tf_examples.tfrecord-00000-of-00010: known by the first frame's CRC."""
+    named = tmp_path / "tf_examples.tfrecord-00000-of-00001"
+    shutil.copy(sorted((records_dir / "seq128").glob("train-*.tfrecord"))[0], named)
+    assert run_cli("inspect", named, "--vocab", VOCAB, "-n", "1") == 0
+    assert capsys.readouterr().out.startswith("record 0:\n  tokens (")
+
+
+def test_inspect_on_a_damaged_tfrecord_names_the_damage(tmp_path, capsys):
+    damaged = tmp_path / "x.tfrecord"
+    damaged.write_bytes(SAMPLE_TEXT.read_bytes()[:100])
+    assert run_cli("inspect", damaged, "--vocab", VOCAB) == 2
+    assert _error_line(capsys) == f"bertcorpus inspect: error: {damaged}: TFRecord length CRC mismatch"
 
 
 # Filesystem errors: one line naming the path and the cause, and the run's staging removed.

@@ -261,6 +261,11 @@ def _serialize_rows(features: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
     return out, data_len + 16
 
 
+def is_frame_header(header: bytes) -> bool:
+    """Whether 12 bytes are a TFRecord frame's start: a record's length and that length's masked CRC."""
+    return len(header) == 12 and masked_crc32c(header[:8]) == struct.unpack("<I", header[8:])[0]
+
+
 def iter_tfrecords(stream: BinaryIO) -> Iterator[bytes]:
     """The records of a TFRecord byte stream; both CRCs are checked."""
     while True:
@@ -270,7 +275,7 @@ def iter_tfrecords(stream: BinaryIO) -> Iterator[bytes]:
         if len(header) < 12:
             raise ValueError("truncated TFRecord header")
         (length,) = struct.unpack("<Q", header[:8])
-        if masked_crc32c(header[:8]) != struct.unpack("<I", header[8:])[0]:
+        if not is_frame_header(header):
             raise ValueError("TFRecord length CRC mismatch")
         data = stream.read(length)
         footer = stream.read(4)

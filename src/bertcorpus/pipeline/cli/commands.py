@@ -150,6 +150,8 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
     )
     parser.add_argument(*VERBOSE_FLAGS, action="store_true", help="show log messages from Beam and others")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    if command is not None and command not in _commands():
+        parser.error(unknown_command(command))
     own_flags: set[str] = set()
     actions: list[argparse.Action] = []
     for name, (module, summary) in _commands().items():
@@ -171,6 +173,16 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
         if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
             p.epilog = getattr(loaded, "BEAM_OPTIONS_EPILOG", BEAM_OPTIONS_EPILOG)
     return parser, own_flags, actions
+
+
+def unknown_command(word: str) -> str:
+    """What a word that names no command gets, the closest command named as a misspelt flag's closest flag is
+    (argparse would list all fourteen)."""
+    import difflib
+
+    closest = difflib.get_close_matches(word, list(_commands()), n=1)
+    hint = f"did you mean {closest[0]}?" if closest else "bertcorpus --help lists the commands"
+    return f"unknown command {word!r}; {hint}"
 
 
 def command_flags(command: str) -> set[str]:

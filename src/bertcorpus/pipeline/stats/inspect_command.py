@@ -22,7 +22,7 @@ import posixpath
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.transforms.manifest_paths import manifest_paths_problem
-from bertcorpus.transforms.tfrecord import FEATURE_NAMES, iter_tfrecords, parse_example
+from bertcorpus.transforms.tfrecord import FEATURE_NAMES, is_frame_header, iter_tfrecords, parse_example
 from bertcorpus.wordpiece.tokenizer_file import TokenizerFile, TokenizerFileError, read_tokenizer_source
 from bertcorpus.wordpiece.vocab import Vocab
 
@@ -31,6 +31,7 @@ MANIFEST = "manifest.json"
 # What labels 0 and 1 mean, by the manifest form's label; without a pair objective the slot is unused.
 LABEL_MEANINGS = {"random_next": ("actual next", "random next"), "swapped": ("in order", "swapped")}
 SEARCH_BATCH = 4096  # instances per loader batch while finding the batches that hold the instances shown
+SHARD_SUFFIXES = (".tfrecord", ".parquet", ".mds")
 
 
 def add_arguments(parser) -> None:
@@ -275,6 +276,11 @@ def run(args, beam_args: list[str]) -> int:
         raise UserError("--seed chooses the loader's masks; give --epoch with it")
     if not FileSystems.exists(args.file):
         raise UserError(f"no such file: {args.file}")
+    if not args.file.endswith(SHARD_SUFFIXES) and not starts_as_tfrecord(args.file):
+        raise UserError(
+            f"{args.file} is not a shard: inspect reads the .tfrecord, .parquet and .mds shards that create writes "
+            "(and TFRecords of the reference under any name)"
+        )
     if args.file.endswith((".parquet", ".mds")):
         return inspect_instances(args)
     if args.epoch is not None:
@@ -343,6 +349,18 @@ def shown_provenance(args, manifest: dict, path: str, shown: int):
         raise UserError(str(e)) from None
     documents = documents_named(manifest, {p["document"] for row in pieces for p in row})
     return lambda n: provenance_lines(pieces[n - args.skip], documents)
+
+
+def starts_as_tfrecord(path: str) -> bool:
+    """Whether a file named as no shard is a TFRecord all the same (the reference names its own
+    tf_examples.tfrecord-00000-of-00010): its first frame's length CRC holds. An empty file is one of no records;
+    a file that cannot be opened is left for the reader to name its trouble."""
+    try:
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            head = f.read(12)
+    except OSError:
+        return True
+    return not head or is_frame_header(head)
 
 
 def read_records(path: str, skip: int, num: int) -> list[bytes]:
