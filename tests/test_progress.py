@@ -99,12 +99,25 @@ def test_a_stage_is_named_by_the_steps_that_work_in_it():
     assert short_stage(readable, movers) == "tokenize buckets"
     assert short_stage("create pretraining data/group into buckets + Write", movers) == "group into buckets"
     assert short_stage("Write", movers) == "Write"
-    # The progress line names two at most; the summary those that worked most, as Beam measured them.
+    # The progress line names two at most; the summary those that worked most, as Beam measured them; each
+    # counts the rest.
     read = "x/drop duplicate files + x/read pages + x/publish + x/clean text + x/write documents"
-    assert short_stage(read, set(), most=2) == "drop duplicate files + read pages + …"
+    assert short_stage(read, set(), most=2) == "drop duplicate files + read pages + 3 more"
     worked = {"x/read pages": 9.0, "x/clean text": 4.0, "x/publish": 0.1, "x/drop duplicate files": 0.2}
     assert busiest(read, set(), worked) == "read pages + clean text"
-    assert busiest(read, set(), {}) == "drop duplicate files + read pages + publish + …"
+    assert busiest(read, set(), {}) == "drop duplicate files + read pages + 3 more"
+
+
+def test_a_stage_of_long_step_names_gets_a_short_label():
+    """Three of dedup's steps merged into one stage once made a summary row of a hundred columns."""
+    merged = " + ".join(
+        f"dedup/{step}"
+        for step in ("merge twins and measured pairs", "shingles of paired documents", "merge twins and edges")
+    )
+    assert busiest(merged, set(), {}) == "merge twins and measured pairs + 2 more"
+    rows = stage_time_rows([(busiest(merged, set(), {}), 4.0), ("publish", 1.0)])
+    assert rows[0] == ("time in merge twins and measured pairs + 2 more", "4.0 s")
+    assert max(len(label) for label, _ in rows) <= len("time in ") + 40
 
 
 def test_the_summary_rows_give_each_stage_its_time_and_the_small_ones_together():

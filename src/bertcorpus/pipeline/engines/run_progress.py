@@ -20,6 +20,9 @@ from bertcorpus.transforms.progress_interval import line_interval
 
 REDRAW_EVERY = 1.0  # seconds between redraws of a terminal's line
 BYTES_READ = "progress/bytes_read"  # tally.progress's counter of the bytes readers have read (inputs/streams.py)
+# The longest run of step names a stage is named by, in the progress line and the summary's "time in" rows: three
+# names of thirty characters would push the summary's values past a hundred columns.
+LABEL_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -48,16 +51,24 @@ def _working_steps(readable: str, movers: set[str]) -> list[str]:
 
 
 def _named(steps: list[str], readable: str, most: int = 0) -> str:
-    """Steps without the label of the job that holds them all; with `most`, the first so many, and '…' for more."""
+    """Steps without the label of the job that holds them all; with `most`, the first so many that fit in
+    LABEL_CHARS (the first always), and how many more there are."""
     names = list(dict.fromkeys(step.split("/", 1)[1] for step in steps))
-    if most and len(names) > most:
-        names = [*names[:most], "…"]
-    return " + ".join(names) or readable
+    if not most:
+        return " + ".join(names) or readable
+    shown = names[:1]
+    for name in names[1:most]:
+        if len(" + ".join([*shown, name])) > LABEL_CHARS:
+            break
+        shown.append(name)
+    more = len(names) - len(shown)
+    return " + ".join([*shown, *([f"{more} more"] if more else [])]) or readable
 
 
 def short_stage(readable: str, movers: set[str] = frozenset(), most: int = 0) -> str:
     """A stage ('create pretraining data/group into buckets + create pretraining data/tokenize buckets + Write') →
-    the job's steps that work in it ('tokenize buckets'); with `most`, the first so many of them, and '…' for more."""
+    the job's steps that work in it ('tokenize buckets'); with `most`, the first so many of them, and how many more
+    there are."""
     return _named(_working_steps(readable, movers), readable, most)
 
 
