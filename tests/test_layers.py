@@ -6,7 +6,7 @@ docs/architecture.md states the four rules this test holds the project to:
 - dependencies run pipeline → transforms → wordpiece, and trainer → transforms → wordpiece (the loader masks
   with the same pure code as create); trainer imports nothing of pipeline/ (the CLI in pipeline/ starts it);
 - no import circle between project modules, counting the imports inside functions too (a lazy import that
-  closes a circle still ties the two modules together);
+  closes a circle still ties the two modules together), nor between the folders of pipeline/ (inputs/, sinks/, ...);
 - pure logic in transforms/ imports no Beam: a module there may hold the thin DoFn/PTransform of its step, so
   a Beam name may be used only inside a class that derives from a Beam class. Today no module in transforms/
   imports Beam at all, and the check holds each future DoFn to that shape.
@@ -149,6 +149,22 @@ def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(circles)
 
 
+def room_of(module: str) -> str:
+    """The folder of pipeline/ that holds a module (bertcorpus.pipeline.sinks.up_to_date → bertcorpus.pipeline.sinks),
+    or the module itself where it stands alone; a module of another package stays itself."""
+    parts = module.split(".")
+    return ".".join(parts[:3]) if parts[1:2] == ["pipeline"] and len(parts) > 3 else module
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The imports between pipeline/'s folders: every module's imports, each side taken as its folder."""
+    rooms: dict[str, set[str]] = {}
+    for importer, targets in graph.items():
+        room = room_of(importer)
+        rooms.setdefault(room, set()).update(room_of(t) for t in targets if room_of(t) != room)
+    return rooms
+
+
 def _beam_names(tree: ast.Module) -> set[str]:
     """The names a module binds by importing Beam (`beam`, `DoFn`, ...), wherever the import is."""
     names = set()
@@ -210,6 +226,10 @@ def test_dependencies_run_pipeline_transforms_wordpiece(modules) -> None:
 
 def test_no_import_circle_between_project_modules(modules) -> None:
     assert import_circles(dependencies(modules)) == []
+
+
+def test_no_import_circle_between_the_folders_of_pipeline(modules) -> None:
+    assert import_circles(room_graph(dependencies(modules))) == []
 
 
 def test_transforms_use_beam_only_in_their_dofns(modules) -> None:
@@ -292,6 +312,25 @@ def test_circles_are_found_also_through_imports_in_functions(tmp_path: Path) -> 
     assert import_circles(dependencies(modules)) == [
         ["bertcorpus.pipeline.a", "bertcorpus.pipeline.b", "bertcorpus.pipeline.c"],
         ["bertcorpus.pipeline.cli.job_skeleton", "bertcorpus.pipeline.engines.runners"],
+    ]
+
+
+def test_a_circle_of_folders_is_found_where_no_two_modules_import_each_other(tmp_path: Path) -> None:
+    """sinks/up_to_date.py once took a fingerprint from inputs/, which takes its paths from sinks/output.py."""
+    modules = write_tree(
+        tmp_path,
+        {
+            "pipeline/__init__.py": "",
+            "pipeline/tally.py": "",
+            "pipeline/inputs/discovery.py": "from bertcorpus.pipeline.sinks.output import is_remote\n",
+            "pipeline/inputs/streams.py": "from bertcorpus.pipeline import tally\n",
+            "pipeline/sinks/output.py": "from bertcorpus.pipeline import tally\n",
+            "pipeline/sinks/up_to_date.py": "from bertcorpus.pipeline.inputs.streams import head_tail_sha256\n",
+        },
+    )
+    assert import_circles(dependencies(modules)) == []
+    assert import_circles(room_graph(dependencies(modules))) == [
+        ["bertcorpus.pipeline.inputs", "bertcorpus.pipeline.sinks"]
     ]
 
 

@@ -35,8 +35,9 @@ from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.extract.wiki_losses import count_loss, pages_lost_entry, with_pages_lost
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats
 from bertcorpus.pipeline.inputs.reads import auto_range_bytes
-from bertcorpus.pipeline.inputs.streams import HashingReader, ReadProgress, hashed_to_the_end, head_tail_sha256
+from bertcorpus.pipeline.inputs.streams import HashingReader, ReadProgress, hashed_to_the_end
 from bertcorpus.pipeline.sinks import documents
+from bertcorpus.pipeline.sinks.up_to_date import head_tail_sha256
 from bertcorpus.transforms.compression import MIB, open_decompressed
 from bertcorpus.transforms.languages import UNDETERMINED, primary_language, wiki_language
 from bertcorpus.transforms.seeding import python_rng

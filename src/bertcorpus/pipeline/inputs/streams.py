@@ -105,15 +105,6 @@ class ReadProgress(io.RawIOBase):
         super().close()
 
 
-def head_tail_sha256(f: BinaryIO, size: int) -> str:
-    """The sha256 of a file's first and last MiB: the fingerprint of a file too big to hash whole at launch (a
-    multistream dump, which no single worker reads all of)."""
-    f.seek(0)
-    head = f.read(MIB)
-    f.seek(size - MIB)
-    return hashlib.sha256(head + f.read(MIB)).hexdigest()
-
-
 def hashed_to_the_end(hashed: HashingReader) -> None:
     """Read whatever a reader left of the file (a parser stops at damage, a span at its end) so the fingerprint
     covers the whole file, then finish it."""

@@ -16,10 +16,10 @@ import json
 import os
 import posixpath
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 from apache_beam.io.filesystems import FileSystems
 
-from bertcorpus.pipeline.inputs.streams import head_tail_sha256
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.compression import MIB
 from bertcorpus.transforms.manifest_paths import manifest_paths_problem
@@ -100,6 +100,15 @@ def digest(path: str) -> str:
         while chunk := f.read(MIB):
             sha.update(chunk)
     return sha.hexdigest()
+
+
+def head_tail_sha256(f: BinaryIO, size: int) -> str:
+    """The sha256 of a file's first and last MiB: the fingerprint of a file too big to hash whole at launch (a
+    multistream dump, which no single worker reads all of)."""
+    f.seek(0)
+    head = f.read(MIB)
+    f.seek(size - MIB)
+    return hashlib.sha256(head + f.read(MIB)).hexdigest()
 
 
 def _recorded_inputs(manifest: dict) -> dict[str, dict]:
