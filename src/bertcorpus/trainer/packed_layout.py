@@ -67,7 +67,6 @@ class PackedPlan:
         if windows and not drop_remainder and len(self._carried_out):
             self.carried_in.append(self._carried_out)  # a last window of the one batch, kept
             counts.append(1)
-        self.left_out = len(self._carried_out) if drop_remainder else 0
         self.window_start = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         self.batches = int(self.window_start[-1])
         steps = self.batches // world_size

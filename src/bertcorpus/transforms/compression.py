@@ -41,7 +41,6 @@ SIGNATURES: tuple[tuple[bytes, str], ...] = (
 )
 _BZIP2 = re.compile(rb"BZh[1-9](?:1AY&SY|\x17rE8P\x90)")
 HEAD_BYTES = 10  # enough of a file's start for every signature above
-READ = ("bzip2", "gzip", "xz", "zstd")
 # zstd input fed to the decompressor at a time: a piece inflates at most 32768-fold (run-length blocks), so what
 # one call can return stays bounded however the file was made.
 ZSTD_PIECE = 1024

@@ -52,10 +52,6 @@ _TEXTS = ("str", "json")  # variable-size columns of bytes alone, no shape befor
 ID_ENCODINGS = ("int64", "compact")  # create --mds-ids: what readers of int64 ids expect, or the narrowest that fits
 
 
-def shard_basename(shard: int) -> str:
-    return f"shard.{shard:05d}.mds"
-
-
 @dataclass(frozen=True)
 class MdsColumns:
     """The columns of an output's samples, sorted by name as MDS keeps them."""

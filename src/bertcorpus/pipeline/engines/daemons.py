@@ -19,6 +19,7 @@ from pathlib import Path
 from bertcorpus.pipeline.errors import UserError
 
 STOP_GRACE_SECONDS = 10.0
+START_TIMEOUT_SECONDS = 240.0  # a JVM on a loaded 2-core machine takes up to a minute to come up
 
 
 @dataclass
@@ -45,6 +46,34 @@ class Daemon:
 
     def stop(self) -> None:
         stop_group(self.process)
+
+
+class LocalCluster:
+    """What the local Flink and Spark clusters share: a leader (the JobManager, the master) and its followers (the
+    TaskManagers, the workers), each a daemon, watched while the cluster comes up and stopped together."""
+
+    def leader(self) -> Daemon | None:
+        raise NotImplementedError
+
+    def followers(self) -> list[Daemon]:
+        raise NotImplementedError
+
+    def daemons(self) -> list[Daemon]:
+        """The followers, then the leader: the order they stop in."""
+        return [*self.followers(), *self._leaders()]
+
+    def wait_for(self, ready: Callable[[], bool], what: str) -> float:
+        """Seconds until ready() (wait_until), while every daemon started so far stays up."""
+        return wait_until(ready, what, [*self._leaders(), *self.followers()], START_TIMEOUT_SECONDS)
+
+    def _leaders(self) -> list[Daemon]:
+        """The leader, once started."""
+        leader = self.leader()
+        return [leader] if leader else []
+
+    def stop(self) -> None:
+        for daemon in self.daemons():
+            daemon.stop()
 
 
 def start(name: str, command: list[str], log: Path, environment: dict[str, str], cwd: Path | None = None) -> Daemon:

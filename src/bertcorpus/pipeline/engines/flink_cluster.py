@@ -27,9 +27,7 @@ from pathlib import Path
 import yaml
 
 from bertcorpus.pipeline.engines import daemons
-from bertcorpus.pipeline.engines.daemons import Daemon
-
-START_TIMEOUT_SECONDS = 240.0  # a JVM on a loaded 2-core machine takes up to a minute to come up
+from bertcorpus.pipeline.engines.daemons import Daemon, LocalCluster
 
 
 @dataclass
@@ -79,7 +77,7 @@ def flink_configuration(home: Path, settings: FlinkSettings, state: Path) -> dic
 
 
 @dataclass
-class LocalFlink:
+class LocalFlink(LocalCluster):
     home: Path
     state: Path
     settings: FlinkSettings = field(default_factory=FlinkSettings)
@@ -117,11 +115,9 @@ class LocalFlink:
             self.state / "log" / "jobmanager.out",
             environment,
         )
-        took = daemons.wait_until(
+        took = self.wait_for(
             lambda: "flink-version" in daemons.http_json(f"http://{self.rest}/config"),
             f"the Flink JobManager answered at http://{self.rest}",
-            [self.job_manager],
-            START_TIMEOUT_SECONDS,
         )
         for _ in range(self.settings.task_managers):
             self.add_task_manager(environment)
@@ -142,16 +138,10 @@ class LocalFlink:
         return len(daemons.http_json(f"http://{self.rest}/taskmanagers").get("taskmanagers", []))
 
     def wait_for_task_managers(self, count: int) -> float:
-        return daemons.wait_until(
-            lambda: self.registered_task_managers() >= count,
-            f"{count} Flink TaskManagers registered",
-            [d for d in [self.job_manager, *self.task_managers] if d is not None and d.alive()],
-            START_TIMEOUT_SECONDS,
-        )
+        return self.wait_for(lambda: self.registered_task_managers() >= count, f"{count} Flink TaskManagers registered")
 
-    def daemons(self) -> list[Daemon]:
-        return [*self.task_managers, *([self.job_manager] if self.job_manager else [])]
+    def leader(self) -> Daemon | None:
+        return self.job_manager
 
-    def stop(self) -> None:
-        for daemon in self.daemons():
-            daemon.stop()
+    def followers(self) -> list[Daemon]:
+        return self.task_managers

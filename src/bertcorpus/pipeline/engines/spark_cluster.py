@@ -10,15 +10,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bertcorpus.pipeline.engines import daemons
-from bertcorpus.pipeline.engines.daemons import Daemon
-from bertcorpus.pipeline.engines.flink_cluster import START_TIMEOUT_SECONDS
+from bertcorpus.pipeline.engines.daemons import Daemon, LocalCluster
 
 MASTER_UI_PORT = 8090  # workers' UIs follow: 8091, 8092, ...
 WORKER_MEMORY = "2g"
 
 
 @dataclass
-class LocalSpark:
+class LocalSpark(LocalCluster):
     home: Path
     state: Path
     host: str = "127.0.0.1"
@@ -64,11 +63,9 @@ class LocalSpark:
             self.state / "log" / "master.out",
             environment,
         )
-        took = daemons.wait_until(
+        took = self.wait_for(
             lambda: "status" in daemons.http_json(f"http://{self.host}:{MASTER_UI_PORT}/json/"),
             f"the Spark master answered at http://{self.host}:{MASTER_UI_PORT}",
-            [self.master],
-            START_TIMEOUT_SECONDS,
         )
         for number in range(1, self.workers + 1):
             self.worker_daemons.append(
@@ -93,16 +90,10 @@ class LocalSpark:
                     environment,
                 )
             )
-        return took + daemons.wait_until(
-            lambda: self.alive_workers() >= self.workers,
-            f"{self.workers} Spark workers alive",
-            [self.master, *self.worker_daemons],
-            START_TIMEOUT_SECONDS,
-        )
+        return took + self.wait_for(lambda: self.alive_workers() >= self.workers, f"{self.workers} Spark workers alive")
 
-    def daemons(self) -> list[Daemon]:
-        return [*self.worker_daemons, *([self.master] if self.master else [])]
+    def leader(self) -> Daemon | None:
+        return self.master
 
-    def stop(self) -> None:
-        for daemon in self.daemons():
-            daemon.stop()
+    def followers(self) -> list[Daemon]:
+        return self.worker_daemons

@@ -115,7 +115,6 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
         self._data_buffer_time_limit_ms = data_buffer_time_limit_ms
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
-        self.started_count = 0
         self._closed = threading.Event()
         threading.Thread(target=self._watch, name="worker-watch", daemon=True).start()
 
@@ -137,7 +136,6 @@ class WorkerPool(beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolServicer):
         worker = _Worker(worker_id, control_url, process, restarts=restarts)
         with self._lock:
             self._workers.append(worker)
-            self.started_count += 1
         _LOGGER.info("started worker %s pid %d for %s", worker_id, process.pid, control_url)
         return worker
 
