@@ -426,7 +426,7 @@ def too_long(value) -> bool:
 
 _UNESCAPED = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 _ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
-_OPEN_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?$")
+_OPEN_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
 
 
 class JsonStringText:
