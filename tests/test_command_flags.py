@@ -45,6 +45,28 @@ def test_every_flag_ends_its_help_with_its_default_in_one_format(command):
             assert text.count("default") == 1, f"{command} {action.option_strings}: {text}"
 
 
+COMMON_RECIPE = ["--input", "--output", "--vocab", "--tokenizer", "--seq-configs", "--masking", "--dupe-factor"]
+
+
+def test_create_help_shows_the_common_recipe_on_its_first_screen_and_the_rest_under_headings(capsys, monkeypatch):
+    """A newcomer reads the flags of the common recipe first, within 40 lines of an 80-column terminal; each of the
+    other 29 flags stands under a heading after them."""
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = help_of(capsys, "create").splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].startswith("usage: bertcorpus create --input GLOB")
+    start = next(i for i, line in enumerate(lines) if line.startswith("the common recipe"))
+    end = lines.index("", start)
+    assert end <= 40
+    flags = [m.group(1) for line in lines if (m := re.match(r"  (--[a-z-]+)(,| |$)", line))]
+    assert flags[: len(COMMON_RECIPE) + 1] == [*COMMON_RECIPE, "--num-shards"]
+    assert all(re.match(r"  --", line) or line.startswith(" " * 24) for line in lines[start + 1 : end])
+    headings = [line for line in lines[end:] if re.match(r"^[a-z].*:$", line)]
+    assert len(headings) >= 6
+    own = [a.option_strings[0] for a in command_options("create") if a.dest != "verbose"]
+    assert sorted(flags) == sorted(own) and len(own) == 37
+
+
 def test_the_demo_help_gives_its_defaults_as_every_command_does(capsys):
     text = " ".join(help_of(capsys, "demo").split())
     assert "(default: 8000; 21128" in text and "(default: 300)" in text

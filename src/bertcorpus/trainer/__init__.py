@@ -1,1 +1,1 @@
-"""Compact BERT pretraining module."""
+"""The compact BERT pretraining module (Keras) and the loader of pretraining batches."""

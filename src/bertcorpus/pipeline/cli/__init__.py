@@ -1,1 +1,2 @@
-"""The command line: the `bertcorpus` command, its shared flags and the commands that run other commands."""
+"""The command line: the `bertcorpus` command, its shared flags, and the commands of no job of their own (run, demo,
+train, order, graph)."""

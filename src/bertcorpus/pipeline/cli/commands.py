@@ -27,7 +27,9 @@ from bertcorpus.pipeline.errors import (
     user_message,
 )
 
-DESCRIPTION = """Build BERT pretraining corpora with Apache Beam.
+DESCRIPTION = """Build BERT pretraining corpora with Apache Beam: Wikipedia dumps and book files → documents →
+a WordPiece vocab → pretraining records as TFRecords, Parquet, MDS or Megatron indexed datasets, and the loader
+that reads them. `bertcorpus demo` runs the whole chain on real samples installed with bertcorpus.
 
 Beam pipeline options (--runner, --direct_running_mode, --direct_num_workers, --project, --region,
 --temp_location, --dry_run, ...) are passed through to Beam unchanged, as Beam's own examples do.
@@ -64,15 +66,16 @@ def _commands() -> dict:
         ),
         "vocab": (
             "bertcorpus.pipeline.vocab.command",
-            "documents → word counts → WordPiece vocab.txt (HF trainer, made deterministic)",
+            "documents → word counts → a deterministic WordPiece vocab.txt, with tokenizer.json beside it",
         ),
         "create": (
             "bertcorpus.pipeline.create.command",
-            "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords or Parquet",
+            "documents → NSP/SOP pairs or packed sentences + masked-LM instances → sharded TFRecords, Parquet, "
+            "MDS or Megatron indexed datasets",
         ),
         "inspect": (
             "bertcorpus.pipeline.stats.inspect_command",
-            "print decoded examples from a TFRecord or Parquet shard",
+            "print decoded examples of a TFRecord, Parquet or MDS shard",
         ),
         "order": (
             "bertcorpus.pipeline.cli.order_command",
@@ -87,7 +90,10 @@ def _commands() -> dict:
             "size and price a run before it runs: documents, shards, instances, CPU, memory, shuffle, output, cost",
         ),
         "run": ("bertcorpus.pipeline.cli.run_command", "run a named job from beam_jobs.yaml with a runner profile"),
-        "demo": ("bertcorpus.pipeline.cli.demo_command", "run the chain on the real samples bundled in the repository"),
+        "demo": (
+            "bertcorpus.pipeline.cli.demo_command",
+            "run the whole chain on the real samples installed with bertcorpus",
+        ),
         "train": (
             "bertcorpus.pipeline.cli.train_command",
             "pretrain a BERT model on a create output (Keras on TensorFlow, JAX or PyTorch)",
@@ -170,6 +176,7 @@ def _build_parsers(command: str | None) -> tuple[argparse.ArgumentParser, set[st
         )
         loaded = importlib.import_module(module)
         loaded.add_arguments(recorder)
+        p.usage = getattr(loaded, "USAGE", None)  # a command of many flags names the common ones in its usage
         if getattr(loaded, "ACCEPTS_BEAM_OPTIONS", True):
             p.epilog = getattr(loaded, "BEAM_OPTIONS_EPILOG", BEAM_OPTIONS_EPILOG)
     return parser, own_flags, actions

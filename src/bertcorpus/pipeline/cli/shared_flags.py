@@ -49,10 +49,29 @@ def add_files(
 ):
     """The "input and output" group: --input, --output and --overwrite; the group, for a command's own files."""
     files = parser.add_argument_group("input and output")
-    files.add_argument("--input", nargs="+", required=True, metavar=metavar, help=inputs)
-    files.add_argument("--output", required=output_default is None, default=output_default, help=output)
-    files.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
+    add_input_and_output(files, inputs=inputs, output=output, metavar=metavar, output_default=output_default)
+    add_overwrite(files)
     return files
+
+
+def add_input_and_output(
+    group,
+    *,
+    inputs: str,
+    output: str,
+    metavar: str = "PATH",
+    output_default: str | None = None,
+    output_metavar: str | None = None,
+) -> None:
+    """--input and --output, also for a command that shows them in a group of its own (create's common recipe)."""
+    group.add_argument("--input", nargs="+", required=True, metavar=metavar, help=inputs)
+    group.add_argument(
+        "--output", required=output_default is None, default=output_default, metavar=output_metavar, help=output
+    )
+
+
+def add_overwrite(group) -> None:
+    group.add_argument("--overwrite", action="store_true", help="replace a finished run in --output")
 
 
 def add_reuse(group) -> None:

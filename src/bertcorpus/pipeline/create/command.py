@@ -8,12 +8,14 @@ import sys
 
 from bertcorpus.pipeline.cli.shared_flags import (
     LOCAL_FOLDERS_HELP,
+    BooleanFlag,
     add_document_cap,
     add_error_limits,
-    add_files,
+    add_input_and_output,
     add_input_format,
     add_language,
     add_lower_case,
+    add_overwrite,
     add_reuse,
     positive_int,
 )
@@ -37,50 +39,187 @@ from bertcorpus.wordpiece.vocab_checks import casing_mismatch, unk_share_mismatc
 ID_LIMITS = {"tfrecord": 2**63, "mds": 2**32, "parquet": 2**32, "megatron": 2**31}
 
 
-def add_arguments(parser) -> None:
-    from bertcorpus.pipeline.cli.shared_flags import BooleanFlag
+# What `create --help` shows first: the flags of the common recipe (BERT's records from documents and a vocab), so
+# that they fit on one screen; every other flag has a default and stands under its heading after them.
+USAGE = (
+    "%(prog)s --input GLOB [GLOB ...] --output DIR\n"
+    "         (--vocab FILE | --tokenizer PATH) [--seq-configs L:P,...]\n"
+    "         [--masking {static,dynamic}] [--dupe-factor N] [--num-shards N]\n"
+    "         [the flags under the headings below] [Beam pipeline options]"
+)
 
-    files = add_files(
+
+def add_arguments(parser) -> None:
+    add_common_recipe(parser.add_argument_group("the common recipe (every other flag has a default, below)"))
+    add_more_files(
+        parser.add_argument_group(
+            "more on input and output",
+            f"what --input takes: {LOCAL_FOLDERS_HELP}",
+        )
+    )
+    add_tokens(
+        parser.add_argument_group(
+            "vocabulary and tokenizer",
+            "what --tokenizer takes: a tokenizer.json of BPE (byte-level or not), Unigram or WordPiece, or a model's folder "
+            "holding one with its tokenizer_config.json and special_tokens_map.json: ids as Tokenizer.encode gives "
+            "them, its templates and special tokens (docs/pretraining_data.md, 'Any tokenizer')",
+        )
+    )
+    add_recipe(parser.add_argument_group("recipe: objective, masking, record formats"))
+    add_instance_shape(
+        parser.add_argument_group(
+            "instances",
+            "with --pair-objective none, --seq-configs takes L:P:MIN: a third number keeps only documents of at "
+            "least MIN tokens for that config, e.g. 1024:308,8192:2458:2048",
+        )
+    )
+    add_layout(parser.add_argument_group("layout and scale"))
+    add_languages(parser.add_argument_group("languages"))
+    add_error_limits(
         parser,
+        "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
+        "this share of the records read; the output is written and complete either way",
+    )
+
+
+def add_common_recipe(group) -> None:
+    """--input, --output, --vocab or --tokenizer, and the four flags of the recipe that a run most often sets."""
+    add_input_and_output(
+        group,
         metavar="GLOB",
-        inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); "
-        f"{LOCAL_FOLDERS_HELP}; an extraction's output directory stands for the documents its "
-        "manifest lists",
+        inputs="input files, globs or directories (local or any Beam filesystem, e.g. gs://); an extraction's "
+        "output directory stands for the documents its manifest lists",
         output="output directory: seq{L}/train-*.tfrecord (or .parquet with --masking dynamic), "
         "seq{L}/eval-*, manifest.json",
+        output_metavar="DIR",
     )
-    add_reuse(files)
-    add_input_format(files)
-    vocabulary = parser.add_argument_group("vocabulary (--vocab or --tokenizer)")
-    tokens = vocabulary.add_mutually_exclusive_group(required=True)
+    tokens = group.add_mutually_exclusive_group(required=True)
     tokens.add_argument(
-        "--vocab", help="a WordPiece vocab.txt (one token per line), tokenised as the reference's FullTokenizer does"
+        "--vocab",
+        metavar="FILE",
+        help="a WordPiece vocab.txt (one token per line), tokenised as the reference's FullTokenizer does",
     )
     tokens.add_argument(
         "--tokenizer",
         metavar="PATH",
-        help="a Hugging Face tokenizer.json (BPE, byte-level or not; Unigram; WordPiece), or a model's folder holding "
-        "one with its tokenizer_config.json and special_tokens_map.json, used as it is: ids as Tokenizer.encode "
-        "gives them, its templates and special tokens (docs/pretraining_data.md, 'Any tokenizer')",
+        help="instead of --vocab: a Hugging Face tokenizer.json or a model's folder holding one, as it is (below)",
     )
-    vocabulary.add_argument(
+    group.add_argument(
+        "--seq-configs",
+        metavar="L:P,...",
+        help="tokens per instance and masked-LM predictions at most, several from one tokenisation pass, e.g. "
+        "128:20,512:80 (default: --max-seq-length:--max-predictions-per-seq, 128:20)",
+    )
+    group.add_argument(
+        "--masking",
+        choices=MASKING_MODES,
+        default=None,
+        help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference layout (BERT as "
+        "published); dynamic: each instance stored once, unmasked, as Parquet, and masked anew every epoch by the "
+        "loader (RoBERTa) (default: static; dynamic with --record-format megatron)",
+    )
+    group.add_argument(
+        "--dupe-factor",
+        type=int,
+        default=None,
+        metavar="N",
+        help="passes over the data, each paired anew (and, with static masking, masked anew) "
+        "(default: 10 with --masking static, 1 with dynamic)",
+    )
+    group.add_argument(
+        "--num-shards",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="train shards per seq config (default: ~256 MB each, at least 4)",
+    )
+
+
+def add_more_files(group) -> None:
+    add_overwrite(group)
+    add_reuse(group)
+    add_input_format(group)
+
+
+def add_tokens(group) -> None:
+    """What tokenises: special tokens for --tokenizer, and lower-casing for --vocab."""
+    group.add_argument(
         "--special-token",
         action="append",
         metavar="ROLE=TOKEN",
         help="with --tokenizer, a special token its files do not name (or name otherwise): ROLE is cls, sep, mask, "
         "pad, unk, bos or eos, e.g. --special-token mask='<mask>'; repeat for several",
     )
-    recipe = parser.add_argument_group("recipe")
-    recipe.add_argument(
-        "--masking",
-        choices=MASKING_MODES,
-        default=None,
-        help="static: masks drawn here, --dupe-factor times, into TFRecords in the reference "
-        "layout (BERT as published); dynamic: each instance stored once, unmasked, as "
-        "Parquet, and masked anew every epoch by the loader (RoBERTa) (default: static; dynamic with "
-        "--record-format megatron)",
+    add_lower_case(
+        group,
+        "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one (default: lower-case)",
     )
-    recipe.add_argument(
+
+
+def add_recipe(group) -> None:
+    """What the instances are and how they are stored, besides --masking and --dupe-factor."""
+    group.add_argument(
+        "--pair-objective",
+        choices=PAIR_OBJECTIVES,
+        default="nsp",
+        help="nsp: B follows A or is a random next (label 1); sop: B always follows A, the two "
+        "swapped in half of the instances (label 1 = swapped; ALBERT); none: one segment of "
+        "whole sentences packed across documents, label unused (RoBERTa) (default: nsp)",
+    )
+    group.add_argument(
+        "--masked-lm-prob",
+        type=float,
+        default=0.15,
+        metavar="P",
+        help="share of each instance's tokens to predict (default: %(default)s)",
+    )
+    add_whole_words(group)
+    group.add_argument(
+        "--bin-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="give every instance a length bin of N tokens, so that a loader can batch instances "
+        "of similar length and pad less (default: no bins)",
+    )
+    add_record_formats(group)
+    group.add_argument(
+        "--provenance",
+        action=BooleanFlag,
+        default=False,
+        help="every instance records where its tokens came from: per segment the pieces of document text (document "
+        "id, first and end character); Parquet and MDS get a provenance column, TFRecords a Parquet beside each shard "
+        "(docs/pretraining_data.md, 'Provenance') (default: off)",
+    )
+
+
+def add_whole_words(group) -> None:
+    group.add_argument(
+        "--whole-word-mask",
+        action=BooleanFlag,
+        default=False,
+        help="mask whole words: a word's ## pieces with it, and the characters of a Chinese word together (words "
+        "by --segmenter), one 80/10/10 draw per word (default: off)",
+    )
+    group.add_argument(
+        "--segmenter",
+        default="jieba",
+        metavar="NAME",
+        help=f"with --whole-word-mask: what groups Chinese characters (each a token) into words: "
+        f"{' or '.join(SEGMENTERS)} (every character a word of its own, as the reference) (default: jieba, its "
+        "dictionary as rjieba ships it; needs pip install 'bertcorpus[zh]')",
+    )
+    group.add_argument(
+        "--segmenter-dict",
+        metavar="FILE",
+        help="with --segmenter jieba: your own words, in jieba's format (word [frequency] [tag], a line), added to "
+        "its dictionary (default: none)",
+    )
+
+
+def add_record_formats(group) -> None:
+    """--record-format, and the settings of the MDS and Megatron forms."""
+    group.add_argument(
         "--record-format",
         choices=RECORD_FORMATS,
         default=None,
@@ -90,23 +229,7 @@ def add_arguments(parser) -> None:
         "datasets (.bin/.idx) in megatron/, a sequence per sentence, which Megatron pairs and masks at load "
         "(docs/pretraining_data.md, 'Megatron') (default: tfrecord with --masking static, parquet with dynamic)",
     )
-    recipe.add_argument(
-        "--provenance",
-        action=BooleanFlag,
-        default=False,
-        help="every instance records where its tokens came from: per segment the pieces of document text (document "
-        "id, first and end character); Parquet and MDS get a provenance column, TFRecords a Parquet beside each shard "
-        "(docs/pretraining_data.md, 'Provenance') (default: off)",
-    )
-    recipe.add_argument(
-        "--megatron-sequences",
-        choices=MEGATRON_SEQUENCES,
-        default=None,
-        help="with --record-format megatron: a sequence per sentence (Megatron's BERT dataset; --pair-objective "
-        "none: its --bert-no-binary-head) or per document (what its GPT dataset reads; needs --pair-objective none) "
-        "(default: sentences)",
-    )
-    recipe.add_argument(
+    group.add_argument(
         "--mds-ids",
         choices=ID_ENCODINGS,
         default=None,
@@ -115,124 +238,80 @@ def add_arguments(parser) -> None:
         "65,536 ids), a quarter of the ids' bytes, which MosaicML's StreamingDataset and bertcorpus's loader read "
         "but ModernBERT's StreamingTextDataset does not (default: int64)",
     )
-    recipe.add_argument(
-        "--pair-objective",
-        choices=PAIR_OBJECTIVES,
-        default="nsp",
-        help="nsp: B follows A or is a random next (label 1); sop: B always follows A, the two "
-        "swapped in half of the instances (label 1 = swapped; ALBERT); none: one segment of "
-        "whole sentences packed across documents, label unused (RoBERTa) (default: nsp)",
-    )
-    recipe.add_argument(
-        "--bin-size",
-        type=int,
+    group.add_argument(
+        "--megatron-sequences",
+        choices=MEGATRON_SEQUENCES,
         default=None,
-        metavar="N",
-        help="give every instance a length bin of N tokens, so that a loader can batch instances "
-        "of similar length and pad less (default: no bins)",
+        help="with --record-format megatron: a sequence per sentence (Megatron's BERT dataset; --pair-objective "
+        "none: its --bert-no-binary-head) or per document (what its GPT dataset reads; needs --pair-objective none) "
+        "(default: sentences)",
     )
-    shape = parser.add_argument_group("instances")
-    shape.add_argument(
+
+
+def add_instance_shape(group) -> None:
+    """One seq config's length and predictions (--seq-configs names several), the short pairs, and the seed."""
+    group.add_argument(
         "--max-seq-length",
         type=int,
         default=128,
-        help="tokens per instance, [CLS] and [SEP] included (default: %(default)s)",
+        metavar="L",
+        help="tokens per instance, [CLS] and [SEP] included, where --seq-configs is not given (default: %(default)s)",
     )
-    shape.add_argument(
+    group.add_argument(
         "--max-predictions-per-seq",
         type=int,
         default=20,
-        help="masked-LM predictions per instance at most (default: %(default)s)",
+        metavar="P",
+        help="masked-LM predictions per instance at most, where --seq-configs is not given (default: %(default)s)",
     )
-    shape.add_argument(
-        "--seq-configs",
-        metavar="L:P,...",
-        help="several configs from one tokenisation pass, e.g. 128:20,512:80; with --pair-objective none a "
-        "third number keeps only documents of at least that many tokens for that config, e.g. "
-        "1024:308,8192:2458:2048 (overrides --max-seq-length/--max-predictions-per-seq)",
-    )
-    shape.add_argument(
-        "--dupe-factor",
-        type=int,
-        default=None,
-        help="passes over the data, each paired anew (and, with static masking, masked anew) "
-        "(default: 10 with --masking static, 1 with dynamic)",
-    )
-    shape.add_argument(
-        "--masked-lm-prob",
-        type=float,
-        default=0.15,
-        help="share of each instance's tokens to predict (default: %(default)s)",
-    )
-    shape.add_argument(
+    group.add_argument(
         "--short-seq-prob",
         type=float,
         default=0.1,
+        metavar="P",
         help="share of pairs given a shorter target length, uniform in [2, L-3] "
         "(default: %(default)s; not used by --pair-objective none)",
     )
-    shape.add_argument(
+    group.add_argument(
         "--seed",
         type=int,
         default=12345,
         help="every random choice derives from it: the same seed gives the same bytes (default: %(default)s)",
     )
-    add_lower_case(
-        shape,
-        "lower-case and strip accents, for an uncased vocab; --no-do-lower-case for a cased one (default: lower-case)",
-    )
-    shape.add_argument(
-        "--whole-word-mask",
-        action=BooleanFlag,
-        default=False,
-        help="mask whole words: a word's ## pieces with it, and the characters of a Chinese word together (words "
-        "by --segmenter), one 80/10/10 draw per word (default: off)",
-    )
-    shape.add_argument(
-        "--segmenter",
-        default="jieba",
-        metavar="NAME",
-        help=f"with --whole-word-mask: what groups Chinese characters (each a token) into words: "
-        f"{' or '.join(SEGMENTERS)} (every character a word of its own, as the reference) (default: jieba, its "
-        "dictionary as rjieba ships it; needs pip install 'bertcorpus[zh]')",
-    )
-    shape.add_argument(
-        "--segmenter-dict",
-        metavar="FILE",
-        help="with --segmenter jieba: your own words, in jieba's format (word [frequency] [tag], a line), added to "
-        "its dictionary (default: none)",
-    )
-    layout = parser.add_argument_group("layout and scale")
-    layout.add_argument(
-        "--num-shards",
-        type=positive_int,
-        default=None,
-        help="train shards per seq config (default: ~256 MB each, at least 4)",
-    )
-    layout.add_argument(
+
+
+def add_layout(group) -> None:
+    """The eval split, the buckets that bound a worker's memory, and the cap on a document's length."""
+    group.add_argument(
         "--eval-fraction",
         type=float,
         default=None,
+        metavar="F",
         help="share of documents held out for eval shards; 0 disables the eval split (default: "
         "1%%, raised up to 10%% so that it holds at least 256 KB of text, and none for an "
         "input under ~320 KB)",
     )
-    layout.add_argument(
+    group.add_argument(
         "--num-buckets",
         type=positive_int,
         default=None,
+        metavar="N",
         help="document buckets; each is one worker's unit of memory (default: one per --bucket-mb of input)",
     )
-    layout.add_argument(
+    group.add_argument(
         "--bucket-mb",
         type=float,
         default=1.0,
+        metavar="MB",
         help="MB of text per bucket when --num-buckets is not given: a bucket is what a worker "
         "holds at once (default: %(default)s)",
     )
-    languages = parser.add_argument_group("languages")
-    add_language(languages, "documents")
-    languages.add_argument(
+    add_document_cap(group, "a document of its own, in the split of the document it comes from")
+
+
+def add_languages(group) -> None:
+    add_language(group, "documents")
+    group.add_argument(
         "--language-sampling-alpha",
         type=float,
         default=1.0,
@@ -241,12 +320,6 @@ def add_arguments(parser) -> None:
         "renormalised, at about the same total: frequent languages are under-sampled, rare ones repeated with new "
         "pairs and masks; per output and split (0.7 as multilingual BERT, 0.3 as XLM-R) (default: 1, each "
         "language as it comes)",
-    )
-    add_document_cap(layout, "a document of its own, in the split of the document it comes from")
-    add_error_limits(
-        parser,
-        "exit non-zero when the records that could not be read (errors-*.jsonl) are more than "
-        "this share of the records read; the output is written and complete either way",
     )
 
 

@@ -1,1 +1,2 @@
-"""Atomic outputs on any filesystem, and the documents sink the extraction jobs share."""
+"""Atomic outputs on any filesystem, the documents sink the extraction jobs share, and whether a finished output is
+up to date (--reuse)."""

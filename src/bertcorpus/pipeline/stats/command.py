@@ -3,7 +3,7 @@
     DIR ─ find manifest.json (DIR, one and two levels down) ─┬─ documents stages ─ one pass over the Parquet files:
                                                              │    sizes, sources, extremes; [UNK] words with the vocab
                                                              ├─ records stages ─ one pass over the shards
-                                                             │    (TFRecords, or Parquet masked by trainer.loader)
+                                                             │    (TFRecords; Parquet, MDS masked by trainer.loader)
                                                              │    per seq config: lengths, label, masking, [UNK],
                                                              │    vocab, padding per length bin
                                                              └─ every manifest ─ lineage: files linked by name + sha256
