@@ -52,9 +52,8 @@ def file_prefix(split: str, language: str | None, number: int, files: int) -> st
     return f"{FOLDER}/{split}{tag}-{number:05d}-of-{files:05d}"
 
 
-class WriteMegatronParts(WatchedDoFn):
-    """(bucket key, BucketMessage of its own documents) → ((split, language, file number), part info), the part's
-    .bin and .idx staged; a bucket's documents in each language apart where languages are mixed by shares."""
+class MegatronDoFn(WatchedDoFn):
+    """A step of the Megatron form: the run's config, and the dtype of its ids from the vocab's size."""
 
     def __init__(self, config: CreateConfig, vocab: JobVocab):
         self.config = config
@@ -63,6 +62,11 @@ class WriteMegatronParts(WatchedDoFn):
     def setup(self):
         super().setup()
         self.dtype = token_dtype(len(self.vocab.load()))
+
+
+class WriteMegatronParts(MegatronDoFn):
+    """(bucket key, BucketMessage of its own documents) → ((split, language, file number), part info), the part's
+    .bin and .idx staged; a bucket's documents in each language apart where languages are mixed by shares."""
 
     def process(self, element):
         key, message = element
@@ -95,17 +99,9 @@ class WriteMegatronParts(WatchedDoFn):
         return {"part": rel, "sequences": index.sequences, "documents": index.documents, "tokens": len(bucket.tokens)}
 
 
-class MergeMegatronFiles(WatchedDoFn):
+class MergeMegatronFiles(MegatronDoFn):
     """((split, language, file number), [part info]) → the file's info; its .bin and .idx staged from its parts in
     bucket order (the same on every runner), which are then deleted."""
-
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
-        self.config = config
-        self.vocab = vocab
-
-    def setup(self):
-        super().setup()
-        self.dtype = token_dtype(len(self.vocab.load()))
 
     def process(self, element):
         (split, language, number), parts = element
