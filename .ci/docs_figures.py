@@ -3,30 +3,40 @@
 - README.md's demo table: `bertcorpus demo --force`, run in a temporary folder (the data stages, the data card and
   the tiny model's 300 steps);
 - docs/dataflow.md §7's plan of the full corpus: `bertcorpus plan chain` on a listing of full-size inputs (sparse
-  files of the sizes an English Wikipedia multistream dump and BooksCorpus have: the plan reads sizes, no data).
+  files of the sizes an English Wikipedia multistream dump and BooksCorpus have: the plan reads sizes, no data);
+- docs/recipes.md's tables of what each recipe costs: `bertcorpus create` with each recipe's flags on the demo's
+  corpus (the documents of the demo's two extractions and its vocab; for the ModernBERT-style recipe a vocab of the
+  same size padded to a multiple of 64), measured from the outputs: instances, bytes, label shares, padding, and the
+  share of packed batches that the loader fills.
 
 Each goes between its markers, `<!-- begin: NAME ... -->` and `<!-- end: NAME -->`. With --check nothing is written:
-the exit status is 1 where a block differs from what the command prints. The plan is compared whole (it is made from
-sizes alone); the demo's table by each row's stage, output and counts, not its times (which differ from run to run)
-nor the training row's accuracies (which depend on --train-steps), from the output of a run given with --printed.
+the exit status is 1 where a block differs from what the command prints. The plan and the recipes' tables are
+compared whole (made from sizes and the outputs' bytes, which are the same for the same version); the demo's table
+by each row's stage, output and counts, not its times (which differ from run to run) nor the training row's
+accuracies (which depend on --train-steps), from the output of a run given with --printed.
 
-    .venv/bin/python .ci/docs_figures.py                                   # rewrite both blocks
+    .venv/bin/python .ci/docs_figures.py                                   # rewrite every block
     .venv/bin/python .ci/docs_figures.py --check plan                      # tests/test_docs_figures.py
+    .venv/bin/python .ci/docs_figures.py --check recipes                   # tests/test_docs_figures.py
     .venv/bin/python .ci/docs_figures.py --check demo --printed RUN.txt    # tests/test_demo.py
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import numpy as np
+import pyarrow.parquet as pq
+
 ROOT = Path(__file__).resolve().parent.parent
 BERTCORPUS = [sys.executable, "-m", "bertcorpus"]
-README, DATAFLOW = ROOT / "README.md", ROOT / "docs" / "dataflow.md"
+README, DATAFLOW, RECIPES = ROOT / "README.md", ROOT / "docs" / "dataflow.md", ROOT / "docs" / "recipes.md"
 
 # The full corpus of docs/dataflow.md §7: the English Wikipedia multistream dump and its index as Wikimedia
 # publishes them (≈ 22 GB of bz2), and BooksCorpus as ≈ 11,000 books holding ≈ 4.5 GB of text.
@@ -57,11 +67,16 @@ def block(text: str, name: str) -> tuple[int, int]:
     return begin.end(), end
 
 
+def fenced(body: str) -> str:
+    """A command's output as the docs quote it: a code block."""
+    return f"```\n{body.rstrip()}\n```"
+
+
 def replaced(path: Path, name: str, body: str) -> bool:
-    """Write `body` (a code block) between the block's markers; whether it changed."""
+    """Write `body` (markdown: a code block, a table) between the block's markers; whether it changed."""
     text = path.read_text(encoding="utf-8")
     start, end = block(text, name)
-    new = text[:start] + f"```\n{body.rstrip()}\n```\n" + text[end:]
+    new = text[:start] + f"{body.rstrip()}\n" + text[end:]
     if new == text:
         return False
     path.write_text(new, encoding="utf-8")
@@ -69,9 +84,15 @@ def replaced(path: Path, name: str, body: str) -> bool:
 
 
 def quoted(path: Path, name: str) -> str:
+    """What stands between a block's markers."""
     text = path.read_text(encoding="utf-8")
     start, end = block(text, name)
-    return text[start:end].strip().removeprefix("```").removesuffix("```").strip("\n")
+    return text[start:end].rstrip()
+
+
+def quoted_output(path: Path, name: str) -> str:
+    """A quoted command output, without its code fence."""
+    return quoted(path, name).strip().removeprefix("```").removesuffix("```").strip("\n")
 
 
 # ---------------------------------------------------------------------------------------------- the plan
@@ -103,14 +124,22 @@ def plan_output() -> str:
 # ---------------------------------------------------------------------------------------------- the demo
 
 
-def demo_output() -> str:
-    with tempfile.TemporaryDirectory() as work:
-        done = subprocess.run(
-            [*BERTCORPUS, "demo", "--force", "--output", "demo-out"], cwd=work, capture_output=True, text=True
-        )
+def bertcorpus(*words, cwd: Path | None = None) -> str:
+    """What a command prints; its error's last lines end the script."""
+    done = subprocess.run([*BERTCORPUS, *map(str, words)], cwd=cwd, capture_output=True, text=True)
     if done.returncode:
-        raise SystemExit(f"bertcorpus demo failed:\n{done.stderr[-2000:]}")
+        raise SystemExit(f"bertcorpus {words[0]} failed:\n{done.stderr[-2000:]}")
     return done.stdout
+
+
+def demo_output(out: Path) -> str:
+    """The whole demo's output, run into `out` (named relative to its folder, as `make demo` names demo-out)."""
+    return bertcorpus("demo", "--force", "--output", out.name, cwd=out.parent)
+
+
+def demo_data(out: Path) -> None:
+    """The demo's data stages alone, into `out`: what the recipes' figures are measured on."""
+    bertcorpus("demo", "--force", "--skip-train", "--output", out.name, cwd=out.parent)
 
 
 def demo_table(printed: str) -> str:
@@ -154,22 +183,181 @@ def demo_drift(quoted_table: str, printed_table: str) -> list[str]:
     return problems
 
 
+# ---------------------------------------------------------------------------------------------- the recipes
+
+# docs/recipes.md's rows: the disk and labels of each recipe at 128/20, as `create` makes them from the same corpus.
+COST_RECIPES = (
+    ("static NSP, dupe 10 (TFRecord)", ["--dupe-factor", "10"]),
+    ("dynamic NSP, dupe 1 (Parquet)", ["--masking", "dynamic"]),
+    ("dynamic SOP", ["--masking", "dynamic", "--pair-objective", "sop"]),
+    ("dynamic none", ["--masking", "dynamic", "--pair-objective", "none"]),
+)
+BINNED = ["--masking", "dynamic", "--seq-configs", "128:20,512:80", "--bin-size", "64"]
+MODERN_CONFIGS = ((1024, 308), (8192, 2458))
+MODERN = [
+    *("--masking", "dynamic", "--pair-objective", "none", "--masked-lm-prob", "0.3"),
+    *("--seq-configs", ",".join(f"{length}:{predictions}" for length, predictions in MODERN_CONFIGS)),
+]
+BIN = 64  # the length bins of the padding columns, and the vocab's multiple in the ModernBERT-style recipe
+
+
+def create(demo: Path, vocab: Path, out: Path, *flags: str) -> dict:
+    """create on the demo's documents with `flags`: its manifest."""
+    documents = [demo / "wiki" / "documents-*.parquet", demo / "books" / "documents-*.parquet"]
+    bertcorpus("create", "--input", *documents, "--vocab", vocab, "--output", out, *flags)
+    return json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+
+
+def shard_bytes(entry: dict, splits=("train", "eval")) -> int:
+    return sum(shard["bytes"] for split in splits if split in entry for shard in entry[split]["shards"])
+
+
+def instances(entry: dict) -> int:
+    return sum(entry[split]["instances"] for split in ("train", "eval") if split in entry)
+
+
+def train_lengths(out: Path, length: int) -> np.ndarray:
+    """The real tokens of every train instance of seq{length}, from the Parquet shards."""
+    shards = sorted((out / f"seq{length}").glob("train-*.parquet"))
+    return np.concatenate([pq.read_table(p, columns=["length"])["length"].to_numpy() for p in shards]).astype(np.int64)
+
+
+def padding_shares(lengths: np.ndarray, length: int) -> tuple[float, float]:
+    """The share of padding in batches padded to L, and in batches padded to the edge of their length bin."""
+    edges = np.minimum((lengths - 1) // BIN * BIN + BIN, length)
+    return 1 - lengths.sum() / (len(lengths) * length), 1 - lengths.sum() / edges.sum()
+
+
+def cost_table(demo: Path, work: Path) -> str:
+    """Instances, disk and label share of each recipe at 128/20; how much smaller each is than static × 10."""
+    rows = []
+    for name, flags in COST_RECIPES:
+        entry = create(demo, demo / "vocab" / "vocab.txt", work / f"cost-{len(rows)}", *flags)["outputs"]["seq128"]
+        rows.append((name, instances(entry), shard_bytes(entry), entry["train"].get("label_share")))
+    static = rows[0][2]
+    lines = [
+        "| form | instances | on disk | per instance | smaller in all than static × 10 | label share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, count, size, share in rows:
+        label = "unused" if share is None else f"{share:.4f}"
+        smaller = f"{static / size:.1f}×"
+        lines.append(f"| {name} | {count:,} | {size / 1e6:.2f} MB | {size / count:.0f} B | {smaller} | {label} |")
+    return "\n".join(lines)
+
+
+def padding_table(demo: Path, work: Path) -> str:
+    """Padding at 128 and 512, dynamic NSP in 64-token bins: batches padded to L, and to their bin's edge."""
+    out = work / "binned"
+    create(demo, demo / "vocab" / "vocab.txt", out, *BINNED)
+    lines = [
+        "| L | instances (train) | mean length | padding to L | padding to 64-token bins |",
+        "|---|---|---|---|---|",
+    ]
+    for length in (128, 512):
+        lengths = train_lengths(out, length)
+        to_length, to_bins = padding_shares(lengths, length)
+        lines.append(
+            f"| {length} | {len(lengths):,} | {lengths.mean():.1f} | {to_length:.2%} | {to_bins:.2%} "
+            f"({to_bins / to_length:.0%} of it) |"
+        )
+    return "\n".join(lines)
+
+
+def modern_table(demo: Path, work: Path) -> str:
+    """The ModernBERT-style recipe, train split: instances, length, bytes as Parquet and MDS (int64 and compact
+    ids), padding, and the share of the token budget that packed batches fill (loader, epoch 0)."""
+    from bertcorpus.trainer.loader import PretrainingLoader
+
+    vocab = work / "vocab-64" / "vocab.txt"
+    documents = [demo / "wiki" / "documents-*.parquet", demo / "books" / "documents-*.parquet"]
+    bertcorpus("vocab", "--input", *documents, "--vocab-size", "8000", "--pad-to-multiple", BIN, "--output", vocab)
+    parquet = work / "modern-parquet"
+    forms = {
+        "parquet": create(demo, vocab, parquet, *MODERN),
+        "mds": create(demo, vocab, work / "modern-mds", *MODERN, "--record-format", "mds"),
+        "compact": create(
+            demo, vocab, work / "modern-compact", *MODERN, "--record-format", "mds", "--mds-ids", "compact"
+        ),
+    }
+    lines = [
+        "| config | instances (eval) | mean length | Parquet | MDS | padding to L | padding to 64-token bins "
+        "| packed, 64 × L budget: filled |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ratios = []
+    for length, predictions in MODERN_CONFIGS:
+        entries = {form: manifest["outputs"][f"seq{length}"] for form, manifest in forms.items()}
+        size = {form: shard_bytes(entry, ("train",)) for form, entry in entries.items()}
+        ratios.append((size["mds"] / size["parquet"], size["compact"] / size["parquet"]))
+        lengths = train_lengths(parquet, length)
+        to_length, to_bins = padding_shares(lengths, length)
+        filled = {
+            rows: PretrainingLoader(
+                parquet, seq_length=length, layout="packed", tokens_per_batch=rows * length, cache_dir=work / "cache"
+            ).filled_share()
+            for rows in (64, 8)
+        }
+        lines.append(
+            f"| {length:,}:{predictions} | {len(lengths):,} ({entries['parquet']['eval']['instances']:,}) | "
+            f"{lengths.mean():,.1f} | {size['parquet'] / 1e6:.2f} MB | {size['mds'] / 1e6:.2f} MB "
+            f"({size['compact'] / 1e6:.2f} MB compact) | {to_length:.2%} | {to_bins:.2%} | "
+            f"{filled[64]:.2%} ({filled[8]:.2%} at 8 × L) |"
+        )
+    int64 = min(r for r, _ in ratios), max(r for r, _ in ratios)
+    compact = min(c for _, c in ratios), max(c for _, c in ratios)
+    lines += [
+        "",
+        f"MDS holds {_span(int64, '×')} the bytes of zstd Parquet with int64 ids, {_span(compact, '×')} with "
+        "`--mds-ids compact`.",
+    ]
+    return "\n".join(lines)
+
+
+def _span(values: tuple[float, float], unit: str) -> str:
+    low, high = (f"{v:.2f}" for v in values)
+    return f"{low}{unit}" if low == high else f"{low}–{high}{unit}"
+
+
+def recipe_blocks(work: Path) -> dict[str, str]:
+    """docs/recipes.md's blocks, from the demo's data stages in work/demo-out."""
+    demo = work / "demo-out"
+    return {
+        "recipe costs": cost_table(demo, work),
+        "recipe padding": padding_table(demo, work),
+        "modernbert recipe": modern_table(demo, work),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", choices=("plan", "demo"), help="compare a block instead of writing both")
+    parser.add_argument("--check", choices=("plan", "recipes", "demo"), help="compare blocks instead of writing them")
     parser.add_argument("--printed", type=Path, help="with --check demo: the output of a demo run")
     args = parser.parse_args()
     if args.check == "plan":
-        if quoted(DATAFLOW, "plan") != plan_output():
+        if quoted_output(DATAFLOW, "plan") != plan_output():
             raise SystemExit("docs/dataflow.md's plan differs from `bertcorpus plan`'s output: run .ci/docs_figures.py")
+        return
+    if args.check == "recipes":
+        with tempfile.TemporaryDirectory() as work:
+            demo_data(Path(work) / "demo-out")
+            differ = [name for name, body in recipe_blocks(Path(work)).items() if quoted(RECIPES, name) != body]
+        if differ:
+            raise SystemExit(
+                f"docs/recipes.md's {', '.join(differ)} differ from create's outputs: run .ci/docs_figures.py"
+            )
         return
     if args.check == "demo":
         printed = demo_table(args.printed.read_text(encoding="utf-8"))
-        problems = demo_drift(quoted(README, "demo table"), printed)
+        problems = demo_drift(quoted_output(README, "demo table"), printed)
         if problems:
             raise SystemExit("README.md's demo table differs from the demo's: " + "; ".join(problems))
         return
-    for path, name, body in ((DATAFLOW, "plan", plan_output()), (README, "demo table", demo_table(demo_output()))):
+    with tempfile.TemporaryDirectory() as work:
+        blocks = [(DATAFLOW, "plan", fenced(plan_output()))]
+        blocks.append((README, "demo table", fenced(demo_table(demo_output(Path(work) / "demo-out")))))
+        blocks += [(RECIPES, name, body) for name, body in recipe_blocks(Path(work)).items()]
+    for path, name, body in blocks:
         print(f"{path.relative_to(ROOT)}: {name} {'rewritten' if replaced(path, name, body) else 'unchanged'}")
 
 

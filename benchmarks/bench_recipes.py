@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from bench_create import VOCAB, write_corpus
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT / "tests" / "data"
+DEMO_SAMPLES = ROOT / "src" / "bertcorpus" / "pipeline" / "cli" / "demo-samples"
 EXE = str(Path(sys.executable).parent / "bertcorpus")
 
 
@@ -74,11 +74,12 @@ def disk(tmp: Path, megabytes: float) -> list[str]:
 
 
 def demo_corpus(tmp: Path, *vocab_flags: str) -> tuple[list[Path], Path]:
-    """The demo's corpus: the bundled Wikipedia sample and books extracted, and a vocab of 8,000 trained on them
-    as the demo trains it: (documents globs, vocab)."""
+    """The demo's corpus: the demo's two Wikipedia samples and its books extracted, and a vocab of 8,000 trained on
+    them as the demo trains it: (documents globs, vocab)."""
     wiki, books, vocab = tmp / "wiki", tmp / "books", tmp / "vocab.txt"
-    bertcorpus("extract-wiki", "--input", DATA / "wiki" / "enwiki-2014-sample-truncated.xml.bz2", "--output", wiki)
-    bertcorpus("extract-books", "--input", DATA / "books", "--output", books)
+    dumps = sorted((DEMO_SAMPLES / "wiki").glob("*.xml.bz2"))
+    bertcorpus("extract-wiki", "--input", *dumps, "--output", wiki)
+    bertcorpus("extract-books", "--input", DEMO_SAMPLES / "books", "--output", books)
     documents = [wiki / "documents-*.parquet", books / "documents-*.parquet"]
     bertcorpus("vocab", "--input", *documents, "--vocab-size", "8000", "--output", vocab, *vocab_flags)
     return documents, vocab

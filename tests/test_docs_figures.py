@@ -1,6 +1,7 @@
-"""The figures the docs quote from commands are the commands' own: docs/dataflow.md's plan of the full corpus is
-what `bertcorpus plan` prints for its listing (.ci/docs_figures.py writes it; README.md's demo table is checked in
-tests/test_demo.py, against the demo run there)."""
+"""The figures the docs quote from commands are the commands' own (.ci/docs_figures.py writes them): docs/dataflow.md's
+plan of the full corpus is what `bertcorpus plan` prints for its listing, and docs/recipes.md's tables are what
+`create` makes of the demo's corpus with each recipe's flags. README.md's demo table is checked in tests/test_demo.py,
+against the demo run there."""
 
 from __future__ import annotations
 
@@ -11,8 +12,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_documented_plan_is_the_commands_output():
-    done = subprocess.run(
-        [sys.executable, ROOT / ".ci" / "docs_figures.py", "--check", "plan"], capture_output=True, text=True
+def check(what: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, ROOT / ".ci" / "docs_figures.py", "--check", what], capture_output=True, text=True
     )
+
+
+def test_the_documented_plan_is_the_commands_output():
+    done = check("plan")
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_recipes_tables_are_what_create_makes_of_the_demos_corpus():
+    """The ModernBERT-style rows once counted instances of a corpus of one of the demo's two Wikipedia samples."""
+    done = check("recipes")
     assert done.returncode == 0, done.stderr[-2000:]
