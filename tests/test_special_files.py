@@ -81,6 +81,7 @@ FILE_ARGUMENTS = {
     ("create", "--input"): ["create", "--input", "FILE", "--vocab", VOCAB, "--output", "OUT"],
     ("create", "--vocab"): ["create", "--input", SAMPLE_TEXT, "--vocab", "FILE", "--output", "OUT"],
     ("create", "--output"): ["create", "--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "FILE"],
+    ("create", "--tokenizer"): ["create", "--input", SAMPLE_TEXT, "--tokenizer", "FILE", "--output", "OUT"],
     ("create", "--setup_file"): [
         "create",
         *("--input", SAMPLE_TEXT, "--vocab", VOCAB, "--output", "OUT", "--setup_file", "FILE"),
@@ -101,6 +102,8 @@ FILE_ARGUMENTS = {
     ("demo", "--output"): ["demo", "--output", "FILE"],
     ("plan", "--input"): ["plan", "create", "--input", "FILE", "--vocab", VOCAB, "--output", "OUT"],
     ("cluster", "--state-dir"): ["cluster", "flink", "--state-dir", "FILE"],
+    ("order", "--input"): ["order", "--input", "FILE", "--output", "OUT/order.parquet", "--batch-size", "8"],
+    ("order", "--output"): ["order", "--input", "OUT", "--output", "FILE", "--batch-size", "8"],
 }
 
 

@@ -95,9 +95,9 @@ class ChunkBatch:
         return words
 
 
-def drop_long_words(words: Counter) -> int:
-    """Remove words over the WordPiece length limit (always [UNK], so useless to train on); their occurrences."""
-    long_words = [w for w in words if len(w) > MAX_CHARS_PER_WORD]
+def drop_long_words(words: Counter, max_chars: int = MAX_CHARS_PER_WORD) -> int:
+    """Remove words over a length limit (WordPiece's: always [UNK], so useless to train on); their occurrences."""
+    long_words = [w for w in words if len(w) > max_chars]
     return sum(words.pop(w) for w in long_words)
 
 
@@ -126,18 +126,19 @@ class WordCounter:
     shrinks the alphabet and adds no [UNK]s; the numbers dropped are kept for the summary.
     """
 
-    def __init__(self, max_words: int):
+    def __init__(self, max_words: int, max_chars: int = MAX_CHARS_PER_WORD):
         self.max_words = max_words
+        self.max_chars = max_chars
         self.counts: Counter = Counter()
         self.words = 0  # occurrences seen, before any drop
-        self.too_long = 0  # occurrences of words over MAX_CHARS_PER_WORD
+        self.too_long = 0  # occurrences of words over max_chars
         self.pruned_words = 0  # distinct words dropped by pruning
         self.pruned_occurrences = 0
         self.pruned_symbols: tuple[Counter, Counter] = (Counter(), Counter())
 
     def add_counts(self, words: Counter) -> None:
         self.words += sum(words.values())
-        self.too_long += drop_long_words(words)
+        self.too_long += drop_long_words(words, self.max_chars)
         if self.counts:
             self.counts.update(words)
         else:
@@ -364,7 +365,7 @@ def trainer_scale(total_words: int, max_symbol_count: int) -> int:
     return scale
 
 
-def _feed(counts: dict[str, int], scale: int) -> Iterator[str]:
+def feed_words(counts: dict[str, int], scale: int) -> Iterator[str]:
     """Each word repeated count/scale times (rounded), ~_FEED_WORDS words per string."""
     buffer: list[str] = []
     buffered = 0
@@ -445,7 +446,7 @@ def train(
         special_tokens=alphabet.symbols,
         continuing_subword_prefix="##",
     )
-    tokenizer.train_from_iterator(_feed(counts, scale), trainer)
+    tokenizer.train_from_iterator(feed_words(counts, scale), trainer)
     ids = tokenizer.get_vocab()
     learned = sorted(ids, key=ids.__getitem__)
     if learned[: len(alphabet.symbols)] != alphabet.symbols:
@@ -484,6 +485,15 @@ class Quality:
     def unk_token_share(self) -> float:
         """Share of the wordpieces that are [UNK]: a word that becomes [UNK] is one piece."""
         return self.unk_rate / self.pieces_per_word if self.pieces_per_word else 0.0
+
+    def record(self) -> dict:
+        """The manifest's figures for a language (None where nothing was measured)."""
+        measured = self.words > 0
+        return {
+            "unk_word_rate": round(self.unk_rate, 6) if measured else None,
+            "unk_token_share": round(self.unk_token_share, 6) if measured else None,
+            "pieces_per_word": round(self.pieces_per_word, 4) if measured else None,
+        }
 
 
 def measure(tokens: list[str], held_out: dict[str, int], batch: int = 100_000) -> Quality:

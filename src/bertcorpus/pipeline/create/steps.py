@@ -24,6 +24,7 @@ from bertcorpus.transforms.bucket_instances import (
     sampled_bucket_instances,
     shard_rows,
 )
+from bertcorpus.transforms.document_pieces import PART
 from bertcorpus.transforms.document_tokens import DocumentTokenizer
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import mds_shard
@@ -83,9 +84,14 @@ class ReadFiles(WatchedDoFn):
 
 def assign_buckets(doc: SourceDocument, config: CreateConfig):
     """SourceDocument → (its bucket's key, the document). A piece of a document longer than --max-document-mb (the
-    reader cuts one as it reads it) goes to a bucket of its own id, in the split of the document it comes from, so
-    that no text of one document is in both."""
-    yield bucket_key(doc.id, split_of(doc.whole_id or doc.id, config), config), doc
+    reader cuts one as it reads it) goes to a bucket of its own, beside the planned ones, in the split of the
+    document it comes from (so that no text of one document is in both): the buckets are planned from the inputs'
+    sizes, which say nothing of a compressed file's one huge line, and a bucket is what a worker holds at once."""
+    split = split_of(doc.whole_id or doc.id, config)
+    if doc.whole_id is None:
+        yield bucket_key(doc.id, split, config), doc
+    else:
+        yield f"{bucket_key(doc.whole_id, split, config)}+{doc.id.rsplit(PART, 1)[1]}", doc
 
 
 def bucket_and_id(item: tuple[str, SourceDocument]) -> tuple[str, str | None]:

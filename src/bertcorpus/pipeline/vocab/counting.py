@@ -5,6 +5,12 @@ that both of its drivers run.
                                                                             ├─ training words
                                                                             └─ held-out words ─ [UNK] rate
 
+What a word is depends on the model trained. For WordPiece, the words the reference's BasicTokenizer gives
+(wordpiece/training.py, ChunkBatch), training and held-out alike. For byte-level BPE and Unigram, the text is cut
+into the sentences create encodes apart, each with the whitespace before it (transforms/sentence_spans.py), and a
+training word is a pre-token as the tokenizer's own pre-tokeniser gives it (`Ġthe`, `▁the`), a held-out one a unit
+of text that the trained tokenizer encodes as create would (wordpiece/pre_tokens.py).
+
 `DocumentCounter` does the work for one stream of documents. It runs in this process (count_in_process: files in
 input order, a progress line, --max-documents) or inside the Beam job of pipeline/vocab/job.py
 (--count-with-beam: files in spans, many workers). Both drivers stay: on one machine the Beam job spends more
@@ -31,9 +37,14 @@ from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.transforms.language_sampling import sampling_rates, smoothed_shares
 from bertcorpus.transforms.languages import UNDETERMINED
 from bertcorpus.transforms.seeding import stable_hash, unit_interval
+from bertcorpus.transforms.sentence_spans import text_pieces as sentence_pieces
+from bertcorpus.wordpiece.pre_tokens import MAX_PRE_TOKEN_CHARS, PreTokenBatch
+from bertcorpus.wordpiece.subword_vocab import SubwordConfig
+from bertcorpus.wordpiece.tokenizer import MAX_CHARS_PER_WORD
 from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
 
 TRAIN, HELD_OUT = "train", "heldout"
+WORDPIECE = "wordpiece"
 PIECE_CHARS = 1 << 20  # text handed to a chunk batch at a time (text_pieces)
 _MASK64 = (1 << 64) - 1
 
@@ -42,7 +53,7 @@ _MASK64 = (1 << 64) - 1
 class VocabConfig:
     inputs: list[str]
     output: str
-    training: TrainingConfig
+    training: TrainingConfig | SubwordConfig  # WordPiece's, or byte-level BPE's and Unigram's
     input_format: str = "auto"
     sample_fraction: float = 1.0
     max_documents: int = 0  # 0 = no limit
@@ -59,7 +70,29 @@ class VocabConfig:
     def describe(self) -> dict:
         d = asdict(self)
         d.pop("batch_chars")
-        return d
+        return {**d, "model": self.model}
+
+    @property
+    def model(self) -> str:
+        return self.training.model if isinstance(self.training, SubwordConfig) else WORDPIECE
+
+    @property
+    def max_word_chars(self) -> int:
+        """The longest word trained on: WordPiece makes a longer one [UNK] whatever the vocab."""
+        return MAX_CHARS_PER_WORD if self.model == WORDPIECE else MAX_PRE_TOKEN_CHARS
+
+
+def word_batch(cfg: VocabConfig, role: str) -> ChunkBatch | PreTokenBatch:
+    """What counts the words of a role's text: WordPiece's words, or a BPE's or Unigram's pre-tokens for training and
+    units for the held-out measure."""
+    if cfg.model == WORDPIECE:
+        return ChunkBatch(cfg.training.lowercase, cfg.batch_chars)
+    return PreTokenBatch(cfg.model, cfg.training.lowercase, _sentences, role == TRAIN, cfg.batch_chars)
+
+
+def _sentences(text: str) -> list[str]:
+    """The pieces of text create encodes apart: each sentence with the whitespace before it."""
+    return sentence_pieces(text)[0] if text.strip() else []
 
 
 def is_sampled(doc_id: str, cfg: VocabConfig) -> bool:
@@ -155,7 +188,7 @@ class DocumentCounter:
 
     def __init__(self, cfg: VocabConfig, by_language: bool = False):
         self.cfg = cfg
-        self.batches = {role: ChunkBatch(cfg.training.lowercase, cfg.batch_chars) for role in (TRAIN, HELD_OUT)}
+        self.batches = {role: word_batch(cfg, role) for role in (TRAIN, HELD_OUT)}
         self.tallies: Counter = Counter()
         self.by_language = by_language
         self.language: str | None = None
@@ -208,7 +241,9 @@ class CorpusCounts:
                 held = self.held_out_by_language.setdefault(language, HeldOutWords(self.held_out.max_words))
                 held.add_counts(words)  # neither add_counts keeps or changes what it is given
         elif language and self.train_by_language is not None:
-            self.train_by_language.setdefault(language, WordCounter(self.train.max_words)).add_counts(words)
+            if language not in self.train_by_language:
+                self.train_by_language[language] = WordCounter(self.train.max_words, self.train.max_chars)
+            self.train_by_language[language].add_counts(words)
         else:
             self.train.add_counts(words)
 
@@ -250,7 +285,7 @@ def file_entry(stats: ReadStats) -> dict:
 def count_in_process(files: list[tuple[str, int]], cfg: VocabConfig) -> CorpusCounts:
     """Stream every document once, in input order, with the progress of bytes read on stderr; each language's
     held-out words apart, and its training words too where they are to be smoothed."""
-    result = CorpusCounts(WordCounter(cfg.max_words), HeldOutWords(cfg.max_words))
+    result = CorpusCounts(WordCounter(cfg.max_words, cfg.max_word_chars), HeldOutWords(cfg.max_words))
     if cfg.language_sampling_alpha != 1:
         result.train_by_language = {}
     counter = DocumentCounter(cfg, by_language=True)

@@ -1,8 +1,9 @@
 """The files `bertcorpus vocab` writes into the vocab's folder, and the record that `create` reads back.
 
-    vocab.txt (or the name --output gives)   the vocab: one token per line, line number = id
+    vocab.txt (or the name --output gives)   WordPiece: the vocab, one token per line, line number = id
     tokenizer.json                            the whole tokenisation in the tokenizers library's own format
     tokenizer_config.json                     what transformers' AutoTokenizer needs beside tokenizer.json
+    special_tokens_map.json                   BPE and Unigram: the special tokens by role (--output names the folder)
     manifest.json                             written last: the files above with their sizes and digests, the
                                               settings, the counts and the held-out measurement
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from dataclasses import dataclass
 
 from apache_beam.io.filesystems import FileSystems
 
@@ -27,6 +29,40 @@ from bertcorpus.wordpiece.vocab import Vocab
 
 JOB = "vocab"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+FOLDER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class VocabFiles:
+    """Where a run's files go: a folder, the names written into it in order (the manifest after them), and the one
+    the output is known by: a WordPiece vocab file, or a folder's tokenizer.json."""
+
+    folder: str
+    names: tuple[str, ...]
+    main: str
+
+    def path(self, name: str) -> str:
+        return output.join(self.folder, name)
+
+    @property
+    def manifest(self) -> str:
+        return self.path(output.MANIFEST)
+
+    @property
+    def is_folder(self) -> bool:
+        return self.names == FOLDER_FILES
+
+
+def vocab_file_outputs(vocab_path: str) -> VocabFiles:
+    """A WordPiece vocab file and the tokenizer files beside it, which go first: a run killed between them leaves no
+    vocab.txt that lacks them."""
+    folder, name = folder_and_name(vocab_path)
+    return VocabFiles(folder, (*TOKENIZER_FILES, name), name)
+
+
+def folder_outputs(folder: str) -> VocabFiles:
+    """A tokenizer's folder, as a model's tokenizer is published."""
+    return VocabFiles(folder, FOLDER_FILES, FOLDER_FILES[0])
 
 
 def folder_and_name(vocab_path: str) -> tuple[str, str]:
@@ -38,11 +74,6 @@ def beside(vocab_path: str, name: str) -> str:
     return output.join(folder_and_name(vocab_path)[0], name)
 
 
-def written_paths(vocab_path: str) -> list[str]:
-    """Every path a run writes, the manifest last."""
-    return [vocab_path, *(beside(vocab_path, n) for n in TOKENIZER_FILES), beside(vocab_path, output.MANIFEST)]
-
-
 def _manifest_job(path: str) -> str:
     try:
         with FileSystems.open(path, compression_type="uncompressed") as f:
@@ -52,26 +83,32 @@ def _manifest_job(path: str) -> str:
     return str(manifest.get("job", "unknown")) if isinstance(manifest, dict) else "unknown"
 
 
-def check_outputs(vocab_path: str, overwrite: bool) -> None:
+def check_outputs(files: VocabFiles, overwrite: bool) -> None:
     """Refuse, before anything is read, a folder that holds another job's manifest, and existing outputs without
     --overwrite."""
-    manifest = beside(vocab_path, output.MANIFEST)
-    if output.exists(manifest):
-        job = _manifest_job(manifest)
+    if output.exists(files.manifest):
+        job = _manifest_job(files.manifest)
         if job != JOB:
+            what = "the tokenizer" if files.is_folder else "the vocab"
             raise UserError(
-                f"{manifest} belongs to another job ({job}); write the vocab into a folder of its own, "
+                f"{files.manifest} belongs to another job ({job}); write {what} into a folder of its own, "
                 "where its tokenizer files and manifest go beside it"
             )
     if overwrite:
         return
-    if output.exists(vocab_path):
-        raise output.OutputExistsError(f"{vocab_path} already exists; choose another --output or pass --overwrite")
-    for path in written_paths(vocab_path)[1:]:
-        if output.exists(path):
+    main = files.path(files.main)
+    if output.exists(main) and not files.is_folder:
+        raise output.OutputExistsError(f"{main} already exists; choose another --output or pass --overwrite")
+    for name in (*files.names, output.MANIFEST):
+        if files.is_folder and output.exists(files.path(name)):
             raise output.OutputExistsError(
-                f"{path} already exists (the tokenizer files and manifest beside a vocab have fixed names, so each "
-                "vocab needs a folder of its own); choose another --output folder or pass --overwrite"
+                f"{files.path(name)} already exists (another tokenizer's folder); choose another --output folder "
+                "or pass --overwrite"
+            )
+        if name != files.main and output.exists(files.path(name)):
+            raise output.OutputExistsError(
+                f"{files.path(name)} already exists (the tokenizer files and manifest beside a vocab have fixed "
+                "names, so each vocab needs a folder of its own); choose another --output folder or pass --overwrite"
             )
 
 
@@ -88,28 +125,30 @@ def _json_bytes(payload: dict) -> bytes:
     return (json.dumps(payload, indent=1, sort_keys=True, ensure_ascii=False) + "\n").encode()
 
 
-def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dict) -> None:
-    """Write the vocab, its tokenizer files and, last, the manifest (record plus the files)."""
-    manifest_path = beside(vocab_path, output.MANIFEST)
-    if output.exists(manifest_path):
-        FileSystems.delete([manifest_path])
-    name = folder_and_name(vocab_path)[1]
-    # The vocab after its tokenizer files: a run killed between them leaves no vocab.txt that lacks them.
-    files = {**tokenizer_files(data, lowercase), name: data}
-    for file_name, content in files.items():
-        output.write_atomically(vocab_path if file_name == name else beside(vocab_path, file_name), content)
+def write_files(files: VocabFiles, contents: dict[str, bytes], record: dict) -> None:
+    """Write each file of `contents` (files.names, in their order) and, last, the manifest: the record and, for
+    each file, its size and sha256."""
+    if output.exists(files.manifest):
+        FileSystems.delete([files.manifest])
+    for name in files.names:
+        output.write_atomically(files.path(name), contents[name])
     manifest = {
         "tool": "bertcorpus",
         "version": output.TOOL_VERSION,
         "job": JOB,
         **record,
         "outputs": {
-            file_name: {"bytes": len(content), "sha256": hashlib.sha256(content).hexdigest()}
-            for file_name, content in files.items()
+            name: {"bytes": len(contents[name]), "sha256": hashlib.sha256(contents[name]).hexdigest()}
+            for name in files.names
         },
-        "vocab_file": name,
     }
-    output.write_json_atomically(manifest_path, manifest)
+    output.write_json_atomically(files.manifest, manifest)
+
+
+def write_vocab_files(vocab_path: str, data: bytes, lowercase: bool, record: dict) -> None:
+    """Write a WordPiece vocab, its tokenizer files and, last, the manifest (record plus the files)."""
+    files = vocab_file_outputs(vocab_path)
+    write_files(files, {**tokenizer_files(data, lowercase), files.main: data}, {**record, "vocab_file": files.main})
 
 
 def recorded_unk_share(vocab_path: str, vocab_sha256: str) -> float | None:

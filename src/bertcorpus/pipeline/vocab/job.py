@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
 import tempfile
 from collections import Counter
@@ -52,7 +53,7 @@ class CountFileWords(WatchedDoFn):
             if isinstance(doc, Rejected):  # counted in stats.errors; vocab writes no dead letters
                 continue
             for role, words in self.counter.add(doc):
-                yield from _emit(role, words, counts)
+                yield from _emit(role, words, counts, self.cfg.max_word_chars)
         yield beam.pvalue.TaggedOutput("files", file_entry(stats))
         yield tally.emit("vocab", dict(counts))
         counts.clear()
@@ -60,18 +61,18 @@ class CountFileWords(WatchedDoFn):
     def finish_bundle(self):
         counts = self.counter.tallies
         for role, words in self.counter.drain():
-            for element in _emit(role, words, counts):
+            for element in _emit(role, words, counts, self.cfg.max_word_chars):
                 yield GlobalWindows.windowed_value(element)
         tallied = tally.emit("vocab", dict(counts))
         counts.clear()
         yield beam.pvalue.TaggedOutput(tallied.tag, GlobalWindows.windowed_value(tallied.value))
 
 
-def _emit(role: str, words: Counter, counts: Counter):
+def _emit(role: str, words: Counter, counts: Counter, max_chars: int):
     """A drained batch as ((role, word), count) pairs; training words over the length limit are tallied instead."""
     counts[f"{role}_words"] += sum(words.values())
     if role == TRAIN:
-        counts["too_long"] += drop_long_words(words)
+        counts["too_long"] += drop_long_words(words, max_chars)
     for word, n in words.items():
         yield (role, word), n
 
@@ -162,13 +163,13 @@ class CountWords(beam.PTransform):
         train_files = (
             train_counts
             | "prune" >> beam.Filter(lambda kv, plan: kv[1] > plan[0], beam.pvalue.AsSingleton(pruning))
-            | "format" >> beam.MapTuple(lambda w, n: f"{w}\t{n}")
+            | "format" >> beam.MapTuple(count_line)
             | "write counts" >> beam.io.WriteToText(output.join(cfg.counts_dir, "train"), file_name_suffix=".tsv")
         )
         held_out_files = (
             summed
             | "held-out words" >> beam.Filter(lambda kv: kv[0][0] == HELD_OUT)
-            | "format held-out" >> beam.MapTuple(lambda k, n: f"{k[1]}\t{n}")
+            | "format held-out" >> beam.MapTuple(lambda k, n: count_line(k[1], n))
             | "write held-out" >> beam.io.WriteToText(output.join(cfg.counts_dir, "heldout"), file_name_suffix=".tsv")
         )
         tallies = read[tally.TALLY] | "sum tallies" >> beam.CombineGlobally(tally.SumCounts())
@@ -183,13 +184,31 @@ class CountWords(beam.PTransform):
         )
 
 
+def count_line(word: str, n: int) -> str:
+    r"""A count as its line of a counts file: the word, a tab, the count. A word may hold line breaks (a held-out
+    unit of a BPE's or Unigram's text, `one.\n\nTwo`), so backslashes and newlines are escaped; a tab needs no
+    escape, as the count is read from the last one."""
+    escaped = word.replace("\\", "\\\\").replace("\n", "\\n")
+    return f"{escaped}\t{n}"
+
+
+def read_count_line(line: bytes) -> tuple[str, int]:
+    """The (word, count) of a counts file's line (count_line's inverse)."""
+    word, _, count = line.rstrip(b"\n").decode("utf-8").rpartition("\t")
+    return _ESCAPE.sub(lambda m: _ESCAPED[m.group(1)], word), int(count)
+
+
+_ESCAPE = re.compile(r"\\(.)")
+_ESCAPED = {"\\": "\\", "n": "\n"}
+
+
 def _read_counts(path: str, sink, batch: int = 200_000) -> None:
     """word<TAB>count lines → sink.add_counts, a batch at a time."""
     words: Counter = Counter()
     with FileSystems.open(path, compression_type="uncompressed") as f:
         for line in f:
-            word, _, count = line.rstrip(b"\n").decode("utf-8").rpartition("\t")
-            words[word] += int(count)
+            word, count = read_count_line(line)
+            words[word] += count
             if len(words) >= batch:
                 sink.add_counts(words)
                 words = Counter()
@@ -249,7 +268,9 @@ def _run_count_job(cfg: VocabConfig, input_files: list[str], options, input_byte
         return None
     manifest = output.read_manifest(cfg.counts_dir)
     tallies = Counter(manifest["tallies"])
-    result = CorpusCounts(WordCounter(cfg.max_words), HeldOutWords(cfg.max_words), files=manifest["inputs"])
+    result = CorpusCounts(
+        WordCounter(cfg.max_words, cfg.max_word_chars), HeldOutWords(cfg.max_words), files=manifest["inputs"]
+    )
     for path in manifest["train_files"]:
         _read_counts(path, result.train)
     for path in manifest["heldout_files"]:
