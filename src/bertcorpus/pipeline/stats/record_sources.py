@@ -102,7 +102,7 @@ def _sources_in(path: Path, size, sha256) -> dict[str, Counter] | None:
     try:
         if path.stat().st_size != size or _sha256_of(path) != sha256:
             return None
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(path, page_checksum_verification=True)  # a damaged page is an error
         names = parquet.schema_arrow.names
         if "source" not in names:
             return None
