@@ -285,6 +285,25 @@ def test_byte_identical_in_other_processes_and_through_the_beam_counting(folders
     assert held[0] == held[1]
 
 
+def test_sentencepiece_is_given_counts_within_its_budget(english, monkeypatch):
+    """Its memory grows with the occurrences its counts add up to: past the budget they are divided by a power of two,
+    as a uniform sample of that size would give them, and it learns what it would from those counts."""
+    from bertcorpus.wordpiece import unigram_training
+
+    batch = PreTokenBatch("unigram", False, lambda t: text_pieces(t)[0], pre_tokens=True)
+    for line in english.read_text(encoding="utf-8").splitlines():
+        batch.add(json.loads(line)["text"])
+    counts = batch.drain()
+    assert unigram_training.trainer_scale(2**24) == 1 and unigram_training.trainer_scale(2**24 + 1) == 2
+    settings = dict(unk_token="<unk>", kept_apart=[], required_chars="", byte_fallback=False, character_coverage=1.0)
+    monkeypatch.setattr(unigram_training, "TRAINER_WORD_BUDGET", 2**16)
+    scaled = unigram_training.train_unigram(counts, 2000, **settings)
+    assert scaled.scale == 4 and sum(counts.values()) > 2**17
+    monkeypatch.setattr(unigram_training, "TRAINER_WORD_BUDGET", 2**24)
+    divided = {word: (n + 2) // 4 for word, n in counts.items() if (n + 2) // 4}
+    assert unigram_training.train_unigram(divided, 2000, **settings).pieces == scaled.pieces
+
+
 # ------------------------------------------------------------------------------------------- languages
 
 

@@ -88,7 +88,7 @@ class SubwordVocab:
     reserved: int  # --reserved-tokens ids
     aligned: int  # reserved ids after those, up to a multiple of --pad-to-multiple
     short: int  # ids the trainer could not fill: the learned size less the tokens learned
-    scale: int = 1  # the power of two the counts were divided by for the BPE trainer
+    scale: int = 1  # the power of two the counts were divided by for the trainer
     trained_words: int = 0  # distinct pre-tokens trained on
     specials: dict[str, int] = field(default_factory=dict)  # role → id
     byte_pieces: frozenset[int] | None = None  # a Unigram model's byte pieces (none without byte fallback)
@@ -118,7 +118,7 @@ def train_subword(counts: dict[str, int], config: SubwordConfig) -> SubwordVocab
             byte_fallback=config.byte_fallback,
             character_coverage=config.character_coverage,
         )
-        tokens, scale = [piece for piece, _ in learned.pieces], 1
+        tokens, scale = [piece for piece, _ in learned.pieces], learned.scale
     ids, aligned = layout(config, tokens)
     if len(set(ids)) != len(ids):
         raise RuntimeError("the trained vocab holds a token twice")
