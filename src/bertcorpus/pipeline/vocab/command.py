@@ -288,17 +288,19 @@ def refuse_other_models_flags(args) -> None:
     }[args.model]
     for dest, flag in flags.items():
         if getattr(args, dest) not in (None, False):
-            raise ValueError(f"{flag} does not apply to --model {args.model}: {_applies_to(dest)}")
+            raise ValueError(f"{flag} does not apply to --model {args.model}: {_whose(dest, args.model)}")
 
 
-def _applies_to(dest: str) -> str:
+def _whose(dest: str, model: str) -> str:
+    """Which model a flag belongs to, and why it means nothing to `model`."""
     if dest in WORDPIECE_ONLY:
         return "it is a WordPiece vocab's (--model wordpiece)"
-    if dest in UNIGRAM_ONLY:
-        return "it is a Unigram model's (--model unigram); byte-level BPE has a token for every byte"
     if dest in SUBWORD_ONLY:
         return "a WordPiece vocab has BERT's special tokens, laid out by --layout"
-    return "SentencePiece's Unigram trainer keeps the pieces by their likelihood, not by a count"
+    if dest in UNIGRAM_ONLY:
+        reason = "; byte-level BPE has a token for every byte" if model == "bpe" else ""
+        return f"it is a Unigram model's (--model unigram){reason}"
+    return "SentencePiece's trainer keeps the pieces of the highest likelihood, whatever their counts"
 
 
 def wordpiece_config(args) -> TrainingConfig:

@@ -102,7 +102,7 @@ def check_outputs(files: VocabFiles, overwrite: bool) -> None:
     for name in (*files.names, output.MANIFEST):
         if files.is_folder and output.exists(files.path(name)):
             raise output.OutputExistsError(
-                f"{files.path(name)} already exists (another tokenizer's folder); choose another --output folder "
+                f"{files.path(name)} already exists (a folder holds one tokenizer); choose another --output folder "
                 "or pass --overwrite"
             )
         if name != files.main and output.exists(files.path(name)):
