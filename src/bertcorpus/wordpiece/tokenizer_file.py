@@ -230,10 +230,6 @@ class TokenizerFile:
                     found[role] = self.id_of(match)
         return found
 
-    def token_of(self, role: str) -> str | None:
-        i = self.specials.get(role)
-        return None if i is None else self.tokens[i]
-
     # ------------------------------------------------------------------------------------------ the templates
 
     def _layout(self) -> SequenceLayout:
@@ -263,9 +259,8 @@ class TokenizerFile:
         if not a or not b or not single_a:
             raise TokenizerFileError(f"tokenizer {self.name}: encoding two letters gave an empty sequence")
         parts = (ids[: a[0]], ids[a[-1] + 1 : b[0]], ids[b[-1] + 1 :])
-        if any(seq[i] is not None for i in range(a[-1] + 1, b[0])) or len(a) + len(b) + sum(map(len, parts)) != len(
-            ids
-        ):
+        between = seq[a[-1] + 1 : b[0]]
+        if any(s is not None for s in between) or len(a) + len(b) + sum(map(len, parts)) != len(ids):
             raise TokenizerFileError(f"tokenizer {self.name}: its pair template interleaves the two sequences")
         b_type = types[b[0]]
         first_types = set(types[: b[0]])
@@ -294,6 +289,8 @@ class TokenizerFile:
         breaks = np.zeros(len(self.tokens), bool)
         prefix = (self.config.get("model") or {}).get("continuing_subword_prefix")
         wordpiece = self.model_type == "WordPiece" and prefix
+        if self.model_type == "WordLevel":  # every token is a word of its own
+            return continues, breaks
         for i, token in enumerate(self.tokens):
             if not token or i in self.added:
                 continue
@@ -311,7 +308,9 @@ class TokenizerFile:
     @cached_property
     def marks_words(self) -> bool:
         """Whether the vocabulary tells where words start: ## continuations, or Ġ/▁ (or a space) before words."""
-        if self.model_type == "WordPiece" and (self.config.get("model") or {}).get("continuing_subword_prefix"):
+        if self.model_type == "WordLevel" or (
+            self.model_type == "WordPiece" and (self.config.get("model") or {}).get("continuing_subword_prefix")
+        ):
             return True
         return any(self._surface(t)[:1] == b" " for i, t in enumerate(self.tokens) if t and i not in self.added)
 
