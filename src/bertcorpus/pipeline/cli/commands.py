@@ -66,7 +66,8 @@ def _commands() -> dict:
         ),
         "vocab": (
             "bertcorpus.pipeline.vocab.command",
-            "documents → word counts → a deterministic WordPiece vocab.txt, with tokenizer.json beside it",
+            "documents → word counts → a deterministic WordPiece vocab.txt with tokenizer.json beside it, or a "
+            "byte-level BPE's or Unigram's tokenizer folder (--model)",
         ),
         "create": (
             "bertcorpus.pipeline.create.command",
