@@ -336,6 +336,32 @@ def test_bad_tokenizers_are_refused_in_one_line_before_any_work(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+def test_special_tokens_written_in_a_document_stay_text_and_blank_documents_are_skipped(tmp_path, articles, folders):
+    """A Unigram vocabulary holds its special tokens as pieces that outscore any other, so its model makes "</s>"
+    in a document the end-of-sequence id: the records carry the unknown token there instead, counted, and a
+    document of whitespace alone is skipped as empty."""
+    doc_id, text, language = articles[0]
+    quoted = text + " In HTML-like markup it is written <s> ... </s>, and a gap as <mask>."
+    inputs = write_articles(
+        tmp_path / "docs.jsonl", [(doc_id, quoted, language), ("blank", "   \n\n \t", language), *articles[1:4]]
+    )
+    tokenizer = loaded(folders, "unigram")
+    found = DocumentTokenizer(tokenizer).tokenize(quoted)
+    unk, specials = tokenizer.specials["unk"], {tokenizer.specials[r] for r in ("cls", "sep", "pad", "mask")}
+    assert found.specials_as_text == 3 and not specials & set(found.ids.tolist())
+    assert (found.ids == unk).sum() >= 3
+    out = create(tmp_path, folders, "unigram", [inputs], "--masking", "dynamic", "--num-shards", "1")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["counts"]["special_tokens_as_text"] == 3
+    assert manifest["documents"]["skipped"] == {"empty": 1}
+    lay = tokenizer.layout
+    before, between, after = lay.pair_frame
+    for row in pq.read_table(out / "seq128" / "train-00000-of-00001.parquet").to_pylist():
+        ids, b, n = row["input_ids"], row["segment_b_start"], row["length"]
+        inner = ids[before : b - between] + ids[b : n - after]
+        assert not specials & set(inner)
+
+
 def test_whole_word_masking_needs_a_tokenizer_that_marks_words(tmp_path, capsys, documents, documents_jsonl):
     """A BPE that splits at whitespace and marks nothing (no Ġ, ▁ or ##) cannot say where a word starts."""
     from tokenizers import models, pre_tokenizers, processors, trainers

@@ -33,6 +33,9 @@ class DocumentTokens:
     word_continues: np.ndarray | None = None
     misaligned: bool = False
     ideographs: int = 0  # the tokens that stand for (or start on) an ideograph, where a segmenter asked
+    # tokens of the text that a vocabulary holding its special tokens as pieces made special, turned into its
+    # unknown token (a document's "</s>" must not end a segment, nor "<mask>" look masked)
+    specials_as_text: int = 0
     # (sentences, 2) int64, where asked: the characters [start, end) of the document's text (for sentences given
     # apart, of the sentences joined by a space) that each sentence's tokens were made from
     spans: np.ndarray | None = None
@@ -48,6 +51,9 @@ class DocumentTokenizer:
             self.pieces = PieceEncoder(vocab)
             self.wordpiece = None
             self.unk = vocab.specials.get("unk")
+            # the special tokens the model's own pieces may produce from text (a Unigram vocab holding "<s>")
+            special = {i for i, is_special in vocab.added.items() if is_special} | set(vocab.specials.values())
+            self.specials = np.array(sorted(special - {self.unk}), np.int64)
         else:
             self.wordpiece = WordPieceTokenizer(vocab, lowercase)
             self.unk = vocab.ids[UNK]
@@ -90,13 +96,28 @@ class DocumentTokenizer:
     def _by_tokenizer(self, pieces: list[str]) -> DocumentTokens:
         if self.segmentation is None:
             ids, lengths = self.pieces.encode_pieces(pieces)
-            return DocumentTokens(ids, lengths, pieces)
-        ids, lengths, offsets = self.pieces.encode_pieces(pieces, offsets=True)
-        words = piece_words(pieces, lengths, offsets, self.segmentation)
-        if words is None:
-            return DocumentTokens(ids, lengths, pieces)
-        continues, on_ideograph = words
-        return DocumentTokens(ids, lengths, pieces, continues, ideographs=int(on_ideograph.sum()))
+            found = DocumentTokens(ids, lengths, pieces)
+        else:
+            ids, lengths, offsets = self.pieces.encode_pieces(pieces, offsets=True)
+            words = piece_words(pieces, lengths, offsets, self.segmentation)
+            if words is None:
+                found = DocumentTokens(ids, lengths, pieces)
+            else:
+                found = DocumentTokens(ids, lengths, pieces, words[0], ideographs=int(words[1].sum()))
+        special = np.isin(found.ids, self.specials)
+        if special.any():
+            found.ids = np.where(special, -1 if self.unk is None else self.unk, found.ids).astype(np.int32)
+            found.specials_as_text = int(special.sum())
+            if self.unk is None:  # no unknown token to stand for them: they go
+                keep = found.ids >= 0
+                owner = np.repeat(np.arange(len(found.lengths)), found.lengths)
+                found.lengths = np.bincount(owner[keep], minlength=len(found.lengths)).astype(np.int32)
+                found.ids = found.ids[keep]
+                if found.word_continues is not None:
+                    # a token continues a word when the kept token before it is of the same word
+                    word = np.cumsum(~found.word_continues)[keep]
+                    found.word_continues = np.concatenate([[False], word[1:] == word[:-1]])[: len(word)]
+        return found
 
 
 def joined_spans(sentences: list[str]) -> np.ndarray:

@@ -41,6 +41,8 @@ def text_pieces(text: str) -> tuple[list[str], list[int]]:
     """The document's sentences as a tokenizer.json should see them: each with the whitespace that stands before it
     in the text (a space, or a paragraph's blank line), the first without; and where each piece starts."""
     sentences = document_sentences(text)
+    if not sentences:  # no text but whitespace
+        return [], []
     spans = sentence_spans(text, sentences)
     if spans is None:  # not expected: the sentences as document_sentences gives them, a space between
         return joined_pieces(sentences), []

@@ -458,6 +458,8 @@ def build_manifest(
                 "long_sentences_cut",
                 "unsplit_paragraphs",
             )
+            # a tokenizer whose own pieces hold its special tokens turns their text into its unknown token
+            + (("special_tokens_as_text",) if cfg.tokenizer is not None else ())
         },
         "segmentation": {
             k: counts.get(k, 0)

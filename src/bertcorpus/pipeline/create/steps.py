@@ -256,6 +256,8 @@ class TokenizeBuckets(WatchedDoFn):
             )
             counts["single_sentence_documents"] += int(len(lengths) == 1)
             counts["unsplit_paragraphs"] += unsplit_sentences(found.sentences)
+            if found.specials_as_text:
+                counts["special_tokens_as_text"] = counts.get("special_tokens_as_text", 0) + found.specials_as_text
         if not counts["documents_skipped:empty"]:
             del counts["documents_skipped:empty"]  # the manifest lists only the reasons that occurred
         return tokenized, counts, languages, spans if provenance else None
