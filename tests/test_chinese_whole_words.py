@@ -276,3 +276,111 @@ def test_mosaicml_streaming_reads_the_words_as_the_parquet_form_has_them(dynamic
     rows = parquet_rows(dynamic_forms["parquet"], "train")
     assert len(samples) == len(rows) > 0
     assert all(s["chinese_ref"] == r["chinese_ref"] and s["input_ids"] == r["input_ids"] for s, r in zip(samples, rows))
+
+
+def real_rows(frame: str) -> tuple:
+    """Rows of real text as create lays them out, with jieba's words: the GSDSimp sentences (Chinese, a word every
+    one or two characters) and the reference's sample text (English, words of ## pieces) in one bucket, as pairs
+    ([CLS] A [SEP] B [SEP]) or packed ([SEP]s between documents)."""
+    import random
+
+    from bertcorpus.transforms.document_tokens import DocumentTokenizer
+    from bertcorpus.transforms.instances import Bucket, InstanceBatch, create_instances_from_document
+    from bertcorpus.transforms.masking import assemble, special_ids
+    from bertcorpus.transforms.packing import assemble_packed, pack_sentences
+    from bertcorpus.wordpiece.vocab import Vocab
+
+    from conftest import VOCAB
+
+    vocab = Vocab.load(str(VOCAB))
+    special = special_ids(vocab)
+    tokenizer = DocumentTokenizer(vocab, True, SegmenterSpec())
+    lines = [line.replace(" ", "") for line in GOLD.read_text(encoding="utf-8").splitlines()]
+    texts = ["\n\n".join(lines[i : i + 25]) for i in range(0, len(lines), 25)]
+    english = (Path(__file__).parent / "data" / "reference" / "sample_text.txt").read_text(encoding="utf-8")
+    texts += [d.replace("\n", "\n\n") for d in english.split("\n\n") if d.strip()]
+    docs = []
+    for i, text in enumerate(texts):
+        found = tokenizer.tokenize(text)
+        kept = found.lengths > 0
+        docs.append((f"d{i}", found.ids, found.lengths[kept], found.word_continues))
+    bucket = Bucket.from_documents(docs)
+    assert bucket.word_continues is not None and bucket.word_continues.sum() > 5000
+    if frame == "packed":
+        packed = pack_sentences(bucket, len(bucket), 128, random.Random(3))
+        return assemble_packed(bucket.tokens, packed, 128, special, bucket.word_continues), special
+    batch = InstanceBatch()
+    for _ in range(3):
+        for doc in range(len(bucket)):
+            create_instances_from_document(bucket, doc, 125, 0.1, random.Random(doc), batch)
+    rows = assemble(bucket.tokens, batch.columns(), 128, special, np.random.default_rng(1), bucket.word_continues)
+    return rows, special
+
+
+def greedy_whole_words(rows, candidates, k, special, rng) -> tuple[np.ndarray, np.ndarray]:
+    """The choice of whole words as a plain loop, row by row, word by word: the specification (create's static
+    records were drawn by it). Each row's words in the order of one random key per position (ties by position),
+    each taken whole where it still fits in the row's k predictions, until k are taken."""
+    n, width = rows.input_ids.shape
+    continuation = special.is_continuation[rows.input_ids] & candidates
+    if rows.word_continues is not None:
+        continuation |= rows.word_continues & candidates
+    continuation[:, 1:] &= candidates[:, :-1]
+    starts = candidates & ~continuation
+    word_of = np.maximum.accumulate(np.where(starts, np.arange(width)[None, :], 0), axis=1)
+    stops = starts | ~candidates
+    chosen = np.zeros((n, width), bool)
+    keys = rng.random((n, width))
+    for i in range(n):
+        first = np.flatnonzero(starts[i])
+        row_stops = np.flatnonzero(stops[i])
+        ends = row_stops[np.searchsorted(row_stops, first, side="right")]
+        taken = 0
+        for w in np.argsort(keys[i, first], kind="stable"):
+            if taken >= k[i]:
+                break
+            if taken + ends[w] - first[w] <= k[i]:
+                chosen[i, first[w] : ends[w]] = True
+                taken += ends[w] - first[w]
+    return chosen, word_of
+
+
+@pytest.mark.parametrize("frame", ["pairs", "packed"])
+def test_whole_words_are_chosen_for_all_rows_at_once_as_the_loop_chooses_them(frame):
+    """The vectorised choice of whole words makes the loop's choices from the same draws, on real rows, for many
+    seeds and budgets (15% up to 20, the loader's 30% up to 40, and budgets near a word's size), with numpy's
+    generator (create), with row streams (the loader), and with keys of eight values only, so that words tie."""
+    from bertcorpus.transforms.masking import _candidates, _choose_whole_words, num_to_predict
+    from bertcorpus.transforms.row_streams import RowStreams
+
+    rows, special = real_rows(frame)
+    candidates = _candidates(rows)
+    budgets = [
+        num_to_predict(rows.length, 0.15, 20),
+        np.minimum(num_to_predict(rows.length, 0.3, 40), candidates.sum(axis=1)),
+        np.random.default_rng(0).integers(0, 4, len(rows.length)),
+    ]
+    compared = 0
+    for seed in range(40):
+        k = budgets[seed % 3]
+        for generator in (
+            np.random.default_rng,
+            lambda s: RowStreams(np.arange(len(rows.length), dtype=np.uint64) + s),
+            lambda s: CoarseKeys(np.random.default_rng(s)),
+        ):
+            chosen, word_of = _choose_whole_words(rows, candidates, k, special, generator(seed))
+            expected, expected_word_of = greedy_whole_words(rows, candidates, k, special, generator(seed))
+            # each chosen position names its word's first (the position whose draw decides the word's fate)
+            assert np.array_equal(chosen, expected) and np.array_equal(word_of[chosen], expected_word_of[expected])
+            compared += int(expected.sum())
+    assert compared > 40 * 3 * 1000
+
+
+class CoarseKeys:
+    """A generator whose floats take eight values: most of a row's words tie with others."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+
+    def random(self, shape) -> np.ndarray:
+        return np.floor(self.rng.random(shape) * 8) / 8

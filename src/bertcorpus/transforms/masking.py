@@ -290,38 +290,81 @@ def mask_tokens(
 def _choose_whole_words(
     rows: Assembled, candidates: np.ndarray, k: np.ndarray, special: SpecialIds, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Whole-word selection: words in random order, each taken whole if it still fits in k predictions.
+    """Whole-word selection: each row's words in random order, each taken whole if it still fits in k predictions.
 
     A word is a candidate token plus the `##` pieces after it, or a segmenter's word (rows.word_continues: the
-    characters of a Chinese word after its first); words never span a [SEP]. Returns the chosen
-    mask and, per position, the index of its word's first position (for the one 80/10/10 draw per word).
+    characters of a Chinese word after its first); words never span a [SEP]. Returns the chosen mask and, at each
+    chosen position, the index of its word's first position (for the one 80/10/10 draw per word; 0 elsewhere).
+
+    The order is one random key per position, drawn for the whole batch; a row's words go by the keys of their
+    first positions, ties by position. The greedy choice then runs on all rows at once, a rank at a time: step j
+    offers each row its j-th word, and only rows that may still take one take part (a Chinese row has a word every
+    one or two tokens, so a loop over each row's words was most of the cost of whole-word masking).
     """
     n, width = rows.input_ids.shape
+    starts = _word_starts(rows, candidates, special)
+    keys = rng.random((n, width))
+    sizes = _word_sizes(starts, candidates)
+    order = _words_by_key(starts, keys)
+    ranked = np.take(sizes, order + np.arange(n)[:, None] * (width + 1))  # row i's j-th word's size
+    smallest = ranked.min(axis=1)
+    taken = np.zeros(n, np.int64)
+    take = np.zeros((n, width), bool)  # by rank
+    active = np.flatnonzero(smallest <= k)
+    for j in range(width):
+        room = k[active] - taken[active]
+        size = ranked[active, j]
+        fits = size <= room
+        took = active[fits]
+        take[took, j] = True
+        taken[took] += size[fits]
+        # a row is done when it has its k, or when not even its smallest word fits in what is left
+        active = active[(taken[active] < k[active]) & (smallest[active] <= room - np.where(fits, size, 0))]
+        if not len(active):
+            break
+    picked = np.flatnonzero(take)
+    first, size = np.take(order, picked), np.take(ranked, picked)
+    at = concat_ranges(picked - picked % width + first, size)
+    chosen = np.zeros(n * width, bool)
+    chosen[at] = True
+    word_of = np.zeros(n * width, np.int64)
+    word_of[at] = np.repeat(first, size)
+    return chosen.reshape(n, width), word_of.reshape(n, width)
+
+
+def _word_sizes(starts: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """(N, L + 1) int64: at a word's first position, its size (to the next position that starts a word, is no
+    candidate, or ends the row); L + 1 elsewhere, more than any budget. The column past the last stops every
+    row's last word."""
+    n, width = starts.shape
+    stops = np.ones((n, width + 1), bool)
+    np.logical_or(starts, ~candidates, out=stops[:, :width])
+    at = np.flatnonzero(stops)
+    first = np.flatnonzero(np.pad(starts, ((0, 0), (0, 1))).ravel()[at])  # each word's first stop in `at`
+    sizes = np.full(n * (width + 1), width + 1, np.int64)
+    sizes[at[first]] = at[first + 1] - at[first]
+    return sizes.reshape(n, width + 1)
+
+
+def _words_by_key(starts: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """(N, L): each row's word starts by key, equal keys by position (as a stable argsort orders them), then the
+    other positions in any order. numpy's fast sort, and a stable one for the rows where two words' keys are equal
+    (odds below 2**-40 a row)."""
+    ranked = np.where(starts, keys, 2.0)  # a key is below 1
+    order = np.argsort(ranked, axis=1)
+    ordered = np.sort(ranked, axis=1)
+    tied = np.flatnonzero(((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] < 2.0)).any(axis=1))
+    if len(tied):
+        order[tied] = np.argsort(ranked[tied], axis=1, kind="stable")
+    return order
+
+
+def _word_starts(rows: Assembled, candidates: np.ndarray, special: SpecialIds) -> np.ndarray:
+    """(N, L) bool: the candidates that start a word (whole-word masking's words, _choose_whole_words)."""
     continuation = special.is_continuation[rows.input_ids] & candidates
     if rows.word_continues is not None:  # a segmenter's words (Chinese): their characters after the first
         continuation |= rows.word_continues & candidates
     continuation[:, 1:] &= candidates[:, :-1]
     if special.breaks_word is not None:  # after a token of whitespace alone (a line break), a word starts
         continuation[:, 1:] &= ~special.breaks_word[rows.input_ids[:, :-1]]
-    starts = candidates & ~continuation
-    word_start = np.where(starts, np.arange(width)[None, :], 0)
-    word_of = np.maximum.accumulate(word_start, axis=1)
-    # A word ends where the next word starts, or at the first position after it that is no candidate (a [SEP]).
-    stops = starts | ~candidates
-    chosen = np.zeros((n, width), bool)
-    keys = rng.random((n, width))
-    for i in range(n):
-        first = np.flatnonzero(starts[i])
-        row_stops = np.flatnonzero(stops[i])
-        ends = row_stops[np.searchsorted(row_stops, first, side="right")]
-        sizes = ends - first
-        budget = int(k[i])
-        taken = 0
-        for w in np.argsort(keys[i, first], kind="stable"):
-            if taken >= budget:
-                break
-            if taken + sizes[w] > budget:
-                continue
-            chosen[i, first[w] : ends[w]] = True
-            taken += int(sizes[w])
-    return chosen, word_of
+    return candidates & ~continuation
