@@ -482,3 +482,58 @@ def test_masks_drawn_at_load_time_follow_the_tokenizer(tmp_path, folders, docume
     assert abs(is_mask.mean() - 0.8) < 0.03
     replaced = shown_all[~is_mask & (shown_all != labels_all)]
     assert len(replaced) and np.isin(replaced, special.regular).all()
+
+
+@pytest.mark.slow  # a tiny model trained 600 steps: about a minute
+def test_a_tiny_model_learns_from_a_modernbert_shape_output(tmp_path, folders):
+    """Records made with ModernBERT's shape of tokenizer, masks drawn at load time and no pair objective, teach the
+    trainer's tiny model: on the eval split it beats both the most frequent masked token (accuracy) and the
+    tokens' frequencies alone (loss), by many standard errors."""
+    pytest.importorskip("tensorflow")
+    from bertcorpus.trainer.loader import PretrainingLoader
+    from bertcorpus.trainer.train import TrainConfig
+
+    from conftest import SAMPLE_TEXT, book_sections
+
+    books = tmp_path / "books.jsonl"
+    books.write_text("".join(json.dumps({"id": i, "text": text}) + "\n" for i, text in book_sections()))
+    data = tmp_path / "records"
+    argv = ["create", "--input", books, SAMPLE_TEXT, "--tokenizer", folders["modernbert-shape"], "--output", data]
+    flags = ["--dupe-factor", "5", "--eval-fraction", "0.1", "--masking", "dynamic", "--pair-objective", "none"]
+    assert run_cli(*argv, *flags) == 0
+    run = tmp_path / "run"
+    assert (
+        run_cli(
+            "train",
+            "--data",
+            data,
+            "--output",
+            run,
+            "--config",
+            "tiny",
+            "--batch-size",
+            "8",
+            "--steps",
+            "600",
+            "--log-every",
+            "100",
+            "--checkpoint-every",
+            "1000",
+        )
+        == 0
+    )
+
+    def masked_targets(split: str) -> np.ndarray:
+        loader = PretrainingLoader(data, seq_length=128, split=split, batch_size=8, seed=TrainConfig.seed)
+        return np.concatenate([b["masked_lm_ids"][b["masked_lm_weights"] > 0] for b in loader])
+
+    vocab_size = len(loaded(folders, "modernbert-shape"))
+    train, held_out = masked_targets("train"), masked_targets("eval")
+    frequencies = (np.bincount(train, minlength=vocab_size) + 1) / (len(train) + vocab_size)
+    frequency_loss = -np.log(frequencies[held_out]).mean()
+    results = json.loads((run / "eval_results.json").read_text())
+    assert json.loads((run / "config.json").read_text())["model"]["vocab_size"] == vocab_size
+    assert results["masked_lm_baseline_accuracy"] == pytest.approx(np.bincount(held_out).max() / len(held_out))
+    # 0.015 is five standard errors of an accuracy near 0.09 over the ~10,000 masked tokens of the eval split
+    assert results["masked_lm_accuracy"] > results["masked_lm_baseline_accuracy"] + 0.015, results
+    assert results["masked_lm_loss"] < frequency_loss - 0.1, (results, frequency_loss)
