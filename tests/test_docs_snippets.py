@@ -3,13 +3,18 @@ fresh Python process, each with the names the blocks before it defined, as a rea
 that holds the outputs the page's snippets read (PAGE_DATA: made by bertcorpus's own commands from the bundled
 samples). A block that needs what no test machine has (a CUDA GPU, a package that no extra of bertcorpus installs)
 says so on the line above its fence, `<!-- snippet: not run (why) -->`, and is left out: the exception, fewer than a
-third of the blocks."""
+third of the blocks.
+
+The shell lines of the other blocks that run a bertcorpus command (of a full-size corpus, on Dataflow, ...) are
+parsed as the command line parses them: each names the command's own flags and values, its required ones too. A
+line that elides words (`...`) is left out, and so are optional groups in brackets (`[--bin-size 64]`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -18,12 +23,16 @@ from pathlib import Path
 
 import pytest
 
+from bertcorpus.pipeline.cli import commands
+
 from conftest import BOOKS, SAMPLE_TEXT, run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 FENCE = re.compile(r"^(\s*)```(\S*)\s*$")
 NOT_RUN = re.compile(r"^\s*<!-- snippet: not run \((.+)\) -->\s*$")
+FIGURES = re.compile(r"<!-- begin: .*?<!-- end: [^>]*-->", re.S)  # a command's output that .ci/docs_figures.py writes
+OPTIONAL = re.compile(r"\s\[[^\]]*\]")
 # A small vocab keeps the snippets' models small: their masked-LM heads score every token of it.
 SMALL_VOCAB = ["vocab", "--vocab-size", "2000"]
 DYNAMIC = ["create", "--masking", "dynamic", "--dupe-factor", "1", "--eval-fraction", "0"]
@@ -75,6 +84,43 @@ def snippets(page: Path) -> list[Snippet]:
     return found
 
 
+def command_lines(page: Path) -> list[tuple[int, list[str]]]:
+    """(line, the words after `bertcorpus`) of every shell line of the page's code blocks that runs a command, its
+    continuation lines joined; outputs that .ci/docs_figures.py writes are none."""
+    text = FIGURES.sub(lambda m: "\n" * m.group(0).count("\n"), page.read_text(encoding="utf-8"))
+    lines, found, inside = text.splitlines(), [], False
+    for number, line in enumerate(lines, start=1):
+        if FENCE.match(line):
+            inside = not inside
+            continue
+        words = re.sub(r"^\$ ", "", line.strip()).split()
+        if not inside or len(words) < 2 or words[0] != "bertcorpus" or words[1] not in commands._commands():
+            continue
+        command, rest = line, number
+        while command.rstrip().endswith("\\"):
+            command, rest = command.rstrip()[:-1] + " " + lines[rest], rest + 1
+        command = OPTIONAL.sub("", re.sub(r"\s#.*$", "", re.sub(r"^\s*\$ ", "", command)))
+        if "..." not in command and "…" not in command:
+            found.append((number, shlex.split(command)[1:]))
+    return found
+
+
+def parse_problem(words: list[str], capsys) -> str | None:
+    """What the command line says of the words, where it refuses them."""
+    from bertcorpus.pipeline.errors import user_message
+
+    try:
+        commands.parse_command(words)
+    except SystemExit as refused:
+        return capsys.readouterr().err.strip() if refused.code else None
+    except Exception as error:
+        message = user_message(error)
+        if message is None:
+            raise
+        return message
+    return None
+
+
 def run_snippets(page: Path, folder: Path) -> subprocess.CompletedProcess:
     """The page's snippets that run, in `folder`, in a process of their own."""
     listed = folder / ".snippets.json"
@@ -112,6 +158,32 @@ def test_every_snippet_of_the_page_runs_as_written(page, tmp_path, capsys):
     capsys.readouterr()
     done = run_snippets(page, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def test_every_bertcorpus_command_of_the_docs_is_one_the_command_line_takes(capsys):
+    """benchmarks.md's trainer command once lacked train's --output."""
+    lines = [(page, number, words) for page in PAGES for number, words in command_lines(page)]
+    refused = [
+        f"{page_name(page)}:{n}: {problem}" for page, n, words in lines if (problem := parse_problem(words, capsys))
+    ]
+    assert len(lines) >= 30 and refused == []
+
+
+def test_a_command_of_the_docs_with_a_misspelt_flag_is_found(tmp_path, capsys):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```\n$ bertcorpus create --input docs/ --vocab v.txt --output out \\\n    --dupe-factr 2  # passes\n"
+        "bertcorpus create ... --dupe-factr 1\nbertcorpus stats DIR [--vocab vocab.txt]\n```\n"
+        "bertcorpus create --nothing, in prose\n",
+        encoding="utf-8",
+    )
+    found = command_lines(page)
+    assert found == [
+        (2, ["create", "--input", "docs/", "--vocab", "v.txt", "--output", "out", "--dupe-factr", "2"]),
+        (5, ["stats", "DIR"]),
+    ]
+    assert parse_problem(found[0][1], capsys) == "unknown flag --dupe-factr; did you mean --dupe-factor?"
+    assert parse_problem(found[1][1], capsys) is None
 
 
 def test_the_snippets_left_out_are_few_and_say_why():
