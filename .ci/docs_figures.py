@@ -7,17 +7,18 @@
 - docs/recipes.md's tables of what each recipe costs: `bertcorpus create` with each recipe's flags on the demo's
   corpus (the documents of the demo's two extractions and its vocab; for the ModernBERT-style recipe a vocab of the
   same size padded to a multiple of 64), measured from the outputs: instances, bytes, label shares, padding, and the
-  share of packed batches that the loader fills.
+  share of packed batches that the loader fills; and docs/command_line.md's `bertcorpus inspect` of a shard of the
+  dynamic recipe's output, with the masks of an epoch.
 
 Each goes between its markers, `<!-- begin: NAME ... -->` and `<!-- end: NAME -->`. With --check nothing is written:
-the exit status is 1 where a block differs from what the command prints. The plan and the recipes' tables are
-compared whole (made from sizes and the outputs' bytes, which are the same for the same version); the demo's table
-by each row's stage, output and counts, not its times (which differ from run to run) nor the training row's
-accuracies (which depend on --train-steps), from the output of a run given with --printed.
+the exit status is 1 where a block differs from what the command prints. The plan, the recipes' tables and the
+inspected shard are compared whole (made from sizes and the outputs' bytes, which are the same for the same
+version); the demo's table by each row's stage, output and counts, not its times (which differ from run to run) nor
+the training row's accuracies (which depend on --train-steps), from the output of a run given with --printed.
 
     .venv/bin/python .ci/docs_figures.py                                   # rewrite every block
     .venv/bin/python .ci/docs_figures.py --check plan                      # tests/test_docs_figures.py
-    .venv/bin/python .ci/docs_figures.py --check recipes                   # tests/test_docs_figures.py
+    .venv/bin/python .ci/docs_figures.py --check corpus                    # tests/test_docs_figures.py
     .venv/bin/python .ci/docs_figures.py --check demo --printed RUN.txt    # tests/test_demo.py
 """
 
@@ -37,6 +38,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 BERTCORPUS = [sys.executable, "-m", "bertcorpus"]
 README, DATAFLOW, RECIPES = ROOT / "README.md", ROOT / "docs" / "dataflow.md", ROOT / "docs" / "recipes.md"
+COMMAND_LINE = ROOT / "docs" / "command_line.md"
 
 # The full corpus of docs/dataflow.md §7: the English Wikipedia multistream dump and its index as Wikimedia
 # publishes them (≈ 22 GB of bz2), and BooksCorpus as ≈ 11,000 books holding ≈ 4.5 GB of text.
@@ -185,13 +187,15 @@ def demo_drift(quoted_table: str, printed_table: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- the recipes
 
-# docs/recipes.md's rows: the disk and labels of each recipe at 128/20, as `create` makes them from the same corpus.
+# docs/recipes.md's rows: the disk and labels of each recipe at 128/20, as `create` makes them from the same corpus,
+# each into its folder (the dynamic NSP one is the `out` whose shard docs/command_line.md inspects).
 COST_RECIPES = (
-    ("static NSP, dupe 10 (TFRecord)", ["--dupe-factor", "10"]),
-    ("dynamic NSP, dupe 1 (Parquet)", ["--masking", "dynamic"]),
-    ("dynamic SOP", ["--masking", "dynamic", "--pair-objective", "sop"]),
-    ("dynamic none", ["--masking", "dynamic", "--pair-objective", "none"]),
+    ("static NSP, dupe 10 (TFRecord)", "static", ["--dupe-factor", "10"]),
+    ("dynamic NSP, dupe 1 (Parquet)", "out", ["--masking", "dynamic"]),
+    ("dynamic SOP", "sop", ["--masking", "dynamic", "--pair-objective", "sop"]),
+    ("dynamic none", "none", ["--masking", "dynamic", "--pair-objective", "none"]),
 )
+INSPECTED = ["-n", "1", "--skip", "1", "--epoch", "1"]  # the second instance of the second shard, and its masks
 BINNED = ["--masking", "dynamic", "--seq-configs", "128:20,512:80", "--bin-size", "64"]
 MODERN_CONFIGS = ((1024, 308), (8192, 2458))
 MODERN = [
@@ -231,8 +235,8 @@ def padding_shares(lengths: np.ndarray, length: int) -> tuple[float, float]:
 def cost_table(demo: Path, work: Path) -> str:
     """Instances, disk and label share of each recipe at 128/20; how much smaller each is than static × 10."""
     rows = []
-    for name, flags in COST_RECIPES:
-        entry = create(demo, demo / "vocab" / "vocab.txt", work / f"cost-{len(rows)}", *flags)["outputs"]["seq128"]
+    for name, folder, flags in COST_RECIPES:
+        entry = create(demo, demo / "vocab" / "vocab.txt", work / folder, *flags)["outputs"]["seq128"]
         rows.append((name, instances(entry), shard_bytes(entry), entry["train"].get("label_share")))
     static = rows[0][2]
     lines = [
@@ -319,33 +323,41 @@ def _span(values: tuple[float, float], unit: str) -> str:
     return f"{low}{unit}" if low == high else f"{low}–{high}{unit}"
 
 
-def recipe_blocks(work: Path) -> dict[str, str]:
-    """docs/recipes.md's blocks, from the demo's data stages in work/demo-out."""
+def inspected_shard(work: Path) -> str:
+    """`bertcorpus inspect` of the dynamic recipe's second train shard (work/out, which cost_table wrote)."""
+    shard = sorted((work / "out" / "seq128").glob("train-*.parquet"))[1].relative_to(work).as_posix()
+    return fenced(
+        f"$ bertcorpus inspect {shard} {' '.join(INSPECTED)}\n" + bertcorpus("inspect", shard, *INSPECTED, cwd=work)
+    )
+
+
+def corpus_blocks(work: Path) -> dict[tuple[Path, str], str]:
+    """The blocks measured on the demo's corpus, from its data stages in work/demo-out: (page, name) → body."""
     demo = work / "demo-out"
     return {
-        "recipe costs": cost_table(demo, work),
-        "recipe padding": padding_table(demo, work),
-        "modernbert recipe": modern_table(demo, work),
+        (RECIPES, "recipe costs"): cost_table(demo, work),
+        (COMMAND_LINE, "inspect"): inspected_shard(work),
+        (RECIPES, "recipe padding"): padding_table(demo, work),
+        (RECIPES, "modernbert recipe"): modern_table(demo, work),
     }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--check", choices=("plan", "recipes", "demo"), help="compare blocks instead of writing them")
+    parser.add_argument("--check", choices=("plan", "corpus", "demo"), help="compare blocks instead of writing them")
     parser.add_argument("--printed", type=Path, help="with --check demo: the output of a demo run")
     args = parser.parse_args()
     if args.check == "plan":
         if quoted_output(DATAFLOW, "plan") != plan_output():
             raise SystemExit("docs/dataflow.md's plan differs from `bertcorpus plan`'s output: run .ci/docs_figures.py")
         return
-    if args.check == "recipes":
+    if args.check == "corpus":
         with tempfile.TemporaryDirectory() as work:
             demo_data(Path(work) / "demo-out")
-            differ = [name for name, body in recipe_blocks(Path(work)).items() if quoted(RECIPES, name) != body]
+            blocks = corpus_blocks(Path(work))
+        differ = [f"{path.name}'s {name}" for (path, name), body in blocks.items() if quoted(path, name) != body]
         if differ:
-            raise SystemExit(
-                f"docs/recipes.md's {', '.join(differ)} differ from create's outputs: run .ci/docs_figures.py"
-            )
+            raise SystemExit(f"{', '.join(differ)} differ from the commands' outputs: run .ci/docs_figures.py")
         return
     if args.check == "demo":
         printed = demo_table(args.printed.read_text(encoding="utf-8"))
@@ -356,7 +368,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         blocks = [(DATAFLOW, "plan", fenced(plan_output()))]
         blocks.append((README, "demo table", fenced(demo_table(demo_output(Path(work) / "demo-out")))))
-        blocks += [(RECIPES, name, body) for name, body in recipe_blocks(Path(work)).items()]
+        blocks += [(path, name, body) for (path, name), body in corpus_blocks(Path(work)).items()]
     for path, name, body in blocks:
         print(f"{path.relative_to(ROOT)}: {name} {'rewritten' if replaced(path, name, body) else 'unchanged'}")
 

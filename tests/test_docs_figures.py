@@ -1,7 +1,7 @@
 """The figures the docs quote from commands are the commands' own (.ci/docs_figures.py writes them): docs/dataflow.md's
-plan of the full corpus is what `bertcorpus plan` prints for its listing, and docs/recipes.md's tables are what
-`create` makes of the demo's corpus with each recipe's flags. README.md's demo table is checked in tests/test_demo.py,
-against the demo run there."""
+plan of the full corpus is what `bertcorpus plan` prints for its listing, docs/recipes.md's tables are what `create`
+makes of the demo's corpus with each recipe's flags, and docs/command_line.md's inspected shard is one of them.
+README.md's demo table is checked in tests/test_demo.py, against the demo run there."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def test_the_documented_plan_is_the_commands_output():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_recipes_tables_are_what_create_makes_of_the_demos_corpus():
+def test_the_recipes_tables_and_the_inspected_shard_are_what_the_commands_make_of_the_demos_corpus():
     """The ModernBERT-style rows once counted instances of a corpus of one of the demo's two Wikipedia samples."""
-    done = check("recipes")
+    done = check("corpus")
     assert done.returncode == 0, done.stderr[-2000:]
