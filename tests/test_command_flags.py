@@ -45,6 +45,15 @@ def test_every_flag_ends_its_help_with_its_default_in_one_format(command):
             assert text.count("default") == 1, f"{command} {action.option_strings}: {text}"
 
 
+def test_the_top_level_help_says_what_there_is(capsys):
+    """Every record format create writes, and the demo's samples as what they are: package data, not files of a
+    checkout."""
+    text = " ".join(help_of(capsys).split())
+    assert text.count("TFRecords, Parquet, MDS or Megatron indexed datasets") == 2  # the description and create's line
+    assert "TFRecord, Parquet or MDS shard" in text  # what inspect reads
+    assert "real samples installed with bertcorpus" in text and "in the repository" not in text
+
+
 COMMON_RECIPE = ["--input", "--output", "--vocab", "--tokenizer", "--seq-configs", "--masking", "--dupe-factor"]
 
 

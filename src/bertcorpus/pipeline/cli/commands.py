@@ -27,9 +27,10 @@ from bertcorpus.pipeline.errors import (
     user_message,
 )
 
-DESCRIPTION = """Build BERT pretraining corpora with Apache Beam: Wikipedia dumps and book files → documents →
-a WordPiece vocab → pretraining records as TFRecords, Parquet, MDS or Megatron indexed datasets, and the loader
-that reads them. `bertcorpus demo` runs the whole chain on real samples installed with bertcorpus.
+DESCRIPTION = """Build BERT pretraining corpora with Apache Beam: Wikipedia dumps and book files → documents → a
+WordPiece vocab → pretraining records as TFRecords, Parquet, MDS or Megatron indexed datasets, and
+the loader that reads them. `bertcorpus demo` runs the whole chain on real samples installed with
+bertcorpus.
 
 Beam pipeline options (--runner, --direct_running_mode, --direct_num_workers, --project, --region,
 --temp_location, --dry_run, ...) are passed through to Beam unchanged, as Beam's own examples do.
