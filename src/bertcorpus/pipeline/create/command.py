@@ -60,9 +60,9 @@ def add_arguments(parser) -> None:
     add_tokens(
         parser.add_argument_group(
             "vocabulary and tokenizer",
-            "what --tokenizer takes: a tokenizer.json of BPE (byte-level or not), Unigram or WordPiece, or a model's folder "
-            "holding one with its tokenizer_config.json and special_tokens_map.json: ids as Tokenizer.encode gives "
-            "them, its templates and special tokens (docs/pretraining_data.md, 'Any tokenizer')",
+            "what --tokenizer takes: a tokenizer.json of BPE (byte-level or not), Unigram or WordPiece, or a model's "
+            "folder holding one with its tokenizer_config.json and special_tokens_map.json: ids as Tokenizer.encode "
+            "gives them, its templates and special tokens (docs/pretraining_data.md, 'Any tokenizer')",
         )
     )
     add_recipe(parser.add_argument_group("recipe: objective, masking, record formats"))
