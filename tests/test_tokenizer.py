@@ -100,6 +100,25 @@ def test_encode_sentences_counts_tokens_per_sentence(vocab):
     assert [vocab.tokens[i] for i in ids] == ["hello", "there", ".", "how", "are", "you", "?"]
 
 
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_documents_sentences_are_split_at_once_as_each_alone(vocab, lowercase):
+    """A document's sentences are split into chunks in one pass, with a break between them: each sentence gets the
+    reference's tokens of it alone, on a real book's sentences and on sentences with line breaks inside, empty, of
+    whitespace, with a final sigma at a line's end, with a chunk of no tokens (an accent alone, stripped) and with a
+    U+FFFD (the character the breaks are made of), with a table too small for them too (cleared on the way)."""
+    from bertcorpus.transforms.sentences import document_sentences
+
+    reference = FullTokenizerEquivalent(list(vocab.tokens), lowercase)
+    sentences = document_sentences(BOOKS[1].read_text(encoding="utf-8")[:30000])
+    odd = ["two\nlines", "", "  \t ", "ΟΔΟΣ\nΣΑΣ", "東京 大学 ΣΑΣ", "a \u0301 b", "x\ufffdy", "last"]
+    for tok in (WordPieceTokenizer(vocab, lowercase), WordPieceTokenizer(vocab, lowercase, cache_limit=300)):
+        for batch in (sentences, sentences[:50] + odd[:6], sentences[:50] + odd, odd[:1], [""]):
+            ids, lengths = tok.encode_sentences(batch)
+            expected = [reference.tokenize(s) for s in batch]
+            assert lengths.tolist() == [len(e) for e in expected]
+            assert [vocab.tokens[i] for i in ids] == [t for e in expected for t in e]
+
+
 def test_encode_sentences_removes_controls_that_split_takes_for_whitespace(vocab):
     sentences = ["A page\x0cbreak.", "vertical\x0btab", "next\x85line"]
     reference = FullTokenizerEquivalent(list(vocab.tokens), True)

@@ -9,6 +9,8 @@ document never reaches the tokenizer itself.
 
 from __future__ import annotations
 
+from itertools import repeat
+
 import numpy as np
 
 from bertcorpus.wordpiece.ranges import concat_ranges
@@ -18,11 +20,13 @@ CHUNK_LIMIT = 400_000
 
 
 class ChunkTable:
-    """Chunk → its ids (int32) and, per id, the values of each extra column (name → dtype)."""
+    """Chunk → its ids (int32) and, per id, the values of each extra column (name → dtype). `empty`: chunks that
+    stand for no ids (a tokenizer's own markers, which no text gives), held in the first rows whatever is dropped."""
 
-    def __init__(self, extras: dict[str, type] | None = None, limit: int = CHUNK_LIMIT):
+    def __init__(self, extras: dict[str, type] | None = None, limit: int = CHUNK_LIMIT, empty: tuple[str, ...] = ()):
         self.extras = dict(extras or {})
         self.limit = limit
+        self.empty = tuple(empty)
         self.clear()
 
     def clear(self) -> None:
@@ -32,18 +36,8 @@ class ChunkTable:
         self.ids = np.zeros(1 << 16, np.int32)
         self.columns = {name: np.zeros(1 << 16, dtype) for name, dtype in self.extras.items()}
         self._used = 0  # entries of ids in use
-
-    def rows(self, chunks: list[str]) -> list[int | None]:
-        return list(map(self._row.get, chunks))
-
-    def unseen(self, chunks: list[str]) -> list[str]:
-        """The distinct chunks the table lacks, in a fixed order (so that what is learnt from them, and everything
-        after, is reproducible); all of them, after clearing the table, where they would not fit in it."""
-        missing = set(chunks).difference(self._row)
-        if len(self._row) + len(missing) > self.limit:
-            self.clear()  # a fresh table refills with what the text uses now
-            missing = set(chunks)
-        return sorted(missing)
+        if self.empty:
+            self.add(list(self.empty), np.zeros(len(self.empty), np.int64), np.zeros(0, np.int32))
 
     def add(self, chunks: list[str], counts: np.ndarray, ids: np.ndarray, **columns: np.ndarray) -> None:
         """New rows: chunk i's ids are the next counts[i] of ids, with the same entries of each extra column."""
@@ -65,11 +59,28 @@ class ChunkTable:
     def where(self, chunks: list[str], learn) -> tuple[np.ndarray, np.ndarray]:
         """(where every id of the chunks is in the table, in order; the id count of each chunk). Chunks the table
         lacks are first given to learn(unseen chunks), which adds them."""
-        rows = self.rows(chunks)
-        if None in rows:
-            learn(self.unseen(chunks))
-            rows = list(map(self._row.__getitem__, chunks))
-        rows = np.array(rows, dtype=np.int64)
+        return self.ranges(self.rows(chunks, learn))
+
+    def rows(self, chunks: list[str], learn) -> np.ndarray:
+        """Each chunk's row (int64). The distinct chunks the table lacks are first given to learn, in a fixed order
+        (so that what is learnt from them, and everything after, is reproducible), which adds them; where they would
+        not fit, the table is cleared first and learns every chunk of these (a fresh table refills with what the
+        text uses now)."""
+        rows = np.fromiter(map(self._row.get, chunks, repeat(-1)), np.int64, len(chunks))
+        missing = np.flatnonzero(rows < 0).tolist()
+        if not missing:
+            return rows
+        unseen = sorted(set(map(chunks.__getitem__, missing)))
+        if len(self._row) + len(unseen) > self.limit:
+            self.clear()
+            learn(sorted(set(chunks).difference(self._row)))
+            return np.fromiter(map(self._row.__getitem__, chunks), np.int64, len(chunks))
+        learn(unseen)
+        rows[missing] = np.fromiter(map(self._row.__getitem__, map(chunks.__getitem__, missing)), np.int64)
+        return rows
+
+    def ranges(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(where every id of these rows is in the table, in order; the id count of each row)."""
         counts = self._count[rows]
         return concat_ranges(self._start[rows], counts), counts
 

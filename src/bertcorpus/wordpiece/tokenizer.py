@@ -92,11 +92,15 @@ def prepared_chunks(text: str, lowercase: bool) -> tuple[list[str], int]:
     return chunks, len(prepared)
 
 
-def _may_need_cleaning(text: str, chunks: list[str]) -> bool:
-    """False when text (split into chunks) holds no character to remove. Every removed character but U+FFFD is
-    non-printable, and str.isprintable is one cheap pass where the regex is a slow one; whitespace is
-    non-printable too, so the test is on the chunks."""
-    return "\ufffd" in text or not "".join(chunks).isprintable() or any(c in text for c in _SPLITTING_CONTROLS)
+def _may_need_cleaning(text: str, chunks: list[str], breaks: int = 0) -> bool:
+    """False when text (split into chunks) holds no character to remove, but for `breaks` U+FFFD it holds on
+    purpose. Every removed character but U+FFFD is non-printable, and str.isprintable is one cheap pass where the
+    regex is a slow one; whitespace is non-printable too, so the test is on the chunks."""
+    return (
+        text.count("\ufffd") != breaks
+        or not "".join(chunks).isprintable()
+        or any(c in text for c in _SPLITTING_CONTROLS)
+    )
 
 
 def chunk_normalizer(lowercase: bool) -> normalizers.Normalizer:
@@ -154,16 +158,29 @@ def tokenizer_config(lowercase: bool, max_length: int = 512) -> dict:
     }
 
 
+# What stands between two sentences in the one split of a document's sentences (WordPieceTokenizer): U+FFFD,
+# which prepare_text removes, so that no chunk of text is ever this one; a chunk of no ids.
+_SENTENCE_BREAK = "\ufffd"
+
+
 class WordPieceTokenizer:
     """Text → WordPiece ids, exactly as the reference FullTokenizer would produce them, through a table of the
-    chunks seen so far (wordpiece/chunk_table.py) that also says, per id, whether it is the token of one CJK
-    ideograph."""
+    chunks seen so far (wordpiece/chunk_table.py); once asked (encode_sentences_marked), the table also says, per
+    id, whether it is the token of one CJK ideograph."""
 
     def __init__(self, vocab: Vocab, lowercase: bool = True, cache_limit: int = CHUNK_LIMIT):
         self.vocab = vocab
         self.lowercase = lowercase
         self._hf = build_hf_tokenizer(vocab, lowercase)
-        self._table = ChunkTable({"ideograph": bool}, cache_limit)
+        # A chunk of ASCII alone is what the normaliser gives back unchanged (no accent, no ideograph, cased as it
+        # is), so it skips the normaliser: a third of the work of learning it.
+        self._hf_ascii = build_hf_tokenizer(vocab, lowercase)
+        self._hf_ascii.normalizer = None
+        self._table = self._new_table({}, cache_limit)
+
+    @staticmethod
+    def _new_table(extras: dict, limit: int) -> ChunkTable:
+        return ChunkTable(extras, limit, (_SENTENCE_BREAK,))
 
     def encode(self, text: str) -> np.ndarray:
         """All ids of a text, in order (int32)."""
@@ -182,40 +199,58 @@ class WordPieceTokenizer:
     def encode_sentences_marked(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """encode_sentences, and per id whether it is the token of one CJK ideograph (the character itself, or
         [UNK] for one the vocab lacks), in the order of the text's ideographs."""
+        if "ideograph" not in self._table.columns:  # a table that marks them, from the first call that asks
+            self._table = self._new_table({"ideograph": bool}, self._table.limit)
         where, lengths = self._sentence_ranges(sentences)
         return self._table.ids[where], lengths, self._table.columns["ideograph"][where]
 
     def _sentence_ranges(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(where the sentences' ids are in the table, in order; the token count of each sentence)."""
-        # The whole document is prepared at once: every step is local to characters (and lower-casing's
-        # final-sigma context never crosses whitespace), so joining on newlines and splitting back is exact.
-        if any("\n" in s for s in sentences):
-            sentences = [" ".join(s.split("\n")) for s in sentences]
-        text = "\n".join(sentences)
-        chunks_per_sentence = [line.split() for line in (text.lower() if self.lowercase else text).split("\n")]
-        all_chunks = list(chain.from_iterable(chunks_per_sentence))
-        if _may_need_cleaning(text, all_chunks):
-            # Rare: characters to remove. Lower-casing must follow their removal (final sigma sees through
-            # nothing), so prepare the original text properly.
-            chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]
-            all_chunks = list(chain.from_iterable(chunks_per_sentence))
-        where, per_chunk = self._table.where(all_chunks, self._learn)
+        # The whole document is prepared and split at once, a break between its sentences: every step is local to
+        # characters (and lower-casing's final-sigma context never crosses the line breaks around a break).
+        text = f"\n{_SENTENCE_BREAK}\n".join(sentences)
+        chunks = (text.lower() if self.lowercase else text).split()
+        if not sentences or _may_need_cleaning(text, chunks, len(sentences) - 1):
+            return self._cleaned_sentence_ranges(sentences)
+        rows = self._table.rows(chunks, self._learn)
+        where, per_chunk = self._table.ranges(rows)
+        tokens_before = np.concatenate(([0], np.cumsum(per_chunk)))
+        ends = tokens_before[np.append(np.flatnonzero(rows == 0), len(chunks))]  # the break's row is the first
+        return where, np.diff(ends, prepend=0).astype(np.int32)
+
+    def _cleaned_sentence_ranges(self, sentences: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """_sentence_ranges of sentences with characters to remove (rare), a line each: lower-casing must follow
+        their removal (final sigma sees through nothing), and the removal may take the breaks' U+FFFD too."""
+        text = "\n".join(" ".join(s.split("\n")) for s in sentences)
+        chunks_per_sentence = [line.split() for line in prepare_text(text, self.lowercase).split("\n")]
+        where, per_chunk = self._table.where(list(chain.from_iterable(chunks_per_sentence)), self._learn)
         last_chunk = np.cumsum(np.fromiter(map(len, chunks_per_sentence), dtype=np.int64, count=len(sentences)))
         ends = np.concatenate(([0], np.cumsum(per_chunk)))[last_chunk]
         return where, np.diff(np.concatenate(([0], ends))).astype(np.int32)
 
     def _learn(self, missing: list[str]) -> None:
-        """Tokenise the unseen chunks in one HF call (one space between them: each is a word of its own there too)
-        and add them to the table."""
-        joined = " ".join(missing)
-        enc = self._hf.encode(joined, add_special_tokens=False)
+        """Tokenise the unseen chunks, each a word of its own (those of ASCII alone in one HF call, the others in
+        another), and add them to the table."""
+        ascii_only = [c for c in missing if c.isascii()]
+        if ascii_only:
+            self._learn_with(self._hf_ascii, ascii_only)
+        if len(ascii_only) < len(missing):
+            self._learn_with(self._hf, [c for c in missing if not c.isascii()])
+
+    def _learn_with(self, tokenizer: Tokenizer, chunks: list[str]) -> None:
+        enc = tokenizer.encode(chunks, is_pretokenized=True, add_special_tokens=False)
         ids = np.asarray(enc.ids, dtype=np.int32)
-        starts = np.fromiter((o[0] for o in enc.offsets), dtype=np.int64, count=len(ids))
-        ends = np.fromiter((o[1] for o in enc.offsets), dtype=np.int64, count=len(ids))
+        owner = np.asarray(enc.word_ids, dtype=np.int64)  # the chunk of each token
+        counts = np.bincount(owner, minlength=len(chunks))
+        if "ideograph" not in self._table.columns:
+            self._table.add(chunks, counts, ids)
+            return
         # A token of one character that is an ideograph (an ideograph is always a word, so a token, of its own).
+        joined = "".join(chunks)
         code_points = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
-        ideograph = (ends - starts == 1) & ideograph_code_points(code_points[np.minimum(starts, len(joined) - 1)])
-        chunk_starts = np.cumsum([0] + [len(c) + 1 for c in missing[:-1]])
-        owner = np.searchsorted(chunk_starts, starts, side="right") - 1
-        bounds = np.searchsorted(owner, np.arange(len(missing) + 1), side="left")
-        self._table.add(missing, np.diff(bounds), ids, ideograph=ideograph)
+        spans = np.asarray(enc.offsets, dtype=np.int64).reshape(-1, 2)  # characters of each token in its chunk
+        first_char = np.cumsum([0, *map(len, chunks[:-1])])[owner] + spans[:, 0]
+        ideograph = (spans[:, 1] - spans[:, 0] == 1) & ideograph_code_points(
+            code_points[np.minimum(first_char, len(joined) - 1)]
+        )
+        self._table.add(chunks, counts, ids, ideograph=ideograph)
