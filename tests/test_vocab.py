@@ -155,6 +155,21 @@ def test_too_little_text_is_filled_with_unused_slots_only_when_asked(tmp_path, c
     assert manifest["tokens"]["filler"] == 3000 - len(short) and manifest["tokens"]["filler_share"] > 0.5
 
 
+def test_the_warning_and_the_summary_give_one_count_of_filler(tmp_path, capsys):
+    """BERT's layout: its reserved [unusedN] slots and the --fill-to-size padding are one filler count, the same in
+    the warning, the summary and the manifest."""
+    out = tmp_path / "vocab.txt"
+    argv = ["vocab", "--input", SAMPLE_TEXT, "--vocab-size", "30522", "--fill-to-size", "--output", out]
+    assert run_cli(*argv) == 0
+    captured = capsys.readouterr()
+    filler = sum(t.startswith("[unused") for t in lines(out))
+    manifest = json.loads(out.with_name("manifest.json").read_text())
+    assert manifest["tokens"]["filler"] == filler and filler > manifest["tokens"]["padding"] > 0
+    assert f"warning: {filler:,} of the vocab's 30,522 lines" in captured.err
+    summary = next(line for line in (captured.out + captured.err).splitlines() if "lines (bert layout" in line)
+    assert f"{filler:,} [unusedN] filler ({manifest['tokens']['padding']:,} --fill-to-size padding)" in summary
+
+
 def test_loads_in_every_tokenizer(uncased):
     from tokenizers import BertWordPieceTokenizer, Tokenizer
     from tokenizers.models import WordPiece

@@ -150,15 +150,19 @@ def _summary_rows(
     if trained.scale > 1:
         rows.append(("trainer counts", f"divided by {trained.scale} (corpus beyond the trainer's word budget)"))
     rows.append(("alphabet", f"{len(alphabet.chars):,} characters + {len(alphabet.continuations):,} ##continuations"))
-    head = len(trained.tokens) - trained.learned - trained.padding - trained.aligned
-    padding = f" + {trained.padding:,} [unusedN] padding" if trained.padding else ""
+    # one count of [unusedN] filler, as the warning gives it: reserved slots, padding and alignment together
+    special = len(trained.tokens) - trained.learned - trained.filler
+    filler = f" + {trained.filler:,} [unusedN] filler" if trained.filler else ""
+    parts = [f"{trained.padding:,} --fill-to-size padding"] if trained.padding else []
     if trained.aligned:
-        padding += f" + {trained.aligned:,} [unusedN] to a multiple of {cfg.training.pad_to_multiple}"
+        parts.append(f"{trained.aligned:,} to a multiple of {cfg.training.pad_to_multiple}")
+    if parts:
+        filler += f" ({', '.join(parts)})"
     rows.append(
         (
             "vocab",
-            f"{len(trained.tokens):,} lines ({trained.layout} layout: {head:,} special/reserved"
-            f" + {trained.learned:,} learned{padding})",
+            f"{len(trained.tokens):,} lines ({trained.layout} layout: {special:,} special"
+            f" + {trained.learned:,} learned{filler})",
         )
     )
     rows += _held_out_rows(cfg, counts, quality)
