@@ -66,20 +66,22 @@ def varint(n: int) -> bytes:
 
 
 class _VarintTable:
-    """Varint bytes of every value below a bound, so that a batch is encoded by lookups, not arithmetic."""
+    """Varint bytes of every value below a bound (at most 2**28: four bytes), so that a batch is encoded by lookups,
+    not arithmetic. Each value's bytes are one little-endian uint32 word, padded with zeros, and which of them are
+    real another: a gather of 4-byte words is numpy's fastest, three times the speed of gathering rows of bytes."""
 
     def __init__(self, bound: int):
-        values = np.arange(bound, dtype=np.uint64)
-        self.width = max(1, (int(bound - 1).bit_length() + 6) // 7)
-        shifts = np.arange(self.width, dtype=np.uint64) * np.uint64(7)
-        self.lengths = np.ones(bound, np.int64)
-        for shift in shifts[1:]:
-            self.lengths += values >= (np.uint64(1) << shift)
-        more = np.arange(self.width)[None, :] < (self.lengths - 1)[:, None]
-        self.bytes = (((values[:, None] >> shifts[None, :]) & np.uint64(0x7F)) | (more.astype(np.uint64) << 7)).astype(
-            np.uint8
-        )
-        self.used = np.arange(self.width)[None, :] < self.lengths[:, None]
+        values = np.arange(bound, dtype=np.uint32)
+        self.lengths = np.ones(bound, np.uint8)
+        for shift in (7, 14, 21):
+            self.lengths += values >= (1 << shift)
+        self.words = np.zeros(bound, "<u4")
+        self.used = np.zeros(bound, "<u4")
+        for k in range(4):
+            real = self.lengths > k
+            more = (self.lengths > k + 1).astype(np.uint32) << 7
+            self.words |= np.where(real, ((values >> (7 * k)) & 0x7F) | more, 0) << (8 * k)
+            self.used |= real.astype(np.uint32) << (8 * k)
 
 
 _TABLES: dict[int, _VarintTable] = {}
@@ -112,11 +114,11 @@ def _packed_varints(values: np.ndarray) -> _Padded:
         raise ValueError(f"value {top} is too large for a feature of this job")
     table = _table_for(top)
     flat = values.reshape(-1)
-    # np.take rather than fancy indexing: numpy's cheaper path for gathering whole table rows.
+    # np.take rather than fancy indexing: numpy's cheaper path for gathering table entries.
     return _Padded(
-        np.take(table.bytes, flat, axis=0).reshape(n, -1),
-        np.take(table.used, flat, axis=0).reshape(n, -1),
-        np.take(table.lengths, flat).reshape(n, width).sum(axis=1),
+        np.take(table.words, flat).view(np.uint8).reshape(n, -1),
+        np.take(table.used, flat).view(bool).reshape(n, -1),
+        np.take(table.lengths, flat).reshape(n, width).sum(axis=1, dtype=np.int64),
     )
 
 
@@ -201,6 +203,8 @@ def _fixed_block(features: dict[str, np.ndarray]) -> _Padded:
         values = np.asarray(features[name])
         if name in FLOAT_FEATURES:
             payload = np.ascontiguousarray(values, dtype="<f4").view(np.uint8).reshape(n, -1)
+        elif values.dtype == bool:  # the masks: their bytes are their one-byte varints already
+            payload = values.view(np.uint8).reshape(n, -1)
         else:
             if values.size and (values.min() < 0 or values.max() > 0x7F):
                 raise ValueError(f"{name} must hold values in [0, 127]")
@@ -250,7 +254,7 @@ def _serialize_rows(features: dict[str, np.ndarray]) -> tuple[np.ndarray, np.nda
     parts = [_FRAME_HEADERS.rows(data_len), head, *body, footer]
     padded = np.concatenate([p.data for p in parts], axis=1)
     used = np.concatenate([np.ones(p.data.shape, bool) if p.used is None else p.used for p in parts], axis=1)
-    out = padded[used]
+    out = np.compress(used.ravel(), padded.ravel())  # on flat arrays: a third of the time of padded[used]
     ends = np.cumsum(data_len + 16)
     # The data CRC of each record, then its footer: the one step that needs a call per record.
     raw = out.tobytes()
