@@ -10,6 +10,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow and triton (which megatron-core imports, from PyPI's PyTorch) each carry LLVM, and a process aborts
+# ("LLVM ERROR: inconsistency in registered CommandLine options") where triton loads after TensorFlow: load it
+# first. (TensorFlow 2.21 with triton 3.9.)
+with contextlib.suppress(ImportError):
+    import triton  # noqa: F401
 # Progress lines come every 30 s, so how many a run prints depends on how loaded the machine is: tests that read a
 # command's whole output get none, and the tests of progress lines set the interval they need.
 os.environ["BERTCORPUS_PROGRESS_INTERVAL"] = "86400"

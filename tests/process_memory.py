@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -19,34 +20,39 @@ class Finished:
     peak_rss_bytes: int
 
 
+# The command starts from this small launcher, not from the test process: a process started by fork or vfork and
+# exec inherits its parent's peak RSS as its own starting peak (Linux keeps the high-water mark across exec), and a
+# test process that has loaded TensorFlow and PyTorch holds gigabytes. The launcher writes "peak-KiB wait-status".
+_LAUNCHER = """
+import os, subprocess, sys
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(f"{usage.ru_maxrss} {status}")
+"""
+
+
 def run_measured(*words, workdir: Path, timeout: float = 600) -> Finished:
-    """`python -m bertcorpus WORDS` in its own process; the peak RSS is the kernel's for that process alone (wait4),
-    not the whole test session's children."""
-    out, err = workdir / "stdout.txt", workdir / "stderr.txt"
+    """`python -m bertcorpus WORDS` in its own process, with its peak RSS (run_command_measured)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONIOENCODING"}
+    return run_command_measured([sys.executable, "-m", "bertcorpus", *words], workdir, timeout, env=env)
+
+
+def run_command_measured(argv: list, workdir: Path, timeout: float = 600, env: dict | None = None) -> Finished:
+    """A command in its own process; the peak RSS is the kernel's for that process alone (wait4), not the whole
+    test session's children, nor the test process's own."""
+    out, err, usage = workdir / "stdout.txt", workdir / "stderr.txt", workdir / "usage.txt"
+    command = [sys.executable, "-c", _LAUNCHER, usage, *map(str, argv)]
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "bertcorpus", *map(str, words)], cwd=ROOT, env=env, stdout=stdout, stderr=stderr
-        )
+        launcher = subprocess.Popen(command, cwd=ROOT, env=env, stdout=stdout, stderr=stderr, start_new_session=True)
         try:
-            _, status, usage = _wait4(process, timeout)
+            launcher.wait(timeout)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            os.killpg(launcher.pid, signal.SIGKILL)
+            launcher.wait()
             raise
-    process.returncode = os.waitstatus_to_exitcode(status)
+    if launcher.returncode:
+        raise RuntimeError(f"the launcher of {argv} failed: {err.read_text()[-2000:]}")
+    peak_kib, status = map(int, usage.read_text().split())
     # Linux gives ru_maxrss in KiB
-    return Finished(process.returncode, out.read_text(), err.read_text(), usage.ru_maxrss * 1024)
-
-
-def _wait4(process: subprocess.Popen, timeout: float):
-    import time
-
-    deadline = time.monotonic() + timeout
-    while True:
-        pid, status, usage = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            return pid, status, usage
-        if time.monotonic() > deadline:
-            raise subprocess.TimeoutExpired(process.args, timeout)
-        time.sleep(0.1)
+    return Finished(os.waitstatus_to_exitcode(status), out.read_text(), err.read_text(), peak_kib * 1024)

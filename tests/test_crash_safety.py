@@ -153,12 +153,18 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     staged = out / ".staging" / "seq8" / "train-00000-of-00001.tfrecord"
     element = (("seq8", "train", 0), [piece])
     vocab = JobVocab(str(VOCAB))
-    first = list(WriteShards(config, vocab).process(element))
+
+    def writer():  # a fresh DoFn each try, as a retried bundle gets, set up as the runner sets it up
+        step = WriteShards(config, vocab)
+        step.setup()
+        return step
+
+    first = list(writer().process(element))
     bytes_once = staged.read_bytes()
     # Sorted by key: the second instance, the third, then the first.
     with open(staged, "rb") as f:
         assert [parse_example(r)["input_ids"][1] for r in iter_tfrecords(f)] == [1997, 1998, 1996]
-    assert list(WriteShards(config, vocab).process(element)) == first and staged.read_bytes() == bytes_once
+    assert list(writer().process(element)) == first and staged.read_bytes() == bytes_once
 
     counts = {"documents_read": 1, "documents_kept": 1, "seq8:train:instances": 3}
     publish = Publish(config, vocab, "sha", {})

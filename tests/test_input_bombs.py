@@ -6,12 +6,12 @@ The inputs are made here, in tmp_path: nothing large is committed."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from process_memory import run_command_measured
 
 from conftest import SAMPLE_TEXT, VOCAB, file_digests, run_cli
 
@@ -47,12 +47,8 @@ print(json.dumps(found))
 
 def in_own_process(argv: list, tmp_path: Path) -> tuple[int, int, str, str]:
     """(exit status, peak RSS in MB, stdout, stderr) of a command run in a process of its own."""
-    out, err = tmp_path / "child.out", tmp_path / "child.err"
-    with open(out, "w") as stdout, open(err, "w") as stderr:
-        child = subprocess.Popen([str(a) for a in argv], stdout=stdout, stderr=stderr)
-        _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, usage.ru_maxrss // 1024, out.read_text(), err.read_text()
+    done = run_command_measured(argv, tmp_path)
+    return done.returncode, done.peak_rss_bytes // 2**20, done.stdout, done.stderr
 
 
 def read_in_own_process(path: Path, fmt: str, tmp_path: Path) -> tuple[dict, int]:

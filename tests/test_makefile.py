@@ -28,7 +28,10 @@ def checkout(tmp_path) -> Path:
 
 
 def dry_run(folder: Path, target: str) -> str:
-    done = subprocess.run(["make", "-n", target], cwd=folder, capture_output=True, text=True, timeout=60)
+    """What make would run, as a user's shell runs it: not as a sub-make of the `make test` that runs the tests
+    (which would add its "Entering directory" lines)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "-n", target], cwd=folder, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -15,6 +15,7 @@ transforms.row_streams.RowStreams, whose rows draw from streams of their own. Ro
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -45,8 +46,9 @@ class SpecialIds:
         return self.layout or SequenceLayout.bert(self.cls, self.sep)
 
 
+@lru_cache(maxsize=8)  # each step of a worker asks it of the same vocab: a tokenizer's takes ~0.5 s to build
 def special_ids(vocab: Vocab | TokenizerFile) -> SpecialIds:
-    """What masking needs of a vocab or a tokenizer.json: the same for create and for the loader."""
+    """What masking needs of a vocab or a tokenizer.json: the same for create and for the loader. Read only."""
     if isinstance(vocab, TokenizerFile):
         continues, breaks = vocab.word_flags
         lay = vocab.layout
