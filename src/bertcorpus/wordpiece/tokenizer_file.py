@@ -17,6 +17,7 @@ so that no document can place a [MASK] or an </s> in the records, as the referen
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -40,6 +41,7 @@ USUAL_NAMES = {"mask": ("[MASK]", "<mask>", "<MASK>"), "pad": ("[PAD]", "<pad>",
 RESERVED = re.compile(
     r"\[unused\d+\]|<unused\d+>|\[UNUSED_TOKEN_\d+\]|\[RESERVED[_\d]*\]|<\|reserved[^|]*\|>|<extra_id_\d+>|<0x[0-9A-F]{2}>"
 )
+_BYTE_FALLBACK = re.compile(r"<0x([0-9A-F]{2})>")  # a byte-fallback entry: <0xE4>
 BYTE_LEVEL_SPACE, METASPACE = "\u0120", "\u2581"  # Ġ and ▁: the marks of a word's leading space
 CONVERT_HINT = (
     'write one with transformers: python -c "from transformers import AutoTokenizer; '
@@ -322,12 +324,12 @@ class TokenizerFile:
     def _surface(self, token: str) -> bytes:
         """The bytes a token stands for: a byte-level token's characters mapped back to bytes, ▁ as a space, a
         byte-fallback entry as its byte."""
-        if m := re.fullmatch(r"<0x([0-9A-F]{2})>", token):
+        if token[:3] == "<0x" and (m := _BYTE_FALLBACK.fullmatch(token)):
             return bytes([int(m.group(1), 16)])
         if self._byte_level:
-            table = _bytes_of_byte_level_chars()
-            if all(c in table for c in token):
-                return bytes(table[c] for c in token)
+            # each stand-in becomes the Latin-1 character of its byte, any other character one past Latin-1
+            with contextlib.suppress(UnicodeEncodeError):
+                return token.translate(_byte_level_translation()).encode("latin-1")
         return token.replace(METASPACE, " ").encode("utf-8")
 
     # ------------------------------------------------------------------------------------------ the manifest
@@ -373,6 +375,14 @@ def _starts_ideograph(surface: bytes) -> bool:
         return is_ideograph(text[0])
     # A lone lead byte: E4..E9 lead U+4000..U+9FFF (the main block); E3 with a second byte of 0x90 on leads U+3400+.
     return 0xE4 <= lead[0] <= 0xE9 or (lead[0] == 0xE3 and len(surface) > 1 and surface[1] >= 0x90)
+
+
+@functools.cache
+def _byte_level_translation() -> dict[int, str]:
+    """str.translate's table from byte-level BPE's stand-ins to the Latin-1 characters of their bytes, and from
+    every other Latin-1 character to one that Latin-1 cannot encode (they are no stand-ins)."""
+    table = {ord(c): chr(b) for c, b in _bytes_of_byte_level_chars().items()}
+    return {**{c: "\u0100" for c in range(256) if c not in table}, **table}
 
 
 @functools.cache
