@@ -46,7 +46,7 @@ class SpecialIds:
         return self.layout or SequenceLayout.bert(self.cls, self.sep)
 
 
-@lru_cache(maxsize=8)  # each step of a worker asks it of the same vocab: a tokenizer's takes ~0.5 s to build
+@lru_cache(maxsize=8)  # each step of a worker asks it of the same vocab, whose regular ids take a loop over all
 def special_ids(vocab: Vocab | TokenizerFile) -> SpecialIds:
     """What masking needs of a vocab or a tokenizer.json: the same for create and for the loader. Read only."""
     if isinstance(vocab, TokenizerFile):

@@ -21,8 +21,8 @@ from bertcorpus.wordpiece.vocab import Vocab, VocabError, read_vocab_bytes
 KINDS = ("vocab", "tokenizer")  # a vocab.txt, or a tokenizer.json
 
 # Every step of a worker process loads the same checked file: it is built once per process (a tokenizer.json of
-# 65k tokens takes ~0.2 s, and ~0.5 s more for its word flags), keyed by what makes it; a process that runs many
-# jobs (tests) keeps the last few. Nothing mutates one.
+# 65k tokens takes ~0.2 s, and 0.12 s more for the word flags it then keeps), keyed by what makes it; a process
+# that runs many jobs (tests) keeps the last few. Nothing mutates one.
 _LOADED: dict[tuple, Vocab | TokenizerFile] = {}
 _KEEP = 4
 
