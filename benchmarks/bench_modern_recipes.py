@@ -124,7 +124,7 @@ def outputs(parquet: Path, mds: Path, compact: Path, cpu: dict[str, float]) -> l
 
 def writer_cost(parquet: Path) -> list[str]:
     """The shard writers alone: the same instances (every train instance at 1,024) to Parquet and to MDS bytes."""
-    from bertcorpus.pipeline.create.steps import _parquet_bytes
+    from bertcorpus.pipeline.create.shard_writing import _parquet_bytes
     from bertcorpus.transforms.instance_columns import InstanceColumns
     from bertcorpus.transforms.instance_mds import MdsColumns, mds_shard
 

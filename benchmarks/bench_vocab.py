@@ -95,8 +95,9 @@ def vocab_tokens(path: Path) -> list[str]:
 def quality(tokens: list[str], texts: list[str], lowercase: bool = True) -> dict:
     """[UNK] rate and wordpieces per word, tokenising the held-out texts in full."""
     from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
-    from bertcorpus.wordpiece.training import ChunkBatch, measure
+    from bertcorpus.wordpiece.training import measure
     from bertcorpus.wordpiece.vocab import Vocab
+    from bertcorpus.wordpiece.word_counting import ChunkBatch
 
     batch = ChunkBatch(lowercase)
     for text in texts:
@@ -255,7 +256,8 @@ _DISTINCT = """
 import json, random, resource, sys, time
 from collections import Counter
 sys.path.insert(0, sys.argv[2])
-from bertcorpus.wordpiece.training import TrainingConfig, WordCounter, train
+from bertcorpus.wordpiece.training import TrainingConfig, train
+from bertcorpus.wordpiece.word_counting import WordCounter
 words = [l.split("\\t")[0] for l in open(sys.argv[3], encoding="utf-8")]
 rng = random.Random(0)
 counter = WordCounter(max_words=int(sys.argv[1]))
@@ -277,7 +279,7 @@ print(json.dumps({"distinct_words": len(counter.counts), "pruned_words": counter
 
 def distinct_words(docs, count: int, tmp: Path) -> None:
     """Memory with the counter full: made-up words (two real words glued) up to `count` distinct."""
-    from bertcorpus.wordpiece.training import ChunkBatch
+    from bertcorpus.wordpiece.word_counting import ChunkBatch
 
     batch = ChunkBatch(True)
     for _, text in docs:

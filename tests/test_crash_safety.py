@@ -122,7 +122,7 @@ def test_write_shards_and_publish_are_idempotent_under_retries(tmp_path):
     from bertcorpus.pipeline.create.config import CreateConfig
     from bertcorpus.pipeline.create.job_vocab import JobVocab
     from bertcorpus.pipeline.create.publish import Publish
-    from bertcorpus.pipeline.create.steps import WriteShards
+    from bertcorpus.pipeline.create.shard_writing import WriteShards
     from bertcorpus.pipeline.create.values import InstancePiece
     from bertcorpus.transforms.instance_columns import InstanceColumns
     from bertcorpus.transforms.instances import SeqConfig

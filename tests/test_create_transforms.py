@@ -13,12 +13,12 @@ from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.config import CreateConfig
 from bertcorpus.pipeline.create.job_vocab import JobVocab
 from bertcorpus.pipeline.create.publish import Publish, random_next_bound
+from bertcorpus.pipeline.create.shard_writing import WriteShards
 from bertcorpus.pipeline.create.steps import (
     NEGATIVE_TARGETS,
     BuildInstances,
     TokenizeBuckets,
     UnbalancedSplitError,
-    WriteShards,
     assign_buckets,
     fragment_targets,
     plan_negatives,

@@ -230,7 +230,7 @@ def test_an_mds_shard_shows_the_instances_of_the_parquet_shard(dynamic, tmp_path
 
 
 def test_masked_tokens_are_quoted_so_punctuation_reads_as_itself():
-    from bertcorpus.pipeline.stats.inspect_command import format_example
+    from bertcorpus.pipeline.stats.example_format import format_example
 
     tokens = ("[PAD]", "[CLS]", "[SEP]", "[MASK]", "history", ",", "of")
     features = {

@@ -13,17 +13,9 @@ import pytest
 
 from bertcorpus.pipeline.vocab.counting import VocabConfig, is_sampled, split_held_out
 from bertcorpus.wordpiece.tokenizer import WordPieceTokenizer
-from bertcorpus.wordpiece.training import (
-    ChunkBatch,
-    HeldOutWords,
-    TrainingConfig,
-    TrainingError,
-    measure,
-    prune_plan,
-    train,
-    trainer_scale,
-)
+from bertcorpus.wordpiece.training import TrainingConfig, TrainingError, measure, train, trainer_scale
 from bertcorpus.wordpiece.vocab import Vocab
+from bertcorpus.wordpiece.word_counting import ChunkBatch, HeldOutWords, prune_plan
 
 from conftest import DATA, SAMPLE_TEXT, run_cli
 from full_tokenizer import FullTokenizerEquivalent, basic_tokens

@@ -23,7 +23,8 @@ from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import read_documents
 from bertcorpus.pipeline.vocab.command import MAX_VOCAB_SIZE
 from bertcorpus.pipeline.vocab.counting import VocabConfig, count_in_process, text_pieces
-from bertcorpus.wordpiece.training import ChunkBatch, TrainingConfig
+from bertcorpus.wordpiece.training import TrainingConfig
+from bertcorpus.wordpiece.word_counting import ChunkBatch
 
 from conftest import DATA, TESTS, run_cli
 

@@ -33,16 +33,15 @@ from bertcorpus.pipeline.create.publish import (
     RunOutcome,
     keyed_by_kind,
 )
+from bertcorpus.pipeline.create.shard_writing import WriteShards, carries_words
 from bertcorpus.pipeline.create.steps import (
     BuildInstances,
     CountInstances,
     DocumentsOfBucket,
     ReadFiles,
     TokenizeBuckets,
-    WriteShards,
     assign_buckets,
     bucket_and_id,
-    carries_words,
     plan_negatives,
 )
 from bertcorpus.pipeline.create.values import BucketMessage, InstancePiece

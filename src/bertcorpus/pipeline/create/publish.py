@@ -18,7 +18,8 @@ from bertcorpus.pipeline.create.megatron import (
     megatron_flags,
     megatron_outputs,
 )
-from bertcorpus.pipeline.create.steps import UnbalancedSplitError, WriteShards
+from bertcorpus.pipeline.create.shard_writing import WriteShards
+from bertcorpus.pipeline.create.steps import UnbalancedSplitError
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.discovery import input_runs
 from bertcorpus.pipeline.inputs.formats import InputError

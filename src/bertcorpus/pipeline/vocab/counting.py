@@ -41,7 +41,8 @@ from bertcorpus.transforms.sentence_spans import text_pieces as sentence_pieces
 from bertcorpus.wordpiece.pre_tokens import MAX_PRE_TOKEN_CHARS, PreTokenBatch
 from bertcorpus.wordpiece.subword_vocab import SubwordConfig
 from bertcorpus.wordpiece.tokenizer import MAX_CHARS_PER_WORD
-from bertcorpus.wordpiece.training import ChunkBatch, HeldOutWords, TrainingConfig, WordCounter
+from bertcorpus.wordpiece.training import TrainingConfig
+from bertcorpus.wordpiece.word_counting import ChunkBatch, HeldOutWords, WordCounter
 
 TRAIN, HELD_OUT = "train", "heldout"
 WORDPIECE = "wordpiece"

@@ -30,7 +30,7 @@ from bertcorpus.pipeline.inputs.formats import ReadStats, Rejected
 from bertcorpus.pipeline.inputs.reads import PlanReads, merge_file_stats, read_documents
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.pipeline.vocab.counting import HELD_OUT, TRAIN, CorpusCounts, DocumentCounter, VocabConfig, file_entry
-from bertcorpus.wordpiece.training import HeldOutWords, WordCounter, drop_long_words, prune_plan
+from bertcorpus.wordpiece.word_counting import HeldOutWords, WordCounter, drop_long_words, prune_plan
 
 COUNT_GLOBS = ["train-*.tsv", "heldout-*.tsv"]
 
