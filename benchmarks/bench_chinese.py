@@ -102,6 +102,7 @@ def segmenter(repeat: int, vocab: str) -> None:
         config = CreateConfig([], "", vocab, whole_word_mask=whole_word, segmenter=segmenter_name)
         step = TokenizeBuckets(config, job_vocab)
         step.setup()
+        step.vocab_ready()
         return lambda: step.tokenize(docs)
 
     base = cpu(tokenize(False, "none"), repeat)

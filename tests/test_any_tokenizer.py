@@ -537,3 +537,27 @@ def test_a_tiny_model_learns_from_a_modernbert_shape_output(tmp_path, folders):
     # 0.015 is five standard errors of an accuracy near 0.09 over the ~10,000 masked tokens of the eval split
     assert results["masked_lm_accuracy"] > results["masked_lm_baseline_accuracy"] + 0.015, results
     assert results["masked_lm_loss"] < frequency_loss - 0.1, (results, frequency_loss)
+
+
+def test_the_tokenizer_s_bytes_are_in_the_job_once(tmp_path, folders):
+    """The 1.8 MB tokenizer.json goes into the job's graph only in the step that makes the side input every step
+    reads: Beam pickles a step three times as it builds the graph and again in every bundle's processor, so a copy
+    inside each of the five steps that use it cost seconds of CPU a run."""
+    import apache_beam as beam
+
+    from bertcorpus.pipeline.create.config import CreateConfig
+    from bertcorpus.pipeline.create.job import CreatePretrainingData
+    from bertcorpus.pipeline.create.job_vocab import read_job_tokenizer
+
+    folder = folders["byte-level-bpe"]
+    specials = FAMILIES["byte-level-bpe"][1]
+    vocab, sha = read_job_tokenizer(str(folder), specials, dry_run=False, rendering=False)
+    assert len(vocab.data) > 1_500_000
+    cfg = CreateConfig(inputs=[], output=str(tmp_path / "o"), vocab=None, tokenizer=str(folder), masking="dynamic")
+    pipeline = beam.Pipeline()
+    _ = pipeline | CreatePretrainingData(cfg, vocab, sha, [str(tmp_path / "none.jsonl")])
+    transforms = pipeline.to_runner_api().components.transforms.values()
+    large = sorted(t.unique_name for t in transforms if len(t.spec.payload) > 100_000)
+    # Create and its parts: the one step that a worker runs of them holds the bytes (the FlatMap)
+    assert large and all(name.startswith("CreatePretrainingData/carry the vocab") for name in large), large
+    assert sum(1 for name in large if "FlatMap" in name) == 1

@@ -193,6 +193,7 @@ def test_build_instances_makes_pieces_for_every_shard_from_a_bucket_and_its_nega
     cfg = config()
     build = TokenizeBuckets(cfg, job_vocab())
     build.setup()
+    build.vocab_ready()
     docs = documents()
     own, _, _, _ = build.tokenize(docs[:10])
     donor = Bucket.from_documents(build.tokenize(docs[10:30])[0])
@@ -227,8 +228,10 @@ def test_write_shards_writes_each_shard_once_sorted(tmp_path):
     cfg = config(output=str(tmp_path), num_shards=1, eval_fraction=0.0)
     build = BuildInstances(cfg, job_vocab())
     build.setup()
+    build.vocab_ready()
     tokenizer = TokenizeBuckets(cfg, job_vocab())
     tokenizer.setup()
+    tokenizer.vocab_ready()
     own, _, _, _ = tokenizer.tokenize(
         [
             SourceDocument(f"s{i}", sentences=block.split("\n"))
@@ -280,6 +283,7 @@ def test_publish_refuses_an_output_whose_random_next_share_strays(tmp_path):
 def test_a_bucket_crosses_the_shuffle_unchanged():
     tokenize = TokenizeBuckets(config(), job_vocab())
     tokenize.setup()
+    tokenize.vocab_ready()
     own, _, languages, _ = tokenize.tokenize(documents()[:5])
     own.append(("odd\nid é", np.array([70_000, 3], np.int32), np.array([2], np.int32)))  # ids past 16 bits
     bucket = Bucket.from_documents(own, [*languages[:-1], "zh-Hant", "ja"])

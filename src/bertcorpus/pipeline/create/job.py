@@ -14,7 +14,8 @@ by a stable hash of their id) is the unit of memory and of randomness: it has it
 its random next segments come from fragments of the documents of other buckets of its split. Instances get
 random 63-bit keys and travel to their shard in compact columns; each shard's records are made and written in
 key order, which shuffles the output globally without holding it in one place. The graph is the same on every
-runner; the values crossing its shuffles are typed, and their coders (values.py) do the encoding.
+runner; the values crossing its shuffles are typed, and their coders (values.py) do the encoding. The vocab's
+bytes reach every step that needs them as one side input (job_vocab.py), not inside each step.
 
 The recipe flags choose what the instances are (transforms/bucket_instances.py): static masks in TFRecords or
 unmasked Parquet rows masked at load time, NSP, SOP or packed sentences, with or without length bins.
@@ -26,7 +27,7 @@ import apache_beam as beam
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.config import CreateConfig
-from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.job_vocab import JobVocab, carried_vocab
 from bertcorpus.pipeline.create.megatron import MegatronParts
 from bertcorpus.pipeline.create.publish import (
     Publish,
@@ -71,7 +72,9 @@ class CreatePretrainingData(beam.PTransform):
         self.inputs_skipped = inputs_skipped or {}
 
     def expand(self, pbegin):
-        cfg = self.config
+        cfg, label = self.config, self.vocab.label
+        # the vocab's bytes, once for every step that needs them (job_vocab.py); each step holds only its label
+        vocab = carried_vocab(pbegin, self.vocab)
         # input files → (file path, start, stop) per reader → SourceDocument
         tasks = pbegin | "plan reads" >> PlanReads(self.input_files, cfg.input_format)
         read = tasks | "read documents" >> beam.ParDo(
@@ -100,21 +103,21 @@ class CreatePretrainingData(beam.PTransform):
             keyed
             | "group into buckets" >> GroupLargeValues()
             | "tokenize buckets"
-            >> beam.ParDo(TokenizeBuckets(cfg, self.vocab), targets=beam.pvalue.AsSingleton(targets))
+            >> beam.ParDo(TokenizeBuckets(cfg, label), targets=beam.pvalue.AsSingleton(targets), vocab=vocab)
             .with_output_types(tuple[str, BucketMessage])
             .with_outputs(tally.TALLY, main="buckets")
         )
         if cfg.file_format == "megatron":
             # (bucket key, tokenised documents) → a part per bucket → merged files' infos (create/megatron.py)
-            files = tokenized.buckets | "write megatron files" >> MegatronParts(cfg, self.vocab)
-            return self._published(read, assigned, tokenized, None, None, files, errors, {})
+            files = tokenized.buckets | "write megatron files" >> MegatronParts(cfg, label, vocab)
+            return self._published(read, assigned, tokenized, None, None, files, errors, {}, vocab)
         # → (bucket key, [its documents, fragments from other buckets]) → ((config, split, shard), InstancePiece)
         gathered = tokenized.buckets | "gather negatives" >> GroupLargeValues()
         sampling = {}
         if cfg.language_sampling_alpha != 1:
             # Language sampling: each language's instances without sampling, counted per output and split over the
             # whole corpus → {"seq:split:language": rate}, one small dict that every bucket builds at
-            counted = gathered | "count instances" >> beam.ParDo(CountInstances(cfg, self.vocab)).with_outputs(
+            counted = gathered | "count instances" >> beam.ParDo(CountInstances(cfg, label), vocab=vocab).with_outputs(
                 tally.TALLY, main="counts"
             )
             rates = (
@@ -125,7 +128,7 @@ class CreatePretrainingData(beam.PTransform):
             )
             sampling = {"rates": beam.pvalue.AsSingleton(rates)}
         built = gathered | "build instances" >> beam.ParDo(
-            BuildInstances(cfg, self.vocab), **sampling
+            BuildInstances(cfg, label), vocab=vocab, **sampling
         ).with_output_types(tuple[tuple[str, str, int], InstancePiece]).with_outputs(tally.TALLY, main="pieces")
         words = {}
         if cfg.file_format == "mds" and cfg.segmentation is not None:
@@ -136,12 +139,12 @@ class CreatePretrainingData(beam.PTransform):
         shard_infos = (
             built.pieces
             | "group into shards" >> GroupLargeValues()
-            | "write shards" >> beam.ParDo(WriteShards(cfg, self.vocab), **words)
+            | "write shards" >> beam.ParDo(WriteShards(cfg, label), vocab=vocab, **words)
         )
         counted = counted if sampling else None
-        return self._published(read, assigned, tokenized, built, counted, shard_infos, errors, words)
+        return self._published(read, assigned, tokenized, built, counted, shard_infos, errors, words, vocab)
 
-    def _published(self, read, assigned, tokenized, built, counted, shard_infos, errors, words):
+    def _published(self, read, assigned, tokenized, built, counted, shard_infos, errors, words, vocab):
         """counts, file stats and shard (or Megatron file) infos → (kind, value) → one {"counts", "files",
         "shards"} → the manifest"""
         counts = [("reading counts", read), ("splitting counts", assigned), ("tokenizing counts", tokenized)]
@@ -161,5 +164,8 @@ class CreatePretrainingData(beam.PTransform):
             parts
             | "gather the outcome" >> beam.Flatten()
             | "sum the outcome" >> beam.CombineGlobally(RunOutcome())
-            | "publish" >> beam.ParDo(Publish(self.config, self.vocab, self.vocab_sha256, self.inputs_skipped), **words)
+            | "publish"
+            >> beam.ParDo(
+                Publish(self.config, self.vocab.label, self.vocab_sha256, self.inputs_skipped), vocab=vocab, **words
+            )
         )

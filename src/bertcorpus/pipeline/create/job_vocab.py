@@ -1,14 +1,19 @@
 """The vocab a `create` job tokenises and masks with: a WordPiece vocab.txt (--vocab) or a tokenizer.json
 (--tokenizer), read and checked once at launch, then carried inside the job, so that every worker uses exactly the
-file that was checked."""
+file that was checked.
+
+Its bytes travel once, as a one-element side input that every step which needs the vocab reads (StepWithVocab):
+Beam pickles a step into the job three times as it builds the graph, bz2-compressed, and unpickles it again in every
+bundle's processor, so a 1.8 MB tokenizer.json inside each of the five steps that use it cost ~2.5 CPU-s a run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, replace
 
+import apache_beam as beam
 import zstandard
 
+from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.wordpiece.tokenizer_file import (
     TokenizerFile,
@@ -35,10 +40,10 @@ def _remember(key: tuple, loaded: Vocab | TokenizerFile) -> None:
 
 @dataclass(frozen=True)
 class JobVocab:
-    """The vocab as read at launch. Its bytes travel inside the job, so that every worker, on this machine or
-    elsewhere, tokenises with exactly the file that was checked; they are None only in a dry run that could not
-    read a remote file, where the workers would read the path and check it against the digest. A tokenizer.json
-    comes with the special tokens its folder's configs and the flags named (role → token)."""
+    """The vocab as read at launch. Its bytes are None only in a dry run that could not read a remote file, where
+    the workers would read the path and check it against the digest, and in the label each step holds (`label`),
+    whose bytes come as the job's side input (`frame`). A tokenizer.json comes with the special tokens its folder's
+    configs and the flags named (role → token)."""
 
     path: str
     sha256: str | None = None
@@ -46,31 +51,41 @@ class JobVocab:
     kind: str = "vocab"
     specials: tuple[tuple[str, str], ...] = ()
 
-    def __reduce__(self):
-        # Beam pickles each step that carries the vocab with bz2 (three times as it builds the graph), which takes
-        # 0.2 CPU-s over a tokenizer.json of 1.8 MB; a zstd frame of the bytes, made once, goes in their place.
-        return _unpacked, (self.path, self.sha256, self._packed, self.kind, self.specials)
-
-    @cached_property
-    def _packed(self) -> bytes | None:
-        return zstandard.ZstdCompressor(level=3).compress(self.data) if self.data is not None else None
-
     @property
     def key(self) -> tuple:
         return (self.kind, self.path, self.sha256, self.specials)
 
-    def load(self) -> Vocab | TokenizerFile:
+    @property
+    def label(self) -> JobVocab:
+        """The vocab without its bytes: what a step carries inside the job."""
+        return replace(self, data=None)
+
+    def frame(self) -> bytes | None:
+        """The bytes as the side input carries them: a zstd frame, a third of a tokenizer.json's size for Beam to
+        copy (and bz2-compress, once, inside the step that makes the side input)."""
+        return zstandard.ZstdCompressor(level=3).compress(self.data) if self.data is not None else None
+
+    def raw(self, frame: bytes | None = None) -> bytes:
+        """The file's bytes: from the side input's frame, those read at launch, or the path read now."""
+        if frame is not None:
+            return zstandard.ZstdDecompressor().decompress(frame)
+        return self.data if self.data is not None else read_vocab_bytes(self.path)
+
+    def load(self, frame: bytes | None = None) -> Vocab | TokenizerFile:
+        """The vocab, from the side input's frame, the bytes read at launch, or the path (checked against the digest
+        taken at launch)."""
         if self.sha256 and self.key in _LOADED:
             return _LOADED[self.key]
+        data = zstandard.ZstdDecompressor().decompress(frame) if frame is not None else self.data
         if self.kind == "tokenizer":
             source = (
-                TokenizerSource(self.path, self.data, self.specials)
-                if self.data is not None
+                TokenizerSource(self.path, data, self.specials)
+                if data is not None
                 else read_tokenizer_source(self.path, dict(self.specials))
             )
             loaded = TokenizerFile(source)
         else:
-            loaded = Vocab.from_bytes(self.data, self.path) if self.data is not None else Vocab.load(self.path)
+            loaded = Vocab.from_bytes(data, self.path) if data is not None else Vocab.load(self.path)
         if self.sha256 and loaded.sha256 != self.sha256:
             raise VocabError(
                 f"{self.kind} file {self.path} as a worker read it differs from the file read at launch "
@@ -81,9 +96,35 @@ class JobVocab:
         return loaded
 
 
-def _unpacked(path, sha256, packed, kind, specials) -> JobVocab:
-    data = zstandard.ZstdDecompressor().decompress(packed) if packed is not None else None
-    return JobVocab(path, sha256, data, kind, specials)
+def carried_vocab(pbegin, vocab: JobVocab) -> beam.pvalue.AsSingleton:
+    """The side input that carries the vocab's bytes to every step that needs them: one element, its frame."""
+    frame = pbegin | "carry the vocab" >> beam.Create([vocab.frame()]).with_output_types(bytes | None)
+    return beam.pvalue.AsSingleton(frame)
+
+
+class StepWithVocab(WatchedDoFn):
+    """A step that needs the job's vocab: it holds the vocab's label, and its bytes come as the side input `vocab`
+    (carried_vocab), which a DoFn does not have at setup, so the vocab is loaded at the first element, once per
+    process (load's cache), and `use_vocab` takes what the step needs of it. Called as it is, with no side input
+    (tests), a step loads the vocab it was given."""
+
+    def __init__(self, config, vocab: JobVocab):
+        self.config = config
+        self.vocab = vocab
+        self.loaded = None
+
+    def setup(self):
+        super().setup()
+        self.loaded = None
+
+    def vocab_ready(self, frame: bytes | None = None) -> Vocab | TokenizerFile:
+        if self.loaded is None:
+            self.loaded = self.vocab.load(frame)
+            self.use_vocab(self.loaded)
+        return self.loaded
+
+    def use_vocab(self, vocab: Vocab | TokenizerFile) -> None:
+        """What the step derives from the vocab, once it is loaded."""
 
 
 def read_job_vocab(path: str, dry_run: bool, rendering: bool) -> tuple[JobVocab, str]:

@@ -24,8 +24,7 @@ import pyarrow.parquet as pq
 from apache_beam.io.filesystems import FileSystems
 
 from bertcorpus.pipeline.create.config import CreateConfig
-from bertcorpus.pipeline.create.job_vocab import JobVocab
-from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
+from bertcorpus.pipeline.create.job_vocab import JobVocab, StepWithVocab
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.language_sampling import smoothed_shares
 from bertcorpus.transforms.languages import UNDETERMINED
@@ -52,23 +51,19 @@ def file_prefix(split: str, language: str | None, number: int, files: int) -> st
     return f"{FOLDER}/{split}{tag}-{number:05d}-of-{files:05d}"
 
 
-class MegatronDoFn(WatchedDoFn):
+class MegatronDoFn(StepWithVocab):
     """A step of the Megatron form: the run's config, and the dtype of its ids from the vocab's size."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
-        self.config = config
-        self.vocab = vocab
-
-    def setup(self):
-        super().setup()
-        self.dtype = token_dtype(len(self.vocab.load()))
+    def use_vocab(self, vocab):
+        self.dtype = token_dtype(len(vocab))
 
 
 class WriteMegatronParts(MegatronDoFn):
     """(bucket key, BucketMessage of its own documents) → ((split, language, file number), part info), the part's
     .bin and .idx staged; a bucket's documents in each language apart where languages are mixed by shares."""
 
-    def process(self, element):
+    def process(self, element, vocab: bytes | None = None):
+        self.vocab_ready(vocab)
         key, message = element
         if message.sender is not None:
             return
@@ -103,7 +98,8 @@ class MergeMegatronFiles(MegatronDoFn):
     """((split, language, file number), [part info]) → the file's info; its .bin and .idx staged from its parts in
     bucket order (the same on every runner), which are then deleted."""
 
-    def process(self, element):
+    def process(self, element, vocab: bytes | None = None):
+        self.vocab_ready(vocab)
         (split, language, number), parts = element
         parts = sorted(parts, key=lambda p: p["part"])
         files = 1 if language else self.config.shards(split)
@@ -222,17 +218,19 @@ def _chunks(path: str):
 class MegatronParts(beam.PTransform):
     """(bucket key, BucketMessage) → the info of every merged file, as the manifest lists them."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
+    def __init__(self, config: CreateConfig, vocab: JobVocab, carried: beam.pvalue.AsSingleton):
+        """carried: the side input of the vocab's bytes (job_vocab.carried_vocab)"""
         super().__init__()
         self.config = config
         self.vocab = vocab
+        self.carried = carried
 
     def expand(self, buckets):
         return (
             buckets
-            | "write parts" >> beam.ParDo(WriteMegatronParts(self.config, self.vocab))
+            | "write parts" >> beam.ParDo(WriteMegatronParts(self.config, self.vocab), vocab=self.carried)
             | "group parts into files" >> beam.GroupByKey()
-            | "merge files" >> beam.ParDo(MergeMegatronFiles(self.config, self.vocab))
+            | "merge files" >> beam.ParDo(MergeMegatronFiles(self.config, self.vocab), vocab=self.carried)
         )
 
 

@@ -10,7 +10,7 @@ from collections import Counter
 import apache_beam as beam
 
 from bertcorpus.pipeline.create.config import CreateConfig, shard_name
-from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.job_vocab import JobVocab, StepWithVocab
 from bertcorpus.pipeline.create.megatron import (
     empty_file,
     expected_files,
@@ -20,7 +20,6 @@ from bertcorpus.pipeline.create.megatron import (
 )
 from bertcorpus.pipeline.create.shard_writing import WriteShards
 from bertcorpus.pipeline.create.steps import UnbalancedSplitError
-from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.discovery import input_runs
 from bertcorpus.pipeline.inputs.formats import InputError
 from bertcorpus.pipeline.inputs.reads import merge_file_stats
@@ -29,7 +28,6 @@ from bertcorpus.transforms.bucket_instances import manifest_bins
 from bertcorpus.transforms.instance_mds import INDEX, index_bytes, index_entry
 from bertcorpus.transforms.language_sampling import SHARE_TOLERANCE, share_report, strays
 from bertcorpus.wordpiece.tokenizer_file import tokenizer_folder
-from bertcorpus.wordpiece.vocab import read_vocab_bytes
 
 VOCAB_COPY = "vocab.txt"  # beside the Parquet form, which is masked at load time with it
 TOKENIZER_COPY = "tokenizer"  # a tokenizer.json's run: its folder, as AutoTokenizer.from_pretrained reads one
@@ -96,18 +94,18 @@ class EmptySplitError(InputError):
     """A split that was asked for and holds no instance."""
 
 
-class Publish(WatchedDoFn):
+class Publish(StepWithVocab):
     """The single last step: check, move shards into place, write the manifest."""
 
     def __init__(self, config: CreateConfig, vocab: JobVocab, vocab_sha256: str, inputs_skipped: dict[str, int]):
-        self.config = config
-        self.vocab = vocab
+        super().__init__(config, vocab)
         self.vocab_sha256 = vocab_sha256
         self.inputs_skipped = inputs_skipped
 
-    def process(self, outcome: dict, chinese_ref: bool = False):
+    def process(self, outcome: dict, chinese_ref: bool = False, vocab: bytes | None = None):
         """outcome: RunOutcome's {"counts", "files", "shards", "errors"}; chinese_ref: whether MDS shards store a
-        segmenter's words (WriteShards)."""
+        segmenter's words (WriteShards); vocab: the side input of the vocab's bytes."""
+        loaded = self.vocab_ready(vocab)
         cfg = self.config
         counts, files, shard_infos = outcome["counts"], outcome["files"], outcome["shards"]
         errors_files = sorted(outcome["errors"], key=lambda f: f["path"])
@@ -124,12 +122,13 @@ class Publish(WatchedDoFn):
                 "nothing was written"
             )
         if cfg.file_format == "megatron":
-            yield self._publish_megatron(counts, files, shard_infos, errors_files)
+            yield self._publish_megatron(counts, files, shard_infos, errors_files, vocab)
             return
         # A shard that drew no records (a tiny input) still gets its file, empty.
         written = {s["path"] for s in shard_infos}
         writer = WriteShards(cfg, self.vocab)
         writer.setup()
+        writer.vocab_ready(vocab)
         shard_infos = list(shard_infos) + [
             writer.write(seq.name, split, i, [], chinese_ref)
             for seq in cfg.seq_configs
@@ -138,9 +137,8 @@ class Publish(WatchedDoFn):
             if shard_name(cfg, seq, split, i) not in written
         ]
         shard_infos = sorted(shard_infos, key=lambda s: s["path"])
-        loaded = self.vocab.load() if cfg.tokenizer is not None else None
         manifest = build_manifest(cfg, self.vocab_sha256, shard_infos, counts, files, self.inputs_skipped, errors_files)
-        if loaded is not None:
+        if cfg.tokenizer is not None:
             manifest["vocab"] = None
             manifest["tokenizer"] = {"path": cfg.tokenizer, **loaded.describe(), "copy": TOKENIZER_COPY}
         problem = unbalanced_outputs(manifest) or empty_train_split(manifest)
@@ -151,31 +149,32 @@ class Publish(WatchedDoFn):
         published += [s["provenance"]["path"] for s in shard_infos if "provenance" in s]
         if cfg.file_format == "mds":
             published += self._write_mds_indexes(manifest, chinese_ref)
-        published += self._stage_vocab_copy(loaded)
+        published += self._stage_vocab_copy(vocab)
         output.publish(cfg.output, published, manifest, OWNED_GLOBS)
         yield manifest
 
-    def _stage_vocab_copy(self, loaded) -> list[str]:
+    def _stage_vocab_copy(self, frame: bytes | None) -> list[str]:
         """Stage the copy of the tokenizer (every form: the loader masks with it, inspect and stats decode with it)
-        or of the vocab.txt (forms masked at load time); the paths staged."""
+        or of the vocab.txt (forms masked at load time); the paths staged. frame: the side input of its bytes."""
         cfg = self.config
-        if loaded is not None:
+        if cfg.tokenizer is not None:
             staged = []
-            for name, data in tokenizer_folder(loaded).items():
+            for name, data in tokenizer_folder(self.loaded).items():
                 output.write_bytes(output.staging_path(cfg.output, f"{TOKENIZER_COPY}/{name}"), [data])
                 staged.append(f"{TOKENIZER_COPY}/{name}")
             return staged
         if cfg.masking != "dynamic":
             return []
-        vocab = self.vocab.data if self.vocab.data is not None else read_vocab_bytes(self.vocab.path)
-        output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [vocab])
+        output.write_bytes(output.staging_path(cfg.output, VOCAB_COPY), [self.vocab.raw(frame)])
         return [VOCAB_COPY]
 
-    def _publish_megatron(self, counts: dict, files: list, infos: list[dict], errors_files: list[dict]) -> dict:
+    def _publish_megatron(
+        self, counts: dict, files: list, infos: list[dict], errors_files: list[dict], frame: bytes | None
+    ) -> dict:
         """Publish Megatron's indexed datasets (pipeline/create/megatron.py): every file the manifest names (an
         empty dataset where a file drew no part), the vocab or tokenizer copy, the manifest last."""
         cfg = self.config
-        loaded = self.vocab.load()
+        loaded = self.loaded
         if cfg.language_sampling_alpha == 1:
             made = {i["prefix"] for i in infos}
             infos = list(infos) + [
@@ -200,14 +199,14 @@ class Publish(WatchedDoFn):
             manifest["vocab"]["copy"] = VOCAB_COPY
         manifest["megatron"] = megatron_flags(cfg, manifest["outputs"], tokenizer, VOCAB_COPY)
         published = [f["path"] for i in infos for f in i["files"]] + [f["path"] for f in errors_files]
-        published += self._stage_vocab_copy(loaded if cfg.tokenizer is not None else None)
+        published += self._stage_vocab_copy(frame)
         output.publish(cfg.output, published, manifest, OWNED_GLOBS)
         return manifest
 
     def _write_mds_indexes(self, manifest: dict, chinese_ref: bool) -> list[str]:
         """Stage the index.json of each MDS split folder (its shards in order, as the manifest lists them)."""
         cfg = self.config
-        columns = cfg.mds_columns(len(self.vocab.load()), chinese_ref)
+        columns = cfg.mds_columns(len(self.loaded), chinese_ref)
         # How the shards store input_ids, which decides the readers that read them (docs/pretraining_data.md).
         manifest["form"]["mds_input_ids"] = columns.encodings[columns.names.index("input_ids")]
         written = []

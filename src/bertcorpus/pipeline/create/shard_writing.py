@@ -9,10 +9,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from bertcorpus.pipeline import tally
-from bertcorpus.pipeline.create.config import CreateConfig, shard_name
-from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.config import shard_name
+from bertcorpus.pipeline.create.job_vocab import StepWithVocab
 from bertcorpus.pipeline.create.values import InstancePiece
-from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.sinks import output
 from bertcorpus.transforms.instance_columns import InstanceColumns
 from bertcorpus.transforms.instance_mds import mds_shard
@@ -24,24 +23,19 @@ from bertcorpus.transforms.tfrecord import serialize_framed
 from bertcorpus.wordpiece.sequence_layout import SequenceLayout
 
 
-class WriteShards(WatchedDoFn):
+class WriteShards(StepWithVocab):
     """((seq config, split, shard), [InstancePiece]) → one staged shard file, its instances in the order of their
     random keys: TFRecords (static masking), or Parquet or MDS (dynamic)."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
-        self.config = config
-        self.vocab = vocab
-
-    def setup(self):
-        super().setup()
-        vocab = self.vocab.load()
+    def use_vocab(self, vocab):
         self.vocab_size = len(vocab) if self.config.masking == "dynamic" else 0
         # Where B starts, counted from A's first token, and its token type: the template's (BERT's: 2 and 1)
         self.b_offset, self.b_type = b_placement(special_ids(vocab).templates, self.config.pair_objective)
 
-    def process(self, element, chinese_ref: bool = False):
+    def process(self, element, chinese_ref: bool = False, vocab: bytes | None = None):
         """chinese_ref: whether the output's instances carry a segmenter's words, which MDS shards then store, every
         one of them (so that every sample of an output has the same keys)."""
+        self.vocab_ready(vocab)
         (seq_name, split, shard), pieces = element
         written = self.write(seq_name, split, shard, list(pieces), chinese_ref)
         tally.progress("instances_written", written["records"])

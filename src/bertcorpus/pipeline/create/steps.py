@@ -10,7 +10,7 @@ import numpy as np
 
 from bertcorpus.pipeline import tally
 from bertcorpus.pipeline.create.config import CreateConfig, bucket_key, split_of
-from bertcorpus.pipeline.create.job_vocab import JobVocab
+from bertcorpus.pipeline.create.job_vocab import StepWithVocab
 from bertcorpus.pipeline.create.values import BucketMessage, InstancePiece
 from bertcorpus.pipeline.engines.launcher_watch import WatchedDoFn
 from bertcorpus.pipeline.inputs.formats import InputError, ReadStats, SourceDocument
@@ -161,25 +161,20 @@ def fragment_targets(keys: list[str], seed: int) -> dict[str, tuple[int, list[st
     return targets
 
 
-class TokenizeBuckets(WatchedDoFn):
+class TokenizeBuckets(StepWithVocab):
     """(bucket key, [SourceDocument]) → (bucket key, its tokenised documents) and, for each bucket it sends
     fragments to, (that key, fragments of its documents); counts to TALLY.
 
     Each document is tokenised here, once, and its ids serve every seq config and dupe pass of the bucket."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
-        self.config = config
-        self.vocab = vocab
-
-    def setup(self):
-        super().setup()
-        vocab = self.vocab.load()
+    def use_vocab(self, vocab):
         self.tokenizer = DocumentTokenizer(vocab, self.config.do_lower_case, self.config.segmentation)
         # A sentence longer than a pair of the shortest seq config can hold is cut into pieces (and counted).
         specials = special_ids(vocab).templates.pair_specials
         self.longest_sentence = min(seq.max_seq_length for seq in self.config.seq_configs) - specials
 
-    def process(self, element, targets: dict):
+    def process(self, element, targets: dict, vocab: bytes | None = None):
+        self.vocab_ready(vocab)
         key, docs = element
         # GroupByKey order is arbitrary; sorting makes the bucket, and so everything after, reproducible.
         tokenized, counts, languages, spans = self.tokenize(sorted(docs, key=bucket_order))
@@ -310,20 +305,16 @@ def unsampled_counts(
     }
 
 
-class CountInstances(WatchedDoFn):
+class CountInstances(StepWithVocab):
     """(bucket key, [its own BucketMessage, fragments]) → ("seq:split:language", instances a run without language
     sampling makes of the bucket's documents of that language: the same draws, counted), for the rates of language
     sampling; the same counts to TALLY, for the manifest's targets."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
-        self.config = config
-        self.vocab = vocab
+    def use_vocab(self, vocab):
+        self.layout = special_ids(vocab).templates
 
-    def setup(self):
-        super().setup()
-        self.layout = special_ids(self.vocab.load()).templates
-
-    def process(self, element):
+    def process(self, element, vocab: bytes | None = None):
+        self.vocab_ready(vocab)
         key, messages = element
         cfg, split = self.config, key.split("/")[0]
         counts = {}
@@ -336,23 +327,18 @@ class CountInstances(WatchedDoFn):
         yield tally.emit("create", {f"language_unsampled:{k}": v for k, v in counts.items()})
 
 
-class BuildInstances(WatchedDoFn):
+class BuildInstances(StepWithVocab):
     """(bucket key, [its own BucketMessage, fragments from other buckets]) → ((seq config, split, shard),
     InstancePiece) for every shard its instances go to; counts to TALLY. With language sampling, each language of
     the bucket is built on its own, at its rate (the `rates` side input: {"seq:split:language": rate})."""
 
-    def __init__(self, config: CreateConfig, vocab: JobVocab):
-        self.config = config
-        self.vocab = vocab
-
-    def setup(self):
-        super().setup()
-        vocab = self.vocab.load()
+    def use_vocab(self, vocab):
         self.special = special_ids(vocab)
         # a tokenizer that does not encode a text as its units one after another: provenance by sentence
         self.by_sentence = isinstance(vocab, TokenizerFile) and not unit_local(vocab)
 
-    def process(self, element, rates: dict | None = None):
+    def process(self, element, rates: dict | None = None, vocab: bytes | None = None):
+        self.vocab_ready(vocab)
         key, messages = element
         # A bucket whose documents had no tokens sends no message of its own; the fragments sent to it go unused.
         for own in (m for m in messages if m.sender is None):
